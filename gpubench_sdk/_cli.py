@@ -1,0 +1,393 @@
+"""The ``gpubench`` command line."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from importlib import resources
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ._config import RunConfig, load_config, parse_config
+from ._errors import ConfigError, GpubenchError
+from ._multiproc import run_blocking, run_processes
+from ._plan import build_run
+from ._plugins import PROVIDERS, WORKLOADS, list_plugins
+from ._runner import Runner, RunResult
+from ._store import Store
+from ._summary import render, summarize
+from ._types import Invocation
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+out = Console()
+err = Console(stderr=True)
+
+
+def _fail(exc: GpubenchError) -> None:
+    err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+    sys.exit(2 if isinstance(exc, ConfigError) else 1)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="gpubench-sdk")
+def main() -> None:
+    """Benchmark serverless GPU inference providers: cold starts, bursts, variability, cost."""
+
+
+def _store_option(f: F) -> F:
+    return click.option(
+        "--store",
+        "store_path",
+        default="gpubench.sqlite",
+        show_default=True,
+        type=click.Path(dir_okay=False),
+        help="results store (SQLite file)",
+    )(f)
+
+
+# -- run / demo ---------------------------------------------------------------------------
+
+
+@main.command("run")
+@click.argument("config_path", metavar="CONFIG", type=click.Path(dir_okay=False))
+@click.option(
+    "-o", "--output", type=click.Path(dir_okay=False), help="store path (overrides run.output)"
+)
+@click.option("--otlp-endpoint", metavar="URL", help="export spans and metrics over OTLP/HTTP")
+@click.option("--quiet", is_flag=True, help="no progress bar")
+@click.option(
+    "-p",
+    "--processes",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 256),
+    help="load-generating processes (use the machine's cores)",
+)
+def run_cmd(
+    config_path: str, output: str | None, otlp_endpoint: str | None, quiet: bool, processes: int
+) -> None:
+    """Run the benchmark plan in CONFIG (TOML)."""
+    try:
+        config = load_config(config_path)
+        _execute(config, output, otlp_endpoint, quiet, processes)
+    except GpubenchError as exc:
+        _fail(exc)
+
+
+@main.command("demo")
+@click.option(
+    "-o",
+    "--output",
+    default="gpubench-demo.sqlite",
+    show_default=True,
+    type=click.Path(dir_okay=False),
+    help="store path",
+)
+@click.option("--otlp-endpoint", metavar="URL", help="export spans and metrics over OTLP/HTTP")
+@click.option("--quiet", is_flag=True, help="no progress bar")
+def demo_cmd(output: str, otlp_endpoint: str | None, quiet: bool) -> None:
+    """Start the local serverless runtime and run the quickstart plan against it."""
+    try:
+        config = load_config(_quickstart_path())
+        out.print(
+            f"[bold]gpubench demo[/]: {len(config.scenarios)} scenarios against the "
+            "embedded local runtime (real worker processes, real cold starts)"
+        )
+        _execute(config, output, otlp_endpoint, quiet)
+    except GpubenchError as exc:
+        _fail(exc)
+
+
+def _quickstart_path() -> Path:
+    bundled = resources.files("gpubench_sdk").joinpath("_quickstart.toml")
+    if bundled.is_file():
+        return Path(str(bundled))
+    # editable install: the file lives in the repository's examples/
+    return Path(__file__).resolve().parents[1] / "examples" / "quickstart.toml"
+
+
+def _execute(
+    config: RunConfig,
+    output: str | None,
+    otlp_endpoint: str | None,
+    quiet: bool,
+    processes: int = 1,
+) -> None:
+    store = output or config.run.output
+    if processes > 1:
+        _execute_processes(config, store, otlp_endpoint, quiet, processes)
+        return
+    setup = None
+    if otlp_endpoint:
+        from .telemetry import configure
+
+        setup = configure(otlp_endpoint=otlp_endpoint)
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[errors]} errors"),
+        TimeElapsedColumn(),
+        console=err,
+        disable=quiet,
+        transient=False,
+    )
+    tasks = [
+        progress.add_task(f"{i}:{s.kind}", total=s.planned(len(config.targets)), errors=0)
+        for i, s in enumerate(config.build_scenarios())
+    ]
+    errors = [0] * len(tasks)
+
+    def advance(inv: Invocation) -> None:
+        if not inv.ok:
+            errors[inv.scenario] += 1
+        progress.update(tasks[inv.scenario], advance=1, errors=errors[inv.scenario])
+
+    runner = build_run(
+        config, store=store, instruments=setup.instruments() if setup else None, observers=[advance]
+    )
+    try:
+        with progress:
+            result = run_blocking(runner)
+    finally:
+        if setup is not None:
+            setup.shutdown()
+    _report(result)
+
+
+def _build_for_process(config: dict[str, Any], store: str, otlp_endpoint: str | None) -> Runner:
+    """Runs in each load-generating process (it must be picklable, hence module level)."""
+    instruments = None
+    if otlp_endpoint:
+        from .telemetry import configure
+
+        instruments = configure(otlp_endpoint=otlp_endpoint).instruments()
+    return build_run(parse_config(config), store=store, instruments=instruments)
+
+
+def _execute_processes(
+    config: RunConfig, store: str, otlp_endpoint: str | None, quiet: bool, processes: int
+) -> None:
+    for i, t in enumerate(config.targets):
+        if t.provider == "local" and not t.provider_options().get("url"):
+            raise ConfigError(
+                f"targets[{i}].url",
+                None,
+                "the URL of a running local runtime when --processes > 1, so all processes "
+                "share one: start it with `gpubench local serve`",
+            )
+    total = sum(s.planned(len(config.targets)) for s in config.build_scenarios())
+    progress = Progress(
+        TextColumn(f"{processes} processes"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        disable=quiet,
+    )
+    task = progress.add_task("run", total=total)
+    build = functools.partial(_build_for_process, config.stored(), store, otlp_endpoint)
+    with progress:
+        result = run_processes(
+            build, processes, on_progress=lambda n: progress.update(task, completed=n)
+        )
+    _report(result)
+
+
+def _report(result: RunResult) -> None:
+    with Store(result.store_path, readonly=True) as store:
+        rows = summarize(store, result.run)
+    status = result.status + (f" ({result.stop_reason})" if result.stop_reason else "")
+    out.print(render(rows, f"run {result.run.id} {result.run.name!r}: {status}"))
+    if result.client_bound_s:
+        out.print(
+            f"[yellow]warning:[/] the client was the bottleneck for "
+            f"{result.client_bound_s:.0f} s of this run (event-loop lag or CPU): latencies "
+            "in those windows include the load generator's own queueing"
+        )
+    out.print(
+        f"stored in {result.store_path} (run {result.run.uuid}); "
+        f"see: gpubench results show {result.run.id} --store {result.store_path}"
+    )
+
+
+# -- plugins ------------------------------------------------------------------------------
+
+
+@main.command("providers")
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+def providers_cmd(as_json: bool) -> None:
+    """List installed provider and workload plugins with their capabilities."""
+    groups = {"providers": list_plugins(PROVIDERS), "workloads": list_plugins(WORKLOADS)}
+    if as_json:
+        data = {
+            g: [
+                {
+                    "name": i.name,
+                    "target": i.target,
+                    "distribution": i.distribution,
+                    "capabilities": i.capabilities,
+                    "error": i.error,
+                }
+                for i in infos
+            ]
+            for g, infos in groups.items()
+        }
+        click.echo(json.dumps(data, indent=2))
+        return
+    for group, infos in groups.items():
+        table = Table(title=group, title_justify="left")
+        for col in ("name", "status", "capabilities" if group == "providers" else "class", "from"):
+            table.add_column(col)
+        for i in infos:
+            status = "[green]ok[/]" if i.ok else f"[red]broken[/]: {i.error}"
+            detail = ", ".join(i.capabilities) if group == "providers" else i.target
+            table.add_row(i.name, status, detail if i.ok else "-", i.distribution or "-")
+        out.print(table)
+
+
+# -- results ------------------------------------------------------------------------------
+
+
+@main.group("results")
+def results() -> None:
+    """Read stored runs."""
+
+
+@results.command("list")
+@_store_option
+def results_list(store_path: str) -> None:
+    """List the runs in the store, newest first."""
+    try:
+        with Store(store_path, readonly=True) as store:
+            table = Table()
+            for col in ("id", "uuid", "name", "status", "started", "samples"):
+                table.add_column(col)
+            import datetime as dt
+
+            for r in store.runs():
+                started = dt.datetime.fromtimestamp(r.started_wall_ns / 1e9).isoformat(
+                    " ", "seconds"
+                )
+                table.add_row(str(r.id), r.uuid[:8], r.name, r.status, started, str(r.samples))
+            out.print(table)
+    except GpubenchError as exc:
+        _fail(exc)
+
+
+@results.command("show")
+@click.argument("run_ref", metavar="RUN", default="latest")
+@_store_option
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+def results_show(run_ref: str, store_path: str, as_json: bool) -> None:
+    """Summarize RUN (id, uuid prefix, or 'latest')."""
+    try:
+        with Store(store_path, readonly=True) as store:
+            run = store.run(int(run_ref) if run_ref.isdigit() else run_ref)
+            rows = summarize(store, run)
+            if as_json:
+                from dataclasses import asdict
+
+                click.echo(
+                    json.dumps(
+                        {
+                            "run": {
+                                "id": run.id,
+                                "uuid": run.uuid,
+                                "name": run.name,
+                                "status": run.status,
+                            },
+                            "summary": [asdict(r) for r in rows],
+                        },
+                        indent=2,
+                        default=str,
+                    )
+                )
+                return
+            out.print(render(rows, f"run {run.id} {run.name!r}: {run.status}"))
+    except GpubenchError as exc:
+        _fail(exc)
+
+
+@results.command("export")
+@click.argument("run_ref", metavar="RUN", default="latest")
+@_store_option
+@click.option(
+    "--format", "fmt", type=click.Choice(["jsonl", "csv"]), default="jsonl", show_default=True
+)
+@click.option("-o", "--output", type=click.File("w"), default="-", help="file (default stdout)")
+def results_export(run_ref: str, store_path: str, fmt: str, output: Any) -> None:
+    """Export every invocation of RUN as JSON lines or CSV."""
+    try:
+        with Store(store_path, readonly=True) as store:
+            run = store.run(int(run_ref) if run_ref.isdigit() else run_ref)
+            (store.export_jsonl if fmt == "jsonl" else store.export_csv)(run.id, output)
+    except GpubenchError as exc:
+        _fail(exc)
+
+
+# -- local runtime ------------------------------------------------------------------------
+
+
+@main.group("local")
+def local() -> None:
+    """The embedded local serverless runtime."""
+
+
+@local.command("serve")
+@click.option("--handler", default=None, help="module:function handling each request")
+@click.option("--load", "load_fn", default=None, help="module:function run once per worker")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8585, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--min-workers", default=0, show_default=True, type=click.IntRange(0))
+@click.option("--max-workers", default=4, show_default=True, type=click.IntRange(1))
+@click.option(
+    "--idle-timeout",
+    "idle_timeout_s",
+    default=5.0,
+    show_default=True,
+    type=click.FloatRange(0),
+    help="seconds before an idle worker stops",
+)
+@click.option("--api-key-env", default=None, metavar="VAR", help="require this env var's key")
+def local_serve(
+    handler: str | None,
+    load_fn: str | None,
+    host: str,
+    port: int,
+    min_workers: int,
+    max_workers: int,
+    idle_timeout_s: float,
+    api_key_env: str | None,
+) -> None:
+    """Serve the local runtime until Ctrl-C."""
+    from ._local import LocalRuntimeConfig, serve
+    from ._secrets import resolve_secret
+
+    fields: dict[str, Any] = {
+        "host": host,
+        "port": port,
+        "min_workers": min_workers,
+        "max_workers": max_workers,
+        "idle_timeout_s": idle_timeout_s,
+    }
+    if handler:
+        fields["handler"] = handler
+        fields["load"] = load_fn
+    elif load_fn:
+        fields["load"] = load_fn
+    try:
+        fields["api_key"] = resolve_secret("api_key", env=api_key_env, file=None)
+        if max_workers < min_workers:
+            raise ConfigError("--max-workers", max_workers, f">= --min-workers ({min_workers})")
+        serve(LocalRuntimeConfig(**fields))
+    except GpubenchError as exc:
+        _fail(exc)

@@ -1,0 +1,187 @@
+"""Run configuration: TOML -> validated models -> live targets, workload and scenarios.
+
+Every validation failure becomes a ``ConfigError`` naming the field's dotted path, the value
+given and what is expected. Secrets are referenced by environment variable or file name
+(``api_key_env`` / ``api_key_file``) and only resolved when the run is built, so a stored or
+printed config never holds a key.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from ._errors import ConfigError
+from ._scenarios import Burst, ColdStarts, Rate, Scenario
+from ._secrets import resolve_secret
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _location(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def config_error(exc: ValidationError, prefix: str = "") -> ConfigError:
+    """The first problem of a pydantic ValidationError as a ConfigError; the count of the rest."""
+    errors = exc.errors(include_url=False)
+    first = errors[0]
+    loc = _location(tuple(first["loc"]))
+    field = f"{prefix}.{loc}" if prefix and loc else (prefix or loc or "config")
+    expected = first["msg"]
+    if first["type"] == "extra_forbidden":
+        expected = "no such field: remove it or check its spelling"
+    if len(errors) > 1:
+        expected += f" (and {len(errors) - 1} more problem(s))"
+    return ConfigError(field, first.get("input"), expected)
+
+
+def validate_options(model: type[M], data: Mapping[str, Any], prefix: str) -> M:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise config_error(exc, prefix) from None
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TargetConfig(BaseModel):
+    """``[[targets]]``: a name, a provider plugin, and that provider's options (flat)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.:-]+$")
+    provider: str = Field(min_length=1)
+    api_key_env: str | None = None
+    api_key_file: str | None = None
+
+    def provider_options(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class WorkloadConfig(BaseModel):
+    """``[workload]``: a workload plugin ``kind`` and its options (flat)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    kind: str = "probe"
+
+    def workload_options(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class BurstConfig(_Strict):
+    kind: Literal["burst"]
+    total: int = Field(ge=1)
+    concurrency: int = Field(ge=1)
+    warmup: int = Field(default=0, ge=0)
+    deadline_s: float | None = Field(default=None, gt=0)
+
+
+class RateConfig(_Strict):
+    kind: Literal["rate"]
+    rps: float = Field(gt=0)
+    duration_s: float = Field(gt=0)
+    arrivals: Literal["constant", "poisson"] = "constant"
+    seed: int = 0
+    warmup: int = Field(default=0, ge=0)
+    max_inflight: int = Field(default=10_000, ge=1)
+    deadline_s: float | None = Field(default=None, gt=0)
+
+
+class ColdStartsConfig(_Strict):
+    kind: Literal["cold_starts"]
+    n: int = Field(ge=1)
+    idle_gap_s: float | None = Field(default=None, ge=0)
+    warm_after: int = Field(default=1, ge=0)
+    cold_timeout_s: float = Field(default=900.0, gt=0)
+
+
+ScenarioConfig = Annotated[BurstConfig | RateConfig | ColdStartsConfig, Field(discriminator="kind")]
+
+
+class RunSection(_Strict):
+    name: str = "run"
+    output: str = "gpubench.sqlite"
+    max_requests: int | None = Field(default=None, ge=1)
+
+
+class RunConfig(_Strict):
+    """A whole benchmark plan, as written in a TOML file."""
+
+    run: RunSection = RunSection()
+    workload: WorkloadConfig = WorkloadConfig()
+    targets: list[TargetConfig] = Field(min_length=1)
+    scenarios: list[ScenarioConfig] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> RunConfig:
+        seen: set[str] = set()
+        for i, t in enumerate(self.targets):
+            if t.name in seen:
+                raise ConfigError(f"targets[{i}].name", t.name, "a name no other target uses")
+            seen.add(t.name)
+        return self
+
+    def build_scenarios(self) -> list[Scenario]:
+        out: list[Scenario] = []
+        for sc in self.scenarios:
+            params = sc.model_dump(exclude={"kind"})
+            if isinstance(sc, BurstConfig):
+                out.append(Burst(**params))
+            elif isinstance(sc, RateConfig):
+                out.append(Rate(**params))
+            else:
+                out.append(ColdStarts(**params))
+        return out
+
+    def stored(self) -> dict[str, Any]:
+        """The config as stored with a run: references to secrets, never their values."""
+        return self.model_dump(mode="json")
+
+
+def parse_config(data: Mapping[str, Any], source: str = "config") -> RunConfig:
+    try:
+        return RunConfig.model_validate(data)
+    except ConfigError:
+        raise
+    except ValidationError as exc:
+        # a ConfigError raised inside a validator arrives wrapped; unwrap it
+        for err in exc.errors(include_url=False):
+            ctx = err.get("ctx") or {}
+            if isinstance(ctx.get("error"), ConfigError):
+                raise ctx["error"] from None
+        raise config_error(exc) from None
+
+
+def load_config(path: str | Path) -> RunConfig:
+    """Read and validate a TOML plan. Relative ``run.output`` resolves against the CWD."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError("config", str(path), f"a readable TOML file ({exc.strerror})") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(str(path), "(TOML syntax)", f"valid TOML: {exc}") from None
+    return parse_config(data, str(path))
+
+
+def provider_options(target: TargetConfig, options_model: type[M]) -> M:
+    """Validate a target's provider options and resolve its API key reference."""
+    prefix = f"targets[{target.name}]"
+    data = target.provider_options()
+    key = resolve_secret(f"{prefix}.api_key", env=target.api_key_env, file=target.api_key_file)
+    if key is not None:
+        data["api_key"] = key
+    return validate_options(options_model, data, prefix)

@@ -1,0 +1,133 @@
+"""The one exception tree of gpubench.
+
+Every error gpubench raises derives from ``GpubenchError``::
+
+    GpubenchError
+    ├── ConfigError               bad config file, CLI value or option: names field, value, fix
+    ├── PluginError
+    │   ├── PluginNotFoundError   no installed plugin by that name (with an install hint)
+    │   └── PluginLoadError       the plugin is installed but fails to import or has the wrong type
+    ├── StoreError                the results store cannot be opened, written or read
+    ├── CapabilityError           a provider was asked for an optional capability it lacks
+    └── ProviderError             one request to a provider failed; ``outcome`` says how
+        ├── ThrottledError        429 or a provider's own throttling signal (``retry_after_s``)
+        ├── ColdTimeoutError      the provider did not get a worker ready in time
+        ├── HTTPStatusError       a non-success HTTP status
+        │   ├── ClientHTTPError   4xx other than 429
+        │   └── ServerHTTPError   5xx
+        ├── RequestTimeoutError   the request's own deadline passed
+        ├── TransportError        connection refused/reset, DNS, TLS, truncated body
+        └── InvalidResponseError  the provider answered, but not with what its protocol promises
+
+Provider plugins raise the most specific ``ProviderError`` they can (``raise ... from exc``);
+the runner also maps plain ``httpx`` errors, so ``response.raise_for_status()`` is enough.
+Messages never contain credentials: see ``gpubench_sdk._secrets``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._types import Outcome
+
+
+class GpubenchError(Exception):
+    """Root of every error raised by gpubench."""
+
+
+class ConfigError(GpubenchError, ValueError):
+    """A configuration value is wrong. ``field`` is its dotted path, ``expected`` the fix."""
+
+    def __init__(self, field: str, value: Any, expected: str) -> None:
+        self.field = field
+        self.value = value
+        self.expected = expected
+        shown = repr(value)
+        if len(shown) > 80:
+            shown = shown[:77] + "..."
+        super().__init__(f"{field}: got {shown}; expected {expected}")
+
+
+class PluginError(GpubenchError):
+    """A provider or workload plugin cannot be used."""
+
+
+class PluginNotFoundError(PluginError, LookupError):
+    """No plugin is installed under the requested name."""
+
+
+class PluginLoadError(PluginError, ImportError):
+    """The plugin is installed but importing it failed or it is not the right type."""
+
+
+class StoreError(GpubenchError):
+    """The results store cannot be opened, written or read."""
+
+
+class CapabilityError(GpubenchError, NotImplementedError):
+    """The provider does not offer the optional capability that was asked for."""
+
+    def __init__(self, provider: str, capability: str) -> None:
+        self.provider = provider
+        self.capability = capability
+        super().__init__(f"provider {provider!r} does not support {capability!r}")
+
+
+class ProviderError(GpubenchError):
+    """One request to a provider failed. ``outcome`` is its place in the error taxonomy."""
+
+    outcome: Outcome = Outcome.INVALID_RESPONSE
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str | None = None,
+        status_code: int | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        self.provider = provider
+        self.status_code = status_code
+        self.request_id = request_id
+        prefix = f"[{provider}] " if provider else ""
+        super().__init__(prefix + message)
+
+
+class ThrottledError(ProviderError):
+    """The provider refused the request for rate or capacity (HTTP 429 and equivalents)."""
+
+    outcome = Outcome.THROTTLED
+
+    def __init__(self, message: str, *, retry_after_s: float | None = None, **kw: Any) -> None:
+        self.retry_after_s = retry_after_s
+        super().__init__(message, **kw)
+
+
+class ColdTimeoutError(ProviderError):
+    """No worker became ready before the provider or the scenario gave up."""
+
+    outcome = Outcome.COLD_TIMEOUT
+
+
+class HTTPStatusError(ProviderError):
+    """A non-success HTTP status that is not throttling."""
+
+
+class ClientHTTPError(HTTPStatusError):
+    outcome = Outcome.HTTP_4XX
+
+
+class ServerHTTPError(HTTPStatusError):
+    outcome = Outcome.HTTP_5XX
+
+
+class RequestTimeoutError(ProviderError):
+    outcome = Outcome.TIMEOUT
+
+
+class TransportError(ProviderError):
+    outcome = Outcome.TRANSPORT
+
+
+class InvalidResponseError(ProviderError):
+    outcome = Outcome.INVALID_RESPONSE

@@ -1,0 +1,79 @@
+"""The runner watching itself: is the client, not the provider, the bottleneck?
+
+Any load generator saturates somewhere. When its event loop falls behind (timers fire late)
+or its process uses a whole core, latencies it records include its own queueing. The monitor
+samples both every ``tick_s`` and closes a window every ``window_s``; a window is flagged
+client-bound when the loop lagged more than ``max_lag_ms`` or CPU use exceeded ``max_cpu``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import anyio
+
+
+@dataclass(frozen=True, slots=True)
+class HealthWindow:
+    t_ns: int  # window end, perf_counter_ns relative to the run origin
+    loop_lag_ms: float  # worst timer lateness in the window
+    cpu_pct: float  # process CPU time / wall time, 100 = one full core
+    inflight: int  # requests in flight at the window's end
+    client_bound: bool
+
+
+class Monitor:
+    def __init__(
+        self,
+        *,
+        origin_ns: int,
+        inflight: Callable[[], int],
+        sink: Callable[[HealthWindow], None],
+        tick_s: float = 0.05,
+        window_s: float = 1.0,
+        max_lag_ms: float = 20.0,
+        max_cpu: float = 0.90,
+    ) -> None:
+        self._origin_ns = origin_ns
+        self._inflight = inflight
+        self._sink = sink
+        self._tick_s = tick_s
+        self._window_s = window_s
+        self._max_lag_ms = max_lag_ms
+        self._max_cpu = max_cpu
+        self.windows: list[HealthWindow] = []
+
+    async def run(self) -> None:
+        """Sample until cancelled; the partial last window is emitted on cancellation."""
+        tick_ns = int(self._tick_s * 1e9)
+        win_start = time.perf_counter_ns()
+        cpu_start = time.process_time_ns()
+        worst_lag_ns = 0
+        try:
+            while True:
+                before = time.perf_counter_ns()
+                await anyio.sleep(self._tick_s)
+                now = time.perf_counter_ns()
+                worst_lag_ns = max(worst_lag_ns, now - before - tick_ns)
+                if now - win_start >= self._window_s * 1e9:
+                    self._emit(now, win_start, cpu_start, worst_lag_ns)
+                    win_start, cpu_start, worst_lag_ns = now, time.process_time_ns(), 0
+        finally:
+            now = time.perf_counter_ns()
+            if now - win_start > tick_ns:
+                self._emit(now, win_start, cpu_start, worst_lag_ns)
+
+    def _emit(self, now: int, win_start: int, cpu_start: int, lag_ns: int) -> None:
+        cpu = (time.process_time_ns() - cpu_start) / max(1, now - win_start)
+        lag_ms = max(0.0, lag_ns / 1e6)
+        window = HealthWindow(
+            t_ns=now - self._origin_ns,
+            loop_lag_ms=lag_ms,
+            cpu_pct=cpu * 100.0,
+            inflight=self._inflight(),
+            client_bound=lag_ms > self._max_lag_ms or cpu > self._max_cpu,
+        )
+        self.windows.append(window)
+        self._sink(window)

@@ -1,0 +1,41 @@
+"""Turning a validated RunConfig into a ready Runner: plugins loaded, secrets resolved."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from ._config import RunConfig, provider_options, validate_options
+from ._plugins import provider_class, workload_class
+from ._runner import Observer, Runner, Target
+from ._store import Store
+from ._telemetry import Instruments
+
+
+def build_run(
+    config: RunConfig,
+    *,
+    store: Store | str | Path | None = None,
+    instruments: Instruments | None = None,
+    observers: Iterable[Observer] = (),
+) -> Runner:
+    """A Runner for ``config``. Fails before anything is sent if a plugin or option is wrong."""
+    targets = []
+    for t in config.targets:
+        cls = provider_class(t.provider)
+        targets.append(Target(t.name, cls(provider_options(t, cls.Options))))
+    wl_cls = workload_class(config.workload.kind)
+    workload = wl_cls(
+        validate_options(wl_cls.Options, config.workload.workload_options(), "workload")
+    )
+    return Runner(
+        targets,
+        workload,
+        config.build_scenarios(),
+        store=store if store is not None else config.run.output,
+        name=config.run.name,
+        config=config.stored(),
+        instruments=instruments,
+        observers=observers,
+        max_requests=config.run.max_requests,
+    )

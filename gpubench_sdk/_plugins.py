@@ -1,0 +1,141 @@
+"""Plugin discovery over entry points, with stevedore.
+
+Listing loads every plugin but never fails: a broken one is reported and skipped (stevedore's
+``ExtensionManager``). Asking for one by name loads only that one and fails loudly, with an
+install hint, when it is missing or broken (``DriverManager``). Loaded classes are type-checked,
+so a plugin pointing at the wrong object is caught before a run starts.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from stevedore import DriverManager, ExtensionManager
+from stevedore.exception import NoMatches
+
+from ._errors import PluginLoadError, PluginNotFoundError
+from ._provider import Provider
+from ._workload import Workload
+
+log = logging.getLogger("gpubench.plugins")
+
+PROVIDERS = "gpubench.providers"
+WORKLOADS = "gpubench.workloads"
+_BASES: dict[str, type] = {PROVIDERS: Provider, WORKLOADS: Workload}
+_HINT = {
+    PROVIDERS: "pip install gpubench-{name}",
+    WORKLOADS: "pip install the package that provides workload {name!r}",
+}
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class PluginInfo:
+    """One entry point in a plugin group, loaded or not."""
+
+    name: str
+    group: str
+    target: str  # "module:attribute"
+    distribution: str | None
+    cls: type | None
+    error: str | None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def capabilities(self) -> list[str]:
+        if self.cls is not None and issubclass(self.cls, Provider):
+            return self.cls.capabilities.names()
+        return []
+
+
+def _distribution(ep: Any) -> str | None:
+    dist = getattr(ep, "dist", None)
+    if dist is None:
+        return None
+    return f"{dist.name} {dist.version}"
+
+
+def _check_type(group: str, name: str, obj: Any) -> type:
+    base = _BASES[group]
+    if not (isinstance(obj, type) and issubclass(obj, base)):
+        raise PluginLoadError(
+            f"{group} plugin {name!r} points at {obj!r}, which is not a subclass of "
+            f"{base.__module__.split('.')[0]}.{base.__name__}"
+        )
+    return obj
+
+
+def list_plugins(group: str = PROVIDERS) -> list[PluginInfo]:
+    """Every plugin installed in ``group``, sorted by name; broken ones carry ``error``."""
+    failures: dict[str, tuple[Any, str]] = {}
+
+    def on_failure(_manager: Any, ep: Any, exc: BaseException) -> None:
+        failures[ep.name] = (ep, f"{type(exc).__name__}: {exc}")
+        log.warning("skipping %s plugin %r: %s", group, ep.name, exc)
+
+    manager = ExtensionManager(group, invoke_on_load=False, on_load_failure_callback=on_failure)
+    infos = []
+    for ext in manager.extensions:
+        cls: type | None
+        try:
+            cls, error = _check_type(group, ext.name, ext.plugin), None
+        except PluginLoadError as exc:
+            cls, error = None, str(exc)
+        infos.append(
+            PluginInfo(
+                ext.name, group, ext.entry_point.value, _distribution(ext.entry_point), cls, error
+            )
+        )
+    for name, (ep, error) in failures.items():
+        infos.append(PluginInfo(name, group, ep.value, _distribution(ep), None, error))
+    return sorted(infos, key=lambda i: i.name)
+
+
+def _load(group: str, name: str) -> type:
+    try:
+        manager = DriverManager(group, name, invoke_on_load=False, on_load_failure_callback=_raise)
+    except NoMatches:
+        installed = ", ".join(i.name for i in list_plugins(group)) or "none"
+        hint = _HINT[group].format(name=name)
+        raise PluginNotFoundError(
+            f"no {group} plugin named {name!r} (installed: {installed}); to add it: {hint}"
+        ) from None
+    except PluginLoadError:
+        raise
+    except Exception as exc:
+        raise PluginLoadError(f"{group} plugin {name!r} failed to load: {exc}") from exc
+    return _check_type(group, name, manager.driver)
+
+
+def _raise(_manager: Any, ep: Any, exc: BaseException) -> None:
+    raise PluginLoadError(
+        f"plugin {ep.name!r} ({ep.value}) failed to import: {type(exc).__name__}: {exc}"
+    ) from exc
+
+
+def provider_class(name: str) -> type[Provider]:
+    """The Provider class registered under ``name``; fails loudly if missing or broken."""
+    cls = _load(PROVIDERS, name)
+    assert issubclass(cls, Provider)
+    return cls
+
+
+def workload_class(name: str) -> type[Workload]:
+    """The Workload class registered under ``name``; fails loudly if missing or broken."""
+    cls = _load(WORKLOADS, name)
+    assert issubclass(cls, Workload)
+    return cls
+
+
+def load_provider(name: str, **options: Any) -> Provider:
+    """Instantiate the provider plugin ``name`` with validated ``options``."""
+    from ._config import validate_options
+
+    cls = provider_class(name)
+    return cls(validate_options(cls.Options, options, f"provider {name!r}"))

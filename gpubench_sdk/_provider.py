@@ -1,0 +1,124 @@
+"""The Provider interface: one required method, everything else a declared capability."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any, ClassVar, Self
+
+import httpx
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+from ._capabilities import Capabilities
+from ._errors import CapabilityError
+from ._http import make_client
+from ._types import ColdCheck, FleetState, Request, Result, ScalingSettings
+
+
+class ProviderOptions(BaseModel):
+    """Options every provider accepts. A provider subclasses it to add its own fields.
+
+    ``api_key`` is never written in a config file: the config names ``api_key_env`` or
+    ``api_key_file`` and gpubench resolves it into a masked ``SecretStr``.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    api_key: SecretStr | None = Field(default=None, exclude=True, repr=False)
+    timeout_s: float = Field(default=300.0, gt=0, description="per-request deadline in seconds")
+    headers: dict[str, str] = Field(default_factory=dict, description="extra request headers")
+
+
+class Provider:
+    """Adapter for one serverless platform.
+
+    Subclasses set ``name`` and ``capabilities``, may set ``Options`` to a ``ProviderOptions``
+    subclass, and implement ``invoke``. Each capability they declare obliges them to implement
+    the matching method (``fleet_state`` -> ``state``, ``cold_start_control`` -> ``ensure_cold``,
+    ``scaling_settings`` -> ``get_scaling``/``set_scaling``).
+
+    A provider is an async context manager around one ``httpx.AsyncClient`` (``self.client``),
+    which the runner may hand in; otherwise it makes its own with ``gpubench_sdk.make_client``.
+    """
+
+    name: ClassVar[str] = ""
+    capabilities: ClassVar[Capabilities] = Capabilities()
+    Options: ClassVar[type[ProviderOptions]] = ProviderOptions
+
+    def __init__(
+        self,
+        options: ProviderOptions | None = None,
+        *,
+        client: httpx.AsyncClient | None = None,
+        **fields: Any,
+    ) -> None:
+        if options is None:
+            options = self.Options(**fields)
+        elif fields:
+            options = options.model_copy(update=fields)
+        self.options = options
+        self._given_client = client
+        self._client: httpx.AsyncClient | None = client
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r}>"
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            raise RuntimeError(f"{self!r} is not open: use 'async with provider:'")
+        return self._client
+
+    def auth_headers(self) -> dict[str, str]:
+        """Headers carrying the API key; override for schemes other than Bearer."""
+        if self.options.api_key is None:
+            return {}
+        return {"Authorization": f"Bearer {self.options.api_key.get_secret_value()}"}
+
+    async def __aenter__(self) -> Self:
+        if self._client is None:
+            self._client = make_client(timeout_s=self.options.timeout_s)
+        try:
+            await self.open()
+        except BaseException:
+            await self._close_client()
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            await self.close()
+        finally:
+            await self._close_client()
+
+    async def _close_client(self) -> None:
+        if self._client is not None and self._given_client is None:
+            await self._client.aclose()
+        self._client = self._given_client
+
+    async def open(self) -> None:
+        """Hook: connect, discover endpoints. Runs on entering the context."""
+
+    async def close(self) -> None:
+        """Hook: restore settings the benchmark changed, release resources."""
+
+    async def invoke(self, request: Request) -> Result:
+        """Send one request; return what the provider said or raise ``ProviderError``."""
+        raise NotImplementedError
+
+    async def state(self) -> FleetState:
+        raise CapabilityError(self.name, "fleet_state")
+
+    async def ensure_cold(self, timeout_s: float) -> ColdCheck:
+        """Bring the target to zero warm workers and verify it, within ``timeout_s``."""
+        raise CapabilityError(self.name, "cold_start_control")
+
+    async def get_scaling(self) -> ScalingSettings:
+        raise CapabilityError(self.name, "scaling_settings")
+
+    async def set_scaling(self, settings: ScalingSettings) -> None:
+        raise CapabilityError(self.name, "scaling_settings")

@@ -1,0 +1,62 @@
+"""Keeping credentials out of every artifact.
+
+Secrets enter gpubench only through ``resolve_secret`` (from an environment variable or a file)
+as ``pydantic.SecretStr``, whose repr is masked. Every resolved value is also remembered here so
+that ``redact`` can scrub it from any text that leaves the process (error messages, logs, stored
+rows) as a second line of defence, e.g. when a provider echoes the key back in an error body.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+from pydantic import SecretStr
+
+from ._errors import ConfigError
+
+_known: set[str] = set()
+_lock = threading.Lock()
+MASK = "***"
+
+
+def remember(value: str) -> None:
+    """Register a secret value so ``redact`` removes it from text."""
+    if len(value) >= 4:  # shorter strings would redact ordinary text
+        with _lock:
+            _known.add(value)
+
+
+def redact(text: str) -> str:
+    """Replace every remembered secret in ``text`` with ``***``."""
+    if not _known:
+        return text
+    for value in tuple(_known):
+        if value in text:
+            text = text.replace(value, MASK)
+    return text
+
+
+def resolve_secret(field: str, *, env: str | None, file: str | None) -> SecretStr | None:
+    """Read a secret from the named environment variable or file; ``None`` if neither is given."""
+    if env and file:
+        raise ConfigError(field, {"env": env, "file": file}, "only one of *_env or *_file")
+    if env:
+        value = os.environ.get(env)
+        if not value:
+            raise ConfigError(
+                f"{field}_env", env, f"an environment variable that is set: export {env}=..."
+            )
+    elif file:
+        path = Path(file).expanduser()
+        try:
+            value = path.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise ConfigError(f"{field}_file", file, f"a readable file ({exc.strerror})") from None
+        if not value:
+            raise ConfigError(f"{field}_file", file, "a file that contains the secret")
+    else:
+        return None
+    remember(value)
+    return SecretStr(value)

@@ -1,0 +1,144 @@
+"""One-call OpenTelemetry setup for scripts and the CLI.
+
+The library itself only uses the OpenTelemetry API: in your own application, configure the SDK
+as you already do and gpubench's spans and metrics join it. ``configure`` is for when gpubench
+is the application::
+
+    from gpubench_sdk import telemetry
+    setup = telemetry.configure(otlp_endpoint="http://localhost:4318")
+    ...
+    setup.shutdown()
+
+Exporter failures (collector down, timeouts) are logged by the SDK and never reach the caller.
+Span and metric names are listed in ``docs/observability.md``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import (
+    ConsoleMetricExporter,
+    InMemoryMetricReader,
+    MetricReader,
+    PeriodicExportingMetricReader,
+)
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    ConsoleSpanExporter,
+    SimpleSpanProcessor,
+)
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from ._telemetry import (
+    METRIC_COLD_START,
+    METRIC_DURATION,
+    METRIC_REQUESTS,
+    SPAN_COLD_START,
+    SPAN_EXECUTION,
+    SPAN_INVOKE,
+    SPAN_QUEUE,
+    Instruments,
+)
+
+__all__ = [
+    "METRIC_COLD_START",
+    "METRIC_DURATION",
+    "METRIC_REQUESTS",
+    "SPAN_COLD_START",
+    "SPAN_EXECUTION",
+    "SPAN_INVOKE",
+    "SPAN_QUEUE",
+    "TelemetrySetup",
+    "configure",
+]
+
+_EXPORT_TIMEOUT_S = 5.0
+
+
+@dataclass
+class TelemetrySetup:
+    """The providers ``configure`` made; pass ``instruments()`` to a Runner to use them."""
+
+    tracer_provider: TracerProvider
+    meter_provider: MeterProvider
+    spans: InMemorySpanExporter | None = None
+    metric_reader: InMemoryMetricReader | None = None
+    _readers: list[MetricReader] = field(default_factory=list)
+
+    def instruments(self) -> Instruments:
+        return Instruments(tracer_provider=self.tracer_provider, meter_provider=self.meter_provider)
+
+    def shutdown(self) -> None:
+        """Flush and stop exporters; bounded by the export timeout, never raises."""
+        for stop in (self.tracer_provider.shutdown, self.meter_provider.shutdown):
+            # an unreachable collector must not fail the run
+            with contextlib.suppress(Exception):
+                stop()
+
+
+def configure(
+    *,
+    otlp_endpoint: str | None = None,
+    otlp_headers: dict[str, str] | None = None,
+    console: bool = False,
+    in_memory: bool = False,
+    service_name: str = "gpubench",
+    set_global: bool = True,
+    metric_interval_s: float = 10.0,
+) -> TelemetrySetup:
+    """Build tracer and meter providers with the chosen exporters.
+
+    ``otlp_endpoint`` is the collector's OTLP/HTTP base URL (``/v1/traces`` and
+    ``/v1/metrics`` are appended). ``set_global`` installs them as the process-wide providers
+    (possible once per process); otherwise pass ``setup.instruments()`` to the Runner.
+    """
+    resource = Resource.create({"service.name": service_name})
+    tracer_provider = TracerProvider(resource=resource)
+    readers: list[MetricReader] = []
+    setup_kw: dict[str, Any] = {}
+    interval_ms = metric_interval_s * 1000
+    if otlp_endpoint:
+        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        base = otlp_endpoint.rstrip("/")
+        tracer_provider.add_span_processor(
+            BatchSpanProcessor(
+                OTLPSpanExporter(
+                    endpoint=f"{base}/v1/traces", headers=otlp_headers, timeout=_EXPORT_TIMEOUT_S
+                )
+            )
+        )
+        readers.append(
+            PeriodicExportingMetricReader(
+                OTLPMetricExporter(
+                    endpoint=f"{base}/v1/metrics", headers=otlp_headers, timeout=_EXPORT_TIMEOUT_S
+                ),
+                export_interval_millis=interval_ms,
+            )
+        )
+    if console:
+        tracer_provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter()))
+        readers.append(
+            PeriodicExportingMetricReader(
+                ConsoleMetricExporter(), export_interval_millis=interval_ms
+            )
+        )
+    if in_memory:
+        spans = InMemorySpanExporter()
+        tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
+        reader = InMemoryMetricReader()
+        readers.append(reader)
+        setup_kw.update(spans=spans, metric_reader=reader)
+    meter_provider = MeterProvider(resource=resource, metric_readers=readers)
+    if set_global:
+        trace.set_tracer_provider(tracer_provider)
+        metrics.set_meter_provider(meter_provider)
+    return TelemetrySetup(tracer_provider, meter_provider, _readers=readers, **setup_kw)

@@ -1,0 +1,147 @@
+"""Shared fixtures: a real HTTP server on loopback, run in its own thread and event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from gpubench_sdk import Provider, ProviderOptions, Request, Result, first_byte_ns
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+class LoopbackServer:
+    """An aiohttp app served on 127.0.0.1:<random> from a background thread."""
+
+    def __init__(self, app: web.Application) -> None:
+        self.app = app
+        self.url = ""
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._runner: web.AppRunner | None = None
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._loop.run_until_complete(self._start())
+        self._ready.set()
+        self._loop.run_forever()
+        self._loop.run_until_complete(self._runner.cleanup() if self._runner else asyncio.sleep(0))
+
+    async def _start(self) -> None:
+        self._runner = web.AppRunner(self.app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.url = f"http://127.0.0.1:{port}"
+
+    def __enter__(self) -> LoopbackServer:
+        self._thread.start()
+        self._ready.wait(10)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+
+
+def echo_app() -> web.Application:
+    """Answers like a tiny serverless endpoint, with knobs to misbehave on demand."""
+    async def invoke(request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        mode = request.query.get("mode", "ok")
+        delay_ms = float(request.query.get("delay_ms", body.get("sleep_ms", 0)))
+        if delay_ms:
+            await asyncio.sleep(delay_ms / 1000)
+        if mode == "429":
+            return web.json_response(
+                {"detail": "throttled"}, status=429, headers={"Retry-After": "1"}
+            )
+        if mode.isdigit():
+            return web.json_response({"error": "failure"}, status=int(mode))
+        if mode == "garbage":
+            return web.Response(text="<html>not json", content_type="text/html")
+        if mode == "reset":
+            assert request.transport is not None
+            request.transport.close()
+            return web.Response()
+        return web.json_response(
+            {
+                "output": {"echo": body.get("echo")},
+                "id": "req-1",
+                "execution_ms": 1.5,
+                "queue_ms": 0.5,
+            }
+        )
+
+    app = web.Application()
+    app.router.add_post("/invoke", invoke)
+    return app
+
+
+@pytest.fixture
+def echo_server() -> Iterator[LoopbackServer]:
+    with LoopbackServer(echo_app()) as server:
+        yield server
+
+
+class EchoOptions(ProviderOptions):
+    url: str
+    mode: str = "ok"
+
+
+class EchoProvider(Provider):
+    """A minimal provider, written the way the plugin guide tells authors to."""
+
+    name = "echo-test"
+    Options = EchoOptions
+
+    async def invoke(self, request: Request) -> Result:
+        opts = self.options
+        assert isinstance(opts, EchoOptions)
+        response = await self.client.post(
+            f"{opts.url}/invoke?mode={opts.mode}",
+            json=dict(request.payload),
+            headers=self.auth_headers(),
+        )
+        response.raise_for_status()
+        body = json.loads(response.content)
+        return Result(
+            output=body["output"],
+            http_status=response.status_code,
+            request_id=body["id"],
+            first_byte_ns=first_byte_ns(response),
+            queue_ms=body["queue_ms"],
+            execution_ms=body["execution_ms"],
+        )
+
+
+@pytest.fixture
+def external_server() -> Iterator[str]:
+    """The echo app in its own process, so it does not share this process's CPU or GIL."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    proc = subprocess.Popen(
+        [sys.executable, str(Path(__file__).parent / "_echo_server.py")],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    url = proc.stdout.readline().strip()
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)

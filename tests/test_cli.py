@@ -1,0 +1,172 @@
+"""The CLI end to end, in subprocesses, against the real local runtime."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gpubench_sdk import Outcome, Store
+
+PLAN = """
+[run]
+name = "cli-test"
+
+[workload]
+kind = "probe"
+sleep_ms = 5
+
+[[targets]]
+name = "loc"
+provider = "local"
+handler = "gpubench_sdk._local.demo:echo"
+load = ""
+max_workers = 2
+idle_timeout_s = 2.0
+
+[[scenarios]]
+kind = "cold_starts"
+n = 1
+warm_after = 1
+
+[[scenarios]]
+kind = "burst"
+total = {total}
+concurrency = 2
+"""
+
+
+def gpubench(*args: str, timeout: float = 120, **kw: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gpubench_sdk", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        **kw,  # type: ignore[call-overload]
+    )
+
+
+@pytest.fixture
+def plan(tmp_path: Path) -> Path:
+    p = tmp_path / "plan.toml"
+    p.write_text(PLAN.format(total=20))
+    return p
+
+
+def test_run_show_export(plan: Path, tmp_path: Path) -> None:
+    store = tmp_path / "out.sqlite"
+    proc = gpubench("run", str(plan), "-o", str(store), "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    assert "cli-test" in proc.stdout and "0:cold_starts" in proc.stdout and "1:burst" in proc.stdout
+    with Store(store) as s:
+        (run,) = s.runs()
+        invs = s.invocations(run.id)
+    assert run.status == "completed"
+    assert len(invs) == 22 and all(i.outcome is Outcome.OK for i in invs)
+    cold = [i for i in invs if i.scenario == 0 and i.cold]
+    assert len(cold) == 1 and cold[0].cold_confirmed
+
+    show = gpubench("results", "show", "latest", "--store", str(store), "--json")
+    assert show.returncode == 0, show.stderr
+    summary = json.loads(show.stdout)["summary"]
+    assert {r["scenario"] for r in summary} == {"0:cold_starts", "1:burst"}
+
+    export = gpubench("results", "export", str(run.id), "--store", str(store), "--format", "jsonl")
+    rows = [json.loads(line) for line in export.stdout.splitlines()]
+    assert len(rows) == 22 and rows[0]["target"] == "loc"
+
+    listing = gpubench("results", "list", "--store", str(store))
+    assert "cli-test" in listing.stdout
+
+
+def test_bad_config_exits_2_naming_the_field(tmp_path: Path) -> None:
+    p = tmp_path / "bad.toml"
+    p.write_text(PLAN.format(total=0))
+    proc = gpubench("run", str(p), "-o", str(tmp_path / "x.sqlite"))
+    assert proc.returncode == 2
+    assert "scenarios[1].burst.total: got 0" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_unknown_provider_exits_with_install_hint(tmp_path: Path) -> None:
+    p = tmp_path / "p.toml"
+    p.write_text(PLAN.format(total=1).replace('provider = "local"', 'provider = "runpodd"'))
+    proc = gpubench("run", str(p), "-o", str(tmp_path / "x.sqlite"))
+    assert proc.returncode == 1
+    assert "pip install gpubench-runpodd" in proc.stderr
+
+
+def test_providers_lists_local_with_capabilities() -> None:
+    proc = gpubench("providers")
+    assert proc.returncode == 0
+    assert "local" in proc.stdout and "cold_start_control" in proc.stdout
+
+
+def test_ctrl_c_keeps_what_was_measured(tmp_path: Path) -> None:
+    p = tmp_path / "long.toml"
+    p.write_text(PLAN.format(total=100_000))
+    store = tmp_path / "long.sqlite"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpubench_sdk", "run", str(p), "-o", str(store), "--quiet"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # wait until the burst is under way
+        time.sleep(0.5)
+        if store.exists():
+            with sqlite3.connect(store) as db:
+                try:
+                    if db.execute("select count(*) from invocations").fetchone()[0] > 50:
+                        break
+                except sqlite3.OperationalError:
+                    pass
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    assert "cancelled" in stdout
+    with Store(store) as s:
+        (run,) = s.runs()
+        invs = s.invocations(run.id)
+    assert run.status == "cancelled"
+    assert len([i for i in invs if i.outcome is Outcome.OK]) > 50
+    assert all(i.outcome in (Outcome.OK, Outcome.CANCELLED) for i in invs)
+
+
+def test_examples_quickstart_script_runs(tmp_path: Path) -> None:
+    root = Path(__file__).parents[1]
+    proc = subprocess.run(
+        [sys.executable, str(root / "examples" / "quickstart.py"), str(tmp_path / "q.sqlite")],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "0:cold_starts" in proc.stdout and "1:burst" in proc.stdout
+
+
+@pytest.mark.slow
+def test_demo_runs_the_quickstart(tmp_path: Path) -> None:
+    proc = gpubench(
+        "demo", "-o", str(tmp_path / "demo.sqlite"), "--quiet", timeout=300, cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    for part in ("0:cold_starts", "1:burst", "2:rate", "p95 ms", "cold start p50 ms"):
+        assert part in proc.stdout
+    with Store(tmp_path / "demo.sqlite") as s:
+        (run,) = s.runs()
+        invs = s.invocations(run.id)
+    assert run.status == "completed"
+    per_scenario = [sum(1 for i in invs if i.scenario == k) for k in range(3)]
+    assert per_scenario[0] == 3 * (1 + 2)  # 3 cold samples, 2 warm after each
+    assert per_scenario[1] == 200
+    assert 150 < per_scenario[2] < 250  # Poisson at 20/s for 10 s, seeded
+    cold = [i for i in invs if i.scenario == 0 and i.cold]
+    assert len(cold) == 3 and all(i.cold_confirmed for i in cold)

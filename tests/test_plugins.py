@@ -1,0 +1,111 @@
+"""Plugin discovery with real entry points of a small installed test distribution."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from gpubench_sdk import PluginNotFoundError, list_plugins, load_provider, provider_class
+from gpubench_sdk._local import LocalProvider
+
+PLUGIN_CODE = {
+    "gpb_testplugins/__init__.py": """
+        from gpubench_sdk import Capabilities, Provider, Result
+
+        class GoodProvider(Provider):
+            name = "good"
+            capabilities = Capabilities(streaming=True, server_timings=frozenset({"queue_ms"}))
+
+            async def invoke(self, request):
+                return Result(output=dict(request.payload))
+    """,
+    "gpb_testplugins/broken.py": """
+        import a_module_that_does_not_exist  # noqa
+    """,
+    "gpb_testplugins/wrong.py": """
+        class NotAProvider:
+            pass
+    """,
+}
+ENTRY_POINTS = """
+[gpubench.providers]
+good = gpb_testplugins:GoodProvider
+broken = gpb_testplugins.broken:Thing
+wrongtype = gpb_testplugins.wrong:NotAProvider
+"""
+
+
+@pytest.fixture(scope="module")
+def plugin_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An installed distribution (a dist-info directory with entry_points.txt) on a path."""
+    root = tmp_path_factory.mktemp("site")
+    for rel, code in PLUGIN_CODE.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(textwrap.dedent(code))
+    info = root / "gpb_testplugins-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: gpb-testplugins\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(ENTRY_POINTS)
+    return root
+
+
+def _run(plugin_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(plugin_path), os.environ.get("PYTHONPATH", "")]),
+    }
+    return subprocess.run(args, capture_output=True, text=True, env=env, timeout=60)
+
+
+def test_listing_reports_broken_and_wrong_type_and_keeps_going(plugin_path: Path) -> None:
+    proc = _run(plugin_path, sys.executable, "-m", "gpubench_sdk", "providers", "--json")
+    assert proc.returncode == 0, proc.stderr
+    providers = {p["name"]: p for p in json.loads(proc.stdout)["providers"]}
+    assert providers["good"]["error"] is None
+    assert providers["good"]["distribution"] == "gpb-testplugins 1.0"
+    assert "streaming" in providers["good"]["capabilities"]
+    assert "a_module_that_does_not_exist" in providers["broken"]["error"]
+    assert "not a subclass of gpubench_sdk.Provider" in providers["wrongtype"]["error"]
+    assert providers["local"]["error"] is None  # the built-in keeps working beside broken ones
+
+
+def test_asking_by_name_fails_loudly(plugin_path: Path) -> None:
+    code = textwrap.dedent("""
+        from gpubench_sdk import provider_class, PluginLoadError, PluginNotFoundError
+        for name in ("broken", "wrongtype", "nosuch"):
+            try:
+                provider_class(name)
+            except (PluginLoadError, PluginNotFoundError) as exc:
+                print(type(exc).__name__, "|", exc)
+        print("good", provider_class("good").name)
+    """)
+    proc = _run(plugin_path, sys.executable, "-c", code)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("PluginLoadError |") and "a_module_that_does_not_exist" in lines[0]
+    assert lines[1].startswith("PluginLoadError |") and "not a subclass" in lines[1]
+    assert (
+        lines[2].startswith("PluginNotFoundError |") and "pip install gpubench-nosuch" in lines[2]
+    )
+    assert lines[3] == "good good"
+
+
+def test_builtins_are_registered() -> None:
+    names = {i.name for i in list_plugins()}
+    assert "local" in names
+    assert provider_class("local") is LocalProvider
+    with pytest.raises(PluginNotFoundError, match=r"installed: .*local"):
+        provider_class("definitely-not-installed")
+
+
+def test_load_provider_validates_options() -> None:
+    from gpubench_sdk import ConfigError
+
+    with pytest.raises(ConfigError, match=r"provider 'local'\.max_workers"):
+        load_provider("local", max_workers="many")

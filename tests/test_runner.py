@@ -1,0 +1,259 @@
+"""The runner over real HTTP: scenarios, outcomes, timing, interleaving, stopping."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import anyio
+import numpy as np
+import pytest
+from conftest import EchoProvider, LoopbackServer
+
+from gpubench_sdk import (
+    Burst,
+    ColdStarts,
+    ConfigError,
+    EchoProbe,
+    Outcome,
+    Phase,
+    Rate,
+    Runner,
+    Store,
+    run,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_burst_records_every_request(echo_server: LoopbackServer, tmp_path: Path) -> None:
+    store = tmp_path / "r.sqlite"
+    result = await run(
+        {"a": EchoProvider(url=echo_server.url)},
+        EchoProbe(sleep_ms=2),
+        [Burst(total=40, concurrency=5, warmup=3)],
+        store=store,
+    )
+    assert result.status == "completed"
+    with Store(store) as s:
+        invs = s.invocations(result.run_id)
+    measured = [i for i in invs if i.phase is Phase.MEASURE]
+    assert sorted(i.seq for i in measured) == list(range(40))
+    assert len([i for i in invs if i.phase is Phase.WARMUP]) == 3
+    for inv in measured:
+        assert inv.outcome is Outcome.OK
+        assert inv.scheduled_ns <= inv.start_ns <= inv.first_byte_ns <= inv.end_ns  # type: ignore[operator]
+        assert inv.latency_ms >= 2.0  # the server slept 2 ms
+        assert inv.request_id == "req-1" and inv.execution_ms == 1.5
+    # closed loop: never more than `concurrency` requests overlap
+    events = sorted([(i.start_ns, 1) for i in measured] + [(i.end_ns, -1) for i in measured])
+    assert max(np.cumsum([d for _, d in events])) <= 5
+
+
+@pytest.mark.parametrize(
+    ("mode", "outcome", "status"),
+    [
+        ("429", Outcome.THROTTLED, 429),
+        ("404", Outcome.HTTP_4XX, 404),
+        ("503", Outcome.HTTP_5XX, 503),
+        ("garbage", Outcome.INVALID_RESPONSE, None),
+        ("reset", Outcome.TRANSPORT, None),
+    ],
+)
+async def test_failures_map_to_the_taxonomy(
+    echo_server: LoopbackServer, tmp_path: Path, mode: str, outcome: Outcome, status: int | None
+) -> None:
+    result = await run(
+        {"a": EchoProvider(url=echo_server.url, mode=mode)},
+        EchoProbe(),
+        [Burst(total=3, concurrency=1)],
+        store=tmp_path / "r.sqlite",
+    )
+    assert result.status == "completed"  # failures are data, not crashes
+    with Store(tmp_path / "r.sqlite") as s:
+        invs = s.invocations(result.run_id)
+    assert [i.outcome for i in invs] == [outcome] * 3
+    assert all(i.http_status == status for i in invs)
+    assert all(i.error for i in invs)
+
+
+async def test_connection_refused_is_transport(tmp_path: Path) -> None:
+    result = await run(
+        {"a": EchoProvider(url="http://127.0.0.1:9")},
+        EchoProbe(),
+        [Burst(total=2, concurrency=1)],
+        store=tmp_path / "r.sqlite",
+    )
+    with Store(tmp_path / "r.sqlite") as s:
+        assert {i.outcome for i in s.invocations(result.run_id)} == {Outcome.TRANSPORT}
+
+
+async def test_timeout_outcome(echo_server: LoopbackServer, tmp_path: Path) -> None:
+    result = await run(
+        {"a": EchoProvider(url=echo_server.url, timeout_s=0.05)},
+        EchoProbe(sleep_ms=500),
+        [Burst(total=1, concurrency=1)],
+        store=tmp_path / "r.sqlite",
+    )
+    with Store(tmp_path / "r.sqlite") as s:
+        (inv,) = s.invocations(result.run_id)
+    assert inv.outcome is Outcome.TIMEOUT
+    assert inv.service_ms < 400
+
+
+async def test_invalid_echo_is_invalid_response(tmp_path: Path) -> None:
+    from aiohttp import web
+
+    async def wrong(request: web.Request) -> web.Response:
+        return web.json_response(
+            {"output": {"echo": "not it"}, "id": "x", "execution_ms": 1, "queue_ms": 0}
+        )
+
+    app = web.Application()
+    app.router.add_post("/invoke", wrong)
+    with LoopbackServer(app) as server:
+        result = await run(
+            {"a": EchoProvider(url=server.url)},
+            EchoProbe(),
+            [Burst(2, 1)],
+            store=tmp_path / "r.sqlite",
+        )
+    with Store(tmp_path / "r.sqlite") as s:
+        assert {i.outcome for i in s.invocations(result.run_id)} == {Outcome.INVALID_RESPONSE}
+
+
+async def test_rate_counts_latency_from_the_schedule(
+    echo_server: LoopbackServer, tmp_path: Path
+) -> None:
+    # one request in flight at most and a 50 ms server: at 40 req/s the client must fall
+    # behind; latency (from the schedule) must then exceed service time by the send lag
+    result = await run(
+        {"a": EchoProvider(url=echo_server.url)},
+        EchoProbe(sleep_ms=50),
+        [Rate(rps=40, duration_s=0.5, max_inflight=1)],
+        store=tmp_path / "r.sqlite",
+        monitor=False,
+    )
+    with Store(tmp_path / "r.sqlite") as s:
+        invs = sorted(s.invocations(result.run_id), key=lambda i: i.seq)
+    assert len(invs) == 20
+    gaps = np.diff([i.scheduled_ns for i in invs]) / 1e6
+    assert np.allclose(gaps, 25.0, atol=0.01)  # the schedule is exact: 1/40 s apart
+    last = invs[-1]
+    assert last.send_lag_ms > 200  # 20 requests x 50 ms cannot fit in 0.5 s
+    assert last.latency_ms == pytest.approx(last.service_ms + last.send_lag_ms, abs=0.01)
+
+
+async def test_poisson_arrivals_are_seeded() -> None:
+    a = list(Rate(rps=100, duration_s=5, arrivals="poisson", seed=3).offsets_s())
+    b = list(Rate(rps=100, duration_s=5, arrivals="poisson", seed=3).offsets_s())
+    assert a == b and 400 < len(a) < 600
+    gaps = np.diff(a)
+    assert 0.8 < np.std(gaps) / np.mean(gaps) < 1.2  # exponential gaps: CV close to 1
+
+
+async def test_targets_run_side_by_side(tmp_path: Path) -> None:
+    with (
+        LoopbackServer(__import__("conftest").echo_app()) as s1,
+        LoopbackServer(__import__("conftest").echo_app()) as s2,
+    ):
+        result = await run(
+            {"one": EchoProvider(url=s1.url), "two": EchoProvider(url=s2.url)},
+            EchoProbe(sleep_ms=5),
+            [Burst(total=30, concurrency=2), Rate(rps=50, duration_s=0.4)],
+            store=tmp_path / "r.sqlite",
+        )
+    with Store(tmp_path / "r.sqlite") as s:
+        invs = s.invocations(result.run_id)
+    for sidx in (0, 1):
+        one = [i for i in invs if i.target == "one" and i.scenario == sidx]
+        two = [i for i in invs if i.target == "two" and i.scenario == sidx]
+        assert len(one) == len(two) > 0
+        # interleaved: the two targets' windows overlap almost entirely
+        overlap = min(max(i.end_ns for i in one), max(i.end_ns for i in two)) - max(
+            min(i.start_ns for i in one), min(i.start_ns for i in two)
+        )
+        span = max(i.end_ns for i in one + two) - min(i.start_ns for i in one + two)
+        assert overlap / span > 0.8
+    rate_one = sorted(i.scheduled_ns for i in invs if i.target == "one" and i.scenario == 1)
+    rate_two = sorted(i.scheduled_ns for i in invs if i.target == "two" and i.scenario == 1)
+    assert np.max(np.abs(np.subtract(rate_one, rate_two))) < 2e6  # same schedule, within 2 ms
+
+
+async def test_stop_keeps_what_was_measured(echo_server: LoopbackServer, tmp_path: Path) -> None:
+    runner = Runner(
+        {"a": EchoProvider(url=echo_server.url)},
+        EchoProbe(sleep_ms=20),
+        [Burst(total=10_000, concurrency=4)],
+        store=tmp_path / "r.sqlite",
+    )
+    async with anyio.create_task_group() as tg:
+
+        async def stop_soon() -> None:
+            await anyio.sleep(0.5)
+            runner.stop()
+
+        tg.start_soon(stop_soon)
+        result = await runner.run()
+    assert result.status == "cancelled"
+    with Store(tmp_path / "r.sqlite") as s:
+        info = s.run(result.run_id)
+        invs = s.invocations(result.run_id)
+    assert info.status == "cancelled"
+    ok = [i for i in invs if i.outcome is Outcome.OK]
+    cancelled = [i for i in invs if i.outcome is Outcome.CANCELLED]
+    assert len(ok) > 20
+    assert 1 <= len(cancelled) <= 4  # the ones in flight at the stop, each recorded
+    assert len(invs) == result.requests
+
+
+async def test_max_requests_limits_the_run(echo_server: LoopbackServer, tmp_path: Path) -> None:
+    result = await run(
+        {"a": EchoProvider(url=echo_server.url)},
+        EchoProbe(),
+        [Burst(100, 1)],
+        store=tmp_path / "r.sqlite",
+        max_requests=7,
+    )
+    assert result.status == "completed" and result.stop_reason == "max_requests reached"
+    with Store(tmp_path / "r.sqlite") as s:
+        assert len(s.invocations(result.run_id)) == 7
+
+
+async def test_cold_starts_without_control_need_an_idle_gap(
+    echo_server: LoopbackServer, tmp_path: Path
+) -> None:
+    with pytest.raises(ConfigError, match=r"cold_starts\.idle_gap_s"):  # before anything is sent
+        await run(
+            {"a": EchoProvider(url=echo_server.url)},
+            EchoProbe(),
+            [ColdStarts(1)],
+            store=tmp_path / "r.sqlite",
+        )
+    assert not (tmp_path / "r.sqlite").exists()
+
+
+async def test_cold_starts_inferred_by_idle_gap(
+    echo_server: LoopbackServer, tmp_path: Path
+) -> None:
+    started = time.perf_counter()
+    result = await run(
+        {"a": EchoProvider(url=echo_server.url)},
+        EchoProbe(),
+        [ColdStarts(2, idle_gap_s=0.2, warm_after=1)],
+        store=tmp_path / "r.sqlite",
+    )
+    assert time.perf_counter() - started >= 0.4
+    with Store(tmp_path / "r.sqlite") as s:
+        invs = sorted(s.invocations(result.run_id), key=lambda i: i.seq)
+    assert [(i.cold, i.cold_confirmed) for i in invs] == [(True, False), (False, False)] * 2
+
+
+def test_bad_runner_arguments(tmp_path: Path) -> None:
+    p = EchoProvider(url="http://127.0.0.1:9")
+    with pytest.raises(ConfigError, match="targets"):
+        Runner({}, EchoProbe(), [Burst(1, 1)], store=tmp_path / "x")
+    with pytest.raises(ConfigError, match="scenarios"):
+        Runner({"a": p}, EchoProbe(), [], store=tmp_path / "x")
+    with pytest.raises(ConfigError, match=r"burst.concurrency: got 0"):
+        Burst(total=1, concurrency=0)

@@ -1,0 +1,156 @@
+"""A benchmark run with a known API key leaves it in no artifact: store, exports, logs,
+spans, reports, exceptions or reprs."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+from conftest import LoopbackServer
+from rich.console import Console
+
+from gpubench_sdk import (
+    Burst,
+    EchoProbe,
+    Outcome,
+    Provider,
+    Request,
+    Result,
+    ServerHTTPError,
+    Store,
+    summarize,
+    telemetry,
+)
+from gpubench_sdk._config import parse_config
+from gpubench_sdk._multiproc import run_blocking
+from gpubench_sdk._plan import build_run
+from gpubench_sdk._summary import render
+
+KEY = "sk-gpb-3f9c2a7e5d1b4c8a"
+PLAN = {
+    "run": {"name": "secret-test"},
+    "workload": {"kind": "probe", "sleep_ms": 1},
+    "targets": [
+        {
+            "name": "loc",
+            "provider": "local",
+            "api_key_env": "GPB_TEST_KEY",
+            "handler": "gpubench_sdk._local.demo:echo",
+            "load": "",
+            "idle_timeout_s": 1.0,
+        }
+    ],
+    "scenarios": [
+        {"kind": "cold_starts", "n": 1},
+        {"kind": "burst", "total": 10, "concurrency": 2},
+    ],
+}
+
+
+def _files_text(*paths: Path) -> str:
+    return "".join(p.read_bytes().decode("latin-1") for p in paths if p.exists())
+
+
+def test_no_artifact_of_a_run_holds_the_key(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("GPB_TEST_KEY", KEY)
+    caplog.set_level(logging.DEBUG)
+    setup = telemetry.configure(in_memory=True, set_global=False)
+    store_path = tmp_path / "s.sqlite"
+    config = parse_config(PLAN)
+    runner = build_run(config, store=store_path, instruments=setup.instruments())
+    result = run_blocking(runner)
+    assert result.status == "completed"
+
+    artifacts: dict[str, str] = {}
+    with Store(store_path) as store:
+        invs = store.invocations(result.run_id)
+        assert invs and all(i.outcome is Outcome.OK for i in invs)  # the key was accepted
+        jsonl = tmp_path / "e.jsonl"
+        csv = tmp_path / "e.csv"
+        with jsonl.open("w") as fp:
+            store.export_jsonl(result.run_id, fp)
+        with csv.open("w") as fp:
+            store.export_csv(result.run_id, fp)
+        console = Console(record=True, width=200)
+        console.print(render(summarize(store, result.run), "r"))
+        artifacts["report"] = console.export_text()
+        artifacts["run info"] = repr(store.run(result.run_id))
+    artifacts["store"] = _files_text(store_path, Path(f"{store_path}-wal"))
+    artifacts["exports"] = _files_text(jsonl, csv)
+    assert setup.spans is not None
+    artifacts["spans"] = "".join(sp.to_json() for sp in setup.spans.get_finished_spans())
+    artifacts["logs"] = "\n".join(r.getMessage() + str(r.args) for r in caplog.records)
+    out, err = capfd.readouterr()
+    artifacts["stdio"] = out + err
+    target = runner._targets[0]
+    artifacts["reprs"] = repr(target) + repr(target.provider) + repr(target.provider.options)
+    artifacts["options dump"] = target.provider.options.model_dump_json()
+    artifacts["stored config"] = json.dumps(config.stored())
+    assert "GPB_TEST_KEY" in artifacts["stored config"]  # the reference is kept...
+    for name, text in artifacts.items():
+        assert KEY not in text, f"the API key leaked into the {name}"  # ...the value never
+
+
+class EchoesKeyBack(Provider):
+    """A provider whose server quotes the request's Authorization header in its error."""
+
+    name = "leaky"
+
+    async def invoke(self, request: Request) -> Result:
+        assert self.options.headers
+        r = await self.client.post(self.options.headers["x-url"], headers=self.auth_headers())
+        raise ServerHTTPError(
+            f"server said: {r.text}", provider=self.name, status_code=r.status_code
+        )
+
+
+async def _quote_auth(request: web.Request) -> web.Response:
+    return web.Response(status=500, text=f"bad token {request.headers.get('Authorization')}")
+
+
+def test_key_echoed_in_an_error_is_scrubbed(tmp_path: Path) -> None:
+    from pydantic import SecretStr
+
+    from gpubench_sdk import Runner, _secrets
+
+    _secrets.remember(KEY)  # what resolve_secret does for every key it reads
+    app = web.Application()
+    app.router.add_post("/", _quote_auth)
+    with LoopbackServer(app) as server:
+        provider = EchoesKeyBack(api_key=SecretStr(KEY), headers={"x-url": server.url + "/"})
+        result = run_blocking(
+            Runner({"x": provider}, EchoProbe(), [Burst(2, 1)], store=tmp_path / "s.sqlite")
+        )
+    with Store(tmp_path / "s.sqlite") as store:
+        errors = [i.error or "" for i in store.invocations(result.run_id)]
+    assert all("bad token Bearer ***" in e for e in errors), errors
+    assert KEY not in _files_text(tmp_path / "s.sqlite", tmp_path / "s.sqlite-wal")
+
+
+def test_cli_output_and_store_hold_no_key(tmp_path: Path) -> None:
+    plan = tmp_path / "p.toml"
+    import tomli_w
+
+    plan.write_text(tomli_w.dumps(PLAN))
+    store = tmp_path / "cli.sqlite"
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpubench_sdk", "run", str(plan), "-o", str(store)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "GPB_TEST_KEY": KEY},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert KEY not in proc.stdout + proc.stderr
+    assert KEY not in _files_text(store, Path(f"{store}-wal"))

@@ -1,0 +1,102 @@
+"""Spans and metrics match the stored Invocations, through the OpenTelemetry SDK."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import EchoProvider, LoopbackServer
+
+from gpubench_sdk import Burst, EchoProbe, Store, run, telemetry
+from gpubench_sdk._telemetry import Instruments
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_one_span_per_invocation_with_phase_children(
+    echo_server: LoopbackServer, tmp_path: Path
+) -> None:
+    setup = telemetry.configure(in_memory=True, set_global=False)
+    result = await run(
+        {"a": EchoProvider(url=echo_server.url, mode="ok")},
+        EchoProbe(sleep_ms=1),
+        [Burst(total=12, concurrency=3)],
+        store=tmp_path / "r.sqlite",
+        instruments=setup.instruments(),
+    )
+    with Store(tmp_path / "r.sqlite") as s:
+        invs = {i.seq: i for i in s.invocations(result.run_id)}
+    assert setup.spans is not None
+    spans = setup.spans.get_finished_spans()
+    roots = [sp for sp in spans if sp.name == telemetry.SPAN_INVOKE]
+    assert len(roots) == 12
+    for sp in roots:
+        attrs = dict(sp.attributes or {})
+        inv = invs[attrs["gpubench.seq"]]
+        assert attrs["gpubench.provider"] == "echo-test"
+        assert attrs["gpubench.target"] == "a"
+        assert attrs["gpubench.outcome"] == "ok"
+        assert attrs["gpubench.request_id"] == "req-1"
+        assert attrs["http.response.status_code"] == 200
+        assert sp.start_time == inv.wall_start_ns
+        assert sp.end_time == inv.wall_start_ns + (inv.end_ns - inv.start_ns)
+        children = [
+            c for c in spans if c.parent is not None and c.parent.span_id == sp.context.span_id
+        ]
+        names = {c.name: c for c in children}
+        assert set(names) == {telemetry.SPAN_QUEUE, telemetry.SPAN_EXECUTION}
+        q, e = names[telemetry.SPAN_QUEUE], names[telemetry.SPAN_EXECUTION]
+        assert q.end_time - q.start_time == 500_000  # type: ignore[operator]
+        assert e.start_time == q.end_time and e.end_time - e.start_time == 1_500_000  # type: ignore[operator]
+    assert setup.metric_reader is not None
+    data = setup.metric_reader.get_metrics_data()
+    metrics = {
+        m.name: m for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics
+    }
+    assert sum(p.count for p in metrics[telemetry.METRIC_DURATION].data.data_points) == 12
+    requests = metrics[telemetry.METRIC_REQUESTS].data.data_points
+    assert {dict(p.attributes)["gpubench.outcome"]: p.value for p in requests} == {"ok": 12}
+    setup.shutdown()
+
+
+async def test_error_spans_carry_status(echo_server: LoopbackServer, tmp_path: Path) -> None:
+    setup = telemetry.configure(in_memory=True, set_global=False)
+    await run(
+        {"a": EchoProvider(url=echo_server.url, mode="503")},
+        EchoProbe(),
+        [Burst(2, 1)],
+        store=tmp_path / "r.sqlite",
+        instruments=setup.instruments(),
+    )
+    assert setup.spans is not None
+    (sp, _) = setup.spans.get_finished_spans()
+    assert dict(sp.attributes or {})["error.type"] == "http_5xx"
+    assert sp.status.status_code.name == "ERROR"
+
+
+async def test_unreachable_collector_never_reaches_the_caller(
+    echo_server: LoopbackServer, tmp_path: Path
+) -> None:
+    setup = telemetry.configure(otlp_endpoint="http://127.0.0.1:9", set_global=False)
+    result = await run(
+        {"a": EchoProvider(url=echo_server.url)},
+        EchoProbe(),
+        [Burst(5, 1)],
+        store=tmp_path / "r.sqlite",
+        instruments=setup.instruments(),
+    )
+    assert result.status == "completed"
+    setup.shutdown()  # export fails inside the SDK; nothing raised here
+
+
+async def test_without_sdk_instrumentation_is_a_no_op(
+    echo_server: LoopbackServer, tmp_path: Path
+) -> None:
+    result = await run(
+        {"a": EchoProvider(url=echo_server.url)},
+        EchoProbe(),
+        [Burst(3, 1)],
+        store=tmp_path / "r.sqlite",
+        instruments=Instruments(),
+    )
+    assert result.status == "completed"
