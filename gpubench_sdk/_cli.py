@@ -291,7 +291,7 @@ def results_show(run_ref: str, store_path: str, as_json: bool) -> None:
     """Summarize RUN (id, uuid prefix, or 'latest')."""
     try:
         with Store(store_path, readonly=True) as store:
-            run = store.run(int(run_ref) if run_ref.isdigit() else run_ref)
+            run = store.run(run_ref)
             rows = summarize(store, run)
             if as_json:
                 from dataclasses import asdict
@@ -328,7 +328,7 @@ def results_export(run_ref: str, store_path: str, fmt: str, output: Any) -> None
     """Export every invocation of RUN as JSON lines or CSV."""
     try:
         with Store(store_path, readonly=True) as store:
-            run = store.run(int(run_ref) if run_ref.isdigit() else run_ref)
+            run = store.run(run_ref)
             (store.export_jsonl if fmt == "jsonl" else store.export_csv)(run.id, output)
     except GpubenchError as exc:
         _fail(exc)

@@ -1,0 +1,140 @@
+"""Write throughput and size of the results store, with realistic invocations.
+
+    python bench/store_bench.py [-n 200000] [--flush-interval 0.5] [--keep PATH]
+
+Measures what the runner's hot path costs (``Store.append`` on the calling thread, while the
+writer thread commits concurrently), end-to-end committed samples/s (first append to the return
+of ``flush``), bytes per stored sample (file size incl. WAL and indexes, after a checkpoint), and
+how fast a run reads back. Targets: >= 50,000 samples/s committed, <= 300 bytes/sample.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run from a checkout without installing
+    sys.path.insert(0, str(ROOT))
+
+from gpubench_sdk._store import ScenarioRecord, Store, TargetRecord  # noqa: E402
+from gpubench_sdk._types import Invocation, Outcome, Phase  # noqa: E402
+
+WALL0 = 1_700_000_000_000_000_000
+
+
+def realistic(n: int) -> list[Invocation]:
+    """``n`` invocations spread over one hour: 2 targets, ~1% errors, 36-char request ids,
+    12-char worker ids, server-reported floats with full precision."""
+    step = 3_600_000_000_000 // n
+    out = []
+    for i in range(n):
+        sched = i * step
+        start = sched + 30_000 + (i * 7919) % 200_000
+        first = start + 60_000_000 + (i * 104_729) % 90_000_000
+        failed = i % 97 == 0
+        out.append(
+            Invocation(
+                target="runpod-a100" if i % 2 else "modal-h100",
+                scenario=i * 3 // n,
+                seq=i,
+                phase=Phase.WARMUP if i < 100 else Phase.MEASURE,
+                scheduled_ns=sched,
+                start_ns=start,
+                end_ns=first + 15_000_000 + (i * 31) % 5_000_000,
+                wall_start_ns=WALL0 + start + 977,
+                outcome=Outcome.HTTP_5XX if failed else Outcome.OK,
+                first_byte_ns=None if failed else first,
+                http_status=503 if failed else 200,
+                error="HTTP 503: upstream worker unavailable" if failed else None,
+                request_id=str(uuid.uuid4()),
+                queue_ms=None if failed else 1.5 + (i % 1000) / 333.0,
+                execution_ms=None if failed else 60.0 + (i % 977) / 11.0,
+                setup_ms=None,
+                cold=(i % 500 == 0) if i % 3 else None,
+                cold_confirmed=i % 1000 == 0,
+                input_units=512 + i % 64,
+                output_units=128 + i % 128,
+                worker_id=f"w-{(i % 24) * 7_777_777:09x}"[:12],
+            )
+        )
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("-n", type=int, default=200_000)
+    ap.add_argument("--flush-interval", type=float, default=0.5)
+    ap.add_argument("--keep", type=Path, help="write the store here instead of a temp dir")
+    args = ap.parse_args()
+    n: int = args.n
+    invs = realistic(n)
+    with tempfile.TemporaryDirectory() as tmp:
+        path: Path = args.keep or Path(tmp) / "bench.sqlite"
+        path.unlink(missing_ok=True)
+        store = Store(path, flush_interval_s=args.flush_interval)
+        run = store.begin_run(
+            name="bench",
+            config={"n": n},
+            targets=[TargetRecord("modal-h100", "modal"), TargetRecord("runpod-a100", "runpod")],
+            scenarios=[ScenarioRecord(k, {}) for k in ("cold", "steady", "burst")],
+            origin_ns=0,
+            started_wall_ns=WALL0,
+        )
+        append, run_id, clock = store.append, run.id, time.perf_counter_ns
+        per_call = [0] * n
+        t0 = clock()
+        for i, inv in enumerate(invs):
+            a = clock()
+            append(run_id, inv)
+            per_call[i] = clock() - a
+        t1 = clock()
+        store.flush()
+        t2 = clock()
+        wal = Path(f"{path}-wal")
+        with_wal = path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+        store.close()  # the last connection checkpoints and removes the WAL
+        size = path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+
+        with Store(path, readonly=True) as reader:
+            r0 = clock()
+            cols = reader.columns(run_id, phase=None)
+            r1 = clock()
+            back = reader.invocations(run_id)
+            r2 = clock()
+        assert len(cols["seq"]) == n and back == invs, "read-back mismatch"
+        conn = sqlite3.connect(path)
+        ok = conn.execute("PRAGMA integrity_check").fetchone()[0]
+        conn.close()
+
+    per_call.sort()
+    rows = [
+        ("samples", f"{n:,}", ""),
+        ("append, caller thread", f"{n / ((t1 - t0) / 1e9):,.0f}/s", "incl. timing overhead"),
+        ("append latency p50", f"{per_call[n // 2] / 1e3:.2f} us", ""),
+        ("append latency p99", f"{per_call[n * 99 // 100] / 1e3:.2f} us", ""),
+        ("append latency mean", f"{statistics.fmean(per_call) / 1e3:.2f} us", ""),
+        ("append latency max", f"{per_call[-1] / 1e3:.0f} us", "GIL shared with writer"),
+        ("committed end to end", f"{n / ((t2 - t0) / 1e9):,.0f}/s", "first append to flush()"),
+        ("flush after last append", f"{(t2 - t1) / 1e6:.0f} ms", "writer backlog"),
+        ("bytes/sample", f"{size / n:.1f}", "file after checkpoint, incl. indexes"),
+        ("bytes/sample before ckpt", f"{with_wal / n:.1f}", "db + WAL"),
+        ("read columns()", f"{n / ((r1 - r0) / 1e9):,.0f}/s", ""),
+        ("read invocations()", f"{n / ((r2 - r1) / 1e9):,.0f}/s", ""),
+        ("integrity_check", ok, ""),
+    ]
+    print(f"gpubench store bench  (python {sys.version.split()[0]}, sqlite "
+          f"{sqlite3.sqlite_version}, {os.cpu_count()} cpus)")  # fmt: skip
+    for name, value, note in rows:
+        print(f"  {name:<26} {value:>14}  {note}")
+
+
+if __name__ == "__main__":
+    main()

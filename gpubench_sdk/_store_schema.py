@@ -1,0 +1,326 @@
+"""The format of the results store: DDL, small-integer codes, records, opening a file safely.
+
+Kept apart from ``_store`` so the format (what other tools may read with plain SQLite) is in one
+short place; ``_store`` re-exports the records. Every change to the DDL or to a code table bumps
+``SCHEMA_VERSION``; an older gpubench refuses a newer file instead of misreading it.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import importlib.metadata
+import json
+import os
+import sqlite3
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+from urllib.parse import quote
+
+import numpy as np
+
+from ._errors import StoreError
+from ._types import Invocation, Outcome, Phase
+
+SCHEMA_VERSION = 1
+
+#: Stored ``invocations.phase`` codes. Append only: the index is the on-disk value.
+PHASES: tuple[Phase, ...] = (Phase.MEASURE, Phase.WARMUP)
+PHASE_CODE: dict[Phase, int] = {p: i for i, p in enumerate(PHASES)}
+#: Stored ``invocations.outcome`` codes (``Outcome.code``), written to ``meta`` so the file is
+#: self-describing for tools that read it without gpubench.
+OUTCOMES: tuple[Outcome, ...] = tuple(Outcome)
+OUTCOME_CODE: dict[Outcome, int] = {o: o.code for o in OUTCOMES}
+
+RUN_STATUSES = ("running", "completed", "cancelled", "failed")
+INVOCATION_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Invocation))
+
+# Integer timestamps are stored as small relative values on purpose: SQLite's record format
+# uses 1-8 bytes per integer by magnitude, so ns since the run origin (< 2**47 for 39 hours)
+# takes 6 bytes, while an epoch ns value would take 8. wall_start_ns is therefore stored
+# relative to runs.started_wall_ns. REAL columns holding whole numbers are stored as integers.
+DDL = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE runs (
+    id INTEGER PRIMARY KEY,
+    uuid TEXT NOT NULL UNIQUE,
+    name TEXT NOT NULL,
+    status TEXT NOT NULL,
+    error TEXT,
+    started_wall_ns INTEGER NOT NULL,
+    ended_wall_ns INTEGER,
+    origin_ns INTEGER NOT NULL,
+    config_json TEXT NOT NULL,
+    host TEXT,
+    pid INTEGER,
+    gpubench_version TEXT
+);
+CREATE TABLE targets (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    idx INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    provider TEXT NOT NULL,
+    options_json TEXT NOT NULL,
+    capabilities_json TEXT NOT NULL,
+    PRIMARY KEY (run_id, idx)
+) WITHOUT ROWID;
+CREATE TABLE scenarios (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    idx INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    params_json TEXT NOT NULL,
+    PRIMARY KEY (run_id, idx)
+) WITHOUT ROWID;
+CREATE TABLE invocations (
+    run_id INTEGER NOT NULL,
+    target INTEGER NOT NULL,
+    scenario INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    phase INTEGER NOT NULL,
+    scheduled_ns INTEGER NOT NULL,
+    start_ns INTEGER NOT NULL,
+    first_byte_ns INTEGER,
+    end_ns INTEGER NOT NULL,
+    wall_start_ns INTEGER NOT NULL,
+    outcome INTEGER NOT NULL,
+    http_status INTEGER,
+    error TEXT,
+    request_id TEXT,
+    queue_ms REAL,
+    execution_ms REAL,
+    setup_ms REAL,
+    cold INTEGER,
+    cold_confirmed INTEGER NOT NULL,
+    input_units INTEGER,
+    output_units INTEGER,
+    worker_id TEXT
+);
+CREATE INDEX invocations_run ON invocations(run_id);
+CREATE TABLE health (
+    run_id INTEGER NOT NULL,
+    t_ns INTEGER NOT NULL,
+    loop_lag_ms REAL NOT NULL,
+    cpu_pct REAL NOT NULL,
+    inflight INTEGER NOT NULL,
+    client_bound INTEGER NOT NULL
+);
+CREATE INDEX health_run ON health(run_id);
+"""
+
+INVOCATION_COLUMNS = (
+    "run_id, target, scenario, seq, phase, scheduled_ns, start_ns, first_byte_ns, end_ns, "
+    "wall_start_ns, outcome, http_status, error, request_id, queue_ms, execution_ms, setup_ms, "
+    "cold, cold_confirmed, input_units, output_units, worker_id"
+)
+INSERT_INVOCATION = f"INSERT INTO invocations ({INVOCATION_COLUMNS}) VALUES ({', '.join('?' * 22)})"
+INSERT_HEALTH = "INSERT INTO health VALUES (?, ?, ?, ?, ?, ?)"
+
+
+def connect(path: Path, *, readonly: bool, busy_timeout_s: float) -> sqlite3.Connection:
+    """Open ``path`` as a gpubench store, creating the schema in a new or empty file.
+
+    Raises ``StoreError`` naming the path for a missing (read-only), foreign or corrupt file,
+    and for a file written by a newer gpubench.
+    """
+    if readonly and not path.exists():
+        raise StoreError(f"{path}: no results store here (run a benchmark first)")
+    try:
+        if readonly:
+            uri = f"file:{quote(str(path.absolute()))}?mode=ro"
+            conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    except (sqlite3.Error, OSError) as exc:
+        raise StoreError(f"{path}: cannot open results store ({exc})") from exc
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+        if not readonly:
+            # WAL + NORMAL: a committed transaction survives a process kill (not a power cut),
+            # and readers never block the writer.
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+        _check_schema(conn, path, readonly)
+    except sqlite3.Error as exc:
+        conn.close()
+        raise StoreError(f"{path}: cannot open as a gpubench results store ({exc})") from exc
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _check_schema(conn: sqlite3.Connection, path: Path, readonly: bool) -> None:
+    if not readonly:
+        conn.execute("BEGIN IMMEDIATE")  # serialise schema creation between processes
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if not tables and not readonly:
+            for statement in DDL.split(";"):  # not executescript: it would COMMIT first
+                if statement.strip():
+                    conn.execute(statement)
+            conn.executemany(
+                "INSERT INTO meta VALUES (?, ?)",
+                [
+                    ("schema_version", str(SCHEMA_VERSION)),
+                    ("outcome_codes", json.dumps([o.value for o in OUTCOMES])),
+                    ("phase_codes", json.dumps([p.value for p in PHASES])),
+                ],
+            )
+        elif "meta" not in tables:
+            raise StoreError(f"{path}: not a gpubench results store (no 'meta' table)")
+        else:
+            meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+            _check_meta(meta, path)
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    if conn.in_transaction:
+        conn.execute("COMMIT")
+
+
+def _check_meta(meta: dict[str, str], path: Path) -> None:
+    try:
+        version = int(meta["schema_version"])
+        outcomes = json.loads(meta["outcome_codes"])
+    except (KeyError, ValueError) as exc:
+        raise StoreError(f"{path}: not a gpubench results store (bad meta: {exc})") from None
+    if version > SCHEMA_VERSION:
+        raise StoreError(
+            f"{path}: results store schema version {version} is newer than this gpubench "
+            f"supports ({SCHEMA_VERSION}); upgrade gpubench (pip install -U gpubench-sdk)"
+        )
+    if version < SCHEMA_VERSION:  # no older format has ever shipped
+        raise StoreError(f"{path}: unknown results store schema version {version}")
+    if outcomes != [o.value for o in OUTCOMES[: len(outcomes)]]:
+        raise StoreError(
+            f"{path}: stored outcome codes {outcomes} do not match this gpubench; "
+            "upgrade gpubench (pip install -U gpubench-sdk)"
+        )
+
+
+@dataclass(frozen=True)
+class TargetRecord:
+    """One target of a run as stored; its position in ``RunInfo.targets`` is its stored index."""
+
+    name: str
+    provider: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+    capabilities: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
+class ScenarioRecord:
+    """One scenario of a run; its position in ``RunInfo.scenarios`` is ``Invocation.scenario``."""
+
+    kind: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """A run as stored. ``status`` reads ``'interrupted'`` for a ``'running'`` run whose process
+    (on this host) is gone; ``samples`` counts its stored invocations."""
+
+    id: int
+    uuid: str
+    name: str
+    status: str
+    error: str | None
+    started_wall_ns: int
+    ended_wall_ns: int | None
+    origin_ns: int
+    targets: tuple[TargetRecord, ...]
+    scenarios: tuple[ScenarioRecord, ...]
+    config: Mapping[str, Any]
+    samples: int
+    host: str | None = None
+    gpubench_version: str | None = None
+
+
+# columns(): (name, SQL expression, dtype). Nullable integers read as -1, nullable floats as NaN.
+NUMERIC_COLUMNS: tuple[tuple[str, str, Any], ...] = (
+    ("target", "target", np.int16),
+    ("scenario", "scenario", np.int32),
+    ("seq", "seq", np.int64),
+    ("phase", "phase", np.int8),
+    ("scheduled_ns", "scheduled_ns", np.int64),
+    ("start_ns", "start_ns", np.int64),
+    ("first_byte_ns", "coalesce(first_byte_ns, -1)", np.int64),
+    ("end_ns", "end_ns", np.int64),
+    ("wall_start_ns", "wall_start_ns", np.int64),
+    ("outcome", "outcome", np.int8),
+    ("http_status", "coalesce(http_status, -1)", np.int16),
+    ("queue_ms", "queue_ms", np.float64),
+    ("execution_ms", "execution_ms", np.float64),
+    ("setup_ms", "setup_ms", np.float64),
+    ("cold", "coalesce(cold, -1)", np.int8),
+    ("cold_confirmed", "cold_confirmed", np.bool_),
+    ("input_units", "coalesce(input_units, -1)", np.int64),
+    ("output_units", "coalesce(output_units, -1)", np.int64),
+)
+TEXT_COLUMNS = ("error", "request_id", "worker_id")
+
+
+def plain_values(inv: Invocation) -> list[Any]:
+    """``inv``'s field values in declaration order, enums as their strings."""
+    values = [getattr(inv, f) for f in INVOCATION_FIELDS]
+    return [v.value if isinstance(v, Phase | Outcome) else v for v in values]
+
+
+def write_jsonl(invs: Iterable[Invocation], fp: TextIO) -> None:
+    for inv in invs:
+        fp.write(json.dumps(dict(zip(INVOCATION_FIELDS, plain_values(inv), strict=True))) + "\n")
+
+
+def write_csv(invs: Iterable[Invocation], fp: TextIO) -> None:
+    w = csv.writer(fp, lineterminator="\n")
+    w.writerow(INVOCATION_FIELDS)
+    for inv in invs:
+        w.writerow(
+            "" if v is None else ("true" if v else "false") if isinstance(v, bool) else v
+            for v in plain_values(inv)
+        )
+
+
+def dataframe(pd: Any, cols: dict[str, Any], target_names: list[str]) -> Any:
+    """``Store.columns`` arrays as a DataFrame with categoricals and nullable dtypes."""
+    cat = pd.Categorical.from_codes
+    cols["target"] = cat(cols["target"], categories=target_names)
+    cols["phase"] = cat(cols["phase"], categories=[p.value for p in PHASES])
+    cols["outcome"] = cat(cols["outcome"], categories=[o.value for o in OUTCOMES])
+    for name in ("first_byte_ns", "http_status", "input_units", "output_units"):
+        cols[name] = pd.arrays.IntegerArray(cols[name].astype(np.int64), cols[name] < 0)
+    cols["cold"] = pd.arrays.BooleanArray(cols["cold"] == 1, cols["cold"] < 0)
+    return pd.DataFrame(cols)
+
+
+def to_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` runs on this host. POSIX only: on Windows ``os.kill`` would end it."""
+    if os.name != "posix":
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def gpubench_version() -> str:
+    version = getattr(sys.modules.get("gpubench_sdk"), "__version__", None)
+    if isinstance(version, str):
+        return version
+    try:
+        return importlib.metadata.version("gpubench-sdk")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
