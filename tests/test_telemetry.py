@@ -92,11 +92,14 @@ async def test_unreachable_collector_never_reaches_the_caller(
 async def test_without_sdk_instrumentation_is_a_no_op(
     echo_server: LoopbackServer, tmp_path: Path
 ) -> None:
+    instruments = Instruments()  # global API providers, never configured in this process
     result = await run(
         {"a": EchoProvider(url=echo_server.url)},
         EchoProbe(),
         [Burst(3, 1)],
         store=tmp_path / "r.sqlite",
-        instruments=Instruments(),
+        instruments=instruments,
     )
     assert result.status == "completed"
+    assert instruments.enabled is False
+    assert telemetry.configure(in_memory=True, set_global=False).instruments().enabled is True
