@@ -4,7 +4,6 @@ Everything a user or plugin author needs is importable from here; the modules wi
 underscore are private. ``gpubench_sdk.telemetry`` holds the OpenTelemetry setup helpers.
 """
 
-
 __version__ = "0.1.0"
 
 from ._capabilities import BillingModel, Capabilities

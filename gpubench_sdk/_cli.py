@@ -27,7 +27,8 @@ from ._types import Invocation
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-out = Console()
+# Wide when captured (pipes, CI logs): rich would otherwise squeeze tables into 80 columns.
+out = Console(width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True)
 
 

@@ -8,6 +8,7 @@ so a plugin pointing at the wrong object is caught before a run starts.
 
 from __future__ import annotations
 
+import importlib.metadata
 import logging
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -54,11 +55,13 @@ class PluginInfo:
         return []
 
 
-def _distribution(ep: Any) -> str | None:
-    dist = getattr(ep, "dist", None)
-    if dist is None:
-        return None
-    return f"{dist.name} {dist.version}"
+def _distributions(group: str) -> dict[str, str]:
+    """Entry point name -> "distribution version". stevedore's cached entry points lack it."""
+    found = {}
+    for ep in importlib.metadata.entry_points(group=group):
+        if ep.dist is not None:
+            found[ep.name] = f"{ep.dist.name} {ep.dist.version}"
+    return found
 
 
 def _check_type(group: str, name: str, obj: Any) -> type:
@@ -80,6 +83,7 @@ def list_plugins(group: str = PROVIDERS) -> list[PluginInfo]:
         log.warning("skipping %s plugin %r: %s", group, ep.name, exc)
 
     manager = ExtensionManager(group, invoke_on_load=False, on_load_failure_callback=on_failure)
+    dists = _distributions(group)
     infos = []
     for ext in manager.extensions:
         cls: type | None
@@ -88,12 +92,10 @@ def list_plugins(group: str = PROVIDERS) -> list[PluginInfo]:
         except PluginLoadError as exc:
             cls, error = None, str(exc)
         infos.append(
-            PluginInfo(
-                ext.name, group, ext.entry_point.value, _distribution(ext.entry_point), cls, error
-            )
+            PluginInfo(ext.name, group, ext.entry_point.value, dists.get(ext.name), cls, error)
         )
     for name, (ep, error) in failures.items():
-        infos.append(PluginInfo(name, group, ep.value, _distribution(ep), None, error))
+        infos.append(PluginInfo(name, group, ep.value, dists.get(name), None, error))
     return sorted(infos, key=lambda i: i.name)
 
 

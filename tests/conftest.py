@@ -57,6 +57,7 @@ class LoopbackServer:
 
 def echo_app() -> web.Application:
     """Answers like a tiny serverless endpoint, with knobs to misbehave on demand."""
+
     async def invoke(request: web.Request) -> web.StreamResponse:
         body = await request.json()
         mode = request.query.get("mode", "ok")
