@@ -92,7 +92,8 @@ class Rate:
             t += rng.expovariate(self.rps)
 
     def planned(self, targets: int) -> int:
-        return (round(self.rps * self.duration_s) + self.warmup) * targets
+        arrivals = sum(1 for _ in self.offsets_s())  # exact: the Poisson draw is seeded
+        return (arrivals + self.warmup) * targets
 
     def params(self) -> dict[str, Any]:
         return asdict(self)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import sqlite3
@@ -50,6 +51,18 @@ def gpubench(*args: str, timeout: float = 120, **kw: object) -> subprocess.Compl
         timeout=timeout,
         **kw,  # type: ignore[call-overload]
     )
+
+
+def _wait_for_samples(store: Path, at_least: int, timeout_s: float = 60) -> int:
+    """Poll a run's store from outside until it has committed ``at_least`` samples."""
+    seen = 0
+    deadline = time.monotonic() + timeout_s
+    while seen < at_least and time.monotonic() < deadline:
+        time.sleep(0.3)
+        if store.exists():
+            with sqlite3.connect(store) as db, contextlib.suppress(sqlite3.OperationalError):
+                seen = db.execute("select count(*) from invocations").fetchone()[0]
+    return seen
 
 
 @pytest.fixture
@@ -118,16 +131,7 @@ def test_ctrl_c_keeps_what_was_measured(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:  # wait until the burst is under way
-        time.sleep(0.5)
-        if store.exists():
-            with sqlite3.connect(store) as db:
-                try:
-                    if db.execute("select count(*) from invocations").fetchone()[0] > 50:
-                        break
-                except sqlite3.OperationalError:
-                    pass
+    assert _wait_for_samples(store, 50) >= 50  # the burst is under way
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 0, stderr
@@ -170,3 +174,44 @@ def test_demo_runs_the_quickstart(tmp_path: Path) -> None:
     assert 150 < per_scenario[2] < 250  # Poisson at 20/s for 10 s, seeded
     cold = [i for i in invs if i.scenario == 0 and i.cold]
     assert len(cold) == 3 and all(i.cold_confirmed for i in cold)
+
+
+def test_examples_own_handler_profiles_a_cold_start(tmp_path: Path) -> None:
+    root = Path(__file__).parents[1]
+    proc = subprocess.run(
+        [sys.executable, str(root / "examples" / "own_handler.py"), str(tmp_path / "o.sqlite")],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stderr
+    boots = proc.stdout.splitlines()[0].split(": ")[1].split(", ")
+    assert len(boots) == 3 and all(float(b) > 0 for b in boots)
+    with Store(tmp_path / "o.sqlite") as s:
+        (run,) = s.runs()
+        invs = s.invocations(run.id)
+    assert all(i.outcome is Outcome.OK for i in invs) and len(invs) == 12
+    assert [i.cold for i in sorted(invs, key=lambda i: i.seq)][:4] == [True, False, False, False]
+
+
+def test_sigkill_keeps_committed_samples_and_a_sound_database(tmp_path: Path) -> None:
+    p = tmp_path / "long.toml"
+    p.write_text(PLAN.format(total=100_000))
+    store = tmp_path / "killed.sqlite"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpubench_sdk", "run", str(p), "-o", str(store), "--quiet"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    seen = _wait_for_samples(store, 300)
+    assert seen >= 300
+    proc.kill()  # SIGKILL: no handler runs, nothing is flushed on the way out
+    proc.wait(10)
+    with sqlite3.connect(store) as db:
+        assert db.execute("pragma integrity_check").fetchone()[0] == "ok"
+    with Store(store) as s:
+        (run,) = s.runs()
+        invs = s.invocations(run.id)
+    assert run.status == "interrupted"  # stored as running; its process is gone
+    assert len(invs) >= seen  # everything committed before the kill is still there
+    assert all(i.outcome is Outcome.OK for i in invs)
