@@ -215,3 +215,41 @@ def test_sigkill_keeps_committed_samples_and_a_sound_database(tmp_path: Path) ->
     assert run.status == "interrupted"  # stored as running; its process is gone
     assert len(invs) >= seen  # everything committed before the kill is still there
     assert all(i.outcome is Outcome.OK for i in invs)
+
+
+def test_local_serve_runs_standalone() -> None:
+    import urllib.request
+
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gpubench_sdk",
+            "local",
+            "serve",
+            "--port",
+            "0",
+            "--handler",
+            "gpubench_sdk._local.demo:echo",
+            "--max-workers",
+            "1",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("gpubench local runtime listening on http://127.0.0.1:")
+        url = line.split()[-1]
+        health = json.loads(urllib.request.urlopen(f"{url}/health", timeout=10).read())
+        assert health["scaling"]["max_workers"] == 1
+        body = json.dumps({"sleep_ms": 0, "echo": "hi"}).encode()
+        req = urllib.request.Request(f"{url}/invoke", data=body, method="POST")
+        answer = json.loads(urllib.request.urlopen(req, timeout=30).read())
+        assert answer["output"]["echo"] == "hi" and answer["cold"] is True
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(20)
+    assert proc.returncode == 0
