@@ -28,6 +28,7 @@ from ._errors import (
 )
 from ._http import first_byte_ns, make_client
 from ._local import LocalProvider, LocalRuntime, LocalRuntimeConfig
+from ._multiproc import run_processes
 from ._plan import build_run
 from ._plugins import PluginInfo, list_plugins, load_provider, provider_class, workload_class
 from ._provider import Provider, ProviderOptions
@@ -105,6 +106,7 @@ __all__ = [
     "make_client",
     "provider_class",
     "run",
+    "run_processes",
     "summarize",
     "workload_class",
 ]

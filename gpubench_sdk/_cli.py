@@ -21,7 +21,7 @@ from ._multiproc import run_blocking, run_processes
 from ._plan import build_run
 from ._plugins import PROVIDERS, WORKLOADS, list_plugins
 from ._runner import Runner, RunResult
-from ._store import Store
+from ._store import RunInfo, Store
 from ._summary import render, summarize
 from ._types import Invocation
 
@@ -204,20 +204,24 @@ def _execute_processes(
 
 
 def _report(result: RunResult) -> None:
-    with Store(result.store_path, readonly=True) as store:
-        rows = summarize(store, result.run)
     status = result.status + (f" ({result.stop_reason})" if result.stop_reason else "")
-    out.print(render(rows, f"run {result.run.id} {result.run.name!r}: {status}"))
-    if result.client_bound_s:
-        out.print(
-            f"[yellow]warning:[/] the client was the bottleneck for "
-            f"{result.client_bound_s:.0f} s of this run (event-loop lag or CPU): latencies "
-            "in those windows include the load generator's own queueing"
-        )
+    with Store(result.store_path, readonly=True) as store:
+        _print_run(store, result.run, status)
     out.print(
         f"stored in {result.store_path} (run {result.run.uuid}); "
         f"see: gpubench results show {result.run.id} --store {result.store_path}"
     )
+
+
+def _print_run(store: Store, run: RunInfo, status: str) -> None:
+    out.print(render(summarize(store, run), f"run {run.id} {run.name!r}: {status}"))
+    bound_s = int(store.health(run.id)["client_bound"].sum())  # one window = one second
+    if bound_s:
+        out.print(
+            f"[yellow]warning:[/] the client was the bottleneck for {bound_s} s of this run "
+            "(event-loop lag or CPU): latencies in those windows include the load generator's "
+            "own queueing; lower the load or add --processes"
+        )
 
 
 # -- plugins ------------------------------------------------------------------------------
@@ -307,13 +311,14 @@ def results_show(run_ref: str, store_path: str, as_json: bool) -> None:
                                 "status": run.status,
                             },
                             "summary": [asdict(r) for r in rows],
+                            "client_bound_s": int(store.health(run.id)["client_bound"].sum()),
                         },
                         indent=2,
                         default=str,
                     )
                 )
                 return
-            out.print(render(rows, f"run {run.id} {run.name!r}: {run.status}"))
+            _print_run(store, run, run.status)
     except GpubenchError as exc:
         _fail(exc)
 

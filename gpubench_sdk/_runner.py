@@ -122,6 +122,7 @@ class Runner:
         observers: Iterable[Observer] = (),
         max_requests: int | None = None,
         monitor: bool = True,
+        fleet_interval_s: float | None = 0.5,
     ) -> None:
         if isinstance(targets, Mapping):
             targets = [Target(n, p) for n, p in targets.items()]
@@ -155,6 +156,7 @@ class Runner:
         self._observers = list(observers)
         self._max_requests = max_requests
         self._use_monitor = monitor
+        self._fleet_interval_s = fleet_interval_s
         self._scope: anyio.CancelScope | None = None
         self._stop_reason: str | None = None
         self._inflight = 0
@@ -219,6 +221,10 @@ class Runner:
                     async with anyio.create_task_group() as tg:
                         if self._use_monitor:
                             tg.start_soon(monitor.run)
+                        if self._fleet_interval_s and self._shard[0] == 0:
+                            for lt in live:
+                                if lt.provider.capabilities.fleet_state:
+                                    tg.start_soon(self._watch_fleet, lt, self._fleet_interval_s)
                         for sidx, scenario in enumerate(self._scenarios):
                             self._label(live, scenario)
                             await self._scenario(live, sidx, scenario)
@@ -273,6 +279,20 @@ class Runner:
         self._store.append_health(
             self._run_id, w.t_ns, w.loop_lag_ms, w.cpu_pct, w.inflight, w.client_bound
         )
+
+    async def _watch_fleet(self, lt: _Live, interval_s: float) -> None:
+        """Record the target's workers over the whole run: scale-out and scale-to-zero as data."""
+        warned = False
+        while True:
+            try:
+                state = await lt.provider.state()
+                t_ns = time.perf_counter_ns() - self._origin_ns
+                self._store.append_fleet(self._run_id, lt.name, t_ns, state)
+            except Exception as exc:  # a failing poll never stops the measurement
+                if not warned:
+                    warned = True
+                    log.warning("%s: fleet state unavailable: %s", lt.name, redact(str(exc)))
+            await anyio.sleep(interval_s)
 
     async def _scenario(self, live: list[_Live], sidx: int, scenario: Scenario) -> None:
         deadline = getattr(scenario, "deadline_s", None)

@@ -33,6 +33,7 @@ import numpy.typing as npt
 from ._errors import StoreError
 from ._secrets import redact
 from ._store_schema import (
+    INSERT_FLEET,
     INSERT_HEALTH,
     INSERT_INVOCATION,
     NUMERIC_COLUMNS,
@@ -53,7 +54,7 @@ from ._store_schema import (
     write_csv,
     write_jsonl,
 )
-from ._types import Invocation, Phase
+from ._types import FleetState, Invocation, Phase
 
 __all__ = ["Columns", "RunInfo", "ScenarioRecord", "Store", "StoreError", "TargetRecord"]
 
@@ -105,7 +106,8 @@ class Store:
         self._cond = threading.Condition(threading.Lock())  # buffers, counters, state below
         self._wake = threading.Event()
         self._inv_buf: list[tuple[Any, ...]] = []
-        self._health_buf: list[tuple[Any, ...]] = []
+        # rows for the small side tables (health windows, fleet samples), by INSERT statement
+        self._side_buf: dict[str, list[tuple[Any, ...]]] = {}
         self._appended = 0
         self._committed = 0
         self._refuse: str | None = f"{self.path}: store opened read-only" if readonly else None
@@ -215,11 +217,26 @@ class Store:
         client_bound: bool,
     ) -> None:
         """Queue one self-monitoring window of the runner (``t_ns`` relative to the origin)."""
-        row = (run_id, t_ns, loop_lag_ms, cpu_pct, inflight, int(client_bound))
+        self._append_side(
+            INSERT_HEALTH, (run_id, t_ns, loop_lag_ms, cpu_pct, inflight, int(client_bound))
+        )
+
+    def append_fleet(self, run_id: int, target: str, t_ns: int, state: FleetState) -> None:
+        """Queue one reading of a target's fleet (``t_ns`` relative to the origin)."""
+        try:
+            targets, _ = self._run_cache[run_id]
+        except KeyError:
+            targets, _ = self._load_run(run_id)
+        if target not in targets:
+            raise StoreError(f"run {run_id} has no target {target!r} ({list(targets)})")
+        row = (run_id, targets[target], t_ns, state.ready, state.busy, state.starting, state.queued)
+        self._append_side(INSERT_FLEET, row)
+
+    def _append_side(self, insert: str, row: tuple[Any, ...]) -> None:
         with self._cond:
             if self._refuse is not None:
                 raise StoreError(self._refuse) from self._cause
-            self._health_buf.append(row)
+            self._side_buf.setdefault(insert, []).append(row)
             self._appended += 1
         if self._writer is None:
             self._start_writer()
@@ -273,7 +290,7 @@ class Store:
                 return
             self._closed = self._stopping = True
             self._refuse = self._refuse or f"{self.path}: store is closed"
-            if self._inv_buf or self._health_buf:
+            if self._inv_buf or self._side_buf:
                 self._ensure_writer()
         self._wake.set()
         if self._writer is not None and self._writer is not threading.current_thread():
@@ -338,17 +355,17 @@ class Store:
                 self._wake.clear()
                 with self._cond:
                     inv, self._inv_buf = self._inv_buf, []
-                    health, self._health_buf = self._health_buf, []
+                    side, self._side_buf = self._side_buf, {}
                     stopping = self._stopping
-                if inv or health:
-                    self._commit(conn, inv, health)
+                if inv or side:
+                    self._commit(conn, inv, side)
                 if stopping:
                     return
         except BaseException as exc:
             with self._cond:
                 lost = self._appended - self._committed
                 self._inv_buf.clear()
-                self._health_buf.clear()
+                self._side_buf.clear()
                 self._error = f"{self.path}: writing results failed ({exc}); {lost} samples lost"
                 self._refuse, self._cause = self._error, exc
                 self._cond.notify_all()
@@ -357,22 +374,27 @@ class Store:
                 conn.close()
 
     def _commit(
-        self, conn: sqlite3.Connection, inv: list[tuple[Any, ...]], health: list[tuple[Any, ...]]
+        self,
+        conn: sqlite3.Connection,
+        inv: list[tuple[Any, ...]],
+        side: dict[str, list[tuple[Any, ...]]],
     ) -> None:
+        side_rows = sum(len(rows) for rows in side.values())
         for start in range(0, max(len(inv), 1), _CHUNK):
             part = inv[start : start + _CHUNK]
             conn.execute("BEGIN IMMEDIATE")
             try:
                 conn.executemany(INSERT_INVOCATION, part)
-                if start == 0 and health:
-                    conn.executemany(INSERT_HEALTH, health)
+                if start == 0:
+                    for insert, rows in side.items():
+                        conn.executemany(insert, rows)
                 conn.execute("COMMIT")
             except BaseException:
                 with contextlib.suppress(sqlite3.Error):
                     conn.execute("ROLLBACK")
                 raise
             with self._cond:
-                self._committed += len(part) + (len(health) if start == 0 else 0)
+                self._committed += len(part) + (side_rows if start == 0 else 0)
                 self._cond.notify_all()
 
     # -- reading ------------------------------------------------------------------------------
@@ -521,6 +543,28 @@ class Store:
         dtypes = (np.int64, np.float64, np.float64, np.int64, np.bool_)
         by_col = list(zip(*rows, strict=True)) if rows else [() for _ in names]
         return {n: np.array(v, dtype=d) for n, v, d in zip(names, by_col, dtypes, strict=True)}
+
+    def fleet(self, run_id: int, *, target: str | None = None) -> Columns:
+        """Fleet readings (workers ready/busy/starting, queue) in time order; -1 = not reported.
+
+        ``target`` is the target index into ``RunInfo.targets``, as in ``columns``.
+        """
+        info = self.run(run_id)
+        sql = "SELECT target, t_ns, ready, busy, starting, queued FROM fleet WHERE run_id = ?"
+        params: list[Any] = [run_id]
+        if target is not None:
+            names = [t.name for t in info.targets]
+            if target not in names:
+                raise StoreError(f"run {run_id} has no target {target!r} ({names})")
+            sql += " AND target = ?"
+            params.append(names.index(target))
+        rows = self._query(sql + " ORDER BY t_ns, rowid", params)
+        names_ = ("target", "t_ns", "ready", "busy", "starting", "queued")
+        by_col = list(zip(*rows, strict=True)) if rows else [() for _ in names_]
+        return {
+            n: np.array([-1 if v is None else v for v in col], dtype=np.int64)
+            for n, col in zip(names_, by_col, strict=True)
+        }
 
     def to_pandas(self, run_id: int) -> Any:
         """All of a run's invocations (both phases) as a ``pandas.DataFrame``.

@@ -108,6 +108,16 @@ CREATE TABLE health (
     client_bound INTEGER NOT NULL
 );
 CREATE INDEX health_run ON health(run_id);
+CREATE TABLE fleet (
+    run_id INTEGER NOT NULL,
+    target INTEGER NOT NULL,
+    t_ns INTEGER NOT NULL,
+    ready INTEGER,
+    busy INTEGER,
+    starting INTEGER,
+    queued INTEGER
+);
+CREATE INDEX fleet_run ON fleet(run_id);
 """
 
 INVOCATION_COLUMNS = (
@@ -117,6 +127,7 @@ INVOCATION_COLUMNS = (
 )
 INSERT_INVOCATION = f"INSERT INTO invocations ({INVOCATION_COLUMNS}) VALUES ({', '.join('?' * 22)})"
 INSERT_HEALTH = "INSERT INTO health VALUES (?, ?, ?, ?, ?, ?)"
+INSERT_FLEET = "INSERT INTO fleet VALUES (?, ?, ?, ?, ?, ?, ?)"
 
 
 def connect(path: Path, *, readonly: bool, busy_timeout_s: float) -> sqlite3.Connection:
