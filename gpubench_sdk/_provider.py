@@ -58,6 +58,7 @@ class Provider:
         self.options = options
         self._given_client = client
         self._client: httpx.AsyncClient | None = client
+        self._depth = 0  # re-entrant: a provider the caller already opened is not reopened
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
@@ -75,11 +76,15 @@ class Provider:
         return {"Authorization": f"Bearer {self.options.api_key.get_secret_value()}"}
 
     async def __aenter__(self) -> Self:
+        self._depth += 1
+        if self._depth > 1:
+            return self
         if self._client is None:
             self._client = make_client(timeout_s=self.options.timeout_s)
         try:
             await self.open()
         except BaseException:
+            self._depth = 0
             await self._close_client()
             raise
         return self
@@ -90,6 +95,9 @@ class Provider:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        self._depth -= 1
+        if self._depth > 0:
+            return
         try:
             await self.close()
         finally:

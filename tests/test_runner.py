@@ -257,3 +257,16 @@ def test_bad_runner_arguments(tmp_path: Path) -> None:
         Runner({"a": p}, EchoProbe(), [], store=tmp_path / "x")
     with pytest.raises(ConfigError, match=r"burst.concurrency: got 0"):
         Burst(total=1, concurrency=0)
+
+
+async def test_a_provider_the_caller_opened_is_not_reopened(
+    echo_server: LoopbackServer, tmp_path: Path
+) -> None:
+    provider = EchoProvider(url=echo_server.url)
+    async with provider:
+        client = provider.client
+        await run({"a": provider}, EchoProbe(), [Burst(2, 1)], store=tmp_path / "a.sqlite")
+        assert provider.client is client  # the runner's exit did not close it under us
+        await run({"a": provider}, EchoProbe(), [Burst(2, 1)], store=tmp_path / "a.sqlite")
+    with pytest.raises(RuntimeError, match="not open"):
+        _ = provider.client
