@@ -32,7 +32,8 @@ from ._multiproc import run_processes
 from ._plan import build_run
 from ._plugins import PluginInfo, list_plugins, load_provider, provider_class, workload_class
 from ._provider import Provider, ProviderOptions
-from ._runner import Runner, RunResult, Target, run
+from ._results import RunResult, Target
+from ._runner import Runner, run
 from ._scenarios import Burst, ColdStarts, Rate, Scenario
 from ._store import RunInfo, Store
 from ._summary import SummaryRow, summarize

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 from collections.abc import Callable
 from importlib import resources
@@ -17,10 +18,13 @@ from rich.table import Table
 
 from ._config import RunConfig, load_config, parse_config
 from ._errors import ConfigError, GpubenchError
+from ._monitor import client_bound_spans
 from ._multiproc import run_blocking, run_processes
 from ._plan import build_run
 from ._plugins import PROVIDERS, WORKLOADS, list_plugins
-from ._runner import Runner, RunResult
+from ._results import RunResult
+from ._runner import Runner
+from ._secrets import redact
 from ._store import RunInfo, Store
 from ._summary import render, summarize
 from ._types import Invocation
@@ -32,12 +36,34 @@ out = Console(width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True)
 
 
-def _fail(exc: GpubenchError) -> None:
-    err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
-    sys.exit(2 if isinstance(exc, ConfigError) else 1)
+class _Group(click.Group):
+    """Every command's errors end here: a clear line on stderr and an exit code, never a key.
+
+    gpubench's own errors (bad config, missing plugin...) print their message: exit 2 for
+    configuration, 1 otherwise. Anything else is a bug: its type and (redacted) message print,
+    with the traceback only when GPUBENCH_DEBUG is set.
+    """
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except GpubenchError as exc:
+            err.print(f"[bold red]error:[/] {redact(str(exc))}", highlight=False)
+            sys.exit(2 if isinstance(exc, ConfigError) else 1)
+        except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit):
+            raise
+        except Exception as exc:
+            if os.environ.get("GPUBENCH_DEBUG"):
+                raise
+            message = redact(f"{type(exc).__name__}: {exc}")
+            err.print(
+                f"[bold red]internal error:[/] {message} (GPUBENCH_DEBUG=1 shows where)",
+                highlight=False,
+            )
+            sys.exit(1)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="gpubench-sdk")
 def main() -> None:
     """Benchmark serverless GPU inference providers: cold starts, bursts, variability, cost."""
@@ -76,11 +102,8 @@ def run_cmd(
     config_path: str, output: str | None, otlp_endpoint: str | None, quiet: bool, processes: int
 ) -> None:
     """Run the benchmark plan in CONFIG (TOML)."""
-    try:
-        config = load_config(config_path)
-        _execute(config, output, otlp_endpoint, quiet, processes)
-    except GpubenchError as exc:
-        _fail(exc)
+    config = load_config(config_path)
+    _execute(config, output, otlp_endpoint, quiet, processes)
 
 
 @main.command("demo")
@@ -96,15 +119,12 @@ def run_cmd(
 @click.option("--quiet", is_flag=True, help="no progress bar")
 def demo_cmd(output: str, otlp_endpoint: str | None, quiet: bool) -> None:
     """Start the local serverless runtime and run the quickstart plan against it."""
-    try:
-        config = load_config(_quickstart_path())
-        out.print(
-            f"[bold]gpubench demo[/]: {len(config.scenarios)} scenarios against the "
-            "embedded local runtime (real worker processes, real cold starts)"
-        )
-        _execute(config, output, otlp_endpoint, quiet)
-    except GpubenchError as exc:
-        _fail(exc)
+    config = load_config(_quickstart_path())
+    out.print(
+        f"[bold]gpubench demo[/]: {len(config.scenarios)} scenarios against the "
+        "embedded local runtime (real worker processes, real cold starts)"
+    )
+    _execute(config, output, otlp_endpoint, quiet)
 
 
 def _quickstart_path() -> Path:
@@ -215,12 +235,15 @@ def _report(result: RunResult) -> None:
 
 def _print_run(store: Store, run: RunInfo, status: str) -> None:
     out.print(render(summarize(store, run), f"run {run.id} {run.name!r}: {status}"))
-    bound_s = int(store.health(run.id)["client_bound"].sum())  # one window = one second
-    if bound_s:
+    spans = client_bound_spans(store.health_windows(run.id))
+    if spans:
+        total = sum(b - a for a, b in spans)
+        where = ", ".join(f"{a:.0f}-{b:.0f} s" for a, b in spans[:8])
+        more = f" and {len(spans) - 8} more" if len(spans) > 8 else ""
         out.print(
-            f"[yellow]warning:[/] the client was the bottleneck for {bound_s} s of this run "
-            "(event-loop lag or CPU): latencies in those windows include the load generator's "
-            "own queueing; lower the load or add --processes"
+            f"[yellow]warning:[/] the client was the bottleneck for {total:.0f} s of this run "
+            f"({where}{more} from its start; event-loop lag or CPU): latencies then include the "
+            "load generator's own queueing; lower the load or add --processes"
         )
 
 
@@ -271,21 +294,16 @@ def results() -> None:
 @_store_option
 def results_list(store_path: str) -> None:
     """List the runs in the store, newest first."""
-    try:
-        with Store(store_path, readonly=True) as store:
-            table = Table()
-            for col in ("id", "uuid", "name", "status", "started", "samples"):
-                table.add_column(col)
-            import datetime as dt
+    with Store(store_path, readonly=True) as store:
+        table = Table()
+        for col in ("id", "uuid", "name", "status", "started", "samples"):
+            table.add_column(col)
+        import datetime as dt
 
-            for r in store.runs():
-                started = dt.datetime.fromtimestamp(r.started_wall_ns / 1e9).isoformat(
-                    " ", "seconds"
-                )
-                table.add_row(str(r.id), r.uuid[:8], r.name, r.status, started, str(r.samples))
-            out.print(table)
-    except GpubenchError as exc:
-        _fail(exc)
+        for r in store.runs():
+            started = dt.datetime.fromtimestamp(r.started_wall_ns / 1e9).isoformat(" ", "seconds")
+            table.add_row(str(r.id), r.uuid[:8], r.name, r.status, started, str(r.samples))
+        out.print(table)
 
 
 @results.command("show")
@@ -294,33 +312,30 @@ def results_list(store_path: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 def results_show(run_ref: str, store_path: str, as_json: bool) -> None:
     """Summarize RUN (id, uuid prefix, or 'latest')."""
-    try:
-        with Store(store_path, readonly=True) as store:
-            run = store.run(run_ref)
-            rows = summarize(store, run)
-            if as_json:
-                from dataclasses import asdict
+    with Store(store_path, readonly=True) as store:
+        run = store.run(run_ref)
+        rows = summarize(store, run)
+        if as_json:
+            from dataclasses import asdict
 
-                click.echo(
-                    json.dumps(
-                        {
-                            "run": {
-                                "id": run.id,
-                                "uuid": run.uuid,
-                                "name": run.name,
-                                "status": run.status,
-                            },
-                            "summary": [asdict(r) for r in rows],
-                            "client_bound_s": int(store.health(run.id)["client_bound"].sum()),
+            click.echo(
+                json.dumps(
+                    {
+                        "run": {
+                            "id": run.id,
+                            "uuid": run.uuid,
+                            "name": run.name,
+                            "status": run.status,
                         },
-                        indent=2,
-                        default=str,
-                    )
+                        "summary": [asdict(r) for r in rows],
+                        "client_bound_s": int(store.health(run.id)["client_bound"].sum()),
+                    },
+                    indent=2,
+                    default=str,
                 )
-                return
-            _print_run(store, run, run.status)
-    except GpubenchError as exc:
-        _fail(exc)
+            )
+            return
+        _print_run(store, run, run.status)
 
 
 @results.command("export")
@@ -332,12 +347,9 @@ def results_show(run_ref: str, store_path: str, as_json: bool) -> None:
 @click.option("-o", "--output", type=click.File("w"), default="-", help="file (default stdout)")
 def results_export(run_ref: str, store_path: str, fmt: str, output: Any) -> None:
     """Export every invocation of RUN as JSON lines or CSV."""
-    try:
-        with Store(store_path, readonly=True) as store:
-            run = store.run(run_ref)
-            (store.export_jsonl if fmt == "jsonl" else store.export_csv)(run.id, output)
-    except GpubenchError as exc:
-        _fail(exc)
+    with Store(store_path, readonly=True) as store:
+        run = store.run(run_ref)
+        (store.export_jsonl if fmt == "jsonl" else store.export_csv)(run.id, output)
 
 
 # -- local runtime ------------------------------------------------------------------------
@@ -390,10 +402,7 @@ def local_serve(
         fields["load"] = load_fn
     elif load_fn:
         fields["load"] = load_fn
-    try:
-        fields["api_key"] = resolve_secret("api_key", env=api_key_env, file=None)
-        if max_workers < min_workers:
-            raise ConfigError("--max-workers", max_workers, f">= --min-workers ({min_workers})")
-        serve(LocalRuntimeConfig(**fields))
-    except GpubenchError as exc:
-        _fail(exc)
+    fields["api_key"] = resolve_secret("api_key", env=api_key_env, file=None)
+    if max_workers < min_workers:
+        raise ConfigError("--max-workers", max_workers, f">= --min-workers ({min_workers})")
+    serve(LocalRuntimeConfig(**fields))

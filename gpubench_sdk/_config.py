@@ -8,6 +8,7 @@ printed config never holds a key.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,6 +21,7 @@ from ._scenarios import Burst, ColdStarts, Rate, Scenario
 from ._secrets import resolve_secret
 
 M = TypeVar("M", bound=BaseModel)
+_SECRET_NAME = re.compile(r"(api_?key|token|secret|password)$", re.IGNORECASE)
 
 
 def _location(loc: tuple[int | str, ...]) -> str:
@@ -67,6 +69,18 @@ class TargetConfig(BaseModel):
     def provider_options(self) -> dict[str, Any]:
         return dict(self.model_extra or {})
 
+    @model_validator(mode="after")
+    def _no_inline_secrets(self) -> TargetConfig:
+        for key in self.model_extra or {}:
+            if _SECRET_NAME.search(key) and not key.endswith(("_env", "_file")):
+                raise ConfigError(
+                    f"targets[{self.name}].{key}",
+                    "(hidden)",
+                    "no secret written in the plan, where it would be stored with the run: "
+                    'use api_key_env = "VARIABLE" or api_key_file = "path"',
+                )
+        return self
+
 
 class WorkloadConfig(BaseModel):
     """``[workload]``: a workload plugin ``kind`` and its options (flat)."""
@@ -104,6 +118,7 @@ class ColdStartsConfig(_Strict):
     idle_gap_s: float | None = Field(default=None, ge=0)
     warm_after: int = Field(default=1, ge=0)
     cold_timeout_s: float = Field(default=900.0, gt=0)
+    deadline_s: float | None = Field(default=None, gt=0)
 
 
 ScenarioConfig = Annotated[BurstConfig | RateConfig | ColdStartsConfig, Field(discriminator="kind")]

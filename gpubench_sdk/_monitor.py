@@ -18,6 +18,7 @@ import anyio
 @dataclass(frozen=True, slots=True)
 class HealthWindow:
     t_ns: int  # window end, perf_counter_ns relative to the run origin
+    window_ms: float  # window length (the last window of a run is shorter)
     loop_lag_ms: float  # worst timer lateness in the window
     cpu_pct: float  # process CPU time / wall time, 100 = one full core
     inflight: int  # requests in flight at the window's end
@@ -70,6 +71,7 @@ class Monitor:
         lag_ms = max(0.0, lag_ns / 1e6)
         window = HealthWindow(
             t_ns=now - self._origin_ns,
+            window_ms=(now - win_start) / 1e6,
             loop_lag_ms=lag_ms,
             cpu_pct=cpu * 100.0,
             inflight=self._inflight(),
@@ -77,3 +79,21 @@ class Monitor:
         )
         self.windows.append(window)
         self._sink(window)
+
+
+def client_bound_spans(windows: list[HealthWindow]) -> list[tuple[float, float]]:
+    """The stretches of a run, in seconds from its origin, when the client was the bottleneck.
+
+    Windows of several load-generating processes overlap in time; they are merged, so the total
+    is wall-clock seconds, not seconds summed over processes.
+    """
+    spans: list[tuple[float, float]] = []
+    flagged = sorted(
+        ((w.t_ns - w.window_ms * 1e6) / 1e9, w.t_ns / 1e9) for w in windows if w.client_bound
+    )
+    for start, end in flagged:
+        if spans and start <= spans[-1][1]:
+            spans[-1] = (spans[-1][0], max(spans[-1][1], end))
+        else:
+            spans.append((start, end))
+    return spans

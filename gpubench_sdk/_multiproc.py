@@ -13,16 +13,18 @@ return a fresh, not yet run ``Runner``: every process calls it.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import signal
 import time
 from collections.abc import Callable
+from multiprocessing.synchronize import Barrier
 from pathlib import Path
 
 import anyio
 
 from ._errors import ConfigError
-from ._monitor import HealthWindow
-from ._runner import Runner, RunResult
+from ._results import RunResult
+from ._runner import Runner
 from ._store import RunInfo
 
 
@@ -61,11 +63,17 @@ def run_blocking(runner: Runner) -> RunResult:
     return result
 
 
-def _child(build: Callable[[], Runner], run: RunInfo, shard: int, shards: int) -> None:
+# Exit codes of a load-generating process, so the parent can tell a stop from a failure.
+_EXIT = {"completed": 0, "cancelled": 3}
+
+
+def _child(
+    build: Callable[[], Runner], run: RunInfo, shard: int, shards: int, barrier: Barrier
+) -> None:
     runner = build()
-    runner.join(run, shard, shards)
+    runner.join(run, shard, shards, sync=barrier.wait, abort=barrier.abort)
     result = run_blocking(runner)
-    raise SystemExit(0 if result.status in ("completed", "cancelled") else 1)
+    raise SystemExit(_EXIT.get(result.status, 1))
 
 
 def run_processes(
@@ -74,7 +82,12 @@ def run_processes(
     *,
     on_progress: Callable[[int], None] | None = None,
 ) -> RunResult:
-    """Drive one run from ``processes`` worker processes; returns once all have finished."""
+    """Drive one run from ``processes`` worker processes; returns once all have finished.
+
+    The processes meet at every scenario boundary (a barrier), so a scenario starts in all of
+    them together and a cold-start scenario in the first is never overlapped by the next
+    scenario's load from the others.
+    """
     if processes < 1:
         raise ConfigError("processes", processes, "an integer >= 1")
     parent = build()
@@ -83,48 +96,54 @@ def run_processes(
     info = parent.begin()
     store = parent.store
     ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(processes)
     workers = [
-        ctx.Process(target=_child, args=(build, info, k, processes), name=f"gpubench-{k}")
+        ctx.Process(target=_child, args=(build, info, k, processes, barrier), name=f"gpubench-{k}")
         for k in range(processes)
     ]
-    status, error = "completed", None
-    # The children get the terminal's SIGINT themselves and stop gracefully; the parent
-    # only waits for them.
-    previous = signal.signal(signal.SIGINT, lambda *_: None)
+
+    def forward(signum: int, _frame: object) -> None:
+        # SIGTERM to the parent becomes a graceful stop in every worker. SIGINT from a
+        # terminal already reaches them all (same process group), so it is only ignored here.
+        if signum == signal.SIGTERM:
+            for w in workers:
+                if w.pid is not None and w.is_alive():
+                    os.kill(w.pid, signal.SIGTERM)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    status = "failed"
+    error: str | None = "the parent process failed while waiting for its workers"
     try:
         for w in workers:
             w.start()
         while any(w.is_alive() for w in workers):
             time.sleep(0.25)
+            if any(w.exitcode not in (None, 0) for w in workers):
+                barrier.abort()  # one stopped or failed: release the others from the barrier
             if on_progress is not None:
                 on_progress(store.run(info.id).samples)
-        failed = [w.name for w in workers if w.exitcode != 0]
-        if failed:
+        codes = [w.exitcode for w in workers]
+        if any(c not in (0, _EXIT["cancelled"]) for c in codes):
+            failed = [w.name for w in workers if w.exitcode not in (0, _EXIT["cancelled"])]
             status, error = "failed", f"worker process(es) failed: {', '.join(failed)}"
+        elif _EXIT["cancelled"] in codes:
+            status, error = "cancelled", None
+        else:
+            status, error = "completed", None
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         for w in workers:
             if w.is_alive():
                 w.terminate()
         store.end_run(info.id, status, error)
     final = store.run(info.id)
-    health = store.health(info.id)
-    windows = [
-        HealthWindow(int(t), float(lag), float(cpu), int(inflight), bool(bound))
-        for t, lag, cpu, inflight, bound in zip(
-            health["t_ns"],
-            health["loop_lag_ms"],
-            health["cpu_pct"],
-            health["inflight"],
-            health["client_bound"],
-            strict=True,
-        )
-    ]
+    health = store.health_windows(info.id)
     store.close()
     return RunResult(
         run=final,
         store_path=Path(store.path),
         status=final.status,
         requests=final.samples,
-        health=windows,
+        health=health,
     )

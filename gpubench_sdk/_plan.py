@@ -7,7 +7,8 @@ from pathlib import Path
 
 from ._config import RunConfig, provider_options, validate_options
 from ._plugins import provider_class, workload_class
-from ._runner import Observer, Runner, Target
+from ._results import Target
+from ._runner import Observer, Runner
 from ._store import Store
 from ._telemetry import Instruments
 

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Iterator
 from types import TracebackType
 from typing import Any, ClassVar, Self
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from ._capabilities import Capabilities
 from ._errors import CapabilityError
 from ._http import make_client
+from ._secrets import MASK, remember
 from ._types import ColdCheck, FleetState, Request, Result, ScalingSettings
+
+# Header names whose values are credentials: masked when options are stored or shown.
+SENSITIVE = re.compile(r"auth|key|token|secret|cookie|password|signature", re.IGNORECASE)
 
 
 class ProviderOptions(BaseModel):
@@ -26,6 +33,29 @@ class ProviderOptions(BaseModel):
     api_key: SecretStr | None = Field(default=None, exclude=True, repr=False)
     timeout_s: float = Field(default=300.0, gt=0, description="per-request deadline in seconds")
     headers: dict[str, str] = Field(default_factory=dict, description="extra request headers")
+
+    @model_validator(mode="after")
+    def _remember_secrets(self) -> Self:
+        # However the options were made (config file or Python), their secrets get scrubbed
+        # from any error text that leaves the process.
+        if self.api_key is not None:
+            remember(self.api_key.get_secret_value())
+        for name, value in self.headers.items():
+            if SENSITIVE.search(name):
+                remember(value)
+        return self
+
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        for name, value in super().__repr_args__():
+            if name == "headers" and isinstance(value, dict):
+                value = {k: MASK if SENSITIVE.search(k) else v for k, v in value.items()}
+            yield name, value
+
+    def public(self) -> dict[str, Any]:
+        """The options as stored with a run: no api_key, credential headers masked."""
+        data: dict[str, Any] = json.loads(self.model_dump_json())
+        data["headers"] = {k: MASK if SENSITIVE.search(k) else v for k, v in self.headers.items()}
+        return data
 
 
 class Provider:
@@ -62,6 +92,15 @@ class Provider:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
+
+    @property
+    def endpoint(self) -> str | None:
+        """Where requests go (span attribute ``gpubench.endpoint``); never with credentials."""
+        url = getattr(self.options, "url", None)
+        if not url:
+            return None
+        parsed = httpx.URL(str(url))
+        return str(parsed.copy_with(username=None, password=None, query=None))
 
     @property
     def client(self) -> httpx.AsyncClient:

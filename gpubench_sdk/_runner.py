@@ -2,102 +2,45 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
+import anyio.lowlevel
+import anyio.to_thread
 
-from ._errors import (
-    ConfigError,
-    GpubenchError,
-    ProviderError,
-)
+from ._errors import ConfigError
 from ._monitor import HealthWindow, Monitor
 from ._provider import Provider
+from ._results import RunResult, Target, classify, sole_exception
 from ._scenarios import Burst, ColdStarts, Rate, Scenario
 from ._secrets import redact
 from ._store import RunInfo, ScenarioRecord, Store, TargetRecord
 from ._telemetry import Instruments
-from ._types import ColdCheck, Invocation, Outcome, Phase
+from ._types import ColdCheck, Invocation, Outcome, Phase, Result
 from ._workload import Workload
 
 log = logging.getLogger("gpubench.runner")
 
 Observer = Callable[[Invocation], None]
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    """A named provider instance to benchmark. Names must be unique within a run."""
-
-    name: str
-    provider: Provider
-
-
-@dataclass(slots=True)
-class RunResult:
-    """What a finished (or stopped) run leaves behind; the samples are in ``store``."""
-
-    run: RunInfo
-    store_path: Path
-    status: str
-    requests: int
-    stop_reason: str | None = None
-    health: list[HealthWindow] = field(default_factory=list)
-
-    @property
-    def run_id(self) -> int:
-        return self.run.id
-
-    @property
-    def client_bound_s(self) -> float:
-        """Seconds of the run during which the client itself was the bottleneck."""
-        return float(sum(1 for w in self.health if w.client_bound))
-
-
-def classify(exc: BaseException, provider: str) -> tuple[Outcome, int | None, str]:
-    """Place an exception from ``invoke`` in the outcome taxonomy, with a safe message."""
-    status: int | None = None
-    if isinstance(exc, ProviderError):
-        outcome, status = exc.outcome, exc.status_code
-    elif isinstance(exc, httpx.HTTPStatusError):
-        status = exc.response.status_code
-        if status == 429:
-            outcome = Outcome.THROTTLED
-        elif status >= 500:
-            outcome = Outcome.HTTP_5XX
-        else:
-            outcome = Outcome.HTTP_4XX
-    elif isinstance(exc, httpx.TimeoutException | TimeoutError):
-        outcome = Outcome.TIMEOUT
-    elif isinstance(exc, httpx.TransportError | OSError):
-        outcome = Outcome.TRANSPORT
-    else:
-        # JSON/Key/Type errors while parsing a response, or a plugin bug: either way the
-        # answer could not be used. The exception type is kept so bugs stay visible.
-        outcome = Outcome.INVALID_RESPONSE
-    message = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    if not isinstance(exc, ProviderError):
-        message = f"[{provider}] {message}"
-    return outcome, status, redact(message)[:500]
+BUDGET_SPENT = "max_requests reached"
+CLOSE_TIMEOUT_S = 60.0  # how long a provider may take to restore settings when a run ends
 
 
 class _Live:
-    """Per-target state during a run: the open provider and its seq counter per scenario."""
+    """Per-target state during a run: the open provider, its deadline and span attributes."""
 
-    __slots__ = ("attrs", "idx", "name", "provider")
+    __slots__ = ("attrs", "deadline_s", "name", "provider")
 
-    def __init__(self, idx: int, target: Target) -> None:
-        self.idx = idx
+    def __init__(self, target: Target) -> None:
         self.name = target.name
         self.provider = target.provider
+        self.deadline_s = target.provider.options.timeout_s
         self.attrs: dict[str, Any] = {}
 
 
@@ -107,6 +50,8 @@ class Runner:
     Every completed request becomes an ``Invocation`` appended to the store at once (committed
     within the store's flush interval), recorded as one span, and passed to ``observers``.
     ``stop()`` ends the run early; requests in flight are recorded as ``cancelled``.
+    ``max_requests`` stops sending once that many requests went out and lets those in flight
+    finish. Each request is bounded by its provider's ``timeout_s`` (outcome ``timeout``).
     """
 
     def __init__(
@@ -126,25 +71,7 @@ class Runner:
     ) -> None:
         if isinstance(targets, Mapping):
             targets = [Target(n, p) for n, p in targets.items()]
-        if not targets:
-            raise ConfigError("targets", [], "at least one target")
-        names = [t.name for t in targets]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ConfigError("targets.name", dupes[0], "a name used by one target only")
-        if not scenarios:
-            raise ConfigError("scenarios", [], "at least one scenario")
-        if max_requests is not None and max_requests < 1:
-            raise ConfigError("max_requests", max_requests, "an integer >= 1")
-        blind = [t.name for t in targets if not t.provider.capabilities.cold_start_control]
-        for sc in scenarios:
-            if isinstance(sc, ColdStarts) and blind and sc.idle_gap_s is None:
-                raise ConfigError(
-                    "cold_starts.idle_gap_s",
-                    None,
-                    f"seconds to wait between requests for targets without cold-start control "
-                    f"({', '.join(blind)}): at least the platform's scale-down delay",
-                )
+        _validate(targets, scenarios, max_requests)
         self._targets = list(targets)
         self._workload = workload
         self._scenarios = list(scenarios)
@@ -154,7 +81,7 @@ class Runner:
         self._config = dict(config or {})
         self._instruments = instruments or Instruments()
         self._observers = list(observers)
-        self._max_requests = max_requests
+        self._budget = max_requests
         self._use_monitor = monitor
         self._fleet_interval_s = fleet_interval_s
         self._scope: anyio.CancelScope | None = None
@@ -164,10 +91,13 @@ class Runner:
         self._origin_ns = 0
         self._origin_wall_ns = 0
         self._run_id = 0
-        # Multi-process load generation: this process drives every `_shard[1]`-th request,
-        # starting at `_shard[0]`, of a run that `_joined` says the parent already began.
+        # Multi-process load generation: this process is shard `_shard[0]` of `_shard[1]`
+        # driving a run the parent began (`_joined`); `_sync` waits for the other shards
+        # before each scenario, `_abort` releases them when this one stops early.
         self._shard = (0, 1)
         self._joined: RunInfo | None = None
+        self._sync: Callable[[], object] | None = None
+        self._abort: Callable[[], None] | None = None
         self.result: RunResult | None = None
 
     @property
@@ -189,17 +119,28 @@ class Runner:
             name=self._name,
             config=self._config,
             targets=[self._target_record(t) for t in self._targets],
-            scenarios=[ScenarioRecord(s.kind, s.params()) for s in self._scenarios],
+            scenarios=[ScenarioRecord(s.kind, asdict(s)) for s in self._scenarios],
             origin_ns=self._origin_ns,
             started_wall_ns=self._origin_wall_ns,
         )
 
-    def join(self, run: RunInfo, shard: int, shards: int) -> None:
-        """Make this runner one of ``shards`` processes driving the already begun ``run``."""
+    def join(
+        self,
+        run: RunInfo,
+        shard: int,
+        shards: int,
+        *,
+        sync: Callable[[], object] | None = None,
+        abort: Callable[[], None] | None = None,
+    ) -> None:
+        """Make this runner shard ``shard`` of ``shards`` processes driving the begun ``run``."""
         self._joined = run
         self._shard = (shard, shards)
         self._origin_ns = run.origin_ns
         self._origin_wall_ns = run.started_wall_ns
+        self._sync, self._abort = sync, abort
+        if self._budget is not None:  # each shard sends its share of the request budget
+            self._budget = self._budget // shards + (1 if shard < self._budget % shards else 0)
 
     async def run(self) -> RunResult:
         info = self._joined or self.begin()
@@ -209,40 +150,34 @@ class Runner:
             origin_ns=self._origin_ns, inflight=lambda: self._inflight, sink=self._health
         )
         try:
-            with anyio.CancelScope() as scope:
-                self._scope = scope
-                if self._stop_reason is not None:
-                    scope.cancel()
-                async with AsyncExitStack() as stack:
-                    live = []
-                    for idx, target in enumerate(self._targets):
-                        await stack.enter_async_context(target.provider)
-                        live.append(_Live(idx, target))
-                    async with anyio.create_task_group() as tg:
-                        if self._use_monitor:
-                            tg.start_soon(monitor.run)
-                        if self._fleet_interval_s and self._shard[0] == 0:
-                            for lt in live:
-                                if lt.provider.capabilities.fleet_state:
-                                    tg.start_soon(self._watch_fleet, lt, self._fleet_interval_s)
-                        for sidx, scenario in enumerate(self._scenarios):
-                            self._label(live, scenario)
-                            await self._scenario(live, sidx, scenario)
-                        tg.cancel_scope.cancel()
-            if scope.cancelled_caught and self._stop_reason != "max_requests reached":
-                status = "cancelled"
+            async with AsyncExitStack() as stack:
+                live = [await self._open(stack, t) for t in self._targets]
+                # Providers close outside this scope (and shielded), so a stopped run still
+                # restores the settings it changed.
+                with anyio.CancelScope() as scope:
+                    self._scope = scope
+                    if self._stop_reason is not None:
+                        scope.cancel()
+                    await self._drive(live, monitor)
+                if scope.cancelled_caught:
+                    status = "cancelled"
         except BaseExceptionGroup as group:
             # Task groups wrap what their tasks raise; a lone error is re-raised as itself.
-            inner = _sole(group)
+            inner = sole_exception(group)
             status, error = "failed", redact(f"{type(inner).__name__}: {inner}")
             if inner is group:
                 raise
             raise inner from None
+        except anyio.get_cancelled_exc_class():
+            status = "cancelled"  # the caller's own scope was cancelled
+            raise
         except BaseException as exc:
             status, error = "failed", redact(f"{type(exc).__name__}: {exc}")
             raise
         finally:
             self._scope = None
+            if status != "completed" and self._abort is not None:
+                self._abort()  # do not leave the other shards waiting at a scenario boundary
             with anyio.CancelScope(shield=True):
                 if self._joined is None:
                     await anyio.to_thread.run_sync(self._store.end_run, self._run_id, status, error)
@@ -261,10 +196,46 @@ class Runner:
                 self._store.close()
         return self.result
 
+    async def _open(self, stack: AsyncExitStack, target: Target) -> _Live:
+        provider = target.provider
+        await provider.__aenter__()
+
+        async def close(*exc_info: Any) -> bool:
+            with anyio.move_on_after(CLOSE_TIMEOUT_S, shield=True):
+                await provider.__aexit__(*exc_info)
+            return False
+
+        stack.push_async_exit(close)
+        return _Live(target)
+
+    async def _drive(self, live: list[_Live], monitor: Monitor) -> None:
+        async with anyio.create_task_group() as tg:
+            if self._use_monitor:
+                tg.start_soon(monitor.run)
+            if self._fleet_interval_s and self._shard[0] == 0:
+                for lt in live:
+                    if lt.provider.capabilities.fleet_state:
+                        tg.start_soon(self._watch_fleet, lt, self._fleet_interval_s)
+            for sidx, scenario in enumerate(self._scenarios):
+                if self._sync is not None:
+                    await self._wait_for_shards()
+                if self._stop_reason == BUDGET_SPENT:
+                    continue  # still pass every boundary, so other shards never wait on us
+                self._label(live, scenario)
+                await self._scenario(live, sidx, scenario)
+            tg.cancel_scope.cancel()
+
+    async def _wait_for_shards(self) -> None:
+        assert self._sync is not None
+        try:
+            await anyio.to_thread.run_sync(self._sync, abandon_on_cancel=True)
+        except Exception:  # BrokenBarrierError: another process stopped or failed
+            self.stop("another load-generating process stopped")
+            await anyio.lowlevel.checkpoint()
+
     def _target_record(self, target: Target) -> TargetRecord:
         p = target.provider
-        options = json.loads(p.options.model_dump_json())  # api_key is excluded by the model
-        return TargetRecord(target.name, p.name, options, p.capabilities.names())
+        return TargetRecord(target.name, p.name, p.options.public(), p.capabilities.names())
 
     def _label(self, live: list[_Live], scenario: Scenario) -> None:
         for lt in live:
@@ -274,11 +245,11 @@ class Runner:
                 "gpubench.workload": self._workload.name,
                 "gpubench.scenario": scenario.kind,
             }
+            if lt.provider.endpoint:
+                lt.attrs["gpubench.endpoint"] = lt.provider.endpoint
 
-    def _health(self, w: HealthWindow) -> None:
-        self._store.append_health(
-            self._run_id, w.t_ns, w.loop_lag_ms, w.cpu_pct, w.inflight, w.client_bound
-        )
+    def _health(self, window: HealthWindow) -> None:
+        self._store.append_health(self._run_id, window)
 
     async def _watch_fleet(self, lt: _Live, interval_s: float) -> None:
         """Record the target's workers over the whole run: scale-out and scale-to-zero as data."""
@@ -294,8 +265,16 @@ class Runner:
                     log.warning("%s: fleet state unavailable: %s", lt.name, redact(str(exc)))
             await anyio.sleep(interval_s)
 
+    def _take(self) -> bool:
+        """Reserve one request of the budget; False once ``max_requests`` went out."""
+        if self._budget is not None and self._sent >= self._budget:
+            self._stop_reason = self._stop_reason or BUDGET_SPENT
+            return False
+        self._sent += 1
+        return True
+
     async def _scenario(self, live: list[_Live], sidx: int, scenario: Scenario) -> None:
-        deadline = getattr(scenario, "deadline_s", None)
+        deadline = scenario.deadline_s
         with anyio.move_on_after(deadline if deadline is not None else float("inf")):
             if isinstance(scenario, Burst):
                 await self._burst(live, sidx, scenario)
@@ -317,46 +296,51 @@ class Runner:
         scheduled_ns: int,
         expect_cold: bool | None = None,
         check: ColdCheck | None = None,
-    ) -> Invocation:
-        if self._max_requests is not None and self._sent >= self._max_requests:
-            self.stop("max_requests reached")
-            await anyio.lowlevel.checkpoint()  # delivers the cancellation
-        self._sent += 1
+    ) -> None:
         request = self._workload.request(seq)
         self._inflight += 1
         wall = time.time_ns()
         start = time.perf_counter_ns()
         scheduled_ns = min(scheduled_ns, start)  # a timer may fire a hair early
-        result = None
-        status = None
-        error = None
+        result: Result | None = None
+        status = error = None
         outcome = Outcome.OK
-        units: tuple[int | None, int | None] = (None, None)
         cancelled: BaseException | None = None
+        deadline = anyio.move_on_after(lt.deadline_s)
         try:
-            result = await lt.provider.invoke(request)
+            with deadline:
+                result = await lt.provider.invoke(request)
+            if deadline.cancelled_caught:
+                outcome, error = Outcome.TIMEOUT, f"no answer within timeout_s={lt.deadline_s:g}"
+            elif not isinstance(result, Result):
+                raise TypeError(f"invoke returned {type(result).__name__}, not Result")
         except anyio.get_cancelled_exc_class() as exc:
-            cancelled = exc
+            cancelled, result = exc, None
             outcome, error = Outcome.CANCELLED, self._stop_reason or "cancelled"
         except Exception as exc:
+            result = None
             outcome, status, error = classify(exc, lt.provider.name)
         end = time.perf_counter_ns()
         self._inflight -= 1
+        units: tuple[int | None, int | None] = (None, None)
+        cold = fb = None
         if result is not None:
-            status = result.http_status if result.http_status is not None else status
+            status = result.http_status
             units = (result.input_units, result.output_units)
-            if result.output_units is None and result.input_units is None:
+            if units == (None, None):
                 try:
                     units = self._workload.read(result.output)
                 except Exception as exc:
                     outcome, _, error = classify(exc, lt.provider.name)
-        origin = self._origin_ns
-        cold = None if result is None else result.cold
-        confirmed = cold is True
+            cold = result.cold
+            fb = result.first_byte_ns
+            if fb is not None and not start <= fb <= end:
+                fb = None  # not on our clock (a plugin used time.time_ns?): drop, never guess
+        confirmed = cold is True  # the server itself said so
         if cold is None and expect_cold is not None:
             cold = expect_cold
             confirmed = bool(expect_cold and check is not None and check.confirmed)
-        fb = None if result is None else result.first_byte_ns
+        origin = self._origin_ns
         inv = Invocation(
             target=lt.name,
             scenario=sidx,
@@ -381,14 +365,28 @@ class Runner:
             worker_id=None if result is None else result.worker_id,
         )
         self._store.append(self._run_id, inv)
-        self._instruments.record(inv, lt.attrs, self._origin_wall_ns)
+        self._instruments.record(inv, lt.attrs)
         for observer in self._observers:
-            observer(inv)
+            try:
+                observer(inv)
+            except Exception:  # a progress bar must not cost a measurement
+                log.exception("observer %r failed", observer)
         if cancelled is not None:
             raise cancelled
-        return inv
 
     # -- scenarios ------------------------------------------------------------------------
+
+    def _share(self, seqs: range, concurrency: int) -> tuple[range, int]:
+        """This shard's part of a closed loop: its slots, and every m-th seq for them.
+
+        Only the first ``m = min(shards, concurrency)`` shards get slots, so no seq is ever
+        dealt to a shard with nothing to send it.
+        """
+        k, n = self._shard
+        m = min(n, concurrency)
+        if k >= m:
+            return range(0), 0
+        return seqs[k::m], concurrency // m + (1 if k < concurrency % m else 0)
 
     async def _closed_loop(
         self, lt: _Live, sidx: int, seqs: range, concurrency: int, phase: Phase
@@ -397,16 +395,13 @@ class Runner:
 
         async def slot() -> None:
             for seq in pending:  # one shared iterator: each seq is sent exactly once
+                if not self._take():
+                    return
                 await self._send(lt, sidx, seq, phase, time.perf_counter_ns())
 
         async with anyio.create_task_group() as tg:
             for _ in range(min(concurrency, len(seqs))):
                 tg.start_soon(slot)
-
-    def _share(self, seqs: range, concurrency: int) -> tuple[range, int]:
-        """This shard's part of a closed loop: every n-th seq and its part of the slots."""
-        k, n = self._shard
-        return seqs[k::n], concurrency // n + (1 if k < concurrency % n else 0)
 
     async def _burst(self, live: list[_Live], sidx: int, sc: Burst) -> None:
         async def one_target(lt: _Live) -> None:
@@ -421,21 +416,26 @@ class Runner:
                 tg.start_soon(one_target, lt)
 
     async def _rate(self, live: list[_Live], sidx: int, sc: Rate) -> None:
-        k, n = self._shard
         if sc.warmup:
             seqs, _ = self._share(range(-sc.warmup, 0), 1)
             async with anyio.create_task_group() as tg:
                 for lt in live:
                     tg.start_soon(self._closed_loop, lt, sidx, seqs, 1, Phase.WARMUP)
-        limiters = [anyio.Semaphore(sc.max_inflight) for _ in live]
+        t0 = time.perf_counter_ns()
+        async with anyio.create_task_group() as tg:
+            for lt in live:  # one schedule per target: a saturated one never delays the others
+                tg.start_soon(self._rate_target, lt, sidx, sc, t0)
 
-        async def fire(lt: _Live, sem: anyio.Semaphore, seq: int, due: int) -> None:
+    async def _rate_target(self, lt: _Live, sidx: int, sc: Rate, t0: int) -> None:
+        k, n = self._shard
+        limiter = anyio.Semaphore(sc.max_inflight)
+
+        async def fire(seq: int, due: int) -> None:
             try:
                 await self._send(lt, sidx, seq, Phase.MEASURE, due)
             finally:
-                sem.release()
+                limiter.release()
 
-        t0 = time.perf_counter_ns()
         async with anyio.create_task_group() as tg:
             for seq, offset_s in enumerate(sc.offsets_s()):
                 if seq % n != k:  # another process sends this one, on the same schedule
@@ -444,32 +444,35 @@ class Runner:
                 delay = (due - time.perf_counter_ns()) / 1e9
                 if delay > 0:
                     await anyio.sleep(delay)
-                for lt, sem in zip(live, limiters, strict=True):
-                    # At max_inflight the schedule waits; the wait is counted in latency
-                    # (from the scheduled time), never hidden.
-                    await sem.acquire()
-                    tg.start_soon(fire, lt, sem, seq, due)
+                if not self._take():
+                    break
+                # At max_inflight the schedule waits; the wait is counted in latency
+                # (from the scheduled time), never hidden.
+                await limiter.acquire()
+                tg.start_soon(fire, seq, due)
 
     async def _cold_starts(self, live: list[_Live], sidx: int, sc: ColdStarts) -> None:
         if self._shard[0] != 0:
             return  # cold starts are sequential by nature: the first process sends them all
-        seq = 0
 
         async def one_target(lt: _Live, first_seq: int) -> None:
             check = await self._make_cold(lt, sc)
+            if not self._take():
+                return
             await self._send(
                 lt, sidx, first_seq, Phase.MEASURE, time.perf_counter_ns(), True, check
             )
             for k in range(sc.warm_after):
+                if not self._take():
+                    return
                 await self._send(
                     lt, sidx, first_seq + 1 + k, Phase.MEASURE, time.perf_counter_ns(), False
                 )
 
-        for _ in range(sc.n):
+        for i in range(sc.n):
             async with anyio.create_task_group() as tg:
                 for lt in live:
-                    tg.start_soon(one_target, lt, seq)
-            seq += 1 + sc.warm_after
+                    tg.start_soon(one_target, lt, i * (1 + sc.warm_after))
 
     async def _make_cold(self, lt: _Live, sc: ColdStarts) -> ColdCheck:
         provider = lt.provider
@@ -479,19 +482,38 @@ class Runner:
             return ColdCheck(False, sc.idle_gap_s, f"waited idle gap {sc.idle_gap_s:g} s")
         began = time.perf_counter()
         try:
-            return await provider.ensure_cold(sc.cold_timeout_s)
-        except GpubenchError as exc:
+            with anyio.fail_after(sc.cold_timeout_s):
+                return await provider.ensure_cold(sc.cold_timeout_s)
+        except Exception as exc:
             # A failed check does not stop the study: the sample is kept, marked unconfirmed.
-            log.warning("%s: could not confirm a cold target: %s", lt.name, redact(str(exc)))
-            return ColdCheck(False, time.perf_counter() - began, f"ensure_cold failed: {exc}")
+            reason = "timed out" if isinstance(exc, TimeoutError) else redact(str(exc))
+            log.warning("%s: could not confirm a cold target: %s", lt.name, reason)
+            return ColdCheck(False, time.perf_counter() - began, f"ensure_cold failed: {reason}")
 
 
-def _sole(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """The one leaf exception of nested single-member groups, else the group itself."""
-    inner: BaseException = group
-    while isinstance(inner, BaseExceptionGroup) and len(inner.exceptions) == 1:
-        inner = inner.exceptions[0]
-    return inner
+def _validate(
+    targets: Sequence[Target], scenarios: Sequence[Scenario], max_requests: int | None
+) -> None:
+    """Refuse a plan that cannot run, before anything is sent or stored."""
+    if not targets:
+        raise ConfigError("targets", [], "at least one target")
+    names = [t.name for t in targets]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ConfigError("targets.name", dupes[0], "a name used by one target only")
+    if not scenarios:
+        raise ConfigError("scenarios", [], "at least one scenario")
+    if max_requests is not None and max_requests < 1:
+        raise ConfigError("max_requests", max_requests, "an integer >= 1")
+    blind = [t.name for t in targets if not t.provider.capabilities.cold_start_control]
+    for sc in scenarios:
+        if isinstance(sc, ColdStarts) and blind and sc.idle_gap_s is None:
+            raise ConfigError(
+                "cold_starts.idle_gap_s",
+                None,
+                f"seconds to wait between requests for targets without cold-start control "
+                f"({', '.join(blind)}): at least the platform's scale-down delay",
+            )
 
 
 async def run(

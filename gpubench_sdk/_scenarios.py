@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from ._errors import ConfigError
@@ -42,9 +42,6 @@ class Burst:
 
     def planned(self, targets: int) -> int:
         return (self.total + self.warmup) * targets
-
-    def params(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,9 +92,6 @@ class Rate:
         arrivals = sum(1 for _ in self.offsets_s())  # exact: the Poisson draw is seeded
         return (arrivals + self.warmup) * targets
 
-    def params(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass(frozen=True, slots=True)
 class ColdStarts:
@@ -114,6 +108,7 @@ class ColdStarts:
     idle_gap_s: float | None = None
     warm_after: int = 1
     cold_timeout_s: float = 900.0
+    deadline_s: float | None = None
 
     def __post_init__(self) -> None:
         _check(self.n >= 1, "cold_starts.n", self.n, "an integer >= 1")
@@ -133,9 +128,6 @@ class ColdStarts:
 
     def planned(self, targets: int) -> int:
         return self.n * (1 + self.warm_after) * targets
-
-    def params(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 Scenario = Burst | Rate | ColdStarts

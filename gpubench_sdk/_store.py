@@ -31,6 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._errors import StoreError
+from ._monitor import HealthWindow
 from ._secrets import redact
 from ._store_schema import (
     INSERT_FLEET,
@@ -55,6 +56,8 @@ from ._store_schema import (
     write_jsonl,
 )
 from ._types import FleetState, Invocation, Phase
+
+_HEALTH_FIELDS = ("t_ns", "window_ms", "loop_lag_ms", "cpu_pct", "inflight", "client_bound")
 
 __all__ = ["Columns", "RunInfo", "ScenarioRecord", "Store", "StoreError", "TargetRecord"]
 
@@ -207,19 +210,11 @@ class Store:
         if self._writer is None:
             self._start_writer()
 
-    def append_health(
-        self,
-        run_id: int,
-        t_ns: int,
-        loop_lag_ms: float,
-        cpu_pct: float,
-        inflight: int,
-        client_bound: bool,
-    ) -> None:
+    def append_health(self, run_id: int, window: HealthWindow) -> None:
         """Queue one self-monitoring window of the runner (``t_ns`` relative to the origin)."""
-        self._append_side(
-            INSERT_HEALTH, (run_id, t_ns, loop_lag_ms, cpu_pct, inflight, int(client_bound))
-        )
+        w = window
+        row = (run_id, w.t_ns, w.window_ms, w.loop_lag_ms, w.cpu_pct, w.inflight, w.client_bound)
+        self._append_side(INSERT_HEALTH, row)
 
     def append_fleet(self, run_id: int, target: str, t_ns: int, state: FleetState) -> None:
         """Queue one reading of a target's fleet (``t_ns`` relative to the origin)."""
@@ -535,12 +530,11 @@ class Store:
     def health(self, run_id: int) -> Columns:
         """The runner's self-monitoring windows of a run, as numpy arrays in time order."""
         rows = self._query(
-            "SELECT t_ns, loop_lag_ms, cpu_pct, inflight, client_bound FROM health"
-            " WHERE run_id = ? ORDER BY t_ns, rowid",
+            f"SELECT {', '.join(_HEALTH_FIELDS)} FROM health WHERE run_id = ? ORDER BY t_ns, rowid",
             (run_id,),
         )
-        names = ("t_ns", "loop_lag_ms", "cpu_pct", "inflight", "client_bound")
-        dtypes = (np.int64, np.float64, np.float64, np.int64, np.bool_)
+        names = _HEALTH_FIELDS
+        dtypes = (np.int64, np.float64, np.float64, np.float64, np.int64, np.bool_)
         by_col = list(zip(*rows, strict=True)) if rows else [() for _ in names]
         return {n: np.array(v, dtype=d) for n, v, d in zip(names, by_col, dtypes, strict=True)}
 
@@ -565,6 +559,14 @@ class Store:
             n: np.array([-1 if v is None else v for v in col], dtype=np.int64)
             for n, col in zip(names_, by_col, strict=True)
         }
+
+    def health_windows(self, run_id: int) -> list[HealthWindow]:
+        """The same windows as records (what ``client_bound_spans`` takes)."""
+        rows = self._query(
+            f"SELECT {', '.join(_HEALTH_FIELDS)} FROM health WHERE run_id = ? ORDER BY t_ns, rowid",
+            (run_id,),
+        )
+        return [HealthWindow(t, w, lag, cpu, n, bool(b)) for t, w, lag, cpu, n, b in rows]
 
     def to_pandas(self, run_id: int) -> Any:
         """All of a run's invocations (both phases) as a ``pandas.DataFrame``.

@@ -102,6 +102,7 @@ CREATE INDEX invocations_run ON invocations(run_id);
 CREATE TABLE health (
     run_id INTEGER NOT NULL,
     t_ns INTEGER NOT NULL,
+    window_ms REAL NOT NULL,
     loop_lag_ms REAL NOT NULL,
     cpu_pct REAL NOT NULL,
     inflight INTEGER NOT NULL,
@@ -126,7 +127,7 @@ INVOCATION_COLUMNS = (
     "cold, cold_confirmed, input_units, output_units, worker_id"
 )
 INSERT_INVOCATION = f"INSERT INTO invocations ({INVOCATION_COLUMNS}) VALUES ({', '.join('?' * 22)})"
-INSERT_HEALTH = "INSERT INTO health VALUES (?, ?, ?, ?, ?, ?)"
+INSERT_HEALTH = "INSERT INTO health VALUES (?, ?, ?, ?, ?, ?, ?)"
 INSERT_FLEET = "INSERT INTO fleet VALUES (?, ?, ?, ?, ?, ?, ?)"
 
 

@@ -2,8 +2,9 @@
 
 Percentiles use numpy's default linear interpolation between closest ranks. Latency counts
 from the scheduled send time. Cold start is the reference report's definition, latency minus
-inference time, with inference time from the server-reported execution time; where the server
-reports none, the warm median of the same target in the same scenario stands in (``inferred``).
+inference time, measured from the actual send (so the client's own send lag is excluded), with
+inference time from the server-reported execution time; where the server reports none, the warm
+median of the same target in the same scenario stands in (``inferred``).
 """
 
 from __future__ import annotations
@@ -68,13 +69,15 @@ def _row(
     cold = np.asarray(cols["cold"], dtype=float) == 1
     confirmed = np.asarray(cols["cold_confirmed"], dtype=float) == 1
     execution = np.asarray(cols["execution_ms"], dtype=float)
+    # Cold start counts from the actual send: a client's own send lag is not the provider's.
+    service = (np.asarray(cols["end_ns"]) - np.asarray(cols["start_ns"])) / 1e6
     cold_ok = cold & ok
     inferred = False
-    cold_start = latency[cold_ok] - execution[cold_ok]
+    cold_start = service[cold_ok] - execution[cold_ok]
     if cold_start.size and np.isnan(cold_start).any():
         warm = ok & ~cold
-        baseline = float(np.median(latency[warm])) if warm.any() else float("nan")
-        cold_start = np.where(np.isnan(cold_start), latency[cold_ok] - baseline, cold_start)
+        baseline = float(np.median(service[warm])) if warm.any() else float("nan")
+        cold_start = np.where(np.isnan(cold_start), service[cold_ok] - baseline, cold_start)
         inferred = True
     cold_start = cold_start[~np.isnan(cold_start)]
     lag = (np.asarray(cols["start_ns"]) - np.asarray(cols["scheduled_ns"])) / 1e6

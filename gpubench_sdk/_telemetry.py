@@ -69,18 +69,18 @@ class Instruments:
             )
         return self._enabled
 
-    def record(self, inv: Invocation, attributes: dict[str, Any], origin_wall_ns: int) -> None:
+    def record(self, inv: Invocation, attributes: dict[str, Any]) -> None:
         """Emit the span and metrics of one invocation. Never raises."""
         if not self.enabled:
             return
         try:
-            self._record(inv, attributes, origin_wall_ns)
+            self._record(inv, attributes)
         except Exception:  # telemetry must never break a measurement
             if not self._failed_once:
                 self._failed_once = True
                 log.warning("telemetry failed; further failures are not logged", exc_info=True)
 
-    def _record(self, inv: Invocation, base: dict[str, Any], origin_wall_ns: int) -> None:
+    def _record(self, inv: Invocation, base: dict[str, Any]) -> None:
         attrs = dict(base)
         attrs["gpubench.outcome"] = inv.outcome.value
         self._requests.add(1, attrs)
@@ -141,4 +141,4 @@ def cold_start_ms(inv: Invocation) -> float | None:
     """
     if not inv.cold or inv.execution_ms is None or inv.outcome is not Outcome.OK:
         return None
-    return max(0.0, inv.latency_ms - inv.execution_ms)
+    return max(0.0, inv.service_ms - inv.execution_ms)  # from the actual send, like the summary

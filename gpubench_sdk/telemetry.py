@@ -16,7 +16,7 @@ Span and metric names are listed in ``docs/observability.md``.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry import metrics, trace
@@ -70,7 +70,6 @@ class TelemetrySetup:
     meter_provider: MeterProvider
     spans: InMemorySpanExporter | None = None
     metric_reader: InMemoryMetricReader | None = None
-    _readers: list[MetricReader] = field(default_factory=list)
 
     def instruments(self) -> Instruments:
         return Instruments(tracer_provider=self.tracer_provider, meter_provider=self.meter_provider)
@@ -141,4 +140,4 @@ def configure(
     if set_global:
         trace.set_tracer_provider(tracer_provider)
         metrics.set_meter_provider(meter_provider)
-    return TelemetrySetup(tracer_provider, meter_provider, _readers=readers, **setup_kw)
+    return TelemetrySetup(tracer_provider, meter_provider, **setup_kw)

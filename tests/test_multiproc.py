@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import functools
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 from conftest import EchoProvider
 
-from gpubench_sdk import Burst, EchoProbe, Outcome, Phase, Rate, Runner, Store
+from gpubench_sdk import Burst, ColdStarts, EchoProbe, Outcome, Phase, Rate, Runner, Store
 from gpubench_sdk._multiproc import run_processes
 
 
@@ -52,3 +57,75 @@ def test_two_processes_share_one_run(external_server: str, tmp_path: Path) -> No
     assert result.requests == len(invs) == 2 * (101 + 3 + 80)
     assert progress and max(progress) <= len(invs)
     assert len(result.health) >= 2  # both processes' monitors wrote their windows
+
+
+def build_small(url: str, store: str) -> Runner:
+    return Runner(
+        {"a": EchoProvider(url=url)},
+        EchoProbe(sleep_ms=1),
+        [ColdStarts(2, idle_gap_s=0.3, warm_after=1), Burst(total=10, concurrency=1)],
+        store=store,
+    )
+
+
+def test_fewer_slots_than_processes_and_scenarios_in_step(
+    external_server: str, tmp_path: Path
+) -> None:
+    store = str(tmp_path / "mp.sqlite")
+    result = run_processes(functools.partial(build_small, external_server, store), 3)
+    assert result.status == "completed"
+    with Store(store) as s:
+        invs = s.invocations(result.run_id)
+    cold = [i for i in invs if i.scenario == 0]
+    burst = [i for i in invs if i.scenario == 1]
+    assert sorted(i.seq for i in cold) == [0, 1, 2, 3]  # sent once, by the first process
+    assert sorted(i.seq for i in burst) == list(range(10))  # concurrency 1: one process sends all
+    # the processes meet between scenarios: no burst request overlaps the cold starts
+    assert min(i.start_ns for i in burst) >= max(i.end_ns for i in cold)
+
+
+def build_long(url: str, store: str) -> Runner:
+    return Runner(
+        {"a": EchoProvider(url=url)}, EchoProbe(sleep_ms=2), [Burst(10**6, 4)], store=store
+    )
+
+
+def test_ctrl_c_stops_every_process_and_the_run_reads_cancelled(
+    external_server: str, tmp_path: Path
+) -> None:
+    store = str(tmp_path / "mp.sqlite")
+    script = tmp_path / "stop.py"
+    tests_dir = str(Path(__file__).parent)
+    script.write_text(
+        "import functools, sys\n"
+        f"sys.path.insert(0, {tests_dir!r})\n"
+        "from test_multiproc import build_long\n"
+        "from gpubench_sdk._multiproc import run_processes\n"
+        "if __name__ == '__main__':  # spawned processes re-import this file\n"
+        f"    build = functools.partial(build_long, {external_server!r}, {store!r})\n"
+        "    print(run_processes(build, 2).status, flush=True)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as a terminal would make it
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        time.sleep(0.3)
+        if Path(store).exists():
+            with Store(store, readonly=True) as s:
+                runs = s.runs()
+                if runs and runs[0].samples > 200:
+                    break
+    os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C reaches the whole group
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert out.strip() == "cancelled"
+    with Store(store) as s:
+        (run,) = s.runs()
+        invs = s.invocations(run.id)
+    assert run.status == "cancelled" and len(invs) > 200
+    assert {i.outcome for i in invs} <= {Outcome.OK, Outcome.CANCELLED}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 import numpy as np
@@ -15,9 +16,13 @@ from gpubench_sdk import (
     ColdStarts,
     ConfigError,
     EchoProbe,
+    Invocation,
     Outcome,
     Phase,
+    Provider,
     Rate,
+    Request,
+    Result,
     Runner,
     Store,
     run,
@@ -270,3 +275,134 @@ async def test_a_provider_the_caller_opened_is_not_reopened(
         await run({"a": provider}, EchoProbe(), [Burst(2, 1)], store=tmp_path / "a.sqlite")
     with pytest.raises(RuntimeError, match="not open"):
         _ = provider.client
+
+
+class Scripted(Provider):
+    """A provider whose behaviour each test scripts: no HTTP, so only the runner is tested."""
+
+    name = "scripted"
+
+    def __init__(self, behave: Any, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.behave = behave
+        self.closed_cleanly = False
+
+    async def invoke(self, request: Request) -> Any:
+        return await self.behave(request)
+
+    async def close(self) -> None:
+        await anyio.sleep(0.05)  # restoring settings takes a moment, even when stopped
+        self.closed_cleanly = True
+
+
+async def _ok(request: Request) -> Result:
+    await anyio.sleep(0.002)
+    return Result(output={"echo": request.payload["echo"]})
+
+
+async def test_providers_close_fully_when_a_run_is_stopped(tmp_path: Path) -> None:
+    provider = Scripted(_ok)
+    runner = Runner({"a": provider}, EchoProbe(), [Burst(100_000, 2)], store=tmp_path / "r.sqlite")
+    async with anyio.create_task_group() as tg:
+
+        async def stop_soon() -> None:
+            await anyio.sleep(0.2)
+            runner.stop()
+
+        tg.start_soon(stop_soon)
+        result = await runner.run()
+    assert result.status == "cancelled"
+    assert provider.closed_cleanly  # close() ran to its end outside the cancelled scope
+
+
+async def test_cancelling_the_callers_scope_records_cancelled(tmp_path: Path) -> None:
+    with anyio.move_on_after(0.2):
+        await run(
+            {"a": Scripted(_ok)}, EchoProbe(), [Burst(100_000, 2)], store=tmp_path / "r.sqlite"
+        )
+    with Store(tmp_path / "r.sqlite") as s:
+        assert s.runs()[0].status == "cancelled"
+
+
+async def test_max_requests_lets_requests_in_flight_finish(tmp_path: Path) -> None:
+    result = await run(
+        {"a": Scripted(_ok)},
+        EchoProbe(),
+        [Burst(100, 4), Burst(50, 2)],
+        store=tmp_path / "r.sqlite",
+        max_requests=10,
+    )
+    assert result.status == "completed" and result.stop_reason == "max_requests reached"
+    with Store(tmp_path / "r.sqlite") as s:
+        invs = s.invocations(result.run_id)
+    assert len(invs) == 10 and all(i.outcome is Outcome.OK for i in invs)
+
+
+async def test_per_request_deadline_is_enforced_by_the_runner(tmp_path: Path) -> None:
+    async def hang(request: Request) -> Result:
+        await anyio.sleep(30)  # e.g. a job that polls forever
+        raise AssertionError
+
+    result = await run(
+        {"a": Scripted(hang, timeout_s=0.2)},
+        EchoProbe(),
+        [Burst(2, 2)],
+        store=tmp_path / "r.sqlite",
+    )
+    with Store(tmp_path / "r.sqlite") as s:
+        invs = s.invocations(result.run_id)
+    assert [i.outcome for i in invs] == [Outcome.TIMEOUT] * 2
+    assert all(190 < i.service_ms < 1000 for i in invs)
+    assert "timeout_s=0.2" in (invs[0].error or "")
+
+
+async def test_plugin_mistakes_are_recorded_not_raised(tmp_path: Path) -> None:
+    async def not_a_result(request: Request) -> Any:
+        return {"output": "a dict, not a Result"}
+
+    async def wrong_clock(request: Request) -> Result:
+        return Result(output={"echo": request.payload["echo"]}, first_byte_ns=time.time_ns())
+
+    seen: list[Invocation] = []
+
+    def bad_observer(inv: Invocation) -> None:
+        seen.append(inv)
+        raise RuntimeError("progress bar broke")
+
+    result = await run(
+        {"a": Scripted(not_a_result), "b": Scripted(wrong_clock)},
+        EchoProbe(),
+        [Burst(3, 1)],
+        store=tmp_path / "r.sqlite",
+        observers=[bad_observer],
+    )
+    assert result.status == "completed" and len(seen) == 6
+    with Store(tmp_path / "r.sqlite") as s:
+        invs = s.invocations(result.run_id)
+    a = [i for i in invs if i.target == "a"]
+    b = [i for i in invs if i.target == "b"]
+    assert {i.outcome for i in a} == {Outcome.INVALID_RESPONSE}
+    assert "not Result" in (a[0].error or "")
+    assert {i.outcome for i in b} == {Outcome.OK}
+    assert all(i.first_byte_ns is None for i in b)  # a wall-clock value is dropped, not stored
+
+
+async def test_a_saturated_target_does_not_delay_the_others_schedule(tmp_path: Path) -> None:
+    async def slow(request: Request) -> Result:
+        await anyio.sleep(0.1)
+        return Result(output={"echo": request.payload["echo"]})
+
+    result = await run(
+        {"fast": Scripted(_ok), "slow": Scripted(slow)},
+        EchoProbe(),
+        [Rate(rps=50, duration_s=0.6, max_inflight=1)],
+        store=tmp_path / "r.sqlite",
+        monitor=False,
+    )
+    with Store(tmp_path / "r.sqlite") as s:
+        invs = s.invocations(result.run_id)
+    fast = [i.latency_ms for i in invs if i.target == "fast"]
+    slow_lat = [i.latency_ms for i in invs if i.target == "slow"]
+    assert len(fast) == len(slow_lat) == 30
+    assert max(fast) < 50  # its own schedule, unaffected
+    assert max(slow_lat) > 1000  # 30 x 100 ms in 0.6 s: the slow one falls far behind

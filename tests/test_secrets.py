@@ -122,9 +122,8 @@ async def _quote_auth(request: web.Request) -> web.Response:
 def test_key_echoed_in_an_error_is_scrubbed(tmp_path: Path) -> None:
     from pydantic import SecretStr
 
-    from gpubench_sdk import Runner, _secrets
+    from gpubench_sdk import Runner
 
-    _secrets.remember(KEY)  # what resolve_secret does for every key it reads
     app = web.Application()
     app.router.add_post("/", _quote_auth)
     with LoopbackServer(app) as server:
@@ -154,3 +153,42 @@ def test_cli_output_and_store_hold_no_key(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert KEY not in proc.stdout + proc.stderr
     assert KEY not in _files_text(store, Path(f"{store}-wal"))
+
+
+def test_a_key_written_in_the_plan_is_refused_without_echo() -> None:
+    from gpubench_sdk import ConfigError
+
+    plan = json.loads(json.dumps(PLAN))
+    plan["targets"][0]["api_key"] = KEY
+    with pytest.raises(ConfigError) as info:
+        parse_config(plan)
+    assert info.value.field == "targets[loc].api_key"
+    assert "api_key_env" in str(info.value) and KEY not in str(info.value)
+
+
+async def _echo_headers(request: web.Request) -> web.Response:
+    return web.json_response({"output": {"echo": "xxxxxxxxxxxxxxxx"}})
+
+
+def test_credential_headers_are_masked_where_stored(tmp_path: Path) -> None:
+    from gpubench_sdk import Runner
+
+    class HeaderProvider(Provider):
+        name = "hdr"
+
+        async def invoke(self, request: Request) -> Result:
+            r = await self.client.post(self.options.headers["x-url"], headers=self.options.headers)
+            return Result(output=r.json()["output"])
+
+    app = web.Application()
+    app.router.add_post("/", _echo_headers)
+    with LoopbackServer(app) as server:
+        provider = HeaderProvider(headers={"x-url": server.url + "/", "X-Api-Token": KEY})
+        result = run_blocking(
+            Runner({"h": provider}, EchoProbe(), [Burst(2, 1)], store=tmp_path / "s.sqlite")
+        )
+    with Store(tmp_path / "s.sqlite") as store:
+        (target,) = store.run(result.run_id).targets
+    assert target.options["headers"] == {"x-url": server.url + "/", "X-Api-Token": "***"}
+    assert KEY not in _files_text(tmp_path / "s.sqlite", tmp_path / "s.sqlite-wal")
+    assert KEY not in repr(provider.options)

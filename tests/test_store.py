@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 
 from gpubench_sdk._errors import StoreError
+from gpubench_sdk._monitor import HealthWindow
 from gpubench_sdk._store import RunInfo, ScenarioRecord, Store, TargetRecord
 from gpubench_sdk._types import Invocation, Outcome, Phase
 
@@ -184,11 +185,15 @@ def test_columns_and_health_of_empty_run(tmp_path: Path) -> None:
 def test_health_round_trip(tmp_path: Path) -> None:
     with Store(tmp_path / "r.sqlite") as s:
         run = begin(s)
-        s.append_health(run.id, 2_000_000_000, 0.5, 12.5, 3, False)
-        s.append_health(run.id, 1_000_000_000, 40.0, 99.0, 64, True)
+        later = HealthWindow(2_000_000_000, 1000.0, 0.5, 12.5, 3, False)
+        first = HealthWindow(1_000_000_000, 1000.0, 40.0, 99.0, 64, True)
+        s.append_health(run.id, later)
+        s.append_health(run.id, first)
         s.flush()
         h = s.health(run.id)
+        assert s.health_windows(run.id) == [first, later]
     assert list(h["t_ns"]) == [1_000_000_000, 2_000_000_000]
+    assert list(h["window_ms"]) == [1000.0, 1000.0]
     assert list(h["loop_lag_ms"]) == [40.0, 0.5] and list(h["cpu_pct"]) == [99.0, 12.5]
     assert list(h["inflight"]) == [64, 3] and list(h["client_bound"]) == [True, False]
 
