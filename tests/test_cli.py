@@ -53,6 +53,14 @@ def gpubench(*args: str, timeout: float = 120, **kw: object) -> subprocess.Compl
     )
 
 
+def run_example(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run one of examples/ as a user would: a fresh interpreter, the script's own arguments."""
+    path = Path(__file__).parents[1] / "examples" / script
+    return subprocess.run(
+        [sys.executable, str(path), *args], capture_output=True, text=True, timeout=180
+    )
+
+
 def _wait_for_samples(store: Path, at_least: int, timeout_s: float = 60) -> int:
     """Poll a run's store from outside until it has committed ``at_least`` samples."""
     seen = 0
@@ -145,13 +153,7 @@ def test_ctrl_c_keeps_what_was_measured(tmp_path: Path) -> None:
 
 
 def test_examples_quickstart_script_runs(tmp_path: Path) -> None:
-    root = Path(__file__).parents[1]
-    proc = subprocess.run(
-        [sys.executable, str(root / "examples" / "quickstart.py"), str(tmp_path / "q.sqlite")],
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    proc = run_example("quickstart.py", str(tmp_path / "q.sqlite"))
     assert proc.returncode == 0, proc.stderr
     assert "0:cold_starts" in proc.stdout and "1:burst" in proc.stdout
 
@@ -177,13 +179,7 @@ def test_demo_runs_the_quickstart(tmp_path: Path) -> None:
 
 
 def test_examples_own_handler_profiles_a_cold_start(tmp_path: Path) -> None:
-    root = Path(__file__).parents[1]
-    proc = subprocess.run(
-        [sys.executable, str(root / "examples" / "own_handler.py"), str(tmp_path / "o.sqlite")],
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    proc = run_example("own_handler.py", str(tmp_path / "o.sqlite"))
     assert proc.returncode == 0, proc.stderr
     boots = proc.stdout.splitlines()[0].split(": ")[1].split(", ")
     assert len(boots) == 3 and all(float(b) > 0 for b in boots)
