@@ -135,6 +135,19 @@ def _quickstart_path() -> Path:
     return Path(__file__).resolve().parents[1] / "examples" / "quickstart.toml"
 
 
+def _progress(quiet: bool) -> Progress:
+    """One bar per scenario (or one for a multi-process run), on stderr."""
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[errors]} errors"),
+        TimeElapsedColumn(),
+        console=err,
+        disable=quiet,
+    )
+
+
 def _execute(
     config: RunConfig,
     output: str | None,
@@ -151,16 +164,7 @@ def _execute(
         from .telemetry import configure
 
         setup = configure(otlp_endpoint=otlp_endpoint)
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[errors]} errors"),
-        TimeElapsedColumn(),
-        console=err,
-        disable=quiet,
-        transient=False,
-    )
+    progress = _progress(quiet)
     tasks = [
         progress.add_task(f"{i}:{s.kind}", total=s.planned(len(config.targets)), errors=0)
         for i, s in enumerate(config.build_scenarios())
@@ -206,15 +210,8 @@ def _execute_processes(
                 "share one: start it with `gpubench local serve`",
             )
     total = sum(s.planned(len(config.targets)) for s in config.build_scenarios())
-    progress = Progress(
-        TextColumn(f"{processes} processes"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        disable=quiet,
-    )
-    task = progress.add_task("run", total=total)
+    progress = _progress(quiet)
+    task = progress.add_task(f"{processes} processes", total=total, errors="-")
     build = functools.partial(_build_for_process, config.stored(), store, otlp_endpoint)
     with progress:
         result = run_processes(

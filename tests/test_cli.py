@@ -249,3 +249,51 @@ def test_local_serve_runs_standalone() -> None:
         proc.send_signal(signal.SIGINT)
         proc.wait(20)
     assert proc.returncode == 0
+
+
+def test_run_with_two_processes_against_a_shared_runtime(tmp_path: Path) -> None:
+    serve = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gpubench_sdk",
+            "local",
+            "serve",
+            "--port",
+            "0",
+            "--handler",
+            "gpubench_sdk._local.demo:echo",
+            "--max-workers",
+            "2",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert serve.stdout is not None
+        url = serve.stdout.readline().split()[-1]
+        plan = tmp_path / "p.toml"
+        plan.write_text(
+            PLAN.format(total=60).replace(
+                'provider = "local"', f'provider = "local"\nurl = "{url}"'
+            )
+        )
+        store = tmp_path / "p2.sqlite"
+        proc = gpubench("run", str(plan), "-o", str(store), "-p", "2", "--quiet")
+        assert proc.returncode == 0, proc.stderr
+    finally:
+        serve.send_signal(signal.SIGINT)
+        serve.wait(20)
+    with Store(store) as s:
+        (run,) = s.runs()
+        invs = s.invocations(run.id)
+    assert run.status == "completed"
+    assert sorted(i.seq for i in invs if i.scenario == 1) == list(range(60))
+    assert len([i for i in invs if i.scenario == 0]) == 2  # one cold, one warm, sent once
+
+
+def test_two_processes_need_a_shared_local_runtime(plan: Path, tmp_path: Path) -> None:
+    proc = gpubench("run", str(plan), "-o", str(tmp_path / "x.sqlite"), "-p", "2")
+    assert proc.returncode == 2
+    assert "targets[0].url" in proc.stderr and "gpubench local serve" in proc.stderr
