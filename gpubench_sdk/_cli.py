@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -48,17 +49,20 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except GpubenchError as exc:
-            err.print(f"[bold red]error:[/] {redact(str(exc))}", highlight=False)
+            err.print(
+                f"[bold red]error:[/] {escape(redact(str(exc)))}", highlight=False, soft_wrap=True
+            )
             sys.exit(2 if isinstance(exc, ConfigError) else 1)
         except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit):
             raise
         except Exception as exc:
             if os.environ.get("GPUBENCH_DEBUG"):
                 raise
-            message = redact(f"{type(exc).__name__}: {exc}")
+            message = escape(redact(f"{type(exc).__name__}: {exc}"))
             err.print(
                 f"[bold red]internal error:[/] {message} (GPUBENCH_DEBUG=1 shows where)",
                 highlight=False,
+                soft_wrap=True,
             )
             sys.exit(1)
 
