@@ -61,6 +61,20 @@ def run_example(script: str, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _local_runtimes() -> set[int]:
+    """PIDs of local runtime processes started by spawn_runtime (read from /proc)."""
+    pids = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"serve-json" in cmdline or b"_local/_worker.py" in cmdline:
+                pids.add(int(entry.name))
+    return pids
+
+
 def _wait_for_samples(store: Path, at_least: int, timeout_s: float = 60) -> int:
     """Poll a run's store from outside until it has committed ``at_least`` samples."""
     seen = 0
@@ -194,6 +208,7 @@ def test_sigkill_keeps_committed_samples_and_a_sound_database(tmp_path: Path) ->
     p = tmp_path / "long.toml"
     p.write_text(PLAN.format(total=100_000))
     store = tmp_path / "killed.sqlite"
+    runtimes_before = _local_runtimes()
     proc = subprocess.Popen(
         [sys.executable, "-m", "gpubench_sdk", "run", str(p), "-o", str(store), "--quiet"],
         stdout=subprocess.DEVNULL,
@@ -203,6 +218,10 @@ def test_sigkill_keeps_committed_samples_and_a_sound_database(tmp_path: Path) ->
     assert seen >= 300
     proc.kill()  # SIGKILL: no handler runs, nothing is flushed on the way out
     proc.wait(10)
+    deadline = time.monotonic() + 15
+    while _local_runtimes() - runtimes_before and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _local_runtimes() - runtimes_before  # its runtime (and workers) did not outlive it
     with sqlite3.connect(store) as db:
         assert db.execute("pragma integrity_check").fetchone()[0] == "ok"
     with Store(store) as s:
