@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -232,78 +233,45 @@ def test_sigkill_keeps_committed_samples_and_a_sound_database(tmp_path: Path) ->
     assert all(i.outcome is Outcome.OK for i in invs)
 
 
-def test_local_serve_runs_standalone() -> None:
-    import urllib.request
-
+@contextlib.contextmanager
+def local_serve(max_workers: int) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """`gpubench local serve` on a free port, stopped with Ctrl-C (SIGINT) afterwards."""
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gpubench_sdk",
-            "local",
-            "serve",
-            "--port",
-            "0",
-            "--handler",
-            "gpubench_sdk._local.demo:echo",
-            "--max-workers",
-            "1",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+        [sys.executable, "-m", "gpubench_sdk", "local", "serve", "--port", "0",
+         "--handler", "gpubench_sdk._local.demo:echo", "--max-workers", str(max_workers)],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
         assert line.startswith("gpubench local runtime listening on http://127.0.0.1:")
-        url = line.split()[-1]
+        yield line.split()[-1], proc
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(20)
+
+
+def test_local_serve_runs_standalone() -> None:
+    import urllib.request
+
+    with local_serve(max_workers=1) as (url, proc):
         health = json.loads(urllib.request.urlopen(f"{url}/health", timeout=10).read())
         assert health["scaling"]["max_workers"] == 1
         body = json.dumps({"sleep_ms": 0, "echo": "hi"}).encode()
         req = urllib.request.Request(f"{url}/invoke", data=body, method="POST")
         answer = json.loads(urllib.request.urlopen(req, timeout=30).read())
         assert answer["output"]["echo"] == "hi" and answer["cold"] is True
-    finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(20)
     assert proc.returncode == 0
 
 
 def test_run_with_two_processes_against_a_shared_runtime(tmp_path: Path) -> None:
-    serve = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gpubench_sdk",
-            "local",
-            "serve",
-            "--port",
-            "0",
-            "--handler",
-            "gpubench_sdk._local.demo:echo",
-            "--max-workers",
-            "2",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert serve.stdout is not None
-        url = serve.stdout.readline().split()[-1]
+    store = tmp_path / "p2.sqlite"
+    with local_serve(max_workers=2) as (url, _):
         plan = tmp_path / "p.toml"
-        plan.write_text(
-            PLAN.format(total=60).replace(
-                'provider = "local"', f'provider = "local"\nurl = "{url}"'
-            )
-        )
-        store = tmp_path / "p2.sqlite"
+        with_url = f'provider = "local"\nurl = "{url}"'
+        plan.write_text(PLAN.format(total=60).replace('provider = "local"', with_url))
         proc = gpubench("run", str(plan), "-o", str(store), "-p", "2", "--quiet")
         assert proc.returncode == 0, proc.stderr
-    finally:
-        serve.send_signal(signal.SIGINT)
-        serve.wait(20)
     with Store(store) as s:
         (run,) = s.runs()
         invs = s.invocations(run.id)
