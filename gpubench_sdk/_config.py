@@ -12,9 +12,17 @@ import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from ._errors import ConfigError
 from ._scenarios import Burst, ColdStarts, Rate, Scenario
@@ -38,11 +46,14 @@ def config_error(exc: ValidationError, prefix: str = "") -> ConfigError:
     loc = _location(tuple(first["loc"]))
     field = f"{prefix}.{loc}" if prefix and loc else (prefix or loc or "config")
     expected = first["msg"]
-    if first["type"] == "extra_forbidden":
+    value = first.get("input")
+    if first["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
         expected = "no such field: remove it or check its spelling"
+    elif first["type"] in ("missing", "missing_argument"):
+        value, expected = "(nothing)", "a value: this field is required"
     if len(errors) > 1:
         expected += f" (and {len(errors) - 1} more problem(s))"
-    return ConfigError(field, first.get("input"), expected)
+    return ConfigError(field, value, expected)
 
 
 def validate_options(model: type[M], data: Mapping[str, Any], prefix: str) -> M:
@@ -93,35 +104,35 @@ class WorkloadConfig(BaseModel):
         return dict(self.model_extra or {})
 
 
-class BurstConfig(_Strict):
-    kind: Literal["burst"]
-    total: int = Field(ge=1)
-    concurrency: int = Field(ge=1)
-    warmup: int = Field(default=0, ge=0)
-    deadline_s: float | None = Field(default=None, gt=0)
+_SCENARIOS: dict[str, TypeAdapter[Scenario]] = {
+    "burst": TypeAdapter(Burst),
+    "rate": TypeAdapter(Rate),
+    "cold_starts": TypeAdapter(ColdStarts),
+}
 
 
-class RateConfig(_Strict):
-    kind: Literal["rate"]
-    rps: float = Field(gt=0)
-    duration_s: float = Field(gt=0)
-    arrivals: Literal["constant", "poisson"] = "constant"
-    seed: int = 0
-    warmup: int = Field(default=0, ge=0)
-    max_inflight: int = Field(default=10_000, ge=1)
-    deadline_s: float | None = Field(default=None, gt=0)
+def build_scenario(data: Mapping[str, Any], where: str) -> Scenario:
+    """A scenario dataclass from its TOML table; the dataclass itself holds the rules."""
+    kind = data.get("kind")
+    adapter = _SCENARIOS.get(kind) if isinstance(kind, str) else None
+    if adapter is None:
+        raise ConfigError(f"{where}.kind", kind, f"one of {', '.join(map(repr, _SCENARIOS))}")
+    try:
+        return adapter.validate_python({k: v for k, v in data.items() if k != "kind"})
+    except ValidationError as exc:
+        inner = _wrapped_config_error(exc)
+        if inner is not None:  # raised by the dataclass's own checks: "burst.total" etc.
+            raise ConfigError(f"{where}.{inner.field}", inner.value, inner.expected) from None
+        raise config_error(exc, f"{where}.{kind}") from None
 
 
-class ColdStartsConfig(_Strict):
-    kind: Literal["cold_starts"]
-    n: int = Field(ge=1)
-    idle_gap_s: float | None = Field(default=None, ge=0)
-    warm_after: int = Field(default=1, ge=0)
-    cold_timeout_s: float = Field(default=900.0, gt=0)
-    deadline_s: float | None = Field(default=None, gt=0)
-
-
-ScenarioConfig = Annotated[BurstConfig | RateConfig | ColdStartsConfig, Field(discriminator="kind")]
+def _wrapped_config_error(exc: ValidationError) -> ConfigError | None:
+    """pydantic wraps a ConfigError raised inside a validator; find it."""
+    for err in exc.errors(include_url=False):
+        inner = (err.get("ctx") or {}).get("error")
+        if isinstance(inner, ConfigError):
+            return inner
+    return None
 
 
 class RunSection(_Strict):
@@ -136,7 +147,14 @@ class RunConfig(_Strict):
     run: RunSection = RunSection()
     workload: WorkloadConfig = WorkloadConfig()
     targets: list[TargetConfig] = Field(min_length=1)
-    scenarios: list[ScenarioConfig] = Field(min_length=1)
+    scenarios: list[dict[str, Any]] = Field(min_length=1)
+
+    @field_validator("scenarios")
+    @classmethod
+    def _scenarios_valid(cls, scenarios: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        for i, data in enumerate(scenarios):
+            build_scenario(data, f"scenarios[{i}]")
+        return scenarios
 
     @model_validator(mode="after")
     def _unique_names(self) -> RunConfig:
@@ -148,16 +166,7 @@ class RunConfig(_Strict):
         return self
 
     def build_scenarios(self) -> list[Scenario]:
-        out: list[Scenario] = []
-        for sc in self.scenarios:
-            params = sc.model_dump(exclude={"kind"})
-            if isinstance(sc, BurstConfig):
-                out.append(Burst(**params))
-            elif isinstance(sc, RateConfig):
-                out.append(Rate(**params))
-            else:
-                out.append(ColdStarts(**params))
-        return out
+        return [build_scenario(data, f"scenarios[{i}]") for i, data in enumerate(self.scenarios)]
 
     def stored(self) -> dict[str, Any]:
         """The config as stored with a run: references to secrets, never their values."""
@@ -170,11 +179,9 @@ def parse_config(data: Mapping[str, Any], source: str = "config") -> RunConfig:
     except ConfigError:
         raise
     except ValidationError as exc:
-        # a ConfigError raised inside a validator arrives wrapped; unwrap it
-        for err in exc.errors(include_url=False):
-            ctx = err.get("ctx") or {}
-            if isinstance(ctx.get("error"), ConfigError):
-                raise ctx["error"] from None
+        inner = _wrapped_config_error(exc)
+        if inner is not None:
+            raise inner from None
         raise config_error(exc) from None
 
 

@@ -7,7 +7,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
+from pydantic import ConfigDict
+
 from ._errors import ConfigError
+
+# Plans are validated by building these dataclasses through pydantic: unknown fields are refused.
+_STRICT = ConfigDict(extra="forbid")
 
 
 def _check(cond: bool, field: str, value: Any, expected: str) -> None:
@@ -24,6 +29,7 @@ class Burst:
     """
 
     kind: ClassVar[str] = "burst"
+    __pydantic_config__ = _STRICT
     total: int
     concurrency: int
     warmup: int = 0
@@ -55,6 +61,7 @@ class Rate:
     """
 
     kind: ClassVar[str] = "rate"
+    __pydantic_config__ = _STRICT
     rps: float
     duration_s: float
     arrivals: Literal["constant", "poisson"] = "constant"
@@ -104,6 +111,7 @@ class ColdStarts:
     """
 
     kind: ClassVar[str] = "cold_starts"
+    __pydantic_config__ = _STRICT
     n: int
     idle_gap_s: float | None = None
     warm_after: int = 1

@@ -30,12 +30,22 @@ def _with(**changes: object) -> dict[str, object]:
         (
             _with(scenarios=[{"kind": "burst", "total": 0, "concurrency": 5}]),
             "scenarios[0].burst.total",
-            "greater than or equal to 1",
+            "an integer >= 1",
         ),
         (
             _with(scenarios=[{"kind": "bursty", "total": 1}]),
-            "scenarios[0]",
+            "scenarios[0].kind",
             "'burst', 'rate', 'cold_starts'",
+        ),
+        (
+            _with(scenarios=[{"kind": "burst", "concurrency": 5}]),
+            "scenarios[0].burst.total",
+            "expected a value: this field is required",
+        ),
+        (
+            _with(scenarios=[{"kind": "cold_starts", "n": 2, "idle_gap_s": -1}]),
+            "scenarios[0].cold_starts.idle_gap_s",
+            "seconds >= 0",
         ),
         (
             _with(scenarios=[{"kind": "rate", "rps": 5, "duration_s": 1, "arrivals": "gaussian"}]),
