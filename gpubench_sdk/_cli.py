@@ -329,7 +329,7 @@ def results_show(run_ref: str, store_path: str, as_json: bool) -> None:
                             "status": run.status,
                         },
                         "summary": [asdict(r) for r in rows],
-                        "client_bound_s": int(store.health(run.id)["client_bound"].sum()),
+                        "client_bound": client_bound_spans(store.health_windows(run.id)),
                     },
                     indent=2,
                     default=str,

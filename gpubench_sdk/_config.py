@@ -8,7 +8,6 @@ printed config never holds a key.
 
 from __future__ import annotations
 
-import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,10 +25,9 @@ from pydantic import (
 
 from ._errors import ConfigError
 from ._scenarios import Burst, ColdStarts, Rate, Scenario
-from ._secrets import resolve_secret
+from ._secrets import SENSITIVE, resolve_secret, scrub
 
 M = TypeVar("M", bound=BaseModel)
-_SECRET_NAME = re.compile(r"(api_?key|token|secret|password)$", re.IGNORECASE)
 
 
 def _location(loc: tuple[int | str, ...]) -> str:
@@ -48,7 +46,8 @@ def config_error(exc: ValidationError, prefix: str = "") -> ConfigError:
     expected = first["msg"]
     value = first.get("input")
     if first["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
-        expected = "no such field: remove it or check its spelling"
+        # the value is not shown: an unknown field may well be a misplaced secret
+        value, expected = "(not shown)", "no such field: remove it or check its spelling"
     elif first["type"] in ("missing", "missing_argument"):
         value, expected = "(nothing)", "a value: this field is required"
     if len(errors) > 1:
@@ -82,8 +81,12 @@ class TargetConfig(BaseModel):
 
     @model_validator(mode="after")
     def _no_inline_secrets(self) -> TargetConfig:
-        for key in self.model_extra or {}:
-            if _SECRET_NAME.search(key) and not key.endswith(("_env", "_file")):
+        for key, value in (self.model_extra or {}).items():
+            if (
+                isinstance(value, str)
+                and SENSITIVE.search(key)
+                and not key.endswith(("_env", "_file"))
+            ):
                 raise ConfigError(
                     f"targets[{self.name}].{key}",
                     "(hidden)",
@@ -169,8 +172,10 @@ class RunConfig(_Strict):
         return [build_scenario(data, f"scenarios[{i}]") for i, data in enumerate(self.scenarios)]
 
     def stored(self) -> dict[str, Any]:
-        """The config as stored with a run: references to secrets, never their values."""
-        return self.model_dump(mode="json")
+        """The config as stored with a run: references to secrets, never their values
+        (credential-named headers and options masked, URLs without user:password)."""
+        data: dict[str, Any] = scrub(self.model_dump(mode="json"))
+        return data
 
 
 def parse_config(data: Mapping[str, Any], source: str = "config") -> RunConfig:

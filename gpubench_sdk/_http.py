@@ -9,6 +9,7 @@ keep the httpx API they know while the sockets are aiohttp's. ``bench/loadgen.py
 from __future__ import annotations
 
 import asyncio
+import http.cookiejar
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -17,6 +18,7 @@ import aiohttp
 import httpx
 
 FIRST_BYTE_EXT = "gpubench.first_byte_ns"
+STREAM_EXT = "gpubench.stream"
 _EAGER_BODY_MAX = 1 << 20
 
 
@@ -110,10 +112,10 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         headers = [(k, v) for k, v in response.raw_headers]
         extensions = {"http_version": b"HTTP/1.1", FIRST_BYTE_EXT: arrived}
         length = response.content_length
-        if length is not None and length <= _EAGER_BODY_MAX:
-            # A body of known, modest length is read here in one go: the httpx stream
-            # machinery around it cost ~15% of the client's time per request. Streams (SSE,
-            # chunked) have no Content-Length and stay streams.
+        streamed = request.extensions.get(STREAM_EXT, False)
+        if length is not None and length <= _EAGER_BODY_MAX and not streamed:
+            # A body of known, modest length that nobody streams is read here in one go: the
+            # httpx stream machinery around it cost ~15% of the client's time per request.
             try:
                 body = await response.read()
             except Exception as exc:
@@ -141,27 +143,43 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             self._session = None
 
 
+class _RefusingJar(http.cookiejar.CookieJar):
+    def set_cookie(self, cookie: http.cookiejar.Cookie) -> None:
+        raise ValueError("gpubench's client keeps no cookies; send them as a Cookie header")
+
+
 class _NoCookies(httpx.Cookies):
     """Benchmarks send independent requests; parsing Set-Cookie on every response cost 11% of
     the client's time at 64 concurrent (urllib compatibility objects built per response)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.jar = _RefusingJar()
 
     def extract_cookies(self, response: httpx.Response) -> None:
         return None
 
 
 class MeasuringClient(httpx.AsyncClient):
-    """``httpx.AsyncClient`` that keeps no cookies: its ``cookies`` are always empty."""
+    """``httpx.AsyncClient`` that keeps no cookies and tells its transport what is streamed."""
 
-    _none = _NoCookies()
+    def __init__(self, **kwargs: Any) -> None:
+        self._no_cookies = _NoCookies()
+        super().__init__(**kwargs)
 
     @property
     def cookies(self) -> httpx.Cookies:
-        return self._none
+        return self._no_cookies
 
     @cookies.setter
     def cookies(self, value: Any) -> None:
         if value:
-            raise ValueError("gpubench's client keeps no cookies; send them as a header")
+            raise ValueError("gpubench's client keeps no cookies; send them as a Cookie header")
+
+    async def send(self, request: httpx.Request, *, stream: bool = False, **kwargs: Any) -> Any:
+        if stream:  # the caller reads the body as it arrives: the transport must not buffer it
+            request.extensions[STREAM_EXT] = True
+        return await super().send(request, stream=stream, **kwargs)
 
 
 def make_client(

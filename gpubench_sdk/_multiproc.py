@@ -24,7 +24,7 @@ import anyio
 
 from ._errors import ConfigError
 from ._results import RunResult
-from ._runner import Runner
+from ._runner import Runner, SharedCounter
 from ._store import RunInfo
 
 
@@ -68,10 +68,15 @@ _EXIT = {"completed": 0, "cancelled": 3}
 
 
 def _child(
-    build: Callable[[], Runner], run: RunInfo, shard: int, shards: int, barrier: Barrier
+    build: Callable[[], Runner],
+    run: RunInfo,
+    shard: int,
+    shards: int,
+    barrier: Barrier,
+    sent: SharedCounter,
 ) -> None:
     runner = build()
-    runner.join(run, shard, shards, sync=barrier.wait, abort=barrier.abort)
+    runner.join(run, shard, shards, sync=barrier.wait, abort=barrier.abort, sent=sent)
     result = run_blocking(runner)
     raise SystemExit(_EXIT.get(result.status, 1))
 
@@ -97,8 +102,11 @@ def run_processes(
     store = parent.store
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(processes)
+    sent = ctx.Value("q", 0)  # requests sent by all processes: max_requests is one budget
     workers = [
-        ctx.Process(target=_child, args=(build, info, k, processes, barrier), name=f"gpubench-{k}")
+        ctx.Process(
+            target=_child, args=(build, info, k, processes, barrier, sent), name=f"gpubench-{k}"
+        )
         for k in range(processes)
     ]
 

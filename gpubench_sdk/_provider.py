@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from types import TracebackType
 from typing import Any, ClassVar, Self
@@ -14,11 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from ._capabilities import Capabilities
 from ._errors import CapabilityError
 from ._http import make_client
-from ._secrets import MASK, remember
+from ._secrets import MASK, SENSITIVE, remember, scrub, scrub_url
 from ._types import ColdCheck, FleetState, Request, Result, ScalingSettings
-
-# Header names whose values are credentials: masked when options are stored or shown.
-SENSITIVE = re.compile(r"auth|key|token|secret|cookie|password|signature", re.IGNORECASE)
 
 
 class ProviderOptions(BaseModel):
@@ -40,9 +36,7 @@ class ProviderOptions(BaseModel):
         # from any error text that leaves the process.
         if self.api_key is not None:
             remember(self.api_key.get_secret_value())
-        for name, value in self.headers.items():
-            if SENSITIVE.search(name):
-                remember(value)
+        scrub(dict(self))  # remembers credential values: headers', options', URLs'.
         return self
 
     def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
@@ -83,8 +77,8 @@ class Provider:
     ) -> None:
         if options is None:
             options = self.Options(**fields)
-        elif fields:
-            options = options.model_copy(update=fields)
+        elif fields:  # validated again (model_copy would not), so api_key stays a SecretStr
+            options = type(options).model_validate({**dict(options), **fields})
         self.options = options
         self._given_client = client
         self._client: httpx.AsyncClient | None = client
@@ -99,8 +93,7 @@ class Provider:
         url = getattr(self.options, "url", None)
         if not url:
             return None
-        parsed = httpx.URL(str(url))
-        return str(parsed.copy_with(username=None, password=None, query=None))
+        return scrub_url(str(url)).split("?", 1)[0]
 
     @property
     def client(self) -> httpx.AsyncClient:

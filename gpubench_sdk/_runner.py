@@ -5,10 +5,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from contextlib import AsyncExitStack
+from contextlib import AbstractContextManager, AsyncExitStack
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import anyio.lowlevel
@@ -28,6 +28,16 @@ from ._workload import Workload
 log = logging.getLogger("gpubench.runner")
 
 Observer = Callable[[Invocation], None]
+
+
+class SharedCounter(Protocol):
+    """A ``multiprocessing.Value`` of an integer, as the shards share it."""
+
+    value: int
+
+    def get_lock(self) -> AbstractContextManager[Any]: ...
+
+
 BUDGET_SPENT = "max_requests reached"
 CLOSE_TIMEOUT_S = 60.0  # how long a provider may take to restore settings when a run ends
 
@@ -98,6 +108,7 @@ class Runner:
         self._joined: RunInfo | None = None
         self._sync: Callable[[], object] | None = None
         self._abort: Callable[[], None] | None = None
+        self._shared_sent: SharedCounter | None = None
         self.result: RunResult | None = None
 
     @property
@@ -110,6 +121,12 @@ class Runner:
             self._stop_reason = reason
         if self._scope is not None:
             self._scope.cancel()
+        self._release_shards()
+
+    def _release_shards(self) -> None:
+        """Never leave the other load-generating processes waiting at a barrier for us."""
+        if self._abort is not None:
+            self._abort()
 
     def begin(self) -> RunInfo:
         """Record the run in the store; ``run`` calls it unless a parent process did."""
@@ -132,15 +149,20 @@ class Runner:
         *,
         sync: Callable[[], object] | None = None,
         abort: Callable[[], None] | None = None,
+        sent: SharedCounter | None = None,
     ) -> None:
-        """Make this runner shard ``shard`` of ``shards`` processes driving the begun ``run``."""
+        """Make this runner shard ``shard`` of ``shards`` processes driving the begun ``run``.
+
+        ``sync`` waits for every shard (before each scenario, after each warm-up), ``abort``
+        releases them when this one stops, and ``sent`` counts requests across all shards so
+        ``max_requests`` is one budget for the run.
+        """
         self._joined = run
         self._shard = (shard, shards)
         self._origin_ns = run.origin_ns
         self._origin_wall_ns = run.started_wall_ns
         self._sync, self._abort = sync, abort
-        if self._budget is not None:  # each shard sends its share of the request budget
-            self._budget = self._budget // shards + (1 if shard < self._budget % shards else 0)
+        self._shared_sent = sent
 
     async def run(self) -> RunResult:
         info = self._joined or self.begin()
@@ -158,7 +180,11 @@ class Runner:
                     self._scope = scope
                     if self._stop_reason is not None:
                         scope.cancel()
-                    await self._drive(live, monitor)
+                    try:
+                        await self._drive(live, monitor)
+                    except BaseException:
+                        self._release_shards()  # before providers take their time to close
+                        raise
                 if scope.cancelled_caught:
                     status = "cancelled"
         except BaseExceptionGroup as group:
@@ -176,8 +202,8 @@ class Runner:
             raise
         finally:
             self._scope = None
-            if status != "completed" and self._abort is not None:
-                self._abort()  # do not leave the other shards waiting at a scenario boundary
+            if status != "completed":
+                self._release_shards()
             with anyio.CancelScope(shield=True):
                 if self._joined is None:
                     await anyio.to_thread.run_sync(self._store.end_run, self._run_id, status, error)
@@ -217,16 +243,16 @@ class Runner:
                     if lt.provider.capabilities.fleet_state:
                         tg.start_soon(self._watch_fleet, lt, self._fleet_interval_s)
             for sidx, scenario in enumerate(self._scenarios):
-                if self._sync is not None:
-                    await self._wait_for_shards()
-                if self._stop_reason == BUDGET_SPENT:
+                await self._wait_for_shards()
+                if self._spent():
                     continue  # still pass every boundary, so other shards never wait on us
                 self._label(live, scenario)
                 await self._scenario(live, sidx, scenario)
             tg.cancel_scope.cancel()
 
     async def _wait_for_shards(self) -> None:
-        assert self._sync is not None
+        if self._sync is None:
+            return
         try:
             await anyio.to_thread.run_sync(self._sync, abandon_on_cancel=True)
         except Exception:  # BrokenBarrierError: another process stopped or failed
@@ -267,11 +293,30 @@ class Runner:
 
     def _take(self) -> bool:
         """Reserve one request of the budget; False once ``max_requests`` went out."""
-        if self._budget is not None and self._sent >= self._budget:
-            self._stop_reason = self._stop_reason or BUDGET_SPENT
-            return False
+        if self._budget is not None:
+            shared = self._shared_sent
+            if shared is None:
+                spent = self._sent >= self._budget
+            else:
+                with shared.get_lock():
+                    spent = shared.value >= self._budget
+                    if not spent:
+                        shared.value += 1
+            if spent:
+                self._stop_reason = self._stop_reason or BUDGET_SPENT
+                return False
         self._sent += 1
         return True
+
+    def _spent(self) -> bool:
+        """Whether the budget is used up, without taking from it."""
+        if self._budget is None:
+            return False
+        sent = self._sent if self._shared_sent is None else self._shared_sent.value
+        if sent >= self._budget:
+            self._stop_reason = self._stop_reason or BUDGET_SPENT
+            return True
+        return False
 
     async def _scenario(self, live: list[_Live], sidx: int, scenario: Scenario) -> None:
         deadline = scenario.deadline_s
@@ -404,16 +449,19 @@ class Runner:
                 tg.start_soon(slot)
 
     async def _burst(self, live: list[_Live], sidx: int, sc: Burst) -> None:
-        async def one_target(lt: _Live) -> None:
-            if sc.warmup:
-                seqs, slots = self._share(range(-sc.warmup, 0), sc.concurrency)
-                await self._closed_loop(lt, sidx, seqs, slots, Phase.WARMUP)
-            seqs, slots = self._share(range(sc.total), sc.concurrency)
-            await self._closed_loop(lt, sidx, seqs, slots, Phase.MEASURE)
+        async def phase(lt: _Live, seqs: range, slots: int, phase: Phase) -> None:
+            await self._closed_loop(lt, sidx, seqs, slots, phase)
 
+        if sc.warmup:
+            seqs, slots = self._share(range(-sc.warmup, 0), sc.concurrency)
+            async with anyio.create_task_group() as tg:
+                for lt in live:
+                    tg.start_soon(phase, lt, seqs, slots, Phase.WARMUP)
+            await self._wait_for_shards()  # measure only once every process has warmed up
+        seqs, slots = self._share(range(sc.total), sc.concurrency)
         async with anyio.create_task_group() as tg:
             for lt in live:
-                tg.start_soon(one_target, lt)
+                tg.start_soon(phase, lt, seqs, slots, Phase.MEASURE)
 
     async def _rate(self, live: list[_Live], sidx: int, sc: Rate) -> None:
         if sc.warmup:
@@ -421,6 +469,7 @@ class Runner:
             async with anyio.create_task_group() as tg:
                 for lt in live:
                     tg.start_soon(self._closed_loop, lt, sidx, seqs, 1, Phase.WARMUP)
+            await self._wait_for_shards()  # every process starts its schedule together
         t0 = time.perf_counter_ns()
         async with anyio.create_task_group() as tg:
             for lt in live:  # one schedule per target: a saturated one never delays the others
@@ -428,7 +477,7 @@ class Runner:
 
     async def _rate_target(self, lt: _Live, sidx: int, sc: Rate, t0: int) -> None:
         k, n = self._shard
-        limiter = anyio.Semaphore(sc.max_inflight)
+        limiter = anyio.Semaphore(max(1, sc.max_inflight // n))  # the run's total, shared out
 
         async def fire(seq: int, due: int) -> None:
             try:
@@ -456,6 +505,8 @@ class Runner:
             return  # cold starts are sequential by nature: the first process sends them all
 
         async def one_target(lt: _Live, first_seq: int) -> None:
+            if self._spent():
+                return  # do not wait out an idle gap for a request that will not be sent
             check = await self._make_cold(lt, sc)
             if not self._take():
                 return
@@ -470,6 +521,8 @@ class Runner:
                 )
 
         for i in range(sc.n):
+            if self._spent():
+                return
             async with anyio.create_task_group() as tg:
                 for lt in live:
                     tg.start_soon(one_target, lt, i * (1 + sc.warm_after))

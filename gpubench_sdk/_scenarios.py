@@ -2,22 +2,30 @@
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import ConfigDict
+from pydantic import ConfigDict, Strict
 
 from ._errors import ConfigError
 
 # Plans are validated by building these dataclasses through pydantic: unknown fields are refused.
-_STRICT = ConfigDict(extra="forbid")
+_STRICT = ConfigDict(extra="forbid", allow_inf_nan=False)
+# A count from a plan must be an integer: `concurrency = true` is refused, not read as 1.
+Count = Annotated[int, Strict()]
 
 
 def _check(cond: bool, field: str, value: Any, expected: str) -> None:
     if not cond:
         raise ConfigError(field, value, expected)
+
+
+def _finite(value: float | None) -> bool:
+    """TOML and Python both allow inf and nan; no duration or rate here may be either."""
+    return value is None or math.isfinite(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,9 +38,9 @@ class Burst:
 
     kind: ClassVar[str] = "burst"
     __pydantic_config__ = _STRICT
-    total: int
-    concurrency: int
-    warmup: int = 0
+    total: Count
+    concurrency: Count
+    warmup: Count = 0
     deadline_s: float | None = None
 
     def __post_init__(self) -> None:
@@ -40,7 +48,7 @@ class Burst:
         _check(self.concurrency >= 1, "burst.concurrency", self.concurrency, "an integer >= 1")
         _check(self.warmup >= 0, "burst.warmup", self.warmup, "an integer >= 0")
         _check(
-            self.deadline_s is None or self.deadline_s > 0,
+            self.deadline_s is None or (_finite(self.deadline_s) and self.deadline_s > 0),
             "burst.deadline_s",
             self.deadline_s,
             "seconds > 0",
@@ -65,14 +73,19 @@ class Rate:
     rps: float
     duration_s: float
     arrivals: Literal["constant", "poisson"] = "constant"
-    seed: int = 0
-    warmup: int = 0
-    max_inflight: int = 10_000
+    seed: Count = 0
+    warmup: Count = 0
+    max_inflight: Count = 10_000
     deadline_s: float | None = None
 
     def __post_init__(self) -> None:
-        _check(self.rps > 0, "rate.rps", self.rps, "requests per second > 0")
-        _check(self.duration_s > 0, "rate.duration_s", self.duration_s, "seconds > 0")
+        _check(_finite(self.rps) and self.rps > 0, "rate.rps", self.rps, "requests per second > 0")
+        _check(
+            _finite(self.duration_s) and self.duration_s > 0,
+            "rate.duration_s",
+            self.duration_s,
+            "seconds > 0",
+        )
         _check(
             self.arrivals in ("constant", "poisson"),
             "rate.arrivals",
@@ -112,9 +125,9 @@ class ColdStarts:
 
     kind: ClassVar[str] = "cold_starts"
     __pydantic_config__ = _STRICT
-    n: int
+    n: Count
     idle_gap_s: float | None = None
-    warm_after: int = 1
+    warm_after: Count = 1
     cold_timeout_s: float = 900.0
     deadline_s: float | None = None
 

@@ -43,6 +43,16 @@ def _with(**changes: object) -> dict[str, object]:
             "expected a value: this field is required",
         ),
         (
+            _with(scenarios=[{"kind": "rate", "rps": 5, "duration_s": float("inf")}]),
+            "scenarios[0].rate.duration_s",
+            "finite number",
+        ),
+        (
+            _with(scenarios=[{"kind": "burst", "total": 10, "concurrency": True}]),
+            "scenarios[0].burst.concurrency",
+            "valid integer",
+        ),
+        (
             _with(scenarios=[{"kind": "cold_starts", "n": 2, "idle_gap_s": -1}]),
             "scenarios[0].cold_starts.idle_gap_s",
             "seconds >= 0",

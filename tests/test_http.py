@@ -34,6 +34,15 @@ def _app() -> web.Application:
         await response.write_eof()
         return response
 
+    async def slow_sized(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Length": "6"})
+        await response.prepare(request)
+        await response.write(b"abc")
+        await asyncio.sleep(0.2)
+        await response.write(b"def")
+        await response.write_eof()
+        return response
+
     async def see_other(request: web.Request) -> web.Response:
         raise web.HTTPSeeOther("/plain")
 
@@ -45,6 +54,7 @@ def _app() -> web.Application:
     app.router.add_get("/zipped", zipped)
     app.router.add_get("/stream", stream)
     app.router.add_post("/see-other", see_other)
+    app.router.add_get("/slow-sized", slow_sized)
     app.router.add_get("/cookie", set_cookie)
     return app
 
@@ -80,6 +90,18 @@ async def test_streams_arrive_as_they_are_sent(server: LoopbackServer) -> None:
     assert arrivals[-1][0] - arrivals[0][0] > 0.08  # not buffered until the end
 
 
+async def test_a_streamed_sized_body_is_not_buffered(server: LoopbackServer) -> None:
+    import time
+
+    async with make_client() as client:
+        async with client.stream("GET", f"{server.url}/slow-sized") as r:
+            chunks = [(time.perf_counter(), c) async for c in r.aiter_raw()]
+        assert b"".join(c for _, c in chunks) == b"abcdef"
+        assert chunks[-1][0] - chunks[0][0] > 0.15  # the first chunk came before the second
+        plain = await client.get(f"{server.url}/slow-sized")  # not streamed: read at once
+        assert plain.content == b"abcdef"
+
+
 async def test_redirects_are_followed(server: LoopbackServer) -> None:
     async with make_client() as client:
         r = await client.post(f"{server.url}/see-other", json={})
@@ -92,6 +114,10 @@ async def test_no_cookies_are_kept(server: LoopbackServer) -> None:
         assert len(client.cookies) == 0
         with pytest.raises(ValueError, match="no cookies"):
             client.cookies = {"a": "b"}  # type: ignore[assignment]
+        with pytest.raises(ValueError, match="no cookies"):
+            client.cookies.set("session", "x")
+    async with make_client() as a, make_client() as b:
+        assert a.cookies is not b.cookies  # nothing set on one client can reach another
 
 
 async def test_errors_become_httpx_errors() -> None:

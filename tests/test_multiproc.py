@@ -129,3 +129,22 @@ def test_ctrl_c_stops_every_process_and_the_run_reads_cancelled(
         invs = s.invocations(run.id)
     assert run.status == "cancelled" and len(invs) > 200
     assert {i.outcome for i in invs} <= {Outcome.OK, Outcome.CANCELLED}
+
+
+def build_budget(url: str, store: str) -> Runner:
+    return Runner(
+        {"a": EchoProvider(url=url)},
+        EchoProbe(),
+        [Burst(total=50, concurrency=1)],
+        store=store,
+        max_requests=10,
+    )
+
+
+def test_max_requests_is_one_budget_across_processes(external_server: str, tmp_path: Path) -> None:
+    store = str(tmp_path / "mp.sqlite")
+    result = run_processes(functools.partial(build_budget, external_server, store), 4)
+    assert result.status == "completed"
+    with Store(store) as s:
+        invs = s.invocations(result.run_id)
+    assert len(invs) == 10 and all(i.outcome is Outcome.OK for i in invs)

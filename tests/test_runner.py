@@ -406,3 +406,16 @@ async def test_a_saturated_target_does_not_delay_the_others_schedule(tmp_path: P
     assert len(fast) == len(slow_lat) == 30
     assert max(fast) < 50  # its own schedule, unaffected
     assert max(slow_lat) > 1000  # 30 x 100 ms in 0.6 s: the slow one falls far behind
+
+
+async def test_a_spent_budget_stops_waiting_for_cold_starts(tmp_path: Path) -> None:
+    started = time.perf_counter()
+    result = await run(
+        {"a": Scripted(_ok)},
+        EchoProbe(),
+        [ColdStarts(5, idle_gap_s=0.5, warm_after=0)],
+        store=tmp_path / "r.sqlite",
+        max_requests=1,
+    )
+    assert time.perf_counter() - started < 1.5  # one idle gap, not five
+    assert result.requests == 1 and result.stop_reason == "max_requests reached"

@@ -192,3 +192,42 @@ def test_credential_headers_are_masked_where_stored(tmp_path: Path) -> None:
     assert target.options["headers"] == {"x-url": server.url + "/", "X-Api-Token": "***"}
     assert KEY not in _files_text(tmp_path / "s.sqlite", tmp_path / "s.sqlite-wal")
     assert KEY not in repr(provider.options)
+
+
+def test_unknown_or_secret_looking_fields_never_echo_their_value(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpubench_sdk import ConfigError
+
+    monkeypatch.setenv("GPB_TEST_KEY", KEY)
+    for field in ("key", "x-api-key", "client_secret", "access_token", "authorization"):
+        plan = json.loads(json.dumps(PLAN))
+        plan["targets"][0][field] = KEY
+        with pytest.raises(ConfigError) as info:
+            build_run(parse_config(plan), store=tmp_path / "s.sqlite")
+        assert KEY not in str(info.value), field
+    plan = json.loads(json.dumps(PLAN))
+    plan["targets"][0]["colour"] = KEY  # not a secret name, but not an option either
+    with pytest.raises(ConfigError, match=r"targets\[loc\]\.colour: got '\(not shown\)'"):
+        build_run(parse_config(plan), store=tmp_path / "s.sqlite")
+
+
+def test_stored_plan_masks_headers_and_url_credentials() -> None:
+    plan = json.loads(json.dumps(PLAN))
+    plan["targets"][0]["url"] = f"https://user:{KEY}@example.test/run?mode=x&token={KEY}"
+    plan["targets"][0]["headers"] = {"Authorization": f"Bearer {KEY}", "X-Trace": "on"}
+    stored = json.dumps(parse_config(plan).stored())
+    assert KEY not in stored
+    assert "example.test/run?mode=x&token=***" in stored and '"X-Trace": "on"' in stored
+
+
+def test_options_given_in_python_are_validated_and_remembered() -> None:
+    from pydantic import SecretStr
+
+    from gpubench_sdk import LocalProvider, _secrets
+
+    other = "sk-gpb-python-only-4e5f6a7b"
+    provider = LocalProvider(LocalProvider.Options(), api_key=other)
+    assert isinstance(provider.options.api_key, SecretStr)
+    assert provider.auth_headers() == {"Authorization": f"Bearer {other}"}
+    assert _secrets.redact(f"echoed {other}") == "echoed ***"
