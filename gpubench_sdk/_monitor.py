@@ -3,7 +3,9 @@
 Any load generator saturates somewhere. When its event loop falls behind (timers fire late)
 or its process uses a whole core, latencies it records include its own queueing. The monitor
 samples both every ``tick_s`` and closes a window every ``window_s``; a window is flagged
-client-bound when the loop lagged more than ``max_lag_ms`` or CPU use exceeded ``max_cpu``.
+client-bound when the loop lagged more than ``max_lag_ms`` on at least ``min_late_ticks`` ticks,
+or CPU use exceeded ``max_cpu``. One late tick is a hiccup (the OS scheduled something else for
+30 ms, once); a saturated loop is late tick after tick.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class Monitor:
         tick_s: float = 0.05,
         window_s: float = 1.0,
         max_lag_ms: float = 20.0,
+        min_late_ticks: int = 2,
         max_cpu: float = 0.90,
     ) -> None:
         self._origin_ns = origin_ns
@@ -43,6 +46,7 @@ class Monitor:
         self._tick_s = tick_s
         self._window_s = window_s
         self._max_lag_ms = max_lag_ms
+        self._min_late_ticks = min_late_ticks
         self._max_cpu = max_cpu
         self.windows: list[HealthWindow] = []
 
@@ -51,22 +55,26 @@ class Monitor:
         tick_ns = int(self._tick_s * 1e9)
         win_start = time.perf_counter_ns()
         cpu_start = time.process_time_ns()
-        worst_lag_ns = 0
+        late_ns = int(self._max_lag_ms * 1e6)
+        worst_lag_ns = late = 0
         try:
             while True:
                 before = time.perf_counter_ns()
                 await anyio.sleep(self._tick_s)
                 now = time.perf_counter_ns()
-                worst_lag_ns = max(worst_lag_ns, now - before - tick_ns)
+                lag = now - before - tick_ns
+                worst_lag_ns = max(worst_lag_ns, lag)
+                late += lag > late_ns
                 if now - win_start >= self._window_s * 1e9:
-                    self._emit(now, win_start, cpu_start, worst_lag_ns)
-                    win_start, cpu_start, worst_lag_ns = now, time.process_time_ns(), 0
+                    self._emit(now, win_start, cpu_start, worst_lag_ns, late)
+                    win_start, cpu_start = now, time.process_time_ns()
+                    worst_lag_ns = late = 0
         finally:
             now = time.perf_counter_ns()
             if now - win_start > tick_ns:
-                self._emit(now, win_start, cpu_start, worst_lag_ns)
+                self._emit(now, win_start, cpu_start, worst_lag_ns, late)
 
-    def _emit(self, now: int, win_start: int, cpu_start: int, lag_ns: int) -> None:
+    def _emit(self, now: int, win_start: int, cpu_start: int, lag_ns: int, late: int) -> None:
         cpu = (time.process_time_ns() - cpu_start) / max(1, now - win_start)
         lag_ms = max(0.0, lag_ns / 1e6)
         window = HealthWindow(
@@ -75,7 +83,7 @@ class Monitor:
             loop_lag_ms=lag_ms,
             cpu_pct=cpu * 100.0,
             inflight=self._inflight(),
-            client_bound=lag_ms > self._max_lag_ms or cpu > self._max_cpu,
+            client_bound=late >= self._min_late_ticks or cpu > self._max_cpu,
         )
         self.windows.append(window)
         self._sink(window)

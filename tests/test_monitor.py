@@ -27,7 +27,7 @@ async def test_saturated_client_is_flagged(external_server: str, tmp_path: Path)
         health = s.health(result.run_id)
     bound = health["client_bound"] == 1
     assert bound.sum() >= 1
-    # each flagged window shows why: timers fired late, or the process used a whole core
+    # each flagged window shows why: timers fired late (repeatedly), or the process used a core
     assert np.all((health["loop_lag_ms"][bound] > 20) | (health["cpu_pct"][bound] > 90))
 
 
