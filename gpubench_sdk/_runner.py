@@ -493,6 +493,8 @@ class Runner:
                 delay = (due - time.perf_counter_ns()) / 1e9
                 if delay > 0:
                     await anyio.sleep(delay)
+                while time.perf_counter_ns() < due:  # uvloop's ms timers fire up to 1 ms early
+                    await anyio.lowlevel.checkpoint()
                 if not self._take():
                     break
                 # At max_inflight the schedule waits; the wait is counted in latency

@@ -419,3 +419,25 @@ async def test_a_spent_budget_stops_waiting_for_cold_starts(tmp_path: Path) -> N
     )
     assert time.perf_counter() - started < 1.5  # one idle gap, not five
     assert result.requests == 1 and result.stop_reason == "max_requests reached"
+
+
+def test_rate_never_sends_ahead_of_schedule_under_uvloop(tmp_path: Path) -> None:
+    # uvloop's timers have millisecond resolution and fire up to 1 ms early; the schedule
+    # must still hold: no request leaves before its scheduled time.
+    from gpubench_sdk._multiproc import run_blocking
+
+    runner = Runner(
+        {"a": Scripted(_ok)},
+        EchoProbe(),
+        [Rate(rps=300, duration_s=0.5, arrivals="poisson")],
+        store=tmp_path / "r.sqlite",
+        monitor=False,
+    )
+    result = run_blocking(runner)  # uvloop, as the CLI runs
+    with Store(tmp_path / "r.sqlite") as s:
+        invs = s.invocations(result.run_id)
+    offsets = list(Rate(rps=300, duration_s=0.5, arrivals="poisson").offsets_s())
+    assert len(invs) == len(offsets)
+    scheduled = sorted(i.scheduled_ns for i in invs)
+    planned = [scheduled[0] + int((o - offsets[0]) * 1e9) for o in offsets]
+    assert max(abs(a - b) for a, b in zip(scheduled, planned, strict=True)) < 20_000  # 20 us
