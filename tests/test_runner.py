@@ -24,11 +24,25 @@ from gpubench_sdk import (
     Request,
     Result,
     Runner,
+    RunResult,
     Store,
     run,
 )
 
 pytestmark = pytest.mark.anyio
+
+
+async def run_then_stop(runner: Runner, after_s: float) -> RunResult:
+    """Run, calling ``runner.stop()`` (as Ctrl-C does) ``after_s`` seconds in."""
+    async with anyio.create_task_group() as tg:
+
+        async def stop_soon() -> None:
+            await anyio.sleep(after_s)
+            runner.stop()
+
+        tg.start_soon(stop_soon)
+        result = await runner.run()
+    return result
 
 
 async def test_burst_records_every_request(echo_server: LoopbackServer, tmp_path: Path) -> None:
@@ -192,14 +206,7 @@ async def test_stop_keeps_what_was_measured(echo_server: LoopbackServer, tmp_pat
         [Burst(total=10_000, concurrency=4)],
         store=tmp_path / "r.sqlite",
     )
-    async with anyio.create_task_group() as tg:
-
-        async def stop_soon() -> None:
-            await anyio.sleep(0.5)
-            runner.stop()
-
-        tg.start_soon(stop_soon)
-        result = await runner.run()
+    result = await run_then_stop(runner, after_s=0.5)
     assert result.status == "cancelled"
     with Store(tmp_path / "r.sqlite") as s:
         info = s.run(result.run_id)
@@ -303,14 +310,7 @@ async def _ok(request: Request) -> Result:
 async def test_providers_close_fully_when_a_run_is_stopped(tmp_path: Path) -> None:
     provider = Scripted(_ok)
     runner = Runner({"a": provider}, EchoProbe(), [Burst(100_000, 2)], store=tmp_path / "r.sqlite")
-    async with anyio.create_task_group() as tg:
-
-        async def stop_soon() -> None:
-            await anyio.sleep(0.2)
-            runner.stop()
-
-        tg.start_soon(stop_soon)
-        result = await runner.run()
+    result = await run_then_stop(runner, after_s=0.2)
     assert result.status == "cancelled"
     assert provider.closed_cleanly  # close() ran to its end outside the cancelled scope
 

@@ -76,6 +76,15 @@ def begin(store: Store, name: str = "r") -> RunInfo:
     )
 
 
+def begin_with(store: Store, invs: list[Invocation]) -> RunInfo:
+    """A run holding ``invs``, committed."""
+    run = begin(store)
+    for inv in invs:
+        store.append(run.id, inv)
+    store.flush()
+    return run
+
+
 def every_variant() -> list[Invocation]:
     """Every Outcome x Phase x cold, all-None optionals, awkward text and extreme numbers."""
     invs = [
@@ -106,10 +115,7 @@ def run_py(code: str, *args: str) -> subprocess.Popen[str]:
 def test_round_trip_every_field(tmp_path: Path) -> None:
     invs = every_variant()
     with Store(tmp_path / "r.sqlite") as s:
-        run = begin(s)
-        for inv in invs:
-            s.append(run.id, inv)
-        s.flush()
+        run = begin_with(s, invs)
         assert s.invocations(run.id) == invs
     with Store(tmp_path / "r.sqlite", readonly=True) as s:
         assert s.invocations(run.id) == invs
@@ -147,10 +153,7 @@ def test_runs_and_references(tmp_path: Path) -> None:
 def test_columns_filters_and_derived_values(tmp_path: Path) -> None:
     invs = every_variant()
     with Store(tmp_path / "r.sqlite") as s:
-        run = begin(s)
-        for inv in invs:
-            s.append(run.id, inv)
-        s.flush()
+        run = begin_with(s, invs)
         all_cols = s.columns(run.id, phase=None, text=True)
         measured = s.columns(run.id)
         only_b = s.columns(run.id, target="b", scenario=1, phase=Phase.WARMUP)
@@ -217,10 +220,7 @@ def _from_text(field: str, value: Any) -> Any:
 def test_export_jsonl_and_csv_parse_back(tmp_path: Path) -> None:
     invs = every_variant()
     with Store(tmp_path / "r.sqlite") as s:
-        run = begin(s)
-        for inv in invs:
-            s.append(run.id, inv)
-        s.flush()
+        run = begin_with(s, invs)
         jsonl, text = io.StringIO(), io.StringIO()
         s.export_jsonl(run.id, jsonl)
         s.export_csv(run.id, text)
