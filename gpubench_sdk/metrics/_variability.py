@@ -1,0 +1,116 @@
+"""Variability across days: the reference report's range, CV, per-day medians, and changes.
+
+* A request's day is the calendar date of ``wall_start_ns`` shifted by ``tz_offset_s``
+  (default UTC).
+* ``range_ms`` is the reference report's measure: max - min of the per-day medians.
+* ``cv`` is the coefficient of variation of the per-day medians (std with ddof=1 / mean).
+* Each day's median has a CI (``_stats.quantile_ci``).
+* Change detector: each day from the ``min_history_days``-th on is tested against all earlier
+  days pooled, with the two-sided Mann-Whitney U test; the p-values are adjusted with Holm's
+  step-down method (Holm 1979), which holds the family-wise error rate, the chance that *any*
+  day is flagged when nothing changed, at ``alpha`` under any dependence between the tests.
+  A day is flagged when its adjusted p-value is below ``alpha``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from ._compare import mann_whitney_u
+from ._stats import check_confidence, quantile_ci
+
+_NS_PER_DAY = 86_400 * 10**9
+
+
+@dataclass(frozen=True, slots=True)
+class DayStats:
+    day: str  # ISO date
+    count: int
+    median_ms: float
+    median_ci_ms: tuple[float, float]
+    p_value: float  # against the earlier days pooled; NaN when not tested
+    p_adjusted: float  # Holm-adjusted
+    changed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Variability:
+    days: tuple[DayStats, ...]
+    range_ms: float
+    cv: float
+    alpha: float
+    confidence: float
+
+    @property
+    def changed_days(self) -> list[str]:
+        return [d.day for d in self.days if d.changed]
+
+
+def holm_adjust(p_values: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """Holm's step-down adjusted p-values (monotone, capped at 1), in the input's order."""
+    p = np.asarray(p_values, dtype=np.float64)
+    m = p.size
+    if not m:
+        return p.copy()
+    order = np.argsort(p, kind="stable")
+    scaled = (m - np.arange(m)) * p[order]
+    adjusted = np.minimum(np.maximum.accumulate(scaled), 1.0)
+    out = np.empty(m)
+    out[order] = adjusted
+    return out
+
+
+def day_of(wall_start_ns: npt.ArrayLike, tz_offset_s: float = 0.0) -> npt.NDArray[np.int64]:
+    """Days since 1970-01-01 in the time zone ``tz_offset_s`` east of UTC."""
+    wall = np.asarray(wall_start_ns, dtype=np.int64)
+    return (wall + round(tz_offset_s * 1e9)) // _NS_PER_DAY
+
+
+def daily_variability(
+    wall_start_ns: npt.ArrayLike,
+    values_ms: npt.ArrayLike,
+    *,
+    tz_offset_s: float = 0.0,
+    confidence: float = 0.95,
+    alpha: float = 0.05,
+    min_history_days: int = 1,
+    seed: int = 0,
+) -> Variability:
+    """Per-day medians of ``values_ms`` (e.g. cold starts; NaN ignored) and their spread."""
+    check_confidence(confidence)
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be between 0 and 1 (e.g. 0.05), got {alpha!r}")
+    if min_history_days < 1:
+        raise ValueError(f"min_history_days must be >= 1, got {min_history_days}")
+    values = np.asarray(values_ms, dtype=np.float64)
+    days = day_of(wall_start_ns, tz_offset_s)
+    if days.shape != values.shape:
+        raise ValueError(f"wall_start_ns {days.shape} and values_ms {values.shape} differ")
+    keep = ~np.isnan(values)
+    days, values = days[keep], values[keep]
+    rng = np.random.default_rng(seed)
+    unique = np.unique(days)
+    per_day = [np.sort(values[days == d]) for d in unique]
+    medians = np.array([float(np.median(v)) for v in per_day])
+    raw = np.full(unique.size, np.nan)
+    for i in range(min_history_days, unique.size):
+        raw[i] = mann_whitney_u(per_day[i], np.concatenate(per_day[:i])).p_value
+    tested = ~np.isnan(raw)
+    adjusted = np.full(unique.size, np.nan)
+    adjusted[tested] = holm_adjust(raw[tested])
+    out = []
+    for i, d in enumerate(unique):
+        date = (dt.date(1970, 1, 1) + dt.timedelta(days=int(d))).isoformat()
+        ci = quantile_ci(per_day[i], 0.5, confidence=confidence, rng=rng)
+        changed = bool(tested[i] and adjusted[i] < alpha)
+        median = float(medians[i])
+        out.append(DayStats(date, per_day[i].size, median, ci, raw[i], adjusted[i], changed))
+    spread = float(medians.max() - medians.min()) if medians.size else math.nan
+    mean = float(medians.mean()) if medians.size else math.nan
+    cv = float(medians.std(ddof=1)) / mean if medians.size > 1 and mean else math.nan
+    return Variability(tuple(out), spread, cv, alpha, confidence)
