@@ -86,7 +86,8 @@ def test_weighted_score_ranks_and_explains() -> None:
     assert [r.candidate for r in rows] == ["runpod", "inferless", "replicate"]
     top = rows[1]
     assert rows[0].score == pytest.approx(0.5 * 21_000 / 23_000 + 0.25 + 0.25)
-    # inferless by hand: cold start best (1) * 0.5; p95 (1100-950)/(1100-900) * 0.25; usd (41.44-13.9)/30.04 * 0.25
+    # inferless by hand: cold start best (1) * 0.5; p95 (1100-950)/(1100-900) * 0.25;
+    # usd (41.44-13.9)/(41.44-11.4) * 0.25
     assert top.contributions["cold_start_p50_ms"] == pytest.approx(0.5)
     assert top.contributions["p95_ms"] == pytest.approx(0.25 * 150 / 200)
     assert top.contributions["usd_per_day"] == pytest.approx(0.25 * (41.44 - 13.9) / (41.44 - 11.4))
