@@ -215,7 +215,10 @@ def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> tu
     denom = 1 + z * z / trials
     centre = (p + z * z / (2 * trials)) / denom
     half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # at 0 or n successes the bound is 0 or 1 exactly (the formula leaves rounding dust)
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == trials else min(1.0, centre + half)
+    return low, high
 
 
 def normal_ppf(p: float) -> float:
