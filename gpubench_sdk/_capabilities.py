@@ -3,27 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
 
-BilledPhase = Literal["cold_boot", "queue", "execution", "idle"]
+# The billing model lives with the cost module that prices it; re-exported here (and from
+# gpubench_sdk) because a provider declares it in its Capabilities.
+from .cost._billing import BilledPhase, BillingModel
 
-
-@dataclass(frozen=True, slots=True)
-class BillingModel:
-    """How a provider turns worker time into money. The cost module prices it.
-
-    ``granularity_s`` is the billed increment (rounded up per billed interval),
-    ``min_billed_s`` the smallest charge per interval, ``billed_phases`` which parts of a
-    worker's life are paid for, and ``min_idle_timeout_s`` the shortest scale-down delay the
-    platform allows (time a worker stays billed after its last request).
-    """
-
-    granularity_s: float = 1.0
-    min_billed_s: float = 0.0
-    billed_phases: frozenset[BilledPhase] = frozenset({"cold_boot", "execution", "idle"})
-    min_idle_timeout_s: float = 0.0
-    default_idle_timeout_s: float | None = None
-    source: str = ""
+__all__ = ["BilledPhase", "BillingModel", "Capabilities"]
 
 
 @dataclass(frozen=True, slots=True)

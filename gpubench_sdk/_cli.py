@@ -17,6 +17,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ._cli_cost import cost
 from ._config import RunConfig, load_config, parse_config
 from ._errors import ConfigError, GpubenchError
 from ._monitor import client_bound_spans
@@ -407,3 +408,6 @@ def local_serve(
     if max_workers < min_workers:
         raise ConfigError("--max-workers", max_workers, f">= --min-workers ({min_workers})")
     serve(LocalRuntimeConfig(**fields))
+
+
+main.add_command(cost)

@@ -75,6 +75,13 @@ class TargetConfig(BaseModel):
     provider: str = Field(min_length=1)
     api_key_env: str | None = None
     api_key_file: str | None = None
+    # Budget guard (gpubench_sdk.cost): how this target is priced, and its own spending cap.
+    # The price is the catalog's for `price_sku` (billing rules of `billing`, default the
+    # provider's name), or an explicit `price_per_s_usd` (e.g. a notional price for `local`).
+    price_sku: str | None = None
+    price_per_s_usd: float | None = Field(default=None, ge=0)
+    billing: str | None = None
+    max_cost_usd: float | None = Field(default=None, gt=0)
 
     def provider_options(self) -> dict[str, Any]:
         return dict(self.model_extra or {})
@@ -142,6 +149,7 @@ class RunSection(_Strict):
     name: str = "run"
     output: str = "gpubench.sqlite"
     max_requests: int | None = Field(default=None, ge=1)
+    max_cost_usd: float | None = Field(default=None, gt=0)  # all targets together (budget guard)
 
 
 class RunConfig(_Strict):

@@ -11,6 +11,7 @@ from ._results import Target
 from ._runner import Observer, Runner
 from ._store import Store
 from ._telemetry import Instruments
+from .cost._meter import budget_guard
 
 
 def build_run(
@@ -39,4 +40,7 @@ def build_run(
         instruments=instruments,
         observers=observers,
         max_requests=config.run.max_requests,
+        cost_guard=budget_guard(
+            config, {t.name: t.provider.capabilities.billing for t in targets}
+        ),  # None unless the plan sets a max_cost_usd
     )

@@ -24,6 +24,7 @@ from ._store import RunInfo, ScenarioRecord, Store, TargetRecord
 from ._telemetry import Instruments
 from ._types import ColdCheck, Invocation, Outcome, Phase, Result
 from ._workload import Workload
+from .cost._meter import BudgetGuard
 
 log = logging.getLogger("gpubench.runner")
 
@@ -76,6 +77,7 @@ class Runner:
         instruments: Instruments | None = None,
         observers: Iterable[Observer] = (),
         max_requests: int | None = None,
+        cost_guard: BudgetGuard | None = None,
         monitor: bool = True,
         fleet_interval_s: float | None = 0.5,
     ) -> None:
@@ -92,6 +94,8 @@ class Runner:
         self._instruments = instruments or Instruments()
         self._observers = list(observers)
         self._budget = max_requests
+        # Budget guard: per-target cost meters and caps (gpubench_sdk.cost); None = no meter.
+        self._guard = cost_guard
         self._use_monitor = monitor
         self._fleet_interval_s = fleet_interval_s
         self._scope: anyio.CancelScope | None = None
@@ -114,6 +118,10 @@ class Runner:
     @property
     def store(self) -> Store:
         return self._store
+
+    def spent_usd(self) -> dict[str, float]:
+        """What each metered target has cost so far (the budget guard's meters), in USD."""
+        return {} if self._guard is None else self._guard.spent_usd()
 
     def stop(self, reason: str = "stopped by user") -> None:
         """End the run early (safe from signal handlers running in the event loop)."""
@@ -291,8 +299,14 @@ class Runner:
                     log.warning("%s: fleet state unavailable: %s", lt.name, redact(str(exc)))
             await anyio.sleep(interval_s)
 
-    def _take(self) -> bool:
-        """Reserve one request of the budget; False once ``max_requests`` went out."""
+    def _take(self, lt: _Live | None = None) -> bool:
+        """Reserve one request of the budget; False once ``max_requests`` went out, or when
+        ``lt``'s next request could pass a ``max_cost_usd`` cap (that target stops)."""
+        if self._guard is not None and lt is not None:
+            refused = self._guard.allow(lt.name, lt.deadline_s)
+            if refused is not None:
+                self._stop_reason = self._stop_reason or refused
+                return False
         if self._budget is not None:
             shared = self._shared_sent
             if shared is None:
@@ -304,6 +318,8 @@ class Runner:
                         shared.value += 1
             if spent:
                 self._stop_reason = self._stop_reason or BUDGET_SPENT
+                if self._guard is not None and lt is not None:
+                    self._guard.release(lt.name)  # the cost reservation was not used
                 return False
         self._sent += 1
         return True
@@ -410,6 +426,8 @@ class Runner:
             worker_id=None if result is None else result.worker_id,
         )
         self._store.append(self._run_id, inv)
+        if self._guard is not None:
+            self._guard.record(inv)  # the live cost meter: a few float additions
         self._instruments.record(inv, lt.attrs)
         for observer in self._observers:
             try:
@@ -440,7 +458,7 @@ class Runner:
 
         async def slot() -> None:
             for seq in pending:  # one shared iterator: each seq is sent exactly once
-                if not self._take():
+                if not self._take(lt):
                     return
                 await self._send(lt, sidx, seq, phase, time.perf_counter_ns())
 
@@ -495,7 +513,7 @@ class Runner:
                     await anyio.sleep(delay)
                 while time.perf_counter_ns() < due:  # uvloop's ms timers fire up to 1 ms early
                     await anyio.lowlevel.checkpoint()
-                if not self._take():
+                if not self._take(lt):
                     break
                 # At max_inflight the schedule waits; the wait is counted in latency
                 # (from the scheduled time), never hidden.
@@ -507,16 +525,16 @@ class Runner:
             return  # cold starts are sequential by nature: the first process sends them all
 
         async def one_target(lt: _Live, first_seq: int) -> None:
-            if self._spent():
+            if self._spent() or (self._guard is not None and lt.name in self._guard.stopped):
                 return  # do not wait out an idle gap for a request that will not be sent
             check = await self._make_cold(lt, sc)
-            if not self._take():
+            if not self._take(lt):
                 return
             await self._send(
                 lt, sidx, first_seq, Phase.MEASURE, time.perf_counter_ns(), True, check
             )
             for k in range(sc.warm_after):
-                if not self._take():
+                if not self._take(lt):
                     return
                 await self._send(
                     lt, sidx, first_seq + 1 + k, Phase.MEASURE, time.perf_counter_ns(), False

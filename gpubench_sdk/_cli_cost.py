@@ -1,0 +1,411 @@
+"""``gpubench cost``: the daily bill across providers, the price of a stored run, what-ifs."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import asdict
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.markup import escape
+
+from ._errors import ConfigError
+from ._store import Store
+from .cost import (
+    PriceCatalog,
+    arrivals_from_run,
+    distributions_from_run,
+    load_catalog,
+    poisson_arrivals,
+    run_cost,
+    scenario_bill,
+    sweep,
+)
+from .cost._reference import (
+    REFERENCE_INFERENCE_S,
+    REFERENCE_LINES,
+    REFERENCE_REQUESTS_PER_DAY,
+    REFERENCE_SCALE_DOWN_EVENTS,
+    REFERENCE_SCALE_DOWN_S,
+)
+from .cost._tables import (
+    TARGET_SPEC,
+    TargetSpec,
+    bill_table,
+    parse_target_spec,
+    run_cost_table,
+    sweep_table,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# Providers on an A100 80GB (or the closest SKU) when `cost scenario` is given no --target.
+DEFAULT_TARGETS = (
+    "huggingface:aws/A100",
+    "replicate:A100 80GB",
+    "runpod:A100 80GB",
+    "inferless:A100 (shared)",
+    "modal:A100-80GB",
+)
+
+
+def _consoles() -> tuple[Console, Console]:
+    from ._cli import err, out  # the CLI's own consoles (wide when captured); no import cycle
+
+    return out, err
+
+
+@contextlib.contextmanager
+def _price_warnings() -> Iterator[None]:
+    """Stale-price warnings print once each, as 'warning:' lines on stderr, never silenced."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    for message in dict.fromkeys(str(w.message) for w in caught):
+        _consoles()[1].print(
+            f"[yellow]warning:[/] {escape(message)}", highlight=False, soft_wrap=True
+        )
+
+
+def _catalog_options(f: F) -> F:
+    f = click.option(
+        "--prices",
+        multiple=True,
+        type=click.Path(dir_okay=False, exists=True),
+        help="price override file (TOML or JSON, the catalog's schema); repeatable",
+    )(f)
+    return click.option(
+        "--max-age-days",
+        default=180.0,
+        show_default=True,
+        type=click.FloatRange(0),
+        help="warn about prices read longer ago than this",
+    )(f)
+
+
+def _rate(catalog: PriceCatalog, spec: TargetSpec) -> float:
+    if spec.rate_usd_per_s is not None:
+        return spec.rate_usd_per_s
+    assert spec.sku is not None  # parse_target_spec demands a SKU or a rate
+    return catalog.rate_usd_per_s(spec.provider, spec.sku)
+
+
+@click.group("cost")
+def cost() -> None:
+    """Price runs and traffic scenarios with each provider's billing rules."""
+
+
+@cost.command("scenario")
+@click.option(
+    "--requests", "requests_per_day", default=1000, show_default=True, type=click.IntRange(0)
+)
+@click.option("--inference-s", default=12.0, show_default=True, type=click.FloatRange(0))
+@click.option("--scale-down-s", default=60.0, show_default=True, type=click.FloatRange(0))
+@click.option(
+    "--events", default=100, show_default=True, type=click.IntRange(1), help="scale-down events/day"
+)
+@click.option(
+    "--cold-start-s",
+    default=30.0,
+    show_default=True,
+    type=click.FloatRange(0),
+    help="per event, for targets without cold=",
+)
+@click.option(
+    "-t", "--target", "targets", multiple=True, metavar="SPEC", help=TARGET_SPEC + "; repeatable"
+)
+@click.option("--exact", is_flag=True, help="bill exact seconds, no rounding per interval")
+@click.option(
+    "--ignore-min-scale-down", is_flag=True, help="do not raise delays to platform minimums"
+)
+@click.option(
+    "--reference",
+    is_flag=True,
+    help="the reference report's scenario, rates and implied cold starts, "
+    "billed its way (exact, 60 s for all)",
+)
+@click.option(
+    "--with-rules",
+    is_flag=True,
+    help="with --reference: apply each provider's rounding and minimum delay",
+)
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@_catalog_options
+def cost_scenario(
+    requests_per_day: int,
+    inference_s: float,
+    scale_down_s: float,
+    events: int,
+    cold_start_s: float,
+    targets: tuple[str, ...],
+    exact: bool,
+    ignore_min_scale_down: bool,
+    reference: bool,
+    with_rules: bool,
+    as_json: bool,
+    prices: tuple[str, ...],
+    max_age_days: float,
+) -> None:
+    """The daily bill of a traffic scenario across providers (the reference report's table)."""
+    lines: list[tuple[str, str, float, float]] = []  # label, billing, rate, cold start
+    reported: list[float] | None = None
+    if reference:
+        requests_per_day, inference_s = REFERENCE_REQUESTS_PER_DAY, REFERENCE_INFERENCE_S
+        scale_down_s, events = REFERENCE_SCALE_DOWN_S, REFERENCE_SCALE_DOWN_EVENTS
+        exact, ignore_min_scale_down = (
+            exact or not with_rules,
+            ignore_min_scale_down or not with_rules,
+        )
+        lines = [(r.label, r.billing, r.rate_usd_per_s, r.cold_start_s) for r in REFERENCE_LINES]
+        reported = [r.report_total_usd for r in REFERENCE_LINES]
+    with _price_warnings():
+        catalog = load_catalog(prices, max_age_days=max_age_days)
+        for text in targets or (() if reference else DEFAULT_TARGETS):
+            spec = parse_target_spec(text, cold_start_s)
+            lines.append((spec.label, spec.provider, _rate(catalog, spec), spec.cold_start_s))
+        bills = [
+            scenario_bill(
+                label=label,
+                billing=catalog.billing_model(billing),
+                rate_usd_per_s=rate,
+                requests_per_day=requests_per_day,
+                inference_s=inference_s,
+                scale_down_s=scale_down_s,
+                scale_down_events=events,
+                cold_start_s=cold,
+                round_per_interval=not exact,
+                enforce_min_scale_down=not ignore_min_scale_down,
+            )
+            for label, billing, rate, cold in lines
+        ]
+    if as_json:
+        click.echo(json.dumps([asdict(b) for b in bills], indent=2))
+        return
+    method = "exact seconds" if exact else "rounded per billed interval"
+    title = (
+        f"daily bill: {requests_per_day:,} requests x {inference_s:g} s, scale-down "
+        f"{scale_down_s:g} s, {events} scale-down events ({method})"
+    )
+    _consoles()[0].print(bill_table(bills, title, reported))
+
+
+@cost.command("run")
+@click.argument("run_ref", metavar="RUN", default="latest")
+@click.option(
+    "--store",
+    "store_path",
+    default="gpubench.sqlite",
+    show_default=True,
+    type=click.Path(dir_okay=False),
+)
+@click.option(
+    "--price",
+    "price_specs",
+    multiple=True,
+    metavar="TARGET=SPEC",
+    help="TARGET=provider[:SKU][,rate=USD_PER_S]; default: the plan's price_sku/price_per_s_usd",
+)
+@click.option(
+    "--scale-down-s", type=click.FloatRange(0), default=None, help="default: the provider's"
+)
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@_catalog_options
+def cost_run(
+    run_ref: str,
+    store_path: str,
+    price_specs: tuple[str, ...],
+    scale_down_s: float | None,
+    as_json: bool,
+    prices: tuple[str, ...],
+    max_age_days: float,
+) -> None:
+    """Estimate what each target of a stored RUN was billed (RUN: id, uuid prefix, 'latest')."""
+    given: dict[str, TargetSpec] = {}
+    for text in price_specs:
+        name, sep, rest = text.partition("=")
+        if not sep:
+            raise ConfigError("--price", text, "TARGET=provider[:SKU][,rate=USD_PER_S]")
+        given[name] = parse_target_spec(rest)
+    with _price_warnings(), Store(store_path, readonly=True) as store:
+        catalog = load_catalog(prices, max_age_days=max_age_days)
+        info = store.run(run_ref)
+        plans = {t.get("name"): t for t in info.config.get("targets", []) if isinstance(t, dict)}
+        costs = []
+        for t in info.targets:
+            plan = plans.get(t.name, {})
+            spec = given.get(t.name) or TargetSpec(
+                t.name,
+                plan.get("billing") or t.provider,
+                plan.get("price_sku"),
+                0.0,
+                plan.get("price_per_s_usd"),
+            )
+            if spec.sku is None and spec.rate_usd_per_s is None:
+                raise ConfigError(
+                    "--price",
+                    t.name,
+                    f"{t.name}=provider:SKU or {t.name}=provider,rate=USD_PER_S"
+                    " (the plan names no price_sku or price_per_s_usd for it)",
+                )
+            billing = catalog.billing_model(spec.provider)
+            rate = _rate(catalog, spec)
+            costs.append(
+                run_cost(
+                    store,
+                    info.id,
+                    t.name,
+                    billing=billing,
+                    rate_usd_per_s=rate,
+                    scale_down_s=scale_down_s,
+                )
+            )
+    if as_json:
+        rows = [
+            {
+                "target": c.target,
+                "requests": c.requests,
+                "workers": c.workers,
+                "billed_s": c.bill.billed_s,
+                "fees_usd": c.fees_usd,
+                "total_usd": c.total_usd,
+                "per_1k_requests_usd": c.units.per_1k_requests_usd,
+            }
+            for c in costs
+        ]
+        click.echo(json.dumps(rows, indent=2))
+        return
+    _consoles()[0].print(run_cost_table(costs, f"run {info.id} {info.name!r}: estimated bill"))
+
+
+def _numbers(text: str, name: str) -> list[float]:
+    try:
+        values = [math.inf if v.strip() in ("inf", "never") else float(v) for v in text.split(",")]
+    except ValueError:
+        raise ConfigError(name, text, "comma-separated numbers, e.g. 5,30,60,300") from None
+    if any(not v >= 0 for v in values):
+        raise ConfigError(name, text, "comma-separated numbers >= 0")
+    return values
+
+
+@cost.command("whatif")
+@click.option(
+    "-t",
+    "--target",
+    "spec_text",
+    required=True,
+    metavar="SPEC",
+    help="provider[/plan][:SKU][,rate=USD_PER_S]",
+)
+@click.option(
+    "--rps", type=click.FloatRange(0), default=None, help="mean requests per second (Poisson)"
+)
+@click.option("--hours", default=24.0, show_default=True, type=click.FloatRange(0, min_open=True))
+@click.option("--profile", default=None, metavar="R0,R1,...", help="relative rates over the day")
+@click.option("--exec-s", type=click.FloatRange(0), default=None, help="execution seconds (fixed)")
+@click.option("--cold-s", type=click.FloatRange(0), default=None, help="cold start seconds (fixed)")
+@click.option(
+    "--from-run",
+    default=None,
+    metavar="RUN",
+    help="use RUN's measured cold starts and execution (and its arrivals without --rps)",
+)
+@click.option("--run-target", default=None, help="the target of --from-run")
+@click.option(
+    "--store",
+    "store_path",
+    default="gpubench.sqlite",
+    show_default=True,
+    type=click.Path(dir_okay=False),
+)
+@click.option("--scale-down", "scale_downs", default="5,30,60,300,900", show_default=True)
+@click.option("--min-workers", "min_workers", default="0,1", show_default=True)
+@click.option("--max-workers", default=10, show_default=True, type=click.IntRange(1))
+@click.option("--concurrency", default=1, show_default=True, type=click.IntRange(1))
+@click.option("--slo-s", default=60.0, show_default=True, type=click.FloatRange(0))
+@click.option(
+    "--slo-percentile",
+    default=95.0,
+    show_default=True,
+    type=click.FloatRange(0, 100, min_open=True),
+)
+@click.option("--seed", default=0, show_default=True, type=int)
+@_catalog_options
+def cost_whatif(
+    spec_text: str,
+    rps: float | None,
+    hours: float,
+    profile: str | None,
+    exec_s: float | None,
+    cold_s: float | None,
+    from_run: str | None,
+    run_target: str | None,
+    store_path: str,
+    scale_downs: str,
+    min_workers: str,
+    max_workers: int,
+    concurrency: int,
+    slo_s: float,
+    slo_percentile: float,
+    seed: int,
+    prices: tuple[str, ...],
+    max_age_days: float,
+) -> None:
+    """Sweep scale-down delays and min workers on a traffic trace; pick the cheapest meeting
+    the latency SLO."""
+    execution: Any = exec_s
+    cold: Any = cold_s
+    arrivals = None
+    if from_run is not None:
+        if run_target is None:
+            raise ConfigError("--run-target", None, "the target of --from-run to take samples from")
+        with Store(store_path, readonly=True) as store:
+            dist = distributions_from_run(store, from_run, run_target)
+            if rps is None:
+                arrivals = arrivals_from_run(store, from_run, run_target)
+        execution = dist.execution_s if execution is None else execution
+        if cold is None and dist.cold_start_s.size:
+            cold = dist.cold_start_s
+    if execution is None or cold is None:
+        raise ConfigError("--exec-s/--cold-s", None, "seconds, or --from-run with measured ones")
+    if arrivals is None:
+        if rps is None:
+            raise ConfigError(
+                "--rps", None, "a mean request rate, or --from-run to replay arrivals"
+            )
+        shape = _numbers(profile, "--profile") if profile else None
+        arrivals = poisson_arrivals(rps, hours * 3600, daily_profile=shape, seed=seed)
+    mins = [int(v) for v in _numbers(min_workers, "--min-workers")]
+    spec = parse_target_spec(spec_text)
+    with _price_warnings():
+        catalog = load_catalog(prices, max_age_days=max_age_days)
+        result = sweep(
+            arrivals,
+            execution_s=execution,
+            cold_start_s=cold,
+            billing=catalog.billing_model(spec.provider),
+            rate_usd_per_s=_rate(catalog, spec),
+            scale_down_s=_numbers(scale_downs, "--scale-down"),
+            min_workers=mins,
+            max_workers=max(max_workers, *mins),
+            concurrency=concurrency,
+            slo_latency_s=slo_s,
+            slo_percentile=slo_percentile,
+            horizon_s=hours * 3600 if rps is not None else None,
+            seed=seed,
+        )
+    out = _consoles()[0]
+    out.print(sweep_table(result, f"what-if: {spec_text}, {len(arrivals):,} requests"))
+    target = f"p{slo_percentile:g} <= {slo_s:g} s"
+    if result.best is None:
+        out.print(f"no setting meets {target}: try more min workers or a looser SLO")
+    else:
+        s = result.best.settings
+        out.print(
+            f"cheapest meeting {target}: min_workers={s.min_workers}, "
+            f"scale_down_s={s.scale_down_s:g} (${result.best.cost_usd:,.3f})"
+        )

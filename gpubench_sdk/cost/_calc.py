@@ -1,0 +1,297 @@
+"""Cost calculators: the daily scenario bill, per-unit costs, break-even, and measured runs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .._errors import ConfigError
+from ._billing import BillingModel, WorkerBill, WorkerInterval, price_worker_intervals
+
+if TYPE_CHECKING:
+    from .._store import Store
+
+SECONDS_PER_DAY = 86_400.0
+
+
+def _positive(name: str, value: float, *, allow_zero: bool = True) -> None:
+    if not (value >= 0 if allow_zero else value > 0):
+        raise ConfigError(name, value, "a number >= 0" if allow_zero else "a number > 0")
+
+
+@dataclass(frozen=True, slots=True)
+class UnitCosts:
+    """A total spread over what it bought. ``None`` where that unit was not counted."""
+
+    total_usd: float
+    per_request_usd: float | None
+    per_1k_requests_usd: float | None
+    per_million_output_tokens_usd: float | None = None
+    per_image_usd: float | None = None
+
+
+def unit_costs(
+    total_usd: float,
+    requests: int,
+    *,
+    output_tokens: float | None = None,
+    images: float | None = None,
+) -> UnitCosts:
+    """Cost per request, per 1,000 requests, per 1M output tokens and per image."""
+    per_req = total_usd / requests if requests > 0 else None
+    return UnitCosts(
+        total_usd=total_usd,
+        per_request_usd=per_req,
+        per_1k_requests_usd=None if per_req is None else per_req * 1000,
+        per_million_output_tokens_usd=total_usd / output_tokens * 1e6 if output_tokens else None,
+        per_image_usd=total_usd / images if images else None,
+    )
+
+
+# -- (c) the reference report's daily scenario -----------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ScenarioBill:
+    """One provider's line of the daily bill. Seconds are per day, before rounding except
+    ``billed_s``; ``scale_down_s`` is the delay actually applied (after the platform minimum)."""
+
+    label: str
+    rate_usd_per_s: float
+    scale_down_s: float
+    inference_s: float
+    idle_s: float
+    cold_start_s: float
+    billed_s: float
+    fees_usd: float
+    total_usd: float
+    requests: int
+
+    @property
+    def per_1k_requests_usd(self) -> float:
+        return self.total_usd / self.requests * 1000 if self.requests else 0.0
+
+
+def scenario_bill(
+    *,
+    label: str,
+    billing: BillingModel,
+    rate_usd_per_s: float,
+    requests_per_day: int,
+    inference_s: float,
+    scale_down_s: float,
+    scale_down_events: int,
+    cold_start_s: float,
+    round_per_interval: bool = True,
+    enforce_min_scale_down: bool = True,
+    output_tokens_per_request: float = 0.0,
+    input_tokens_per_request: float = 0.0,
+) -> ScenarioBill:
+    """The reference report's daily bill for one provider.
+
+    ``idle = (scale_down_s - inference_s) x scale_down_events`` (the report's formula: the
+    worker idles out its scale-down delay after the last request of each busy spell, less one
+    inference), ``cold = cold_start_s x scale_down_events``, ``inference = requests x
+    inference_s``. Only the provider's billed phases count. With ``round_per_interval`` each
+    of the ``scale_down_events`` worker lifetimes (or, for per-request billing, each request)
+    is one billed interval, rounded up to the granularity; without it the seconds are billed
+    exactly, as the report did. ``enforce_min_scale_down`` raises the delay to the platform's
+    minimum (Hugging Face: 15 min), which the report states but did not apply.
+    """
+    _positive("requests_per_day", requests_per_day)
+    _positive("inference_s", inference_s)
+    _positive("scale_down_s", scale_down_s)
+    _positive("cold_start_s", cold_start_s)
+    _positive("rate_usd_per_s", rate_usd_per_s)
+    if scale_down_events < 1:
+        raise ConfigError("scale_down_events", scale_down_events, "an integer >= 1")
+    delay_s = (
+        max(scale_down_s, billing.min_idle_timeout_s) if enforce_min_scale_down else scale_down_s
+    )
+    inference_total = requests_per_day * inference_s
+    idle_total = max(0.0, delay_s - inference_s) * scale_down_events
+    cold_total = cold_start_s * scale_down_events
+    if billing.billed_unit == "request":
+        per_request = (inference_s if billing.bills("execution") else 0.0) + (
+            cold_total / requests_per_day
+            if billing.bills("cold_boot") and requests_per_day
+            else 0.0
+        )
+        exact = per_request * requests_per_day
+        billed = billing.billed_s(per_request) * requests_per_day if round_per_interval else exact
+    else:
+        exact = (
+            (inference_total if billing.bills("execution") else 0.0)
+            + (idle_total if billing.bills("idle") else 0.0)
+            + (cold_total if billing.bills("cold_boot") else 0.0)
+        )
+        per_life = exact / scale_down_events
+        billed = billing.billed_s(per_life) * scale_down_events if round_per_interval else exact
+    fees = billing.fees_usd(
+        requests_per_day,
+        input_tokens_per_request * requests_per_day,
+        output_tokens_per_request * requests_per_day,
+    )
+    return ScenarioBill(
+        label=label,
+        rate_usd_per_s=rate_usd_per_s,
+        scale_down_s=delay_s,
+        inference_s=inference_total,
+        idle_s=idle_total,
+        cold_start_s=cold_total,
+        billed_s=billed,
+        fees_usd=fees,
+        total_usd=billed * rate_usd_per_s + fees,
+        requests=requests_per_day,
+    )
+
+
+# -- (d) reserved / always-on vs on-demand ---------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BreakEven:
+    """Where an always-on (reserved/active) worker costs the same as on-demand billing.
+
+    ``utilization`` is the fraction of the day an on-demand worker must be billed for the two
+    to cost the same; ``requests_per_day`` the same point in requests, when the billed seconds
+    per request were given."""
+
+    reserved_usd_per_day: float
+    billed_s_per_day: float
+    utilization: float
+    requests_per_day: float | None
+
+
+def break_even(
+    *,
+    on_demand_usd_per_s: float,
+    reserved_usd_per_s: float,
+    billed_s_per_request: float | None = None,
+) -> BreakEven:
+    """On-demand billed seconds per day at which one always-on worker is as cheap.
+
+    ``billed_s = reserved_usd_per_s x 86,400 / on_demand_usd_per_s``; above it, reserve."""
+    _positive("on_demand_usd_per_s", on_demand_usd_per_s, allow_zero=False)
+    _positive("reserved_usd_per_s", reserved_usd_per_s)
+    per_day = reserved_usd_per_s * SECONDS_PER_DAY
+    billed = per_day / on_demand_usd_per_s
+    reqs = None
+    if billed_s_per_request is not None:
+        _positive("billed_s_per_request", billed_s_per_request, allow_zero=False)
+        reqs = billed / billed_s_per_request
+    return BreakEven(per_day, billed, billed / SECONDS_PER_DAY, reqs)
+
+
+# -- (a) a measured run ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RunCost:
+    """What a stored run's target would have been billed, estimated from its invocations.
+
+    Worker time is replayed from the client's view: each request runs on the most recently
+    used worker that is still up (idle for no more than the scale-down delay), else on a new
+    worker that boots first; every worker idles out its scale-down delay after its last
+    request. ``workers`` counts the workers the replay started."""
+
+    target: str
+    requests: int
+    workers: int
+    bill: WorkerBill
+    fees_usd: float
+    units: UnitCosts
+
+    @property
+    def total_usd(self) -> float:
+        return self.bill.cost_usd + self.fees_usd
+
+
+def replay_worker_intervals(
+    start_s: Sequence[float] | np.ndarray,
+    busy_s: Sequence[float] | np.ndarray,
+    boot_s: Sequence[float] | np.ndarray,
+    scale_down_s: float,
+) -> list[WorkerInterval]:
+    """Worker intervals that serve requests starting at ``start_s`` and keeping a worker busy
+    ``busy_s``; a request that finds no warm idle worker waits ``boot_s`` for a new one."""
+    order = np.argsort(np.asarray(start_s, dtype=np.float64), kind="stable")
+    free_at: list[float] = []  # per worker: when its last request ended
+    idle_since: dict[int, float] = {}
+    out: list[WorkerInterval] = []
+    for i in order:
+        t = float(start_s[i])
+        # the warm worker idle the shortest time (most recently used), if any
+        best = -1
+        for w, since in idle_since.items():
+            if since <= t and t - since <= scale_down_s and (best < 0 or since > idle_since[best]):
+                best = w
+        if best >= 0:
+            since = idle_since.pop(best)
+            if t > since:
+                out.append(WorkerInterval(best, "idle", since, t))
+            begin = t
+        else:
+            best = len(free_at)
+            free_at.append(t)
+            boot = float(boot_s[i])
+            if boot > 0:
+                out.append(WorkerInterval(best, "cold_boot", t, t + boot))
+            begin = t + boot
+        end = begin + float(busy_s[i])
+        out.append(WorkerInterval(best, "execution", begin, end))
+        free_at[best] = end
+        idle_since[best] = end
+        # retire workers whose scale-down delay passed: their idle tail is final
+        for w in [w for w, s in idle_since.items() if t - s > scale_down_s]:
+            s = idle_since.pop(w)
+            out.append(WorkerInterval(w, "idle", s, s + scale_down_s))
+    for w, s in idle_since.items():
+        out.append(WorkerInterval(w, "idle", s, s + scale_down_s))
+    return out
+
+
+def run_cost(
+    store: Store,
+    run: int | str,
+    target: str,
+    *,
+    billing: BillingModel,
+    rate_usd_per_s: float,
+    scale_down_s: float | None = None,
+) -> RunCost:
+    """Estimate the bill of ``target`` in a stored run from its measured invocations.
+
+    A worker is busy for the server-reported ``execution_ms`` where given, else the client's
+    send-to-last-byte time; a new worker boots for ``setup_ms`` where given, else for the
+    cold request's latency minus its execution. ``scale_down_s`` defaults to the billing
+    model's (raised to the platform minimum). Token fees use ``input_units``/``output_units``.
+    """
+    info = store.run(run)
+    cols = store.columns(info.id, target=target, phase=None)
+    start_s = cols["start_ns"] / 1e9
+    service_s = (cols["end_ns"] - cols["start_ns"]) / 1e9
+    exec_s = cols["execution_ms"] / 1e3
+    busy_s = np.where(np.isnan(exec_s), service_s, np.minimum(exec_s, service_s))
+    setup_s = cols["setup_ms"] / 1e3
+    inferred_boot = np.where(cols["cold"] == 1, np.maximum(service_s - busy_s, 0.0), 0.0)
+    boot_s = np.where(np.isnan(setup_s), inferred_boot, setup_s)
+    delay = billing.effective_idle_timeout_s(scale_down_s)
+    intervals = replay_worker_intervals(start_s, busy_s, boot_s, delay)
+    bill = price_worker_intervals(intervals, billing, rate_usd_per_s)
+    inputs = cols["input_units"]
+    outputs = cols["output_units"]
+    out_tokens = float(outputs[outputs > 0].sum())
+    fees = billing.fees_usd(len(start_s), float(inputs[inputs > 0].sum()), out_tokens)
+    total = bill.cost_usd + fees
+    return RunCost(
+        target=target,
+        requests=len(start_s),
+        workers=len({iv.worker for iv in intervals}),
+        bill=bill,
+        fees_usd=fees,
+        units=unit_costs(total, len(start_s), output_tokens=out_tokens or None),
+    )

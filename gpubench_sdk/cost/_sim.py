@@ -1,0 +1,382 @@
+"""What-if fleet simulation: a discrete-event model of a serverless fleet, priced.
+
+Requests arrive at given times (Poisson with a daily profile, or recorded from a stored run);
+a fleet of workers (``min_workers`` always on, up to ``max_workers``, ``concurrency`` requests
+each) serves them FIFO. A request that finds no free slot waits; a new worker is started when
+the queue outgrows the slots already booting. A worker idle for ``scale_down_s`` stops.
+Cold-start and execution times are fixed or sampled from measured arrays. Seeded.
+
+Events live in a ``heapq``; arrivals are merged in from their sorted array, and scale-down is
+evaluated lazily (an idle worker is found expired when next looked at), so a request costs
+about two heap operations. Workers are reused most-recently-idle first, as platforms do to let
+the others scale down.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import numpy.typing as npt
+
+from .._errors import ConfigError
+from ._billing import BillingModel, WorkerInterval, billed_seconds_of_lifetimes
+
+Samples = float | Sequence[float] | npt.NDArray[np.float64]
+_READY, _DONE = 0, 1
+
+
+@dataclass(frozen=True, slots=True)
+class FleetSettings:
+    """The scaling knobs a platform offers. ``scale_down_s``: idle time before a worker stops."""
+
+    min_workers: int = 0
+    max_workers: int = 1
+    scale_down_s: float = 60.0
+    concurrency: int = 1
+
+    def __post_init__(self) -> None:
+        if self.min_workers < 0:
+            raise ConfigError("min_workers", self.min_workers, "an integer >= 0")
+        if self.max_workers < max(1, self.min_workers):
+            raise ConfigError("max_workers", self.max_workers, ">= 1 and >= min_workers")
+        if self.scale_down_s < 0:
+            raise ConfigError("scale_down_s", self.scale_down_s, "seconds >= 0 (math.inf: never)")
+        if self.concurrency < 1:
+            raise ConfigError("concurrency", self.concurrency, "an integer >= 1")
+
+
+@dataclass(frozen=True)
+class SimResult:
+    """A simulated day (or any horizon): its bill, its cold starts and its latencies."""
+
+    settings: FleetSettings
+    requests: int
+    cold_requests: int
+    latency_p50_s: float
+    latency_p90_s: float
+    latency_p95_s: float
+    latency_p99_s: float
+    waited_fraction: float
+    mean_wait_s: float
+    workers_started: int
+    worker_s: float
+    billed_s: float
+    cost_usd: float
+    horizon_s: float
+    latency_s: npt.NDArray[np.float64] = field(repr=False)
+    intervals: list[WorkerInterval] | None = field(default=None, repr=False)
+
+    @property
+    def cold_rate(self) -> float:
+        return self.cold_requests / self.requests if self.requests else 0.0
+
+    def latency_percentile_s(self, q: float) -> float:
+        return float(np.percentile(self.latency_s, q)) if self.requests else math.nan
+
+
+def _samples(name: str, value: Samples, n: int, rng: np.random.Generator) -> list[float]:
+    if np.isscalar(value):
+        v = float(value)  # type: ignore[arg-type]
+        if not v >= 0:
+            raise ConfigError(name, value, "seconds >= 0, or an array of measured seconds")
+        return [v] * n
+    arr = np.asarray(value, dtype=np.float64)
+    arr = arr[np.isfinite(arr)]
+    if arr.size == 0 or (arr < 0).any():
+        raise ConfigError(name, "(array)", "a non-empty array of seconds >= 0 (NaN dropped)")
+    out: list[float] = rng.choice(arr, size=n).tolist()
+    return out
+
+
+def simulate(
+    arrivals_s: Sequence[float] | npt.NDArray[np.float64],
+    *,
+    execution_s: Samples,
+    cold_start_s: Samples,
+    settings: FleetSettings,
+    billing: BillingModel,
+    rate_usd_per_s: float,
+    horizon_s: float | None = None,
+    seed: int = 0,
+    record_intervals: bool = False,
+) -> SimResult:
+    """Simulate ``settings`` serving ``arrivals_s`` (seconds, sorted or not) and price it.
+
+    ``horizon_s`` (default: the last arrival) is how long the always-on ``min_workers`` are
+    billed. ``record_intervals`` also returns every worker interval (for
+    ``price_worker_intervals``; slower). Deterministic for a given ``seed``.
+    """
+    arr = np.sort(np.asarray(arrivals_s, dtype=np.float64))
+    n = int(arr.size)
+    rng = np.random.default_rng(seed)
+    exec_list = _samples("execution_s", execution_s, n, rng)
+    boots = _samples("cold_start_s", cold_start_s, n + settings.max_workers, rng)
+    k = settings.concurrency
+    delay = settings.scale_down_s
+    max_w = settings.max_workers
+
+    # per-worker state, in parallel lists (index = worker id)
+    w_start: list[float] = []
+    w_ready: list[float] = []
+    w_stop: list[float] = []
+    w_busy: list[float] = []  # seconds with at least one request running
+    w_free: list[int] = []  # free slots; -1 while booting
+    w_idle_since: list[float] = []
+    w_busy_since: list[float] = []
+    w_pinned: list[bool] = []
+    w_avail: list[bool] = []  # in the `avail` stack
+    execs: list[list[tuple[float, float]]] = []
+
+    latency = np.empty(n)
+    wait = np.empty(n)
+    cold = np.zeros(n, dtype=bool)
+    heap: list[tuple[float, int, int, int]] = []
+    seq = 0
+    avail: list[int] = []  # workers with a free slot, most recently freed last
+    queue: deque[int] = deque()
+    alive = booting = 0
+    boot_i = 0
+
+    def new_worker(t: float, boot_s: float, pinned: bool) -> int:
+        w = len(w_start)
+        w_start.append(t)
+        w_ready.append(t + boot_s)
+        w_stop.append(math.inf)
+        w_busy.append(0.0)
+        w_free.append(-1)
+        w_idle_since.append(t + boot_s)
+        w_busy_since.append(0.0)
+        w_pinned.append(pinned)
+        w_avail.append(False)
+        execs.append([])
+        return w
+
+    def run_on(w: int, i: int, t: float, was_cold: bool) -> None:
+        """Start request ``i`` on a slot of ``w`` already counted as taken."""
+        nonlocal seq
+        done = t + exec_list[i]
+        latency[i] = done - arr[i]
+        wait[i] = t - arr[i]
+        cold[i] = was_cold
+        if record_intervals:
+            execs[w].append((t, done))
+        seq += 1
+        heapq.heappush(heap, (done, seq, _DONE, w))
+
+    def serve(w: int, i: int, t: float, was_cold: bool) -> None:
+        if w_free[w] == k:  # a busy spell begins
+            w_busy_since[w] = t
+        w_free[w] -= 1
+        run_on(w, i, t, was_cold)
+
+    def expired(w: int, t: float) -> bool:
+        return w_free[w] == k and not w_pinned[w] and t > w_idle_since[w] + delay
+
+    def retire(w: int) -> None:
+        nonlocal alive
+        w_stop[w] = w_idle_since[w] + delay
+        w_avail[w] = False
+        alive -= 1
+
+    for _ in range(settings.min_workers):
+        w = new_worker(0.0, 0.0, True)
+        w_free[w] = k
+        w_avail[w] = True
+        avail.append(w)
+        alive += 1
+
+    def handle(t: float, kind: int, w: int) -> None:
+        nonlocal booting
+        if kind == _READY:
+            booting -= 1
+            w_free[w] = k
+            w_idle_since[w] = t
+            while w_free[w] > 0 and queue:
+                serve(w, queue.popleft(), t, True)
+        elif queue:  # the freed slot takes the next waiting request: the spell goes on
+            run_on(w, queue.popleft(), t, False)
+            return
+        else:
+            w_free[w] += 1
+            if w_free[w] == k:  # the busy spell ends
+                w_busy[w] += t - w_busy_since[w]
+                w_idle_since[w] = t
+        if w_free[w] > 0 and not w_avail[w]:
+            w_avail[w] = True
+            avail.append(w)
+
+    heappop = heapq.heappop
+    for i in range(n):
+        t = float(arr[i])
+        while heap and heap[0][0] <= t:
+            et, _, kind, w = heappop(heap)
+            handle(et, kind, w)
+        placed = False
+        while avail:
+            w = avail[-1]
+            if expired(w, t):
+                avail.pop()
+                retire(w)
+                continue
+            serve(w, i, t, False)
+            if w_free[w] == 0:
+                avail.pop()
+                w_avail[w] = False
+            placed = True
+            break
+        if placed:
+            continue
+        queue.append(i)
+        if len(queue) > booting * k:
+            if alive >= max_w:  # idle workers past their delay may still hold places
+                for w in [w for w in avail if expired(w, t)]:
+                    avail.remove(w)
+                    retire(w)
+            if alive < max_w:
+                boot = boots[boot_i]
+                boot_i += 1
+                w = new_worker(t, boot, False)
+                alive += 1
+                booting += 1
+                seq += 1
+                heapq.heappush(heap, (t + boot, seq, _READY, w))
+    while heap:
+        et, _, kind, w = heappop(heap)
+        handle(et, kind, w)
+
+    end_s = float(arr[-1]) if n else 0.0
+    horizon = max(horizon_s if horizon_s is not None else end_s, end_s)
+    for w in range(len(w_start)):
+        if w_pinned[w]:
+            w_stop[w] = max(horizon, w_idle_since[w])
+        elif w_stop[w] == math.inf:
+            w_stop[w] = w_idle_since[w] + delay
+    start = np.array(w_start)
+    ready = np.array(w_ready)
+    stop = np.array(w_stop)
+    busy = np.array(w_busy)
+    boot_arr = ready - start
+    idle = np.maximum(stop - ready - busy, 0.0)
+    lifetimes = stop - start
+    if billing.billed_unit == "request":
+        billed_arr = (
+            billing.billed_s_array(np.array(exec_list))
+            if billing.bills("execution")
+            else np.zeros(0)
+        )
+        billed = float(billed_arr.sum())
+        if billing.bills("cold_boot"):
+            billed += float(billing.billed_s_array(boot_arr).sum())
+    else:
+        billed = float(billed_seconds_of_lifetimes(billing, boot_arr, busy, idle).sum())
+    intervals = _intervals(w_start, w_ready, w_stop, execs) if record_intervals else None
+    return SimResult(
+        settings=settings,
+        requests=n,
+        cold_requests=int(cold.sum()),
+        latency_p50_s=_pct(latency, 50),
+        latency_p90_s=_pct(latency, 90),
+        latency_p95_s=_pct(latency, 95),
+        latency_p99_s=_pct(latency, 99),
+        waited_fraction=float((wait > 1e-12).mean()) if n else 0.0,
+        mean_wait_s=float(wait.mean()) if n else 0.0,
+        workers_started=len(w_start) - settings.min_workers,
+        worker_s=float(lifetimes.sum()),
+        billed_s=billed,
+        cost_usd=billed * rate_usd_per_s,
+        horizon_s=horizon,
+        latency_s=latency,
+        intervals=intervals,
+    )
+
+
+def _pct(a: npt.NDArray[np.float64], q: float) -> float:
+    return float(np.percentile(a, q)) if a.size else math.nan
+
+
+def _intervals(
+    start: list[float],
+    ready: list[float],
+    stop: list[float],
+    execs: list[list[tuple[float, float]]],
+) -> list[WorkerInterval]:
+    """Boot, execution and idle intervals per worker (busy spells merged for concurrency > 1)."""
+    out: list[WorkerInterval] = []
+    for w in range(len(start)):
+        if ready[w] > start[w]:
+            out.append(WorkerInterval(w, "cold_boot", start[w], ready[w]))
+        t = ready[w]
+        for s, e in sorted(execs[w]):
+            if s > t:
+                out.append(WorkerInterval(w, "idle", t, s))
+            if e > t:
+                out.append(WorkerInterval(w, "execution", max(s, t), e))
+                t = e
+        if stop[w] > t:
+            out.append(WorkerInterval(w, "idle", t, stop[w]))
+    return out
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """Every setting tried, and the cheapest whose latency percentile meets the SLO."""
+
+    rows: list[SimResult]
+    best: SimResult | None
+    slo_percentile: float
+    slo_latency_s: float
+
+
+def sweep(
+    arrivals_s: Sequence[float] | npt.NDArray[np.float64],
+    *,
+    execution_s: Samples,
+    cold_start_s: Samples,
+    billing: BillingModel,
+    rate_usd_per_s: float,
+    scale_down_s: Sequence[float],
+    min_workers: Sequence[int] = (0,),
+    max_workers: int = 1,
+    concurrency: int = 1,
+    slo_latency_s: float,
+    slo_percentile: float = 95.0,
+    horizon_s: float | None = None,
+    seed: int = 0,
+) -> SweepResult:
+    """Simulate every (scale-down delay, min workers) pair on the same arrivals and samples.
+
+    Delays below the platform's minimum are raised to it (``billing.min_idle_timeout_s``),
+    so a sweep never recommends a setting the platform refuses."""
+    if not 0 < slo_percentile <= 100:
+        raise ConfigError("slo_percentile", slo_percentile, "a percentile in (0, 100]")
+    if not scale_down_s or not min_workers:
+        raise ConfigError("scale_down_s", list(scale_down_s), "at least one value each")
+    rows: list[SimResult] = []
+    seen: set[tuple[float, int]] = set()
+    for mw in min_workers:
+        for d in scale_down_s:
+            applied = max(float(d), billing.min_idle_timeout_s)
+            if (applied, mw) in seen:
+                continue
+            seen.add((applied, mw))
+            base = FleetSettings(mw, max(max_workers, mw), applied, concurrency)
+            rows.append(
+                simulate(
+                    arrivals_s,
+                    execution_s=execution_s,
+                    cold_start_s=cold_start_s,
+                    settings=replace(base),
+                    billing=billing,
+                    rate_usd_per_s=rate_usd_per_s,
+                    horizon_s=horizon_s,
+                    seed=seed,
+                )
+            )
+    meeting = [r for r in rows if r.latency_percentile_s(slo_percentile) <= slo_latency_s]
+    best = min(meeting, key=lambda r: r.cost_usd) if meeting else None
+    return SweepResult(rows, best, slo_percentile, slo_latency_s)

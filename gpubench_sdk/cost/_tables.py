@@ -1,0 +1,118 @@
+"""Rich tables of bills (the CLI's output), and the CLI's target specs, kept apart from click."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rich.table import Table
+
+from .._errors import ConfigError
+from ._calc import RunCost, ScenarioBill
+from ._sim import SweepResult
+
+TARGET_SPEC = "provider[/plan][:SKU][,cold=S][,rate=USD_PER_S][,label=NAME]"
+
+
+@dataclass(frozen=True, slots=True)
+class TargetSpec:
+    """A priced target as written on the command line."""
+
+    label: str
+    provider: str
+    sku: str | None
+    cold_start_s: float
+    rate_usd_per_s: float | None
+
+
+def parse_target_spec(spec: str, default_cold_s: float = 0.0) -> TargetSpec:
+    """``runpod:A100 80GB,cold=38.2`` or ``replicate/public,rate=0.0014,label=Replicate``."""
+    head, *pairs = [p.strip() for p in spec.split(",")]
+    provider, _, sku = head.partition(":")
+    fields: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or key not in ("cold", "rate", "label"):
+            raise ConfigError("--target", spec, TARGET_SPEC)
+        fields[key] = value
+    try:
+        cold = float(fields.get("cold", default_cold_s))
+        rate = float(fields["rate"]) if "rate" in fields else None
+    except ValueError:
+        raise ConfigError("--target", spec, "numbers for cold= (s) and rate= (USD/s)") from None
+    if not provider or (not sku and rate is None):
+        raise ConfigError(
+            "--target", spec, f"a SKU (provider:SKU) or rate=USD_PER_S: {TARGET_SPEC}"
+        )
+    label = fields.get("label") or f"{provider} {sku}".strip()
+    return TargetSpec(label, provider, sku or None, cold, rate)
+
+
+def _table(title: str, columns: Sequence[str]) -> Table:
+    table = Table(title=title, title_justify="left")
+    for i, col in enumerate(columns):
+        table.add_column(col, justify="left" if i == 0 else "right")
+    return table
+
+
+def bill_table(
+    bills: Sequence[ScenarioBill], title: str, reported_usd: Sequence[float] | None = None
+) -> Table:
+    """The daily bill, one provider a row, laid out like the reference report's comparison."""
+    columns = ["provider", "rate $/s", "scale-down s", "inference s", "idle s", "cold start s"]
+    columns += ["billed s", "bill/day $", "per 1k req $"]
+    table = _table(title, columns + (["report $"] if reported_usd is not None else []))
+    for i, b in enumerate(bills):
+        row = [b.label, f"{b.rate_usd_per_s:.9g}", f"{b.scale_down_s:g}", f"{b.inference_s:,.0f}"]
+        row += [f"{b.idle_s:,.0f}", f"{b.cold_start_s:,.0f}", f"{b.billed_s:,.1f}"]
+        row += [f"{b.total_usd:,.3f}", f"{b.per_1k_requests_usd:,.3f}"]
+        if reported_usd is not None:
+            row.append(f"{reported_usd[i]:g}" if i < len(reported_usd) else "-")
+        table.add_row(*row)
+    return table
+
+
+def run_cost_table(costs: Sequence[RunCost], title: str) -> Table:
+    columns = ["target", "requests", "workers", "boot s", "execution s", "idle s", "billed s"]
+    table = _table(title, [*columns, "fees $", "total $", "per 1k req $", "per 1M out tok $"])
+    for r in costs:
+        ph = r.bill.seconds_by_phase
+        per_tok = r.units.per_million_output_tokens_usd
+        per_1k = r.units.per_1k_requests_usd
+        table.add_row(
+            r.target,
+            str(r.requests),
+            str(r.workers),
+            f"{ph['cold_boot']:.1f}",
+            f"{ph['execution']:.1f}",
+            f"{ph['idle']:.1f}",
+            f"{r.bill.billed_s:.1f}",
+            f"{r.fees_usd:.4f}",
+            f"{r.total_usd:.6f}",
+            "-" if per_1k is None else f"{per_1k:.6f}",
+            "-" if per_tok is None else f"{per_tok:.4f}",
+        )
+    return table
+
+
+def sweep_table(result: SweepResult, title: str) -> Table:
+    q = result.slo_percentile
+    columns = ["min workers", "scale-down s", "cold %", "p50 s", f"p{q:g} s", "p99 s"]
+    table = _table(title, [*columns, "workers started", "billed s", "bill $", "SLO"])
+    for r in result.rows:
+        at_q = r.latency_percentile_s(q)
+        ok = at_q <= result.slo_latency_s
+        mark = "[bold green]best[/]" if r is result.best else ("ok" if ok else "[red]miss[/]")
+        table.add_row(
+            str(r.settings.min_workers),
+            f"{r.settings.scale_down_s:g}",
+            f"{100 * r.cold_rate:.2f}",
+            f"{r.latency_p50_s:.2f}",
+            f"{at_q:.2f}",
+            f"{r.latency_p99_s:.2f}",
+            str(r.workers_started),
+            f"{r.billed_s:,.0f}",
+            f"{r.cost_usd:,.3f}",
+            mark,
+        )
+    return table
