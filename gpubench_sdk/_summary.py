@@ -1,22 +1,28 @@
 """The per-target, per-scenario summary printed after a run and by ``gpubench results show``.
 
-Percentiles use numpy's default linear interpolation between closest ranks. Latency counts
-from the scheduled send time. Cold start is the reference report's definition, latency minus
-inference time, measured from the actual send (so the client's own send lag is excluded), with
-inference time from the server-reported execution time; where the server reports none, the warm
-median of the same target in the same scenario stands in (``inferred``).
+Every figure comes from ``gpubench_sdk.metrics`` (definitions in ``docs/metrics.md``):
+percentiles use numpy's ``linear`` interpolation (Hyndman-Fan type 7) over the successful
+requests' latency, counted from the scheduled send time; the p50 carries a 95% confidence
+interval (percentile bootstrap, seeded, or the exact order-statistic interval above 100,000
+samples). Cold start is the reference report's definition, latency minus inference time,
+measured from the actual send (so the client's own send lag is excluded), with inference time
+from the server-reported execution time; where the server reports none, the warm median of
+the same target in the same scenario stands in (``inferred``).
 """
 
 from __future__ import annotations
 
-from collections import Counter
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 from rich.table import Table
 
-from ._store import RunInfo, Store
+from ._store import Columns, RunInfo, Store
 from ._types import Outcome
+from .metrics import cold_starts_of, outcome_counts, summarize_samples, throughput
+
+_NAN = float("nan")
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,24 +32,28 @@ class SummaryRow:
     requests: int
     ok: int
     errors: dict[str, int] = field(default_factory=dict)
-    p50_ms: float = float("nan")
-    p95_ms: float = float("nan")
-    p99_ms: float = float("nan")
-    mean_ms: float = float("nan")
-    throughput_rps: float = float("nan")
+    p50_ms: float = _NAN
+    p95_ms: float = _NAN
+    p99_ms: float = _NAN
+    mean_ms: float = _NAN
+    throughput_rps: float = _NAN
     cold_samples: int = 0
     cold_confirmed: int = 0
-    cold_start_p50_ms: float = float("nan")
+    cold_start_p50_ms: float = _NAN
     cold_start_inferred: bool = False
-    send_lag_p99_ms: float = float("nan")
+    send_lag_p99_ms: float = _NAN
+    p90_ms: float = _NAN
+    p50_ci_ms: tuple[float, float] = (_NAN, _NAN)
+    p95_ci_ms: tuple[float, float] = (_NAN, _NAN)
+    std_ms: float = _NAN
+    cv: float = _NAN
+    cold_rate: float = _NAN  # cold requests / requests whose cold state is known
+    cold_start_p95_ms: float = _NAN
+    units_per_s: float = _NAN
 
     @property
     def error_rate(self) -> float:
         return 0.0 if not self.requests else 1 - self.ok / self.requests
-
-
-def _pct(values: np.ndarray, q: float) -> float:
-    return float(np.percentile(values, q)) if values.size else float("nan")
 
 
 def summarize(store: Store, run: RunInfo) -> list[SummaryRow]:
@@ -51,76 +61,82 @@ def summarize(store: Store, run: RunInfo) -> list[SummaryRow]:
     for sidx, scenario in enumerate(run.scenarios):
         for target in run.targets:
             cols = store.columns(run.id, target=target.name, scenario=sidx)
-            outcome = np.asarray(cols["outcome"])
-            if outcome.size == 0:
+            if np.asarray(cols["outcome"]).size == 0:
                 continue
-            rows.append(_row(target.name, f"{sidx}:{scenario.kind}", cols, outcome))
+            rows.append(_row(target.name, f"{sidx}:{scenario.kind}", cols))
     return rows
 
 
-def _row(
-    target: str, scenario: str, cols: dict[str, np.ndarray], outcome: np.ndarray
-) -> SummaryRow:
+def _row(target: str, scenario: str, cols: Columns) -> SummaryRow:
+    outcome = np.asarray(cols["outcome"])
     ok = outcome == Outcome.OK.code
-    latency = np.asarray(cols["latency_ms"], dtype=float)
-    good = latency[ok]
-    errors = Counter(Outcome.from_code(int(c)).value for c in outcome[~ok])
-    span_s = (int(np.max(cols["end_ns"])) - int(np.min(cols["start_ns"]))) / 1e9
-    cold = np.asarray(cols["cold"], dtype=float) == 1
-    confirmed = np.asarray(cols["cold_confirmed"], dtype=float) == 1
-    execution = np.asarray(cols["execution_ms"], dtype=float)
-    # Cold start counts from the actual send: a client's own send lag is not the provider's.
-    service = (np.asarray(cols["end_ns"]) - np.asarray(cols["start_ns"])) / 1e6
-    cold_ok = cold & ok
-    inferred = False
-    cold_start = service[cold_ok] - execution[cold_ok]
-    if cold_start.size and np.isnan(cold_start).any():
-        warm = ok & ~cold
-        baseline = float(np.median(service[warm])) if warm.any() else float("nan")
-        cold_start = np.where(np.isnan(cold_start), service[cold_ok] - baseline, cold_start)
-        inferred = True
-    cold_start = cold_start[~np.isnan(cold_start)]
+    latency = summarize_samples(np.asarray(cols["latency_ms"], dtype=float)[ok])
+    rate = throughput(
+        start_ns=cols["start_ns"],
+        end_ns=cols["end_ns"],
+        outcome=outcome,
+        output_units=cols["output_units"],
+    )
+    cold = cold_starts_of(cols)
+    errors = outcome_counts(outcome)
+    errors.pop(Outcome.OK.value, None)
+    flags = np.asarray(cols["cold"]) == 1
     lag = (np.asarray(cols["start_ns"]) - np.asarray(cols["scheduled_ns"])) / 1e6
     return SummaryRow(
         target=target,
         scenario=scenario,
         requests=int(outcome.size),
         ok=int(ok.sum()),
-        errors=dict(errors),
-        p50_ms=_pct(good, 50),
-        p95_ms=_pct(good, 95),
-        p99_ms=_pct(good, 99),
-        mean_ms=float(good.mean()) if good.size else float("nan"),
-        throughput_rps=float(ok.sum()) / span_s if span_s > 0 else float("nan"),
-        cold_samples=int(cold.sum()),
-        cold_confirmed=int((cold & confirmed).sum()),
-        cold_start_p50_ms=float(np.median(np.maximum(cold_start, 0)))
-        if cold_start.size
-        else float("nan"),
-        cold_start_inferred=inferred,
-        send_lag_p99_ms=_pct(lag, 99),
+        errors=errors,
+        p50_ms=latency.p50_ms,
+        p95_ms=latency.p95_ms,
+        p99_ms=latency.p99_ms,
+        mean_ms=latency.mean_ms,
+        throughput_rps=rate.ok_per_s,
+        cold_samples=int(flags.sum()),
+        cold_confirmed=int((flags & np.asarray(cols["cold_confirmed"], dtype=bool)).sum()),
+        cold_start_p50_ms=cold.summary.p50_ms,
+        cold_start_inferred=cold.inferred,
+        send_lag_p99_ms=float(np.percentile(lag, 99)) if lag.size else _NAN,
+        p90_ms=latency.p90_ms,
+        p50_ci_ms=latency.p50_ci_ms,
+        p95_ci_ms=latency.p95_ci_ms,
+        std_ms=latency.std_ms,
+        cv=latency.cv,
+        cold_rate=cold.rate.rate,
+        cold_start_p95_ms=cold.summary.p95_ms,
+        units_per_s=rate.units_per_s,
     )
 
 
 def _ms(value: float) -> str:
-    if np.isnan(value):
+    if math.isnan(value):
         return "-"
     return f"{value / 1000:.2f} s" if value >= 10_000 else f"{value:.1f}"
 
 
+def _with_ci(value: float, ci: tuple[float, float]) -> str:
+    if math.isnan(value) or math.isnan(ci[0]):
+        return _ms(value)
+    return f"{_ms(value)} ({_ms(ci[0])}-{_ms(ci[1])})"
+
+
 def render(rows: list[SummaryRow], title: str) -> Table:
-    table = Table(title=title, title_justify="left")
+    table = Table(title=title, title_justify="left", caption=_CAPTION, caption_justify="left")
     for name, justify in (
         ("target", "left"),
         ("scenario", "left"),
         ("req", "right"),
         ("errors", "left"),
-        ("p50 ms", "right"),
+        ("p50 ms (95% CI)", "right"),
+        ("p90 ms", "right"),
         ("p95 ms", "right"),
         ("p99 ms", "right"),
+        ("CV", "right"),
         ("req/s", "right"),
         ("cold start p50 ms", "right"),
         ("cold n (confirmed)", "right"),
+        ("cold rate", "right"),
     ):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for r in rows:
@@ -131,11 +147,20 @@ def render(rows: list[SummaryRow], title: str) -> Table:
             r.scenario,
             str(r.requests),
             errors,
-            _ms(r.p50_ms),
+            _with_ci(r.p50_ms, r.p50_ci_ms),
+            _ms(r.p90_ms),
             _ms(r.p95_ms),
             _ms(r.p99_ms),
-            "-" if np.isnan(r.throughput_rps) else f"{r.throughput_rps:.1f}",
+            "-" if math.isnan(r.cv) else f"{r.cv:.2f}",
+            "-" if math.isnan(r.throughput_rps) else f"{r.throughput_rps:.1f}",
             cold if r.cold_samples else "-",
             f"{r.cold_samples} ({r.cold_confirmed})" if r.cold_samples else "-",
+            "-" if math.isnan(r.cold_rate) else f"{r.cold_rate:.0%}",
         )
     return table
+
+
+_CAPTION = (
+    "latency from the scheduled send, successful requests; CV = std/mean; "
+    "cold start = latency - inference time (docs/metrics.md)"
+)

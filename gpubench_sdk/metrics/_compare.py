@@ -86,11 +86,13 @@ class Comparison:
     verdict: str
 
 
-def _fmt_ms(value: float) -> str:
-    size = abs(value)
+def _fmt_range(lo: float, hi: float, sep: str = "-") -> str:
+    """Both ends in one unit: "120-310 ms", "1.2-3.4 ms", "-4.8 to 5.9 ms", "12.5-14.0 s"."""
+    size = max(abs(lo), abs(hi))
     if size >= 10_000:
-        return f"{value / 1000:.1f} s"
-    return f"{value:.0f} ms" if size >= 100 else f"{value:.1f} ms"
+        return f"{lo / 1000:.1f}{sep}{hi / 1000:.1f} s"
+    digits = 0 if size >= 100 else 1
+    return f"{lo:.{digits}f}{sep}{hi:.{digits}f} ms"
 
 
 def _verdict_part(d: QuantileDifference, a: str, b: str, label: str, conf: str) -> str:
@@ -98,13 +100,11 @@ def _verdict_part(d: QuantileDifference, a: str, b: str, label: str, conf: str) 
     if math.isnan(lo):
         return f"not enough data at {label}"
     if lo > 0:
-        return f"{a} is faster at {label} by {_fmt_ms(lo)}-{_fmt_ms(hi)} ({conf} CI)"
+        return f"{a} is faster at {label} by {_fmt_range(lo, hi)} ({conf} CI)"
     if hi < 0:
-        return f"{b} is faster at {label} by {_fmt_ms(-hi)}-{_fmt_ms(-lo)} ({conf} CI)"
-    return (
-        f"no significant difference at {label} ({conf} CI of {b} - {a}: "
-        f"{_fmt_ms(lo)} to {_fmt_ms(hi)})"
-    )
+        return f"{b} is faster at {label} by {_fmt_range(-hi, -lo)} ({conf} CI)"
+    span = _fmt_range(lo, hi, " to ")
+    return f"no significant difference at {label} ({conf} CI of {b} - {a}: {span})"
 
 
 def compare(
