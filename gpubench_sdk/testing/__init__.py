@@ -1,0 +1,69 @@
+"""gpubench's testing kit: everything a provider plugin needs to be tested well, offline.
+
+- ``SimulatedFleet`` (with ``FleetConfig`` and ``Duration``): a serverless platform's workers,
+  queue, scaling and billing, simulated on asyncio, with per-job ground truth.
+- ``FaultPlan`` / ``Fault`` / ``FaultInjector``: declarative misbehaviour (429s, 5xx, resets,
+  truncated and malformed bodies, failed jobs) applied at the protocol layer.
+- ``serve``: run an emulator (an ASGI app) with uvicorn on a random loopback port.
+- ``ProviderConformance``: the test suite a plugin subclasses in five lines.
+
+Needs the ``testing`` extra (``pip install 'gpubench-sdk[testing]'``): uvicorn, starlette,
+pytest. They are imported only when used, so ``import gpubench_sdk`` never needs them.
+The pytest fixtures ``simulated_fleet`` and ``serve_app`` come with the extra's pytest plugin.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._billing import BillingMeter, WorkerBill
+from ._faults import ASGIApp, Fault, FaultInjector, FaultKind, FaultPlan, Injected, json_error
+from ._fleet import FleetConfig, SimulatedFleet, echo_handler
+from ._harness import INSTALL_HINT, ServedApp, serve
+from ._jobs import FleetCounts, Job, JobStatus, JobTruth, QueueFull, WorkerState
+from ._timing import Duration
+
+if TYPE_CHECKING:
+    from ._conformance import FAULT_CASES, FaultCase, ProviderConformance
+
+__all__ = [
+    "FAULT_CASES",
+    "INSTALL_HINT",
+    "ASGIApp",
+    "BillingMeter",
+    "Duration",
+    "Fault",
+    "FaultCase",
+    "FaultInjector",
+    "FaultKind",
+    "FaultPlan",
+    "FleetConfig",
+    "FleetCounts",
+    "Injected",
+    "Job",
+    "JobStatus",
+    "JobTruth",
+    "ProviderConformance",
+    "QueueFull",
+    "ServedApp",
+    "SimulatedFleet",
+    "WorkerBill",
+    "WorkerState",
+    "echo_handler",
+    "json_error",
+    "serve",
+]
+
+_NEEDS_PYTEST = {"FAULT_CASES", "FaultCase", "ProviderConformance"}
+
+
+def __getattr__(name: str) -> Any:
+    # The conformance suite is built on pytest: imported only by the tests that use it.
+    if name in _NEEDS_PYTEST:
+        from ._harness import require
+
+        require("pytest")
+        from . import _conformance
+
+        return getattr(_conformance, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

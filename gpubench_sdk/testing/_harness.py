@@ -1,0 +1,110 @@
+"""Serve an ASGI app on a random loopback port, in a background thread, for one test.
+
+uvicorn runs the app on its own event loop in a daemon thread, on a socket bound before the
+thread starts (so the port is known at once and never raced for). Leaving the context stops the
+server and waits for the thread; the app's lifespan (e.g. a simulated fleet) ends with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import threading
+from collections.abc import Coroutine, Iterator
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from ._faults import ASGIApp
+
+T = TypeVar("T")
+
+INSTALL_HINT = "the testing kit needs uvicorn and starlette: pip install 'gpubench-sdk[testing]'"
+START_TIMEOUT_S = 10.0
+STOP_TIMEOUT_S = 10.0
+
+
+def require(module: str) -> Any:
+    """Import an optional dependency of the testing kit, or fail with the install hint."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ImportError(f"{INSTALL_HINT} ({exc})") from exc
+
+
+@dataclass
+class ServedApp:
+    """A running server: ``url`` is ``http://127.0.0.1:<port>``; ``loop`` is the app's loop."""
+
+    url: str
+    host: str
+    port: int
+    loop: asyncio.AbstractEventLoop
+    _server: Any = field(repr=False)
+    _thread: threading.Thread = field(repr=False)
+
+    def call(self, coro: Coroutine[Any, Any, T], timeout_s: float = 30.0) -> T:
+        """Run ``coro`` on the app's event loop and return its result (from the test thread)."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout_s)
+
+    def stop(self) -> None:
+        """Stop serving (idempotent): ends open connections and the app's lifespan."""
+        if not self._thread.is_alive():
+            return
+        self._server.should_exit = True
+        self._thread.join(STOP_TIMEOUT_S)
+        if self._thread.is_alive():  # a connection that never closes: stop waiting for it
+            self._server.force_exit = True
+            self._thread.join(STOP_TIMEOUT_S)
+
+
+@contextlib.contextmanager
+def serve(
+    app: ASGIApp, *, host: str = "127.0.0.1", log_level: str = "warning"
+) -> Iterator[ServedApp]:
+    """Serve ``app`` on ``host``:<random port> with uvicorn until the block ends."""
+    uvicorn = require("uvicorn")
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(
+        app,
+        lifespan="on",
+        log_level=log_level,
+        access_log=False,
+        proxy_headers=False,
+        server_header=False,
+        timeout_graceful_shutdown=2,
+    )
+    server = uvicorn.Server(config)
+    loop = asyncio.new_event_loop()
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(server.serve(sockets=[sock]))
+        except BaseException as exc:  # reported to the caller waiting for start-up
+            failure.append(exc)
+        finally:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+    thread = threading.Thread(target=run, name=f"gpubench-serve-{port}", daemon=True)
+    served = ServedApp(f"http://{host}:{port}", host, port, loop, server, thread)
+    thread.start()
+    try:
+        waited = 0.0
+        while not server.started:
+            if failure or not thread.is_alive() or waited > START_TIMEOUT_S:
+                cause = failure[0] if failure else None
+                raise RuntimeError(f"the app did not start serving on port {port}") from cause
+            thread.join(0.01)
+            waited += 0.01
+        yield served
+    finally:
+        served.stop()
+        sock.close()

@@ -1,0 +1,54 @@
+"""Durations drawn from a seeded distribution: cold starts and execution times of a fleet."""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from typing import Literal
+
+from .._errors import ConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class Duration:
+    """A duration in seconds: fixed, uniform between two bounds, or lognormal.
+
+    Build one with ``Duration.fixed(0.3)``, ``Duration.uniform(0.2, 1.5)`` or
+    ``Duration.lognormal(median_s=0.5, sigma=0.4)``. Cold starts of real platforms are
+    right-skewed (a few slow boots behind a fast median), which the lognormal shape mimics.
+    """
+
+    kind: Literal["fixed", "uniform", "lognormal"]
+    a_s: float
+    b_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.a_s) and self.a_s >= 0):
+            raise ConfigError(f"duration.{self.kind}", self.a_s, "seconds >= 0")
+        if self.kind == "uniform" and not self.b_s >= self.a_s:
+            raise ConfigError("duration.uniform.high_s", self.b_s, f"seconds >= low_s={self.a_s}")
+        if self.kind == "lognormal" and not (math.isfinite(self.b_s) and self.b_s >= 0):
+            raise ConfigError("duration.lognormal.sigma", self.b_s, "a spread >= 0")
+
+    @classmethod
+    def fixed(cls, seconds: float) -> Duration:
+        return cls("fixed", seconds)
+
+    @classmethod
+    def uniform(cls, low_s: float, high_s: float) -> Duration:
+        return cls("uniform", low_s, high_s)
+
+    @classmethod
+    def lognormal(cls, median_s: float, sigma: float) -> Duration:
+        return cls("lognormal", median_s, sigma)
+
+    def sample_s(self, rng: random.Random) -> float:
+        """One draw, in seconds."""
+        if self.kind == "fixed":
+            return self.a_s
+        if self.kind == "uniform":
+            return rng.uniform(self.a_s, self.b_s)
+        if self.a_s == 0:
+            return 0.0
+        return rng.lognormvariate(math.log(self.a_s), self.b_s)
