@@ -1,0 +1,371 @@
+"""``RunPodProvider``: RunPod Serverless queue endpoints, with their control plane."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import time
+from typing import Any, ClassVar, Literal
+
+import anyio
+import httpx
+from pydantic import Field
+
+from gpubench_sdk import (
+    BillingModel,
+    Capabilities,
+    ClientHTTPError,
+    ColdCheck,
+    ConfigError,
+    FleetState,
+    InvalidResponseError,
+    Provider,
+    ProviderError,
+    ProviderOptions,
+    Request,
+    RequestTimeoutError,
+    Result,
+    ScalingSettings,
+    ServerHTTPError,
+    ThrottledError,
+    TransportError,
+    first_byte_ns,
+)
+from gpubench_sdk._secrets import redact
+from gpubench_sdk._types import Outcome
+
+from . import _protocol as rp
+
+CANCEL_GRACE_S = 5.0  # how long a cancelled invoke may spend telling RunPod to cancel the job
+POLL_RETRIES = 3  # transient errors tolerated in a row while polling a job that is running
+
+
+class JobCancelledError(ProviderError):
+    """RunPod reports the job CANCELLED, though this client did not cancel it."""
+
+    outcome = Outcome.CANCELLED
+
+
+class RunPodOptions(ProviderOptions):
+    """Options of a RunPod target; ``api_key`` comes from ``api_key_env``/``api_key_file``."""
+
+    endpoint_id: str = Field(pattern=r"^[A-Za-z0-9_-]+$", description="the endpoint's id")
+    base_url: str = Field(default=rp.API_URL, description="queue API base (emulator: <url>/v2)")
+    rest_url: str = Field(default=rp.REST_URL, description="control plane base (<url>/v1)")
+    mode: Literal["run", "runsync"] = Field(
+        default="run",
+        description="'run': submit then poll /status (cancellable); 'runsync': hold the request "
+        "until the job ends (no polling granularity), falling back to polling",
+    )
+    runsync_wait_ms: int | None = Field(
+        default=None, ge=rp.RUNSYNC_MIN_WAIT_MS, le=rp.RUNSYNC_MAX_WAIT_MS
+    )
+    poll_interval_s: float = Field(default=0.05, gt=0, description="first poll delay")
+    poll_max_interval_s: float = Field(default=1.0, gt=0, description="backoff cap")
+    poll_backoff: float = Field(default=1.5, ge=1.0, description="delay multiplier per poll")
+    cold_threshold_ms: float = Field(
+        default=1000.0,
+        gt=0,
+        description="a delayTime above this means the job waited for a worker to boot",
+    )
+    execution_timeout_ms: int | None = Field(
+        default=None, ge=1, description="RunPod policy.executionTimeout for each job"
+    )
+
+
+class RunPodProvider(Provider):
+    """RunPod Serverless: ``/run`` + ``/status`` (or ``/runsync``), ``/stream``, ``/cancel``,
+    ``/health`` and the REST control plane for scaling and confirmed cold starts.
+
+    ``delayTime`` (queue, including any cold boot) and ``executionTime`` become ``queue_ms`` and
+    ``execution_ms``. A request is cold when RunPod's ``delayTime`` exceeds
+    ``cold_threshold_ms``, or when it is the first after a confirmed ``ensure_cold``.
+    """
+
+    name = "runpod"
+    capabilities = Capabilities(
+        streaming=True,
+        fleet_state=True,
+        cold_start_control=True,
+        scaling_settings=True,
+        server_timings=frozenset({"queue_ms", "execution_ms"}),
+        billing=BillingModel(
+            granularity_s=1.0,
+            billed_phases=frozenset({"cold_boot", "execution", "idle"}),
+            default_idle_timeout_s=float(rp.DEFAULT_IDLE_TIMEOUT_S),
+            source="https://docs.runpod.io/serverless/pricing (per second, rounded up, from "
+            "worker start to stop: cold boot + execution + idle timeout; read 2026-06)",
+        ),
+    )
+    Options: ClassVar[type[ProviderOptions]] = RunPodOptions
+
+    _original_scaling: ScalingSettings | None = None
+    _cold_next = False
+
+    @property
+    def _opts(self) -> RunPodOptions:
+        assert isinstance(self.options, RunPodOptions)
+        return self.options
+
+    @property
+    def endpoint(self) -> str:
+        return f"{self._opts.base_url.rstrip('/')}/{self._opts.endpoint_id}"
+
+    async def open(self) -> None:
+        o = self._opts
+        # Built once: parsing URL strings on every request is measurable at high rates.
+        self._api = httpx.URL(self.endpoint + "/")
+        self._run_url = self._api.join("run")
+        runsync = self._api.join("runsync")
+        if o.runsync_wait_ms is not None:
+            runsync = runsync.copy_add_param("wait", str(o.runsync_wait_ms))
+        self._runsync_url = runsync
+        self._health_url = self._api.join("health")
+        self._rest_endpoint = httpx.URL(f"{o.rest_url.rstrip('/')}/endpoints/{o.endpoint_id}")
+        self._headers = {**o.headers, **self.auth_headers()}
+
+    async def close(self) -> None:
+        original, self._original_scaling = self._original_scaling, None
+        if original is not None:  # leave the endpoint as the user configured it
+            await self._patch_scaling(original)
+
+    # ----- requests -------------------------------------------------------------------------
+
+    async def invoke(self, request: Request) -> Result:
+        body: dict[str, Any] = {"input": dict(request.payload)}
+        if self._opts.execution_timeout_ms is not None:
+            body["policy"] = {"executionTimeout": self._opts.execution_timeout_ms}
+        url = self._runsync_url if self._opts.mode == "runsync" else self._run_url
+        response = await self._send("POST", url, body)
+        job = self._job(response)
+        job_id = str(job["id"])
+        done = False
+        try:
+            if request.stream:
+                result = await self._follow_stream(job_id)
+            else:
+                result = await self._follow(job_id, job, response)
+            done = True
+            return result
+        finally:
+            if not done:  # cancelled, timed out or failed mid-flight: stop paying for the job
+                await self._cancel_quietly(job_id)
+
+    async def _follow(self, job_id: str, job: dict[str, Any], response: httpx.Response) -> Result:
+        status_url = self._api.join(f"status/{job_id}")
+        delay_s = self._opts.poll_interval_s
+        while job["status"] not in rp.TERMINAL_STATES:
+            await asyncio.sleep(delay_s)
+            delay_s = min(delay_s * self._opts.poll_backoff, self._opts.poll_max_interval_s)
+            response = await self._poll(status_url)
+            job = self._job(response)
+        return self._result(job, first_byte_ns(response))
+
+    async def _follow_stream(self, job_id: str) -> Result:
+        """Poll ``/stream/{id}`` (JSON, not SSE): each answer drains what the generator
+        yielded since the last; the first chunk's arrival is the first byte."""
+        stream_url = self._api.join(f"stream/{job_id}")
+        chunks: list[Any] = []
+        first_ns: int | None = None
+        delay_s = self._opts.poll_interval_s
+        while True:
+            response = await self._poll(stream_url)
+            data = self._json(response)
+            items = data.get("stream") or []
+            if not isinstance(items, list):
+                raise self._invalid("stream is not a list", response)
+            if items and first_ns is None:
+                first_ns = first_byte_ns(response)
+            chunks += [item.get("output") if isinstance(item, dict) else item for item in items]
+            if data.get("status") in rp.TERMINAL_STATES:
+                break
+            await asyncio.sleep(delay_s)
+            delay_s = min(delay_s * self._opts.poll_backoff, self._opts.poll_max_interval_s)
+        final = self._job(await self._poll(self._api.join(f"status/{job_id}")))
+        result = self._result(final, first_ns)
+        result.output = chunks
+        return result
+
+    def _result(self, job: dict[str, Any], arrived_ns: int | None) -> Result:
+        status = job["status"]
+        job_id = str(job["id"])
+        kw: dict[str, Any] = {"provider": self.name, "request_id": job_id}
+        if status == rp.FAILED:
+            raise ServerHTTPError(redact(f"job FAILED: {job.get('error')}"), **kw)
+        if status == rp.TIMED_OUT:
+            raise RequestTimeoutError("job TIMED_OUT (executionTimeout policy)", **kw)
+        if status == rp.CANCELLED:
+            raise JobCancelledError("job CANCELLED by the platform or another client", **kw)
+        delay_ms = _number(job.get("delayTime"))
+        cold = delay_ms is not None and delay_ms >= self._opts.cold_threshold_ms
+        if self._cold_next:  # the fleet was verified empty just before: no guess needed
+            cold, self._cold_next = True, False
+        return Result(
+            output=job.get("output"),
+            http_status=200,
+            request_id=job_id,
+            first_byte_ns=arrived_ns,
+            queue_ms=delay_ms,
+            execution_ms=_number(job.get("executionTime")),
+            cold=cold if delay_ms is not None or cold else None,
+            worker_id=job.get("workerId"),
+        )
+
+    async def _poll(self, url: httpx.URL) -> httpx.Response:
+        """One poll; a job that runs fine is not failed for a passing 429/5xx/network blip."""
+        for attempt in range(POLL_RETRIES + 1):
+            try:
+                return await self._send("GET", url)
+            except (ThrottledError, ServerHTTPError, TransportError) as exc:
+                if attempt == POLL_RETRIES:
+                    raise
+                wait_s = getattr(exc, "retry_after_s", None) or self._opts.poll_max_interval_s
+                await asyncio.sleep(min(wait_s, 5.0))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _cancel_quietly(self, job_id: str) -> None:
+        with anyio.move_on_after(CANCEL_GRACE_S, shield=True):
+            # best effort: the job may have ended meanwhile
+            with contextlib.suppress(ProviderError):
+                await self._send("POST", self._api.join(f"cancel/{job_id}"))
+
+    # ----- HTTP and error mapping -------------------------------------------------------------
+
+    async def _send(self, method: str, url: httpx.URL, body: Any = None) -> httpx.Response:
+        try:
+            response = await self.client.request(method, url, json=body, headers=self._headers)
+        except httpx.TimeoutException as exc:
+            raise RequestTimeoutError(_describe(exc), provider=self.name) from exc
+        except httpx.HTTPError as exc:  # reset, refused, truncated body
+            raise TransportError(_describe(exc), provider=self.name) from exc
+        if response.status_code >= 400:
+            raise self._http_error(response)
+        return response
+
+    def _http_error(self, response: httpx.Response) -> ProviderError:
+        status = response.status_code
+        try:
+            detail = response.json().get("error")
+        except (ValueError, AttributeError):
+            detail = None
+        message = redact(
+            f"HTTP {status}: {detail or response.text[:200] or response.reason_phrase}"
+        )
+        kw: dict[str, Any] = {"provider": self.name, "status_code": status}
+        if status == 429:
+            return ThrottledError(message, retry_after_s=_retry_after_s(response), **kw)
+        if status >= 500:
+            return ServerHTTPError(message, **kw)
+        return ClientHTTPError(message, **kw)
+
+    def _json(self, response: httpx.Response) -> dict[str, Any]:
+        try:
+            data = response.json()
+        except ValueError as exc:
+            raise self._invalid("response is not JSON", response) from exc
+        if not isinstance(data, dict):
+            raise self._invalid("response is not a JSON object", response)
+        return data
+
+    def _job(self, response: httpx.Response) -> dict[str, Any]:
+        job = self._json(response)
+        if "id" not in job or job.get("status") not in rp.TERMINAL_STATES | rp.PENDING_STATES:
+            raise self._invalid(f"not a job: status {job.get('status')!r}", response)
+        return job
+
+    def _invalid(self, message: str, response: httpx.Response) -> InvalidResponseError:
+        return InvalidResponseError(message, provider=self.name, status_code=response.status_code)
+
+    # ----- capabilities ---------------------------------------------------------------------
+
+    async def state(self) -> FleetState:
+        health = self._json(await self._send("GET", self._health_url))
+        workers = health.get("workers") or {}
+        jobs = health.get("jobs") or {}
+        return FleetState(
+            ready=workers.get("idle", workers.get("ready")),
+            busy=workers.get("running"),
+            starting=workers.get("initializing"),
+            queued=jobs.get("inQueue"),
+            throttled=workers.get("throttled"),
+            detail=health,
+        )
+
+    async def ensure_cold(self, timeout_s: float) -> ColdCheck:
+        """Set ``workersMin`` to 0, wait out ``idleTimeout`` and confirm through ``/health``
+        that no worker is idle, starting or running (RunPod has no "scale to zero now")."""
+        started = time.monotonic()
+        scaling = await self.get_scaling()
+        if scaling.min_workers:
+            await self.set_scaling(ScalingSettings(min_workers=0))
+        delay_s = self._opts.poll_interval_s
+        while True:
+            fleet = await self.state()
+            waited_s = time.monotonic() - started
+            if fleet.is_cold and not fleet.queued:
+                self._cold_next = True
+                how = f"workersMin=0, idleTimeout={scaling.idle_timeout_s:g}s; /health: 0 workers"
+                return ColdCheck(confirmed=True, waited_s=waited_s, how=how)
+            if waited_s >= timeout_s:
+                how = (
+                    f"timed out: {fleet.ready} idle, {fleet.busy} running, "
+                    f"{fleet.starting} starting"
+                )
+                return ColdCheck(confirmed=False, waited_s=waited_s, how=how)
+            await asyncio.sleep(delay_s)
+            delay_s = min(delay_s * self._opts.poll_backoff, self._opts.poll_max_interval_s)
+
+    async def get_scaling(self) -> ScalingSettings:
+        data = self._json(await self._send("GET", self._rest_endpoint))
+        try:
+            return ScalingSettings(
+                min_workers=int(data["workersMin"]),
+                max_workers=int(data["workersMax"]),
+                idle_timeout_s=float(data["idleTimeout"]),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InvalidResponseError(
+                f"endpoint lacks a scaling field: {exc}", provider=self.name
+            ) from exc
+
+    async def set_scaling(self, settings: ScalingSettings) -> None:
+        """PATCH the fields given (RunPod changes only those); restored in ``close()``."""
+        if self._original_scaling is None:
+            self._original_scaling = await self.get_scaling()
+        await self._patch_scaling(settings)
+
+    async def _patch_scaling(self, settings: ScalingSettings) -> None:
+        changes: dict[str, int] = {}
+        if settings.min_workers is not None:
+            changes["workersMin"] = settings.min_workers
+        if settings.max_workers is not None:
+            changes["workersMax"] = settings.max_workers
+        if settings.idle_timeout_s is not None:
+            if settings.idle_timeout_s != int(settings.idle_timeout_s):
+                raise ConfigError(
+                    "scaling.idle_timeout_s", settings.idle_timeout_s, "whole seconds on RunPod"
+                )
+            changes["idleTimeout"] = int(settings.idle_timeout_s)
+        try:
+            await self._send("PATCH", self._rest_endpoint, changes)
+        except ClientHTTPError as exc:
+            raise ConfigError("scaling", changes, f"values RunPod accepts ({exc})") from exc
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def _retry_after_s(response: httpx.Response) -> float | None:
+    value = response.headers.get("Retry-After")
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None  # an HTTP date: RunPod documents no rate-limit headers, so not parsed
+
+
+def _describe(exc: BaseException) -> str:
+    return redact(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)

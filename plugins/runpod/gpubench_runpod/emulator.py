@@ -1,0 +1,304 @@
+"""A RunPod Serverless emulator on the testing kit's simulated fleet, for tests and demos.
+
+One ASGI app speaks both of RunPod's planes, as the real service does on two hosts:
+``/v2/{endpoint_id}/...`` (``run``, ``runsync``, ``status``, ``stream``, ``cancel``,
+``purge-queue``, ``health``) and the REST control plane ``/v1/endpoints/{endpoint_id}`` (GET,
+PATCH ``workersMin``/``workersMax``/``idleTimeout``). Point the provider at it with
+``base_url=<url>/v2`` and ``rest_url=<url>/v1``. Faults in ``fleet.faults`` are applied to
+``run``/``runsync`` (route ``submit``), ``status``/``stream`` (``poll``) and the rest
+(``control``). Run ``python -m gpubench_runpod.emulator --port 8686`` to serve one by hand.
+Needs the testing extra (``pip install 'gpubench-sdk[testing]'``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+import math
+from collections.abc import AsyncIterator
+from typing import Any
+
+from gpubench_sdk.testing import (
+    FaultInjector,
+    FleetConfig,
+    Job,
+    JobStatus,
+    QueueFull,
+    SimulatedFleet,
+)
+from gpubench_sdk.testing._faults import ASGIApp, Scope
+from gpubench_sdk.testing._harness import require
+
+from . import _protocol as rp
+
+_STATUS = {
+    JobStatus.QUEUED: rp.IN_QUEUE,
+    JobStatus.RUNNING: rp.IN_PROGRESS,
+    JobStatus.COMPLETED: rp.COMPLETED,
+    JobStatus.FAILED: rp.FAILED,
+    JobStatus.CANCELLED: rp.CANCELLED,
+    JobStatus.TIMED_OUT: rp.TIMED_OUT,
+}
+DEFAULT_ENDPOINT_ID = "emulated-endpoint"
+
+
+def job_body(job: Job) -> dict[str, Any]:
+    """A job as RunPod's /status shows it: times in whole milliseconds, as the service sends."""
+    body: dict[str, Any] = {"id": job.id, "status": _STATUS[job.status]}
+    if job.queue_ms is not None:
+        body["delayTime"] = round(job.queue_ms)
+    if job.execution_ms is not None:
+        body["executionTime"] = round(job.execution_ms)
+    if job.worker_id is not None:
+        body["workerId"] = job.worker_id
+    if job.status is JobStatus.COMPLETED:
+        # a generator handler's output is the list of what it yielded (return_aggregate_stream)
+        body["output"] = list(job.stream) if job.stream else job.output
+    if job.error is not None:
+        body["error"] = job.error
+    return body
+
+
+def make_app(
+    fleet: SimulatedFleet,
+    *,
+    api_key: str | None = None,
+    endpoint_id: str = DEFAULT_ENDPOINT_ID,
+    runsync_cap_ms: int = rp.RUNSYNC_DEFAULT_WAIT_MS,
+) -> ASGIApp:
+    """The emulator app for ``fleet``. With ``api_key`` every request must carry it
+    (``Authorization: Bearer <key>`` or the bare key); ``runsync_cap_ms`` shortens how long
+    ``/runsync`` holds a request before answering with a pending job (the service's ~90 s)."""
+    starlette = require("starlette")  # noqa: F841 - fails with the install hint if missing
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
+    from starlette.routing import Route
+
+    delivered: dict[str, int] = {}  # stream items already handed out per job (/stream drains)
+
+    def error(status: int, message: str) -> Response:
+        return JSONResponse({"error": message}, status_code=status)
+
+    def authorized(request: Request) -> bool:
+        if api_key is None:
+            return True
+        given = request.headers.get("authorization", "")
+        given = given.removeprefix("Bearer ").strip()
+        return hmac.compare_digest(given.encode(), api_key.encode())
+
+    def check(request: Request) -> Response | None:
+        if request.path_params["endpoint_id"] != endpoint_id:
+            return error(404, "endpoint not found")
+        if not authorized(request):
+            return error(401, "Unauthorized")
+        return None
+
+    def find(request: Request) -> Job | Response:
+        job = fleet.job(request.path_params["job_id"])
+        return job if job is not None else error(404, "request does not exist")
+
+    async def submit(request: Request) -> Job | Response:
+        try:
+            body = json.loads(await request.body())
+        except ValueError:
+            return error(400, "body is not valid JSON")
+        if not isinstance(body, dict) or not isinstance(body.get("input"), dict):
+            return error(400, "body must be a JSON object with an 'input' object")
+        policy = body.get("policy") or {}
+        timeout_ms = policy.get("executionTimeout") if isinstance(policy, dict) else None
+        try:
+            return fleet.submit(
+                body["input"],
+                execution_timeout_s=timeout_ms / 1e3 if isinstance(timeout_ms, int) else None,
+            )
+        except QueueFull as exc:
+            return error(429, f"queue is full: {exc}")
+
+    async def run(request: Request) -> Response:
+        if (denied := check(request)) is not None:
+            return denied
+        job = await submit(request)
+        if isinstance(job, Response):
+            return job
+        return JSONResponse({"id": job.id, "status": rp.IN_QUEUE})
+
+    async def runsync(request: Request) -> Response:
+        if (denied := check(request)) is not None:
+            return denied
+        wait = request.query_params.get("wait", str(rp.RUNSYNC_DEFAULT_WAIT_MS))
+        if not wait.isdigit() or not rp.RUNSYNC_MIN_WAIT_MS <= int(wait) <= rp.RUNSYNC_MAX_WAIT_MS:
+            return error(400, f"wait must be {rp.RUNSYNC_MIN_WAIT_MS}..{rp.RUNSYNC_MAX_WAIT_MS} ms")
+        job = await submit(request)
+        if isinstance(job, Response):
+            return job
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(job.done.wait(), min(int(wait), runsync_cap_ms) / 1e3)
+        return JSONResponse(job_body(job))
+
+    async def status(request: Request) -> Response:
+        if (denied := check(request)) is not None:
+            return denied
+        job = find(request)
+        return job if isinstance(job, Response) else JSONResponse(job_body(job))
+
+    async def stream(request: Request) -> Response:
+        if (denied := check(request)) is not None:
+            return denied
+        job = find(request)
+        if isinstance(job, Response):
+            return job
+        start = delivered.get(job.id, 0)
+        items = list(job.stream[start:])
+        delivered[job.id] = start + len(items)
+        body = {"status": _STATUS[job.status], "stream": [{"output": item} for item in items]}
+        return JSONResponse(body)
+
+    async def cancel(request: Request) -> Response:
+        if (denied := check(request)) is not None:
+            return denied
+        job = find(request)
+        if isinstance(job, Response):
+            return job
+        fleet.cancel(job.id)
+        return JSONResponse({"id": job.id, "status": _STATUS[job.status]})
+
+    async def purge_queue(request: Request) -> Response:
+        if (denied := check(request)) is not None:
+            return denied
+        queued = [t.job_id for t in fleet.truths() if t.status is JobStatus.QUEUED]
+        for job_id in queued:
+            fleet.cancel(job_id)
+        return JSONResponse({"removed": len(queued), "status": "completed"})
+
+    async def health(request: Request) -> Response:
+        if (denied := check(request)) is not None:
+            return denied
+        c = fleet.counts()
+        return JSONResponse(
+            {
+                "jobs": {
+                    "completed": c.completed,
+                    "failed": c.failed + c.timed_out,
+                    "inProgress": c.running,
+                    "inQueue": c.queued,
+                    "retried": 0,
+                },
+                "workers": {
+                    "idle": c.idle,
+                    "initializing": c.initializing,
+                    "ready": c.idle,
+                    "running": c.running,
+                    "throttled": c.throttled,
+                    "unhealthy": 0,
+                },
+            }
+        )
+
+    def endpoint_body() -> dict[str, Any]:
+        s = fleet.scaling
+        assert s.idle_timeout_s is not None
+        return {
+            "id": endpoint_id,
+            "name": "gpubench emulator",
+            "workersMin": s.min_workers,
+            "workersMax": s.max_workers,
+            "idleTimeout": math.ceil(s.idle_timeout_s),
+            "scalerType": "QUEUE_DELAY",
+            "scalerValue": 4,
+            "flashboot": False,
+        }
+
+    async def endpoint(request: Request) -> Response:
+        if (denied := check(request)) is not None:
+            return denied
+        if request.method == "PATCH":
+            try:
+                body = json.loads(await request.body())
+            except ValueError:
+                return error(400, "body is not valid JSON")
+            if not isinstance(body, dict):
+                return error(400, "body must be a JSON object")
+            changes: dict[str, int] = {}
+            for field, name in (
+                ("workersMin", "min_workers"),
+                ("workersMax", "max_workers"),
+                ("idleTimeout", "idle_timeout_s"),
+            ):
+                if field in body:
+                    value = body[field]
+                    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                        return error(400, f"{field} must be a non-negative integer")
+                    changes[name] = value
+            from gpubench_sdk import ScalingSettings
+
+            try:
+                fleet.set_scaling(ScalingSettings(**changes))
+            except ValueError as exc:
+                return error(400, str(exc))
+        return JSONResponse(endpoint_body())
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with fleet:
+            yield
+
+    prefix = "/v2/{endpoint_id}"
+    app = Starlette(
+        routes=[
+            Route(f"{prefix}/run", run, methods=["POST"]),
+            Route(f"{prefix}/runsync", runsync, methods=["POST"]),
+            Route(f"{prefix}/status/{{job_id}}", status, methods=["GET", "POST"]),
+            Route(f"{prefix}/stream/{{job_id}}", stream, methods=["GET", "POST"]),
+            Route(f"{prefix}/cancel/{{job_id}}", cancel, methods=["POST"]),
+            Route(f"{prefix}/purge-queue", purge_queue, methods=["POST"]),
+            Route(f"{prefix}/health", health, methods=["GET"]),
+            Route("/v1/endpoints/{endpoint_id}", endpoint, methods=["GET", "PATCH"]),
+        ],
+        lifespan=lifespan,
+    )
+    return FaultInjector(app, fleet, _route)
+
+
+def _route(scope: Scope) -> str | None:
+    """Which fault route a request belongs to (see ``gpubench_sdk.testing.FaultPlan``)."""
+    path: str = scope.get("path", "")
+    last = path.rstrip("/").rsplit("/", 1)[-1]
+    if path.startswith("/v2/") and last in ("run", "runsync"):
+        return "submit"
+    if "/status/" in path or "/stream/" in path:
+        return "poll"
+    return "control"
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve an emulator until interrupted: ``python -m gpubench_runpod.emulator``."""
+    import argparse
+    import os
+
+    from gpubench_sdk.testing import Duration
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8686)
+    parser.add_argument("--endpoint-id", default=DEFAULT_ENDPOINT_ID)
+    parser.add_argument("--api-key-env", help="require the key in this environment variable")
+    parser.add_argument("--cold-start-s", type=float, default=0.5)
+    parser.add_argument("--max-workers", type=int, default=3)
+    parser.add_argument("--idle-timeout-s", type=float, default=1.0)
+    args = parser.parse_args(argv)
+    config = FleetConfig(
+        cold_start=Duration.fixed(args.cold_start_s),
+        max_workers=args.max_workers,
+        idle_timeout_s=args.idle_timeout_s,
+    )
+    key = os.environ[args.api_key_env] if args.api_key_env else None
+    app = make_app(SimulatedFleet(config), api_key=key, endpoint_id=args.endpoint_id)
+    uvicorn = require("uvicorn")
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()
