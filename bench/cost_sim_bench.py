@@ -1,0 +1,62 @@
+"""How fast the what-if fleet simulator is: a day of traffic at 10 requests/s (864,000 requests).
+
+Target (issue 4): under 10 s on the 2-core development machine. Run by hand:
+
+    python bench/cost_sim_bench.py [--repeat 3]
+
+Prints the best and median wall time of ``simulate`` alone (arrivals generated beforehand) for
+a fleet that scales out and in (10 req/s, 0.5 s execution sampled from an array, 5-20 s cold
+starts, up to 100 workers, 60 s scale-down), and of the same with concurrency 4 per worker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run from a checkout without installing
+    sys.path.insert(0, str(ROOT))
+
+from gpubench_sdk.cost import BillingModel, FleetSettings, poisson_arrivals, simulate  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    arrivals = poisson_arrivals(10.0, 86_400, seed=1)
+    rng = np.random.default_rng(2)
+    execution_s = rng.gamma(4.0, 0.125, 10_000)  # mean 0.5 s
+    cold_start_s = rng.uniform(5.0, 20.0, 1_000)
+    billing = BillingModel(granularity_s=1.0)
+    for concurrency in (1, 4):
+        settings = FleetSettings(0, 100, 60.0, concurrency)
+        times = []
+        for _ in range(args.repeat):
+            began = time.perf_counter()
+            result = simulate(
+                arrivals,
+                execution_s=execution_s,
+                cold_start_s=cold_start_s,
+                settings=settings,
+                billing=billing,
+                rate_usd_per_s=0.00076,
+            )
+            times.append(time.perf_counter() - began)
+        print(
+            f"concurrency {concurrency}: {result.requests:,} requests, best {min(times):.2f} s, "
+            f"median {statistics.median(times):.2f} s "
+            f"({result.requests / min(times) / 1e3:.0f}k requests/s); "
+            f"{result.workers_started} workers started, cold {100 * result.cold_rate:.3f}%, "
+            f"p99 {result.latency_p99_s:.2f} s, ${result.cost_usd:.2f}"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,134 @@
+"""The budget guard: a live cost meter per target that stops a run before it passes its cap."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+from gpubench_sdk import ConfigError, Invocation, Outcome, Phase, Store
+from gpubench_sdk._config import parse_config
+from gpubench_sdk.cost import BillingModel, BudgetGuard, CostMeter, StalePriceWarning
+from gpubench_sdk.cost._meter import budget_guard
+
+PLAN = """
+[run]
+name = "guarded"
+
+[workload]
+kind = "probe"
+sleep_ms = 50
+
+[[targets]]
+name = "loc"
+provider = "local"
+handler = "gpubench_sdk._local.demo:echo"
+load = ""
+max_workers = 2
+idle_timeout_s = 2.0
+timeout_s = 2.0
+price_per_s_usd = 1.0   # notional: the local runtime is free
+max_cost_usd = 4.0
+
+[[scenarios]]
+kind = "burst"
+total = 400
+concurrency = 2
+"""
+
+
+def gpubench(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gpubench_sdk", *args], capture_output=True, text=True, timeout=180
+    )
+
+
+def test_run_against_the_local_runtime_stops_before_its_cap(tmp_path: Path) -> None:
+    plan = tmp_path / "plan.toml"
+    plan.write_text(PLAN)
+    store_path = tmp_path / "g.sqlite"
+    done = gpubench("run", str(plan), "-o", str(store_path), "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert "max_cost_usd reached for target loc" in done.stdout
+    with Store(store_path, readonly=True) as store:
+        invs = store.invocations(store.run("latest").id)
+    # re-meter what was stored: the spend stays within the cap, and the run did real work
+    meter = CostMeter(BillingModel(granularity_s=0.001), 1.0)
+    for inv in invs:
+        meter.record(inv)
+    assert 10 < len(invs) < 400
+    assert 1.0 < meter.spent_usd <= 4.0
+    # and the bill of the stored run prints per target
+    priced = gpubench("cost", "run", "latest", "--store", str(store_path))
+    assert priced.returncode == 0, priced.stderr
+    assert "loc" in priced.stdout and "estimated bill" in priced.stdout
+
+
+def _inv(target: str, seconds: float, cold: bool = False) -> Invocation:
+    return Invocation(
+        target=target,
+        scenario=0,
+        seq=0,
+        phase=Phase.MEASURE,
+        scheduled_ns=0,
+        start_ns=0,
+        end_ns=int(seconds * 1e9),
+        wall_start_ns=0,
+        outcome=Outcome.OK,
+        cold=cold,
+    )
+
+
+def test_guard_projects_in_flight_requests_and_the_run_cap() -> None:
+    per_s = BillingModel(granularity_s=1.0)
+    guard = BudgetGuard(
+        {"a": CostMeter(per_s, 0.01, max_cost_usd=1.0), "b": CostMeter(per_s, 0.01)},
+        max_cost_usd=1.5,
+    )
+    # nothing measured yet: each request counts at its deadline (10 s -> $0.10)
+    assert [guard.allow("a", 10.0) for _ in range(10)] == [None] * 10
+    assert guard.allow("a", 10.0) is not None  # an 11th could make $1.10 > $1.00
+    for _ in range(10):
+        guard.record(_inv("a", 2.0))  # each $0.02 (2 s at $0.01/s)
+    assert guard.spent_usd()["a"] == pytest.approx(0.20)
+    # now the dearest request seen ($0.02) is the estimate
+    assert guard.allow("a", 10.0) is None
+    guard.record(_inv("a", 2.0))
+    # b has no cap of its own, but the run's $1.50 covers a and b together
+    meter_b = guard.meters["b"]
+    meter_b.raw_billed_s = 120.0  # $1.20 already spent by b
+    reason = guard.allow("b", 10.0)
+    assert reason is not None and "run max_cost_usd" in reason
+
+
+def test_meter_bills_only_the_providers_phases() -> None:
+    public = BillingModel(
+        granularity_s=1.0, billed_phases=frozenset({"execution"}), billed_unit="request"
+    )
+    meter = CostMeter(public, 0.5)
+    inv = _inv("x", 10.0, cold=True)
+    inv.execution_ms = 1500.0  # 8.5 s of the 10 s was boot: not billed on a public model
+    meter.record(inv)
+    assert meter.spent_usd == pytest.approx(2 * 0.5)  # 1.5 s -> 2 s
+
+
+def test_plan_without_a_price_for_a_capped_target_is_refused() -> None:
+    data = {
+        "run": {"max_cost_usd": 5},
+        "targets": [{"name": "a", "provider": "runpod"}],
+        "scenarios": [{"kind": "burst", "total": 1, "concurrency": 1}],
+    }
+    with pytest.raises(ConfigError, match=r"targets\[0\]\.price_sku"):
+        budget_guard(parse_config(data))
+    data["targets"] = [{"name": "a", "provider": "runpod", "price_sku": "A100 80GB"}]
+    with warnings.catch_warnings():  # whether the catalog's prices are stale depends on today
+        warnings.simplefilter("ignore", StalePriceWarning)
+        guard = budget_guard(parse_config(data))
+    assert guard is not None and guard.meters["a"].rate_usd_per_s == 0.00076
+    with pytest.raises(ConfigError, match="max_cost_usd"):
+        parse_config({**data, "run": {"max_cost_usd": 0}})
+    no_cap = {**data, "run": {}}
+    assert budget_guard(parse_config(no_cap)) is None
