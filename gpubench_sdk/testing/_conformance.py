@@ -329,21 +329,28 @@ class ProviderConformance:
         assert result.status == "completed"
         assert len(fleet.faults.injected) == 2
 
-        async def failing() -> BaseException:
-            fleet.faults.next(1, Fault.server_error(503, body=echoed), on=self.fault_route)
+        async def failing() -> list[BaseException]:
+            caught: list[BaseException] = []
             async with self.make_provider(served) as p:
-                try:
-                    await self.timed_invoke(p, self.request())
-                except ProviderError as exc:
-                    return exc
-            raise AssertionError("the injected 503 did not fail the request")
+                for fault in (
+                    Fault.server_error(503, body=echoed),
+                    Fault.throttle(2, body=echoed),
+                ):
+                    fleet.faults.next(1, fault, on=self.fault_route)
+                    try:
+                        await self.timed_invoke(p, self.request())
+                    except ProviderError as exc:
+                        caught.append(exc)
+            assert len(caught) == 2, f"injected errors did not fail the requests: {caught}"
+            return caught
 
-        exc: BaseException | None = self.run_async(failing())
+        errors: list[BaseException | None] = list(self.run_async(failing()))
         artifacts = [caplog.text, repr(provider), repr(provider.options), str(provider.options)]
         artifacts.append(json.dumps(provider.options.public()))
-        while exc is not None:
-            artifacts += [str(exc), repr(exc), repr(exc.args)]
-            exc = exc.__cause__ or exc.__context__
+        for exc in errors:
+            while exc is not None:
+                artifacts += [str(exc), repr(exc), repr(exc.args)]
+                exc = exc.__cause__ or exc.__context__
         assert setup.spans is not None
         for span in setup.spans.get_finished_spans():
             artifacts += [span.to_json()]

@@ -277,6 +277,7 @@ def main(argv: list[str] | None = None) -> None:
     """Serve an emulator until interrupted: ``python -m gpubench_runpod.emulator``."""
     import argparse
     import os
+    import socket
 
     from gpubench_sdk.testing import Duration
 
@@ -297,7 +298,12 @@ def main(argv: list[str] | None = None) -> None:
     key = os.environ[args.api_key_env] if args.api_key_env else None
     app = make_app(SimulatedFleet(config), api_key=key, endpoint_id=args.endpoint_id)
     uvicorn = require("uvicorn")
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    # Bound here so that --port 0 works: the first line printed is the URL to use.
+    sock = socket.create_server((args.host, args.port))
+    host, port = sock.getsockname()[:2]
+    print(f"http://{host}:{port}", flush=True)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    server.run(sockets=[sock])
 
 
 if __name__ == "__main__":

@@ -1,0 +1,52 @@
+"""Run by tests/test_testing_conformance.py in a child pytest: a good and three broken toys."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from toy import ToyProvider, toy_emulator
+
+from gpubench_sdk import Result, ServerHTTPError
+from gpubench_sdk.testing import ASGIApp, ProviderConformance, SimulatedFleet
+
+
+class TestToy(ProviderConformance):
+    provider_class = ToyProvider
+    cancels_remote_jobs = False  # a synchronous protocol has no job to cancel
+
+    def make_emulator(self, fleet: SimulatedFleet) -> ASGIApp:
+        return toy_emulator(fleet, self.api_key)
+
+    def options(self, url: str) -> dict[str, Any]:
+        return {"url": url}
+
+
+class LeakyProvider(ToyProvider):
+    def throttled(self, retry_after_s: float | None, kw: dict[str, Any]) -> Exception:
+        assert self.options.api_key is not None
+        return ServerHTTPError(f"throttled for {self.options.api_key.get_secret_value()}", **kw)
+
+
+class TestLeaky(TestToy):
+    provider_class = LeakyProvider
+
+
+class ThrottleAs5xxProvider(ToyProvider):
+    def throttled(self, retry_after_s: float | None, kw: dict[str, Any]) -> Exception:
+        return ServerHTTPError("throttled", **kw)
+
+
+class TestThrottleAs5xx(TestToy):
+    provider_class = ThrottleAs5xxProvider
+
+
+class LyingTimingsProvider(ToyProvider):
+    async def invoke(self, request: Any) -> Result:
+        result = await super().invoke(request)
+        assert result.queue_ms is not None
+        result.queue_ms += 100  # not what the server said
+        return result
+
+
+class TestLyingTimings(TestToy):
+    provider_class = LyingTimingsProvider
