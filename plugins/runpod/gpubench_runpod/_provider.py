@@ -226,8 +226,8 @@ class RunPodProvider(Provider):
 
     async def _cancel_quietly(self, job_id: str) -> None:
         with anyio.move_on_after(CANCEL_GRACE_S, shield=True):
-            # best effort: the job may have ended meanwhile
-            with contextlib.suppress(ProviderError):
+            # best effort: the job may have ended, or the provider been closed, meanwhile
+            with contextlib.suppress(ProviderError, RuntimeError):
                 await self._send("POST", self._api.join(f"cancel/{job_id}"))
 
     # ----- HTTP and error mapping -------------------------------------------------------------

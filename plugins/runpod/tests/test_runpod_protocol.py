@@ -1,0 +1,237 @@
+"""RunPod protocol details beyond the conformance suite, over loopback HTTP to the emulator."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from gpubench_runpod import JobCancelledError, RunPodProvider
+from gpubench_runpod.emulator import make_app
+
+from gpubench_sdk import (
+    ClientHTTPError,
+    ConfigError,
+    Outcome,
+    Request,
+    RequestTimeoutError,
+    ScalingSettings,
+    ServerHTTPError,
+    ThrottledError,
+    list_plugins,
+    load_provider,
+)
+from gpubench_sdk.testing import (
+    Duration,
+    Fault,
+    FleetConfig,
+    JobStatus,
+    ServedApp,
+    SimulatedFleet,
+    serve,
+)
+
+pytestmark = pytest.mark.anyio
+KEY = "rpa_protocol_test_8e2c4a"
+EP = "ep-test"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def fleet() -> SimulatedFleet:
+    return SimulatedFleet(
+        FleetConfig(cold_start=Duration.fixed(0.2), max_workers=2, idle_timeout_s=1)
+    )
+
+
+@pytest.fixture
+def served(fleet: SimulatedFleet) -> Iterator[ServedApp]:
+    with serve(make_app(fleet, api_key=KEY, endpoint_id=EP)) as served:
+        yield served
+
+
+def provider(served: ServedApp, **options: Any) -> RunPodProvider:
+    defaults = {
+        "endpoint_id": EP,
+        "base_url": f"{served.url}/v2",
+        "rest_url": f"{served.url}/v1",
+        "poll_interval_s": 0.01,
+        "poll_max_interval_s": 0.05,
+        "cold_threshold_ms": 100,
+    }
+    return RunPodProvider(api_key=KEY, **{**defaults, **options})
+
+
+def probe(sleep_ms: float = 10, **extra: Any) -> Request:
+    return Request(seq=0, payload={"echo": "x", "sleep_ms": sleep_ms, **extra})
+
+
+def test_auth_accepts_bearer_and_bare_keys_and_refuses_others(served: ServedApp) -> None:
+    url = f"{served.url}/v2/{EP}/health"
+    assert httpx.get(url, headers={"Authorization": f"Bearer {KEY}"}).status_code == 200
+    assert httpx.get(url, headers={"Authorization": KEY}).status_code == 200
+    assert httpx.get(url, headers={"Authorization": "Bearer nope"}).status_code == 401
+    assert httpx.get(url).status_code == 401
+    other = f"{served.url}/v2/other/health"
+    assert httpx.get(other, headers={"Authorization": KEY}).status_code == 404
+
+
+def test_emulator_bodies_use_runpod_names_and_units(served: ServedApp) -> None:
+    auth = {"Authorization": f"Bearer {KEY}"}
+    base = f"{served.url}/v2/{EP}"
+    health = httpx.get(f"{base}/health", headers=auth).json()
+    assert set(health["jobs"]) == {"completed", "failed", "inProgress", "inQueue", "retried"}
+    assert set(health["workers"]) == {
+        "idle",
+        "initializing",
+        "ready",
+        "running",
+        "throttled",
+        "unhealthy",
+    }
+    job = httpx.post(f"{base}/runsync?wait=5000", json={"input": {"sleep_ms": 20}}, headers=auth)
+    body = job.json()
+    assert body["status"] == "COMPLETED" and isinstance(body["delayTime"], int)
+    assert body["executionTime"] >= 20 and body["delayTime"] >= 190  # includes the 0.2 s boot
+    assert body["workerId"] and body["output"] == {"echo": None}
+    bad_wait = httpx.post(f"{base}/runsync?wait=10", json={"input": {}}, headers=auth)
+    assert bad_wait.status_code == 400 and "wait" in bad_wait.json()["error"]
+    assert httpx.post(f"{base}/run", json={"nope": 1}, headers=auth).status_code == 400
+    unknown = httpx.get(f"{base}/status/does-not-exist", headers=auth)
+    assert unknown.status_code == 404
+    rest = httpx.get(f"{served.url}/v1/endpoints/{EP}", headers=auth).json()
+    assert (rest["workersMin"], rest["workersMax"], rest["idleTimeout"]) == (0, 2, 1)
+
+
+async def test_runsync_falls_back_to_polling_a_pending_job(fleet: SimulatedFleet) -> None:
+    # The service lets go after ~90 s; this emulator after 150 ms.
+    with serve(make_app(fleet, api_key=KEY, endpoint_id=EP, runsync_cap_ms=150)) as served:
+        async with provider(served, mode="runsync", runsync_wait_ms=1000) as p:
+            result = await p.invoke(probe(sleep_ms=400))
+    assert result.output == {"echo": "x"}
+    assert fleet.faults.count("submit") == 1 and fleet.faults.count("poll") >= 1
+    assert result.execution_ms is not None and result.execution_ms >= 400
+
+
+async def test_a_passing_poll_error_does_not_fail_the_job(
+    served: ServedApp, fleet: SimulatedFleet
+) -> None:
+    fleet.faults.next(1, Fault.server_error(502), on="poll")
+    fleet.faults.next(1, Fault.throttle(0.01), on="poll")
+    async with provider(served) as p:
+        result = await p.invoke(probe(sleep_ms=300))
+    assert result.output == {"echo": "x"} and len(fleet.faults.injected) == 2
+
+
+async def test_persistent_poll_errors_fail_and_cancel_the_job(
+    served: ServedApp, fleet: SimulatedFleet
+) -> None:
+    fleet.faults.next(10, Fault.server_error(503), on="poll")
+    async with provider(served) as p:
+        with pytest.raises(ServerHTTPError) as info:
+            await p.invoke(probe(sleep_ms=10_000))
+    assert info.value.status_code == 503
+    await asyncio.to_thread(fleet.wait_for, lambda c: c.cancelled == 1, 5)
+
+
+async def test_job_states_map_into_the_taxonomy(served: ServedApp, fleet: SimulatedFleet) -> None:
+    async with provider(served) as p:
+        with pytest.raises(ServerHTTPError, match="job FAILED: bad prompt"):
+            await p.invoke(probe(fail="bad prompt"))
+    async with provider(served, execution_timeout_ms=50) as p:
+        with pytest.raises(RequestTimeoutError, match="TIMED_OUT"):
+            await p.invoke(probe(sleep_ms=2000))
+    async with provider(served) as p:
+        task = asyncio.create_task(p.invoke(probe(sleep_ms=5000)))
+        await asyncio.to_thread(fleet.wait_for, lambda c: c.running == 1, 5)
+        running = next(t for t in fleet.truths() if t.status is JobStatus.RUNNING)
+        fleet.cancel(running.job_id)  # cancelled by someone else, e.g. in the console
+        with pytest.raises(JobCancelledError) as info:
+            await task
+    assert info.value.outcome is Outcome.CANCELLED
+
+
+async def test_a_full_queue_is_throttled() -> None:
+    config = FleetConfig(cold_start=Duration.fixed(0.1), max_workers=1, max_queue=1)
+    with serve(make_app(SimulatedFleet(config), api_key=KEY, endpoint_id=EP)) as served:
+        async with provider(served) as p:
+            results = await asyncio.gather(
+                *(p.invoke(probe(sleep_ms=100)) for _ in range(3)), return_exceptions=True
+            )
+    throttled = [r for r in results if isinstance(r, ThrottledError)]
+    assert len(throttled) == 2 and all(t.status_code == 429 for t in throttled)
+
+
+async def test_stream_collects_every_chunk_once(served: ServedApp, fleet: SimulatedFleet) -> None:
+    async with provider(served) as p:
+        result = await p.invoke(
+            Request(seq=0, payload={"echo": "s", "sleep_ms": 200, "chunks": 4}, stream=True)
+        )
+    assert result.output == [{"chunk": i, "echo": "s"} for i in range(4)]
+    assert result.queue_ms is not None and result.execution_ms is not None
+    assert fleet.truth(str(result.request_id)).chunks == 4
+
+
+async def test_cold_is_inferred_from_delay_or_known_after_ensure_cold(
+    served: ServedApp, fleet: SimulatedFleet
+) -> None:
+    async with provider(served, cold_threshold_ms=5_000) as p:
+        first = await p.invoke(probe())  # a 0.2 s boot is under the threshold: not flagged
+        check = await p.ensure_cold(10)
+        after = await p.invoke(probe())
+        warm = await p.invoke(probe())
+    assert fleet.truth(str(first.request_id)).cold and first.cold is False
+    assert check.confirmed and "idleTimeout=1s" in check.how
+    assert after.cold is True and fleet.truth(str(after.request_id)).cold
+    assert warm.cold is False
+
+
+async def test_ensure_cold_gives_up_unconfirmed_while_a_job_runs(served: ServedApp) -> None:
+    async with provider(served) as p:
+        task = asyncio.create_task(p.invoke(probe(sleep_ms=3000)))
+        check = await p.ensure_cold(0.5)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    assert not check.confirmed and "timed out" in check.how
+
+
+async def test_scaling_validation_and_restore(served: ServedApp, fleet: SimulatedFleet) -> None:
+    async with provider(served) as p:
+        with pytest.raises(ConfigError, match="whole seconds"):
+            await p.set_scaling(ScalingSettings(idle_timeout_s=1.5))
+        with pytest.raises(ConfigError, match="scaling"):
+            await p.set_scaling(ScalingSettings(min_workers=5))  # above workersMax 2
+        await p.set_scaling(ScalingSettings(max_workers=1, idle_timeout_s=7))
+        assert fleet.scaling == ScalingSettings(0, 1, 7)
+        state = await p.state()
+        assert state.detail["workers"]["idle"] == 0
+    assert fleet.scaling == ScalingSettings(0, 2, 1)
+
+
+async def test_wrong_endpoint_is_a_client_error(served: ServedApp) -> None:
+    async with provider(served, endpoint_id="missing") as p:
+        with pytest.raises(ClientHTTPError) as info:
+            await p.invoke(probe())
+    assert info.value.status_code == 404
+
+
+def test_plugin_is_registered_and_options_are_validated() -> None:
+    (info,) = [i for i in list_plugins() if i.name == "runpod"]
+    assert info.ok and info.distribution is not None
+    assert info.distribution.startswith("gpubench-runpod")
+    assert "cold_start_control" in info.capabilities
+    with pytest.raises(ConfigError, match="endpoint_id"):
+        load_provider("runpod", endpoint_id="has spaces")
+    with pytest.raises(ConfigError, match="mode"):
+        load_provider("runpod", endpoint_id="ok", mode="sometimes")
+    p = load_provider("runpod", endpoint_id="abc", api_key="rpa_secret_value_123")
+    assert p.endpoint == "https://api.runpod.ai/v2/abc"
+    assert "rpa_secret_value_123" not in repr(p.options) + str(p.options.public())
