@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 from collections.abc import Callable
 
@@ -185,3 +186,21 @@ def test_fault_plan_rules() -> None:
         plan.next(1, Fault.server_error(), on="job")
     with pytest.raises(ValueError, match=r"500\.\.599"):
         Fault.server_error(404)
+
+
+async def test_worker_intervals_tile_each_life_for_the_cost_module() -> None:
+    config = FleetConfig(cold_start=Duration.fixed(0.05), idle_timeout_s=0.1, max_workers=2)
+    async with SimulatedFleet(config) as fleet:
+        await asyncio.gather(*(fleet.submit({"sleep_ms": 30}).done.wait() for _ in range(3)))
+        await asyncio.sleep(0.05)
+        fleet.submit({"sleep_ms": 20})
+        await settle(fleet, lambda c: c.workers == 0 and c.completed == 4, 3)
+    intervals = fleet.billing.worker_intervals(0.0)
+    for bill in fleet.billing.workers:
+        mine = sorted((i for i in intervals if i.worker == bill.worker_id), key=lambda i: i.start_s)
+        assert mine[0].phase == "cold_boot" and mine[0].start_s == bill.started_s
+        assert mine[-1].phase == "idle" and mine[-1].end_s == bill.stopped_s
+        assert all(a.end_s == b.start_s for a, b in itertools.pairwise(mine))
+    execution_s = sum(i.duration_s for i in intervals if i.phase == "execution")
+    assert execution_s == pytest.approx(fleet.billing.phase_totals_s(0.0)["execution"])
+    assert execution_s == pytest.approx(0.11, abs=0.02)

@@ -7,11 +7,11 @@ the scale-down timeout); which phases are paid and how they are rounded is the p
 
 from __future__ import annotations
 
-import math
 import threading
 from dataclasses import dataclass, field
 
 from .._capabilities import BilledPhase, BillingModel
+from ..cost import WorkerInterval
 
 
 @dataclass(slots=True)
@@ -72,19 +72,34 @@ class BillingMeter:
             totals = {k: v / self._time_scale for k, v in totals.items()}
         return totals
 
-    def billed_s(self, model: BillingModel, now_s: float, *, nominal: bool = False) -> float:
-        """Billed worker-seconds under ``model``: the billed phases of each worker's life,
-        rounded up to ``granularity_s`` and at least ``min_billed_s``, per worker."""
-        total_s = 0.0
+    def worker_intervals(self, now_s: float, *, nominal: bool = False) -> list[WorkerInterval]:
+        """Every worker's life as the cost module's intervals: boot, then busy and idle in turn
+        (a live worker up to ``now_s``). Price them with ``gpubench_sdk.cost``."""
+        scale = 1.0 / self._time_scale if nominal else 1.0
+        out: list[WorkerInterval] = []
         for bill in self.workers:
-            phases = bill.phases_s(now_s)
-            seconds = sum(phases[p] for p in model.billed_phases)
-            if nominal:
-                seconds /= self._time_scale
-            if seconds <= 0:
-                continue
-            if model.granularity_s > 0:
-                # a float hair above a whole increment must not bill one more increment
-                seconds = math.ceil(round(seconds / model.granularity_s, 9)) * model.granularity_s
-            total_s += max(seconds, model.min_billed_s)
-        return total_s
+            end_s = bill.stopped_s if bill.stopped_s is not None else now_s
+            boot_end_s = min(bill.boot_end_s if bill.boot_end_s is not None else end_s, end_s)
+            spans: list[tuple[BilledPhase, float, float]] = [
+                ("cold_boot", bill.started_s, boot_end_s)
+            ]
+            cursor = boot_end_s
+            for busy_start_s, busy_end_s in sorted(bill.busy):
+                busy_end_s = min(busy_end_s, end_s)
+                spans += [("idle", cursor, busy_start_s), ("execution", busy_start_s, busy_end_s)]
+                cursor = busy_end_s
+            spans.append(("idle", cursor, end_s))
+            out += [
+                WorkerInterval(bill.worker_id, phase, a * scale, b * scale)
+                for phase, a, b in spans
+                if b > a
+            ]
+        return out
+
+    def billed_s(self, model: BillingModel, now_s: float, *, nominal: bool = False) -> float:
+        """Billed worker-seconds under ``model``, priced by the cost module itself
+        (``price_worker_intervals``): the figure a cost estimate should reproduce."""
+        from ..cost import price_worker_intervals
+
+        intervals = self.worker_intervals(now_s, nominal=nominal)
+        return price_worker_intervals(intervals, model, 0.0).billed_s

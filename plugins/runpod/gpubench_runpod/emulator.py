@@ -17,10 +17,12 @@ import contextlib
 import hmac
 import json
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, MutableMapping
 from typing import Any
 
 from gpubench_sdk.testing import (
+    INSTALL_HINT,
+    ASGIApp,
     FaultInjector,
     FleetConfig,
     Job,
@@ -28,8 +30,6 @@ from gpubench_sdk.testing import (
     QueueFull,
     SimulatedFleet,
 )
-from gpubench_sdk.testing._faults import ASGIApp, Scope
-from gpubench_sdk.testing._harness import require
 
 from . import _protocol as rp
 
@@ -71,11 +71,13 @@ def make_app(
     """The emulator app for ``fleet``. With ``api_key`` every request must carry it
     (``Authorization: Bearer <key>`` or the bare key); ``runsync_cap_ms`` shortens how long
     ``/runsync`` holds a request before answering with a pending job (the service's ~90 s)."""
-    starlette = require("starlette")  # noqa: F841 - fails with the install hint if missing
-    from starlette.applications import Starlette
-    from starlette.requests import Request
-    from starlette.responses import JSONResponse, Response
-    from starlette.routing import Route
+    try:
+        from starlette.applications import Starlette
+        from starlette.requests import Request
+        from starlette.responses import JSONResponse, Response
+        from starlette.routing import Route
+    except ImportError as exc:
+        raise ImportError(f"the RunPod emulator: {INSTALL_HINT}") from exc
 
     delivered: dict[str, int] = {}  # stream items already handed out per job (/stream drains)
 
@@ -262,7 +264,7 @@ def make_app(
     return FaultInjector(app, fleet, _route)
 
 
-def _route(scope: Scope) -> str | None:
+def _route(scope: MutableMapping[str, Any]) -> str | None:
     """Which fault route a request belongs to (see ``gpubench_sdk.testing.FaultPlan``)."""
     path: str = scope.get("path", "")
     last = path.rstrip("/").rsplit("/", 1)[-1]
@@ -297,7 +299,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     key = os.environ[args.api_key_env] if args.api_key_env else None
     app = make_app(SimulatedFleet(config), api_key=key, endpoint_id=args.endpoint_id)
-    uvicorn = require("uvicorn")
+    import uvicorn
+
     # Bound here so that --port 0 works: the first line printed is the URL to use.
     sock = socket.create_server((args.host, args.port))
     host, port = sock.getsockname()[:2]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -235,3 +236,15 @@ def test_plugin_is_registered_and_options_are_validated() -> None:
     p = load_provider("runpod", endpoint_id="abc", api_key="rpa_secret_value_123")
     assert p.endpoint == "https://api.runpod.ai/v2/abc"
     assert "rpa_secret_value_123" not in repr(p.options) + str(p.options.public())
+
+
+async def test_billing_model_prices_the_fleets_worker_lifetimes(fleet: SimulatedFleet) -> None:
+    with serve(make_app(fleet, api_key=KEY, endpoint_id=EP)) as served:
+        async with provider(served) as p:
+            await asyncio.gather(*(p.invoke(probe(sleep_ms=150)) for _ in range(4)))
+    # the server stopped: every worker's life is over. RunPod bills each whole life, per second.
+    lives_s = [b.stopped_s - b.started_s for b in fleet.billing.workers if b.stopped_s]
+    assert len(lives_s) == 2
+    model = RunPodProvider.capabilities.billing
+    assert model is not None
+    assert fleet.billing.billed_s(model, 0.0) == sum(math.ceil(s) for s in lives_s)
