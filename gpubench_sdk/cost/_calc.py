@@ -195,8 +195,9 @@ class RunCost:
 
     Worker time is replayed from the client's view: each request runs on the most recently
     used worker that is still up (idle for no more than the scale-down delay), else on a new
-    worker that boots first; every worker idles out its scale-down delay after its last
-    request. ``workers`` counts the workers the replay started."""
+    worker that boots first; a request the run saw cold or warm is placed accordingly. Every
+    worker idles out its scale-down delay after its last request. ``workers`` counts the
+    workers the replay started."""
 
     target: str
     requests: int
@@ -215,42 +216,50 @@ def replay_worker_intervals(
     busy_s: Sequence[float] | np.ndarray,
     boot_s: Sequence[float] | np.ndarray,
     scale_down_s: float,
+    cold: Sequence[int] | np.ndarray | None = None,
 ) -> list[WorkerInterval]:
     """Worker intervals that serve requests starting at ``start_s`` and keeping a worker busy
-    ``busy_s``; a request that finds no warm idle worker waits ``boot_s`` for a new one."""
+    ``busy_s``; a request that finds no warm idle worker waits ``boot_s`` for a new one.
+
+    ``cold`` (1 cold, 0 warm, -1 unknown per request) is what the run observed, and wins over
+    the scale-down rule: a warm request reuses the most recently idle worker even past
+    ``scale_down_s`` (the platform kept it longer), a cold one always boots a new worker."""
     order = np.argsort(np.asarray(start_s, dtype=np.float64), kind="stable")
-    free_at: list[float] = []  # per worker: when its last request ended
-    idle_since: dict[int, float] = {}
+    workers = 0
+    free_at: dict[int, float] = {}  # workers still up: when their last request ends
     out: list[WorkerInterval] = []
     for i in order:
         t = float(start_s[i])
-        # the warm worker idle the shortest time (most recently used), if any
+        seen = -1 if cold is None else int(cold[i])
         best = -1
-        for w, since in idle_since.items():
-            if since <= t and t - since <= scale_down_s and (best < 0 or since > idle_since[best]):
-                best = w
+        if seen != 1:  # the idle worker idle the shortest time (most recently used)
+            for w, since in free_at.items():
+                usable = since <= t and (seen == 0 or t - since <= scale_down_s)
+                if usable and (best < 0 or since > free_at[best]):
+                    best = w
+        if best < 0 and seen == 0 and free_at:
+            # seen warm, yet every worker is busy: it queued for the first to free up
+            best = min(free_at, key=free_at.__getitem__)
         if best >= 0:
-            since = idle_since.pop(best)
+            since = free_at.pop(best)
             if t > since:
                 out.append(WorkerInterval(best, "idle", since, t))
-            begin = t
+            begin = max(t, since)
         else:
-            best = len(free_at)
-            free_at.append(t)
+            best, workers = workers, workers + 1
             boot = float(boot_s[i])
             if boot > 0:
                 out.append(WorkerInterval(best, "cold_boot", t, t + boot))
             begin = t + boot
         end = begin + float(busy_s[i])
         out.append(WorkerInterval(best, "execution", begin, end))
-        free_at[best] = end
-        idle_since[best] = end
         # retire workers whose scale-down delay passed: their idle tail is final
-        for w in [w for w, s in idle_since.items() if t - s > scale_down_s]:
-            s = idle_since.pop(w)
-            out.append(WorkerInterval(w, "idle", s, s + scale_down_s))
-    for w, s in idle_since.items():
-        out.append(WorkerInterval(w, "idle", s, s + scale_down_s))
+        for w in [w for w, since in free_at.items() if t - since > scale_down_s]:
+            since = free_at.pop(w)
+            out.append(WorkerInterval(w, "idle", since, since + scale_down_s))
+        free_at[best] = end
+    for w, since in free_at.items():
+        out.append(WorkerInterval(w, "idle", since, since + scale_down_s))
     return out
 
 
@@ -280,7 +289,7 @@ def run_cost(
     inferred_boot = np.where(cols["cold"] == 1, np.maximum(service_s - busy_s, 0.0), 0.0)
     boot_s = np.where(np.isnan(setup_s), inferred_boot, setup_s)
     delay = billing.effective_idle_timeout_s(scale_down_s)
-    intervals = replay_worker_intervals(start_s, busy_s, boot_s, delay)
+    intervals = replay_worker_intervals(start_s, busy_s, boot_s, delay, cols["cold"])
     bill = price_worker_intervals(intervals, billing, rate_usd_per_s)
     inputs = cols["input_units"]
     outputs = cols["output_units"]
