@@ -1,0 +1,61 @@
+"""What both emulators share: the prediction object built from a simulated fleet's job, with
+ISO-8601 timestamps on the wall clock and ``metrics`` in seconds, as Replicate and Cog send them.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from gpubench_sdk.testing import Job, JobStatus
+
+from . import _prediction as p
+
+_STATUS = {
+    JobStatus.QUEUED: p.STARTING,  # waiting for an instance, or for its setup
+    JobStatus.RUNNING: p.PROCESSING,
+    JobStatus.COMPLETED: p.SUCCEEDED,
+    JobStatus.FAILED: p.FAILED,
+    JobStatus.CANCELLED: p.CANCELED,
+    JobStatus.TIMED_OUT: p.CANCELED,
+}
+
+
+class WallClock:
+    """Maps the fleet's ``time.perf_counter()`` seconds onto Unix time, once, so every
+    timestamp the emulator writes is consistent with the ground truth to the microsecond."""
+
+    def __init__(self) -> None:
+        self.offset_s = time.time() - time.perf_counter()
+
+    def iso(self, perf_s: float) -> str:
+        return p.iso_time(perf_s + self.offset_s)
+
+
+def prediction_body(
+    job: Job, clock: WallClock, *, status: str | None = None, **extra: Any
+) -> dict[str, Any]:
+    """The prediction object for ``job``; ``status`` overrides the mapped one (``aborted``)."""
+    body: dict[str, Any] = {
+        "id": job.id,
+        "input": dict(job.input),
+        "output": None,
+        "logs": "",
+        "error": job.error,
+        "status": status or _STATUS[job.status],
+        "created_at": clock.iso(job.submitted_s),
+        "started_at": None if job.started_s is None else clock.iso(job.started_s),
+        "completed_at": None,
+        "metrics": {},
+        **extra,
+    }
+    if job.status.terminal and job.finished_s is not None:
+        body["completed_at"] = clock.iso(job.finished_s)
+    if job.status is JobStatus.COMPLETED:
+        body["output"] = list(job.stream) if job.stream else job.output
+    if job.execution_ms is not None and job.finished_s is not None:
+        body["metrics"] = {
+            "predict_time": round(job.execution_ms / 1e3, 6),  # seconds, as the APIs send
+            "total_time": round(job.finished_s - job.submitted_s, 6),
+        }
+    return body

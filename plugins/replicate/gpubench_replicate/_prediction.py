@@ -1,0 +1,210 @@
+"""The prediction object shared by Replicate's API and Cog containers, and the HTTP plumbing
+both providers use to send, parse and map errors.
+
+Sources (read 2026-11): Replicate's HTTP API reference https://replicate.com/docs/reference/http
+(prediction fields ``id, model, version, input, output, logs, error, status, created_at,
+started_at, completed_at, metrics{predict_time}, urls{get, cancel, stream}``; ``predict_time``
+and ``total_time`` in **seconds**; statuses starting, processing, succeeded, failed, canceled and,
+since the 2025-10-16 changelog https://replicate.com/changelog/2025-10-16-prediction-deadlines,
+``aborted`` when a ``Cancel-After`` deadline passes before the prediction started); Cog's
+``python/cog/schema.py`` (``Status``: starting, processing, succeeded, canceled, failed;
+``PredictionResponse`` with the same timestamps and ``metrics``) in github.com/replicate/cog.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+from datetime import UTC, datetime
+from typing import Any, Final
+
+import anyio
+import httpx
+
+from gpubench_sdk import (
+    ClientHTTPError,
+    ColdTimeoutError,
+    InvalidResponseError,
+    Provider,
+    ProviderError,
+    RequestTimeoutError,
+    ServerHTTPError,
+    ThrottledError,
+    TransportError,
+)
+from gpubench_sdk._secrets import redact
+from gpubench_sdk._types import Outcome
+
+STARTING: Final = "starting"
+PROCESSING: Final = "processing"
+SUCCEEDED: Final = "succeeded"
+FAILED: Final = "failed"
+CANCELED: Final = "canceled"
+ABORTED: Final = "aborted"
+PENDING_STATES: Final = frozenset({STARTING, PROCESSING})
+TERMINAL_STATES: Final = frozenset({SUCCEEDED, FAILED, CANCELED, ABORTED})
+
+CANCEL_GRACE_S: Final = 5.0  # how long an abandoned invoke may spend cancelling its prediction
+POLL_RETRIES: Final = 3  # transient errors tolerated in a row while polling a live prediction
+
+
+class PredictionCanceledError(ProviderError):
+    """The prediction ended ``canceled``, though this client did not cancel it."""
+
+    outcome = Outcome.CANCELLED
+
+
+def parse_time_s(value: Any) -> float | None:
+    """An ISO-8601 timestamp (``2026-11-29T23:28:56.123456Z``) as Unix seconds, else None."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:  # the APIs send UTC; a naive stamp is read as UTC too
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.timestamp()
+
+
+def iso_time(unix_s: float) -> str:
+    """Unix seconds as the APIs write them: UTC, microseconds, ``Z``."""
+    return datetime.fromtimestamp(unix_s, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def number(value: Any) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def phases_ms(prediction: dict[str, Any]) -> tuple[float | None, float | None]:
+    """``(queue_ms, execution_ms)`` of a finished prediction.
+
+    Queue is ``started_at - created_at`` (waiting for an instance, including its setup on a cold
+    start); execution is ``metrics.predict_time`` (seconds, converted). Where ``started_at`` is
+    missing, ``metrics.total_time - predict_time`` gives the queue instead.
+    """
+    metrics = prediction.get("metrics")
+    metrics = metrics if isinstance(metrics, dict) else {}
+    predict_s = number(metrics.get("predict_time"))
+    execution_ms = None if predict_s is None else predict_s * 1e3
+    created = parse_time_s(prediction.get("created_at"))
+    started = parse_time_s(prediction.get("started_at"))
+    queue_ms: float | None = None
+    if created is not None and started is not None:
+        queue_ms = max(0.0, (started - created) * 1e3)
+    else:
+        total_s = number(metrics.get("total_time"))
+        if total_s is not None and predict_s is not None:
+            queue_ms = max(0.0, (total_s - predict_s) * 1e3)
+    return queue_ms, execution_ms
+
+
+def retry_after_s(response: httpx.Response) -> float | None:
+    value = response.headers.get("Retry-After")
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None  # an HTTP date: neither Replicate nor Cog documents one
+
+
+def describe(exc: BaseException) -> str:
+    return redact(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+
+
+class PredictionProvider(Provider):
+    """What the Replicate and Cog providers share: sending, error mapping, parsing a
+    prediction, polling with retries, cancelling quietly, and turning a terminal prediction
+    into a ``Result`` or the right ``ProviderError``."""
+
+    _headers: dict[str, str]
+    # HTTP statuses that mean "busy, come back later" besides 429 (Cog answers 409).
+    _busy_statuses: frozenset[int] = frozenset()
+
+    async def _send(
+        self,
+        method: str,
+        url: httpx.URL | str,
+        body: Any = None,
+        headers: dict[str, str] | None = None,
+    ) -> httpx.Response:
+        sent = self._headers if headers is None else {**self._headers, **headers}
+        try:
+            response = await self.client.request(method, url, json=body, headers=sent)
+        except httpx.TimeoutException as exc:
+            raise RequestTimeoutError(describe(exc), provider=self.name) from exc
+        except httpx.HTTPError as exc:  # reset, refused, truncated body
+            raise TransportError(describe(exc), provider=self.name) from exc
+        if response.status_code >= 400:
+            raise self._http_error(response)
+        return response
+
+    def _http_error(self, response: httpx.Response) -> ProviderError:
+        status = response.status_code
+        try:
+            data = response.json()
+            detail = data.get("detail") or data.get("error") if isinstance(data, dict) else None
+        except ValueError:
+            detail = None
+        text = detail if isinstance(detail, str) else response.text[:200]
+        message = redact(f"HTTP {status}: {text or response.reason_phrase}")
+        kw: dict[str, Any] = {"provider": self.name, "status_code": status}
+        if status == 429 or status in self._busy_statuses:
+            return ThrottledError(message, retry_after_s=retry_after_s(response), **kw)
+        if status >= 500:
+            return ServerHTTPError(message, **kw)
+        return ClientHTTPError(message, **kw)
+
+    def _json(self, response: httpx.Response) -> dict[str, Any]:
+        try:
+            data = response.json()
+        except ValueError as exc:
+            raise self._invalid("response is not JSON", response) from exc
+        if not isinstance(data, dict):
+            raise self._invalid("response is not a JSON object", response)
+        return data
+
+    def _prediction(self, response: httpx.Response) -> dict[str, Any]:
+        prediction = self._json(response)
+        status = prediction.get("status")
+        if not isinstance(prediction.get("id"), str) or status not in (
+            TERMINAL_STATES | PENDING_STATES
+        ):
+            raise self._invalid(f"not a prediction: status {status!r}", response)
+        return prediction
+
+    def _invalid(self, message: str, response: httpx.Response) -> InvalidResponseError:
+        return InvalidResponseError(message, provider=self.name, status_code=response.status_code)
+
+    async def _poll(self, url: httpx.URL | str, max_wait_s: float) -> httpx.Response:
+        """One GET; a prediction that runs fine is not failed for a passing 429/5xx/blip."""
+        for attempt in range(POLL_RETRIES + 1):
+            try:
+                return await self._send("GET", url)
+            except (ThrottledError, ServerHTTPError, TransportError) as exc:
+                if attempt == POLL_RETRIES:
+                    raise
+                wait_s = getattr(exc, "retry_after_s", None) or max_wait_s
+                await asyncio.sleep(min(wait_s, 5.0))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _cancel_quietly(self, url: httpx.URL | str) -> None:
+        with anyio.move_on_after(CANCEL_GRACE_S, shield=True):
+            # best effort: the prediction may have ended meanwhile
+            with contextlib.suppress(ProviderError):
+                await self._send("POST", url)
+
+    def _check_outcome(self, prediction: dict[str, Any], deadline_passed: bool) -> None:
+        """Raise the taxonomy's error for a prediction that did not succeed."""
+        status = prediction["status"]
+        kw: dict[str, Any] = {"provider": self.name, "request_id": prediction["id"]}
+        if status == FAILED:
+            raise ServerHTTPError(redact(f"prediction failed: {prediction.get('error')}"), **kw)
+        if status == ABORTED:  # Cancel-After passed while it was still waiting for an instance
+            raise ColdTimeoutError("prediction aborted: deadline passed before it started", **kw)
+        if status == CANCELED:
+            if deadline_passed:
+                raise RequestTimeoutError("prediction canceled at its Cancel-After deadline", **kw)
+            raise PredictionCanceledError("prediction canceled by someone else", **kw)

@@ -1,0 +1,399 @@
+"""``ReplicateProvider``: predictions on Replicate models, versions and deployments.
+
+Sources (read 2026-11): HTTP API reference https://replicate.com/docs/reference/http (create on
+``/models/{owner}/{name}/predictions``, ``/predictions`` with ``version``,
+``/deployments/{owner}/{name}/predictions``; ``GET /predictions/{id}``,
+``POST /predictions/{id}/cancel``; ``GET``/``PATCH /deployments/{owner}/{name}`` with
+``current_release.configuration.{hardware, min_instances, max_instances}``; 429 body
+``{"detail": "Request was throttled. ..."}``); sync mode https://replicate.com/docs/topics/
+predictions/create-a-prediction (``Prefer: wait`` holds the request 60 s, ``wait=N`` 1..60,
+then the incomplete prediction comes back); deadlines https://replicate.com/changelog/
+2025-10-16-prediction-deadlines (``Cancel-After: 1m``; ``aborted`` if it never started);
+streaming: replicate-python ``replicate/stream.py`` (``Accept: text/event-stream`` on
+``urls.stream``; events output, logs, error, done); billing https://replicate.com/pricing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import math
+import statistics
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+from typing import Any, ClassVar, Literal, Self
+
+import httpx
+from pydantic import Field, model_validator
+
+from gpubench_sdk import (
+    BillingModel,
+    Capabilities,
+    ClientHTTPError,
+    ColdCheck,
+    ConfigError,
+    InvalidResponseError,
+    ProviderOptions,
+    Request,
+    Result,
+    ScalingSettings,
+    ServerHTTPError,
+    TransportError,
+    first_byte_ns,
+)
+from gpubench_sdk._secrets import redact
+
+from . import _prediction as p
+
+API_URL = "https://api.replicate.com/v1"
+MAX_WAIT_S = 60  # Prefer: wait holds a request at most 60 s (and by default)
+_NAME = r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$"
+
+PUBLIC_MODEL_BILLING = BillingModel(
+    granularity_s=1.0,
+    billed_phases=frozenset({"execution"}),
+    billed_unit="request",
+    source="https://replicate.com/pricing (read 2026-06): public models bill only the time "
+    "the prediction runs (metrics.predict_time), per second by hardware",
+)
+PRIVATE_BILLING = BillingModel(
+    granularity_s=1.0,
+    billed_phases=frozenset({"cold_boot", "execution", "idle"}),
+    source="https://replicate.com/pricing (read 2026-06): deployments and private models bill "
+    "setup, idle and run time of every instance, per second by hardware",
+)
+
+
+class ReplicateOptions(ProviderOptions):
+    """One Replicate target: exactly one of ``model``, ``version`` or ``deployment``."""
+
+    model: str | None = Field(default=None, pattern=_NAME, description="'owner/name'")
+    version: str | None = Field(default=None, pattern=r"^[A-Za-z0-9]+$", description="version id")
+    deployment: str | None = Field(default=None, pattern=_NAME, description="'owner/name'")
+    private: bool = Field(
+        default=False, description="a private model (billed setup + idle + run, like deployments)"
+    )
+    base_url: str = Field(default=API_URL, description="API base (emulator: <url>/v1)")
+    mode: Literal["wait", "poll"] = Field(
+        default="wait",
+        description="'wait': Prefer: wait (falls back to polling); 'poll': create, then poll "
+        "GET /predictions/{id} (cancellable while it runs)",
+    )
+    wait_s: int = Field(default=MAX_WAIT_S, ge=1, le=MAX_WAIT_S, description="Prefer: wait=N")
+    cancel_after: bool = Field(
+        default=True, description="send Cancel-After = timeout_s, so Replicate ends it too"
+    )
+    poll_interval_s: float = Field(default=0.1, gt=0, description="first poll delay")
+    poll_max_interval_s: float = Field(default=2.0, gt=0, description="backoff cap")
+    poll_backoff: float = Field(default=1.5, ge=1.0, description="delay multiplier per poll")
+    cold_threshold_ms: float = Field(
+        default=5000.0,
+        gt=0,
+        description="a starting phase (started_at - created_at) at least this long is cold",
+    )
+    cold_factor: float = Field(
+        default=3.0, ge=1.0, description="...and at least this many times the warm median"
+    )
+    scale_down_wait_s: float = Field(
+        default=300.0,
+        ge=0,
+        description="ensure_cold: how long idle instances linger after min_instances 0 "
+        "(Replicate publishes no figure; set what you observe)",
+    )
+
+    @model_validator(mode="after")
+    def _one_target(self) -> Self:
+        given = [n for n in ("model", "version", "deployment") if getattr(self, n)]
+        if len(given) != 1:
+            raise ValueError(
+                f"set exactly one of model ('owner/name'), version (an id) or deployment "
+                f"('owner/name'); got {given or 'none'}"
+            )
+        return self
+
+
+class ReplicateProvider(p.PredictionProvider):
+    """Replicate predictions with ``Prefer: wait`` (or polling), ``Cancel-After``, cancel on
+    abandon, SSE streaming and, for deployments, ``min_instances``/``max_instances``.
+
+    ``started_at - created_at`` becomes ``queue_ms`` (queue and any setup) and
+    ``metrics.predict_time`` (seconds) ``execution_ms``. A prediction is *inferred* cold when its
+    starting phase is at least ``cold_threshold_ms`` and ``cold_factor`` times the median of
+    the warm ones seen so far: Replicate has no API listing live instances.
+    """
+
+    name = "replicate"
+    capabilities = Capabilities(
+        streaming=True,
+        cold_start_control=True,
+        scaling_settings=True,
+        server_timings=frozenset({"queue_ms", "execution_ms"}),
+        billing=PRIVATE_BILLING,
+    )
+    Options: ClassVar[type[ProviderOptions]] = ReplicateOptions
+
+    _original_scaling: ScalingSettings | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        o = self._opts
+        if not (o.deployment or o.private):  # public models bill run time only
+            # Per instance: the class declares the deployment rules, the most a target bills.
+            vars(self)["capabilities"] = dataclasses.replace(
+                type(self).capabilities, billing=PUBLIC_MODEL_BILLING
+            )
+        self._warm_queue_ms: deque[float] = deque(maxlen=50)
+
+    @property
+    def _opts(self) -> ReplicateOptions:
+        assert isinstance(self.options, ReplicateOptions)
+        return self.options
+
+    @property
+    def endpoint(self) -> str:
+        o = self._opts
+        base = o.base_url.rstrip("/")
+        if o.deployment:
+            return f"{base}/deployments/{o.deployment}"
+        if o.model:
+            return f"{base}/models/{o.model}"
+        return f"{base}/predictions"
+
+    async def open(self) -> None:
+        o = self._opts
+        self._api = httpx.URL(o.base_url.rstrip("/") + "/")
+        self._create_url = httpx.URL(
+            self.endpoint + ("/predictions" if o.deployment or o.model else "")
+        )
+        self._headers = {**o.headers, **self.auth_headers()}
+        self._create_headers: dict[str, str] = {}
+        if o.cancel_after:
+            # Go-style duration, as in Replicate's example ("1m"); whole seconds, at least 1.
+            self._create_headers["Cancel-After"] = f"{max(1, math.ceil(o.timeout_s))}s"
+
+    async def close(self) -> None:
+        original, self._original_scaling = self._original_scaling, None
+        if original is not None:  # leave the deployment as the user configured it
+            await self._patch_scaling(original)
+
+    # ----- requests -------------------------------------------------------------------------
+
+    async def invoke(self, request: Request) -> Result:
+        o = self._opts
+        body: dict[str, Any] = {"input": dict(request.payload)}
+        if o.version:
+            body["version"] = o.version
+        headers = dict(self._create_headers)
+        if request.stream:
+            body["stream"] = True  # older API versions return urls.stream only when asked
+        elif o.mode == "wait":
+            headers["Prefer"] = f"wait={o.wait_s}"
+        began = time.monotonic()
+        response = await self._send("POST", self._create_url, body, headers)
+        prediction = self._prediction(response)
+        done = False
+        try:
+            if request.stream:
+                result = await self._follow_stream(prediction, began)
+            else:
+                result = await self._follow(prediction, response, began)
+            done = True
+            return result
+        finally:
+            if not done:  # cancelled, timed out or failed mid-flight: stop paying for it
+                await self._cancel_quietly(self._url(prediction, "cancel"))
+
+    def _url(self, prediction: dict[str, Any], kind: Literal["get", "cancel"]) -> httpx.URL:
+        urls = prediction.get("urls")
+        given = urls.get(kind) if isinstance(urls, dict) else None
+        if isinstance(given, str) and given.startswith(("http://", "https://")):
+            return httpx.URL(given)
+        suffix = "/cancel" if kind == "cancel" else ""
+        return self._api.join(f"predictions/{prediction['id']}{suffix}")
+
+    async def _follow(
+        self, prediction: dict[str, Any], response: httpx.Response, began: float
+    ) -> Result:
+        prediction, response = await self._until_terminal(prediction, response)
+        return self._result(prediction, first_byte_ns(response), began)
+
+    async def _until_terminal(
+        self, prediction: dict[str, Any], response: httpx.Response
+    ) -> tuple[dict[str, Any], httpx.Response]:
+        """Poll ``urls.get`` with backoff until the prediction has ended."""
+        o = self._opts
+        delay_s = o.poll_interval_s
+        while prediction["status"] not in p.TERMINAL_STATES:
+            await asyncio.sleep(delay_s)
+            delay_s = min(delay_s * o.poll_backoff, o.poll_max_interval_s)
+            response = await self._poll(self._url(prediction, "get"), o.poll_max_interval_s)
+            prediction = self._prediction(response)
+        return prediction, response
+
+    async def _follow_stream(self, prediction: dict[str, Any], began: float) -> Result:
+        """Read ``urls.stream`` (SSE): the first ``output`` event is the first byte."""
+        urls = prediction.get("urls")
+        stream_url = urls.get("stream") if isinstance(urls, dict) else None
+        if not isinstance(stream_url, str):
+            raise InvalidResponseError(
+                "the model does not stream (no urls.stream)",
+                provider=self.name,
+                request_id=prediction["id"],
+            )
+        chunks: list[Any] = []
+        first_ns: int | None = None
+        headers = {**self._headers, "Accept": "text/event-stream", "Cache-Control": "no-store"}
+        try:
+            async with self.client.stream("GET", stream_url, headers=headers) as response:
+                if response.status_code >= 400:
+                    await response.aread()
+                    raise self._http_error(response)
+                async for event, data in _sse_events(response):
+                    if event == "output":
+                        if first_ns is None:
+                            first_ns = time.perf_counter_ns()
+                        chunks.append(_decode(data))
+                    elif event == "error":
+                        raise ServerHTTPError(
+                            redact(f"stream error: {data[:200]}"),
+                            provider=self.name,
+                            request_id=prediction["id"],
+                        )
+                    elif event == "done":
+                        break
+        except httpx.HTTPError as exc:
+            raise TransportError(p.describe(exc), provider=self.name) from exc
+        response = await self._poll(self._url(prediction, "get"), self._opts.poll_max_interval_s)
+        final, _ = await self._until_terminal(self._prediction(response), response)
+        result = self._result(final, first_ns, began)
+        result.output = chunks
+        return result
+
+    def _result(self, prediction: dict[str, Any], arrived_ns: int | None, began: float) -> Result:
+        deadline_passed = time.monotonic() - began >= self._opts.timeout_s - 0.5
+        self._check_outcome(prediction, deadline_passed and self._opts.cancel_after)
+        queue_ms, execution_ms = p.phases_ms(prediction)
+        return Result(
+            output=prediction.get("output"),
+            http_status=200,
+            request_id=prediction["id"],
+            first_byte_ns=arrived_ns,
+            queue_ms=queue_ms,
+            execution_ms=execution_ms,
+            cold=self._infer_cold(queue_ms),
+        )
+
+    def _infer_cold(self, queue_ms: float | None) -> bool | None:
+        """A long ``starting`` phase is a cold boot: above the threshold and well above the
+        warm baseline (the median starting phase of the last 50 warm predictions)."""
+        if queue_ms is None:
+            return None
+        o = self._opts
+        baseline_ms = statistics.median(self._warm_queue_ms) if self._warm_queue_ms else 0.0
+        cold = queue_ms >= o.cold_threshold_ms and queue_ms >= o.cold_factor * baseline_ms
+        if not cold:
+            self._warm_queue_ms.append(queue_ms)
+        return cold
+
+    # ----- deployments: scaling and cold starts -----------------------------------------------
+
+    def _deployment_url(self) -> httpx.URL:
+        o = self._opts
+        if not o.deployment:
+            raise ConfigError(
+                "deployment", None, "a deployment target: only deployments have scaling settings"
+            )
+        return self._api.join(f"deployments/{o.deployment}")
+
+    async def get_scaling(self) -> ScalingSettings:
+        """``current_release.configuration``'s ``min_instances``/``max_instances``; Replicate
+        has no idle-timeout setting, so ``idle_timeout_s`` is None."""
+        response = await self._send("GET", self._deployment_url())
+        body = self._json(response)
+        release = body.get("current_release")
+        config = release.get("configuration") if isinstance(release, dict) else None
+        if not isinstance(config, dict):
+            raise self._invalid("deployment without current_release.configuration", response)
+        lo, hi = config.get("min_instances"), config.get("max_instances")
+        if not isinstance(lo, int) or not isinstance(hi, int):
+            raise self._invalid("min_instances/max_instances are not integers", response)
+        return ScalingSettings(min_workers=lo, max_workers=hi, idle_timeout_s=None)
+
+    async def set_scaling(self, settings: ScalingSettings) -> None:
+        """PATCH the given instance bounds; restored in ``close()``."""
+        if settings.idle_timeout_s is not None:
+            raise ConfigError(
+                "scaling.idle_timeout_s",
+                settings.idle_timeout_s,
+                "None: Replicate deployments have no idle-timeout setting",
+            )
+        if self._original_scaling is None:
+            self._original_scaling = await self.get_scaling()
+        await self._patch_scaling(settings)
+
+    async def _patch_scaling(self, settings: ScalingSettings) -> None:
+        changes: dict[str, int] = {}
+        if settings.min_workers is not None:
+            changes["min_instances"] = settings.min_workers
+        if settings.max_workers is not None:
+            changes["max_instances"] = settings.max_workers
+        if not changes:
+            return
+        try:
+            await self._send("PATCH", self._deployment_url(), changes)
+        except ClientHTTPError as exc:
+            raise ConfigError("scaling", changes, f"values Replicate accepts ({exc})") from exc
+
+    async def ensure_cold(self, timeout_s: float) -> ColdCheck:
+        """Set ``min_instances`` 0 (deployments) and wait ``scale_down_wait_s``.
+
+        Never *confirmed*: Replicate has no API that lists live instances, so whether the
+        instances really stopped is inferred afterwards from the next starting phase.
+        """
+        started = time.monotonic()
+        o = self._opts
+        steps = []
+        if o.deployment:
+            scaling = await self.get_scaling()
+            if scaling.min_workers:
+                await self.set_scaling(ScalingSettings(min_workers=0))
+                steps.append(f"min_instances {scaling.min_workers} -> 0")
+            else:
+                steps.append("min_instances already 0")
+        wait_s = min(o.scale_down_wait_s, max(0.0, timeout_s - (time.monotonic() - started)))
+        await asyncio.sleep(wait_s)
+        steps.append(f"waited {wait_s:g} s of scale_down_wait_s={o.scale_down_wait_s:g}")
+        how = "; ".join(steps) + " (no instance API: cold inferred, not confirmed)"
+        return ColdCheck(confirmed=False, waited_s=time.monotonic() - started, how=how)
+
+
+async def _sse_events(response: httpx.Response) -> AsyncIterator[tuple[str, str]]:
+    """Server-sent events as ``(event, data)``: fields per the HTML spec's event stream."""
+    event, data = "message", list[str]()
+    async for line in response.aiter_lines():
+        line = line.rstrip("\r")
+        if not line:
+            if data:
+                yield event, "\n".join(data)
+            event, data = "message", list[str]()
+            continue
+        if line.startswith(":"):
+            continue
+        field, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        if field == "event":
+            event = value
+        elif field == "data":
+            data.append(value)
+    if data:
+        yield event, "\n".join(data)
+
+
+def _decode(data: str) -> Any:
+    """An output event's data: JSON where it parses (objects, numbers), else the text token."""
+    try:
+        return json.loads(data)
+    except ValueError:
+        return data
