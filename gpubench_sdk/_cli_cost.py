@@ -254,6 +254,8 @@ def cost_run(
                 )
             billing = catalog.billing_model(spec.provider)
             rate = _rate(catalog, spec)
+            # the delay the target ran with (e.g. the local runtime's idle_timeout_s), if stored
+            delay = scale_down_s if scale_down_s is not None else t.options.get("idle_timeout_s")
             costs.append(
                 run_cost(
                     store,
@@ -261,7 +263,7 @@ def cost_run(
                     t.name,
                     billing=billing,
                     rate_usd_per_s=rate,
-                    scale_down_s=scale_down_s,
+                    scale_down_s=None if delay is None else float(delay),
                 )
             )
     if as_json:

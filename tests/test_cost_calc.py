@@ -186,3 +186,15 @@ def test_run_cost_from_stored_invocations(tmp_path: Path) -> None:
     assert cost.bill.billed_s == 31.0
     assert cost.total_usd == pytest.approx(0.031)
     assert cost.units.per_million_output_tokens_usd == pytest.approx(0.031 / 200 * 1e6)
+
+
+def test_replay_follows_what_the_run_observed() -> None:
+    # t=0 cold (boot 2, run 1: ends 3); t=1 seen warm while worker 0 boots: it queued, 3-4;
+    # t=30 seen warm after a 26 s gap (> 5 s delay): the platform kept worker 0 up
+    ivs = replay_worker_intervals([0, 1, 30], [1, 1, 1], [2, 0, 0], 5, cold=[1, 0, 0])
+    assert {iv.worker for iv in ivs} == {0}
+    runs = sorted((iv.start_s, iv.end_s) for iv in ivs if iv.phase == "execution")
+    assert runs == [(2, 3), (3, 4), (30, 31)]
+    # seen cold although a warm worker was idle: a new worker booted
+    ivs = replay_worker_intervals([0, 2], [1, 1], [0.5, 0.5], 60, cold=[1, 1])
+    assert {iv.worker for iv in ivs} == {0, 1}
