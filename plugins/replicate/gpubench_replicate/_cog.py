@@ -26,6 +26,7 @@ from gpubench_sdk import (
     ProviderOptions,
     Request,
     Result,
+    ServerHTTPError,
     first_byte_ns,
 )
 
@@ -155,8 +156,15 @@ class CogProvider(p.PredictionProvider):
 
     async def state(self) -> FleetState:
         """One container's health: READY -> ready 1, BUSY -> busy 1, STARTING -> starting 1;
-        SETUP_FAILED and DEFUNCT count as no worker (see ``detail``)."""
-        health = self._json(await self._send("GET", self._health_url))
+        SETUP_FAILED and DEFUNCT count as no worker (see ``detail``), and so does a 503 from
+        a proxy with no container behind it."""
+        try:
+            health = self._json(await self._send("GET", self._health_url))
+        except ServerHTTPError as exc:
+            if exc.status_code != 503:
+                raise
+            # A proxy with no container behind it (scaled to zero) answers 503.
+            return FleetState(ready=0, busy=0, starting=0, detail={"http_status": 503})
         status = health.get("status")
         return FleetState(
             ready=int(status == READY),

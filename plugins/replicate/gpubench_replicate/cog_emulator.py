@@ -5,13 +5,16 @@ Speaks Cog's HTTP API (``python/cog/server/http.py`` in github.com/replicate/cog
 ``PUT /predictions/{id}`` (idempotent: the same id while it runs returns its state, 202),
 ``POST /predictions/{id}/cancel`` (200 ``{}``; 404 ``{}`` if unknown or finished),
 ``GET /health-check`` (``STARTING``/``READY``/``BUSY`` with the container's ``setup``
-timestamps) and ``GET /``. Each fleet worker is one container behind a proxy (Cloud Run,
-a Kubernetes Service): a request to a cold service waits while a container boots and runs
-its setup, which becomes the prediction's starting phase. With ``reject_when_busy`` (the
-default) a request that finds every container busy gets Cog's 409; ``api_key`` stands for
-the proxy's bearer token (Cog itself has no auth). Faults apply to creates (route ``submit``)
-and health checks (``poll``). ``python -m gpubench_replicate.cog_emulator --port 5000``
-serves one by hand. Needs the testing extra (``pip install 'gpubench-sdk[testing]'``).
+timestamps) and ``GET /``.
+
+Each fleet worker is one container behind a proxy (Cloud Run, a Kubernetes Service): a
+request to a cold service waits while a container boots and runs its setup, which becomes the
+prediction's starting phase; ``/health-check`` answers 503 while no container runs. With
+``reject_when_busy`` (the default) a request that finds every container busy gets Cog's 409.
+``api_key`` stands for the proxy's bearer token (Cog itself has no auth). Faults apply to
+creates (route ``submit``) and health checks (``poll``).
+``python -m gpubench_replicate.cog_emulator --port 5000`` serves one by hand. Needs the
+testing extra (``pip install 'gpubench-sdk[testing]'``).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from . import _prediction as p
 from ._emulation import WallClock, prediction_body
 
 BUSY_DETAIL = "Already running a prediction"
+NO_CONTAINER = "no container is running"
 
 
 def error_body(status: int, message: str) -> tuple[bytes, str]:
@@ -136,7 +140,9 @@ def make_app(
             return error(401, "Unauthorized")
         c = fleet.counts()
         if c.is_cold:
-            fleet.request_worker()  # the proxy starts a container to answer
+            # No container: the proxy has no backend to ask (a Kubernetes Service without
+            # ready pods answers 503). Not waking one keeps fleet watching from warming it.
+            return error(503, NO_CONTAINER)
         live = [b for b in fleet.billing.workers if b.stopped_s is None]
         booted = [b for b in live if b.boot_end_s is not None]
         bill = max(booted, key=lambda b: b.boot_end_s or 0.0) if booted else None

@@ -1,0 +1,89 @@
+"""End to end: the example plan, run by the real ``gpubench`` CLI against the Replicate and
+Cog emulators, each served by its ``python -m`` entry point in its own process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gpubench_sdk import Outcome, Phase, Store
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "replicate_emulated.toml"
+KEY = "r8_e2e_3c9a51f07b2d"
+
+
+def _serve(module: str, *args: str) -> Iterator[str]:
+    env = {**os.environ, "REPLICATE_API_TOKEN": KEY}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", module, "--port", "0", *args],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert proc.stdout is not None
+    url = proc.stdout.readline().strip()
+    try:
+        assert url.startswith("http://127.0.0.1:"), url
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@pytest.fixture
+def replicate_url() -> Iterator[str]:
+    yield from _serve("gpubench_replicate.emulator", "--api-key-env", "REPLICATE_API_TOKEN")
+
+
+@pytest.fixture
+def cog_url() -> Iterator[str]:
+    yield from _serve("gpubench_replicate.cog_emulator", "--containers", "3")
+
+
+@pytest.mark.slow
+def test_gpubench_run_of_the_example_against_the_emulators(
+    replicate_url: str, cog_url: str, tmp_path: Path
+) -> None:
+    plan = EXAMPLE.read_text()
+    plan = plan.replace("http://127.0.0.1:8787", replicate_url)
+    plan = plan.replace("http://127.0.0.1:5055", cog_url)
+    plan = plan.replace('"gpubench-replicate-emulated.sqlite"', '"out.sqlite"')
+    config = tmp_path / "replicate.toml"
+    config.write_text(plan)
+    done = subprocess.run(
+        [sys.executable, "-m", "gpubench_sdk", "run", str(config), "--quiet"],
+        cwd=tmp_path,
+        env={**os.environ, "REPLICATE_API_TOKEN": KEY},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert KEY not in done.stdout + done.stderr
+    with Store(tmp_path / "out.sqlite") as store:
+        (run,) = store.runs()
+        invs = store.invocations(run.id)
+    assert run.status == "completed"
+    assert KEY.encode() not in (tmp_path / "out.sqlite").read_bytes()
+    for target in ("replicate-deployment", "cog-container"):
+        mine = [i for i in invs if i.target == target]
+        assert len(mine) == 2 * 3 + 30, target
+        assert all(i.outcome is Outcome.OK and i.phase is Phase.MEASURE for i in mine)
+        # metrics.predict_time is seconds on the wire: 50 ms of work must read as ~50 ms
+        assert all(i.execution_ms is not None and 49 <= i.execution_ms < 500 for i in mine)
+        cold = [i for i in mine if i.scenario == 0 and i.cold]
+        warm = [i for i in mine if i.scenario == 0 and not i.cold]
+        assert len(cold) == 2 and len(warm) == 4, (
+            target,
+            [(i.seq, i.cold, i.queue_ms, i.setup_ms) for i in mine if i.scenario == 0],
+        )
+        for inv in cold:  # the starting phase includes the emulators' 0.5 s boot
+            assert inv.queue_ms is not None and inv.queue_ms >= 450
+        assert all(i.queue_ms is not None and i.queue_ms < 300 for i in warm)
+    cog_cold = [i for i in invs if i.target == "cog-container" and i.scenario == 0 and i.cold]
+    assert all(i.setup_ms is not None and 450 <= i.setup_ms < 1000 for i in cog_cold)
