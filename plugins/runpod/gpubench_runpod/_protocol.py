@@ -32,3 +32,8 @@ RUNSYNC_MIN_WAIT_MS: Final = 1_000
 RUNSYNC_MAX_WAIT_MS: Final = 300_000
 
 DEFAULT_IDLE_TIMEOUT_S: Final = 5  # RunPod's default idleTimeout
+
+# Requests per 10 s per endpoint, by operation (the docs' rate-limit table; RunPod also answers
+# 429 when the queue is very deep). No rate-limit headers are documented.
+RATE_LIMIT_WINDOW_S: Final = 10.0
+RATE_LIMITS_PER_WINDOW: Final = {"run": 1000, "runsync": 2000, "status": 2000, "stream": 2000}

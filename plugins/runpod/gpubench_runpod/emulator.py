@@ -17,7 +17,9 @@ import contextlib
 import hmac
 import json
 import math
-from collections.abc import AsyncIterator, MutableMapping
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Mapping, MutableMapping
 from typing import Any
 
 from gpubench_sdk.testing import (
@@ -67,10 +69,12 @@ def make_app(
     api_key: str | None = None,
     endpoint_id: str = DEFAULT_ENDPOINT_ID,
     runsync_cap_ms: int = rp.RUNSYNC_DEFAULT_WAIT_MS,
+    rate_limits: Mapping[str, int] = rp.RATE_LIMITS_PER_WINDOW,
 ) -> ASGIApp:
     """The emulator app for ``fleet``. With ``api_key`` every request must carry it
     (``Authorization: Bearer <key>`` or the bare key); ``runsync_cap_ms`` shortens how long
-    ``/runsync`` holds a request before answering with a pending job (the service's ~90 s)."""
+    ``/runsync`` holds a request before answering with a pending job (the service's ~90 s);
+    ``rate_limits`` caps each operation's requests per 10 s (429 beyond, as RunPod does)."""
     try:
         from starlette.applications import Starlette
         from starlette.requests import Request
@@ -91,11 +95,29 @@ def make_app(
         given = given.removeprefix("Bearer ").strip()
         return hmac.compare_digest(given.encode(), api_key.encode())
 
+    windows: dict[str, deque[float]] = {}
+
+    def over_limit(operation: str) -> bool:
+        limit = rate_limits.get(operation)
+        if limit is None:
+            return False
+        now = time.monotonic()
+        window = windows.setdefault(operation, deque())
+        while window and window[0] <= now - rp.RATE_LIMIT_WINDOW_S:
+            window.popleft()
+        if len(window) >= limit:
+            return True
+        window.append(now)
+        return False
+
     def check(request: Request) -> Response | None:
         if request.path_params["endpoint_id"] != endpoint_id:
             return error(404, "endpoint not found")
         if not authorized(request):
             return error(401, "Unauthorized")
+        operation = request.url.path.split("/")[3] if request.url.path.count("/") >= 3 else ""
+        if over_limit(operation):
+            return error(429, f"rate limit exceeded for /{operation}")
         return None
 
     def find(request: Request) -> Job | Response:

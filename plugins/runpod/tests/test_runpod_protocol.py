@@ -248,3 +248,14 @@ async def test_billing_model_prices_the_fleets_worker_lifetimes(fleet: Simulated
     model = RunPodProvider.capabilities.billing
     assert model is not None
     assert fleet.billing.billed_s(model, 0.0) == sum(math.ceil(s) for s in lives_s)
+
+
+async def test_rate_limit_per_operation_is_throttled(fleet: SimulatedFleet) -> None:
+    with serve(make_app(fleet, api_key=KEY, endpoint_id=EP, rate_limits={"run": 3})) as served:
+        async with provider(served) as p:
+            for _ in range(3):  # /status polls have their own (default) budget
+                await p.invoke(probe())
+            with pytest.raises(ThrottledError) as info:
+                await p.invoke(probe())
+    assert info.value.status_code == 429 and info.value.retry_after_s is None
+    assert "rate limit exceeded for /run" in str(info.value)
