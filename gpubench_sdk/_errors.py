@@ -90,7 +90,11 @@ class ProviderError(GpubenchError):
         self.status_code = status_code
         self.request_id = request_id
         prefix = f"[{provider}] " if provider else ""
-        super().__init__(prefix + message)
+        # Messages often quote a provider's answer, which may echo the request's credentials:
+        # every remembered secret is masked here, so no plugin has to remember to do it.
+        from ._secrets import redact  # here, not at the top: _secrets raises ConfigError
+
+        super().__init__(redact(prefix + message))
 
 
 class ThrottledError(ProviderError):

@@ -214,7 +214,9 @@ class Runner:
                 self._release_shards()
             with anyio.CancelScope(shield=True):
                 if self._joined is None:
-                    await anyio.to_thread.run_sync(self._store.end_run, self._run_id, status, error)
+                    # A run stopped early (budget, max_cost_usd, stop()) keeps why with it.
+                    why = error or self._stop_reason
+                    await anyio.to_thread.run_sync(self._store.end_run, self._run_id, status, why)
                 else:
                     await anyio.to_thread.run_sync(self._store.flush)
                 final = self._store.run(self._run_id)
@@ -397,10 +399,14 @@ class Runner:
             fb = result.first_byte_ns
             if fb is not None and not start <= fb <= end:
                 fb = None  # not on our clock (a plugin used time.time_ns?): drop, never guess
-        confirmed = cold is True  # the server itself said so
-        if cold is None and expect_cold is not None:
-            cold = expect_cold
-            confirmed = bool(expect_cold and check is not None and check.confirmed)
+        # Confirmed only on evidence: the provider reported it as a fact, or the target was
+        # verified cold just before this request. A timing-based guess stays inferred.
+        confirmed = cold is True and result is not None and result.cold_confirmed
+        if expect_cold is not None:
+            if cold is None:
+                cold = expect_cold
+            if cold and expect_cold and check is not None and check.confirmed:
+                confirmed = True
         origin = self._origin_ns
         inv = Invocation(
             target=lt.name,

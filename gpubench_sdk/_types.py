@@ -65,6 +65,11 @@ class Result:
     Only ``output`` is expected; every other field is what the provider's protocol reveals.
     Times are server-reported milliseconds; ``first_byte_ns`` is ``time.perf_counter_ns()`` when
     the first response byte arrived (see ``gpubench_sdk.first_byte_ns``).
+
+    ``cold`` says whether the request hit a cold worker; ``cold_confirmed`` says whether that
+    is a fact the provider reported (the local runtime booted a worker for this very request,
+    or the fleet was verified empty just before) rather than a guess from timings (RunPod's
+    ``delayTime`` above a threshold). Only confirmed cold starts are stored as confirmed.
     """
 
     output: Any = None
@@ -75,6 +80,7 @@ class Result:
     execution_ms: float | None = None
     setup_ms: float | None = None
     cold: bool | None = None
+    cold_confirmed: bool = False
     worker_id: str | None = None
     input_units: int | None = None
     output_units: int | None = None

@@ -230,6 +230,35 @@ async def test_max_requests_limits_the_run(echo_server: LoopbackServer, tmp_path
     assert result.status == "completed" and result.stop_reason == "max_requests reached"
     with Store(tmp_path / "r.sqlite") as s:
         assert len(s.invocations(result.run_id)) == 7
+        assert s.run(result.run_id).error == "max_requests reached"  # why it stopped, kept
+
+
+class GuessingProvider(EchoProvider):
+    """Says "cold" from a timing guess for the first request, and as a fact for the second."""
+
+    async def invoke(self, request: Request) -> Result:
+        result = await super().invoke(request)
+        result.cold = request.seq < 2
+        result.cold_confirmed = request.seq == 1
+        return result
+
+
+async def test_a_guessed_cold_start_is_not_stored_as_confirmed(
+    echo_server: LoopbackServer, tmp_path: Path
+) -> None:
+    result = await run(
+        {"a": GuessingProvider(url=echo_server.url)},
+        EchoProbe(),
+        [Burst(3, 1)],
+        store=tmp_path / "r.sqlite",
+    )
+    with Store(tmp_path / "r.sqlite") as s:
+        invs = sorted(s.invocations(result.run_id), key=lambda i: i.seq)
+    assert [(i.cold, i.cold_confirmed) for i in invs] == [
+        (True, False),
+        (True, True),
+        (False, False),
+    ]
 
 
 async def test_cold_starts_without_control_need_an_idle_gap(

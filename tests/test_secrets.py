@@ -231,3 +231,13 @@ def test_options_given_in_python_are_validated_and_remembered() -> None:
     assert isinstance(provider.options.api_key, SecretStr)
     assert provider.auth_headers() == {"Authorization": f"Bearer {other}"}
     assert _secrets.redact(f"echoed {other}") == "echoed ***"
+
+
+def test_provider_errors_mask_remembered_secrets_themselves() -> None:
+    # A plugin quoting a provider's answer that echoes the key needs no redact() of its own.
+    from gpubench_sdk._secrets import remember
+
+    remember("sk-live-0123456789")
+    exc = ServerHTTPError("upstream said: bad key sk-live-0123456789", provider="p")
+    assert "sk-live-0123456789" not in str(exc) and "sk-live-0123456789" not in repr(exc)
+    assert "***" in str(exc)

@@ -142,6 +142,7 @@ class LocalProvider(Provider):
                 execution_ms=body["execution_ms"],
                 setup_ms=body["boot_ms"] if cold else None,
                 cold=cold,
+                cold_confirmed=True,  # the runtime itself says it booted a worker for this
                 worker_id=body["worker_id"],
             )
         except (KeyError, TypeError) as exc:

@@ -199,8 +199,9 @@ class RunPodProvider(Provider):
             raise JobCancelledError("job CANCELLED by the platform or another client", **kw)
         delay_ms = _number(job.get("delayTime"))
         cold = delay_ms is not None and delay_ms >= self._opts.cold_threshold_ms
+        confirmed = False
         if self._cold_next:  # the fleet was verified empty just before: no guess needed
-            cold, self._cold_next = True, False
+            cold, confirmed, self._cold_next = True, True, False
         return Result(
             output=job.get("output"),
             http_status=200,
@@ -209,6 +210,7 @@ class RunPodProvider(Provider):
             queue_ms=delay_ms,
             execution_ms=_number(job.get("executionTime")),
             cold=cold if delay_ms is not None or cold else None,
+            cold_confirmed=confirmed,
             worker_id=job.get("workerId"),
         )
 
