@@ -237,6 +237,9 @@ def _report(result: RunResult) -> None:
 
 def _print_run(store: Store, run: RunInfo, status: str) -> None:
     out.print(render(summarize(store, run), f"run {run.id} {run.name!r}: {status}"))
+    from ._cli_cost import print_run_costs  # the cost catalog loads only when a plan has prices
+
+    print_run_costs(store, run)
     spans = client_bound_spans(store.health_windows(run.id))
     if spans:
         total = sum(b - a for a, b in spans)
@@ -327,7 +330,7 @@ def results_show(run_ref: str, store_path: str, as_json: bool) -> None:
             }
             click.echo(json.dumps(_json_safe(data), indent=2, default=str))
             return
-        _print_run(store, run, run.status)
+        _print_run(store, run, run.status + (f" ({run.error})" if run.error else ""))
 
 
 def _json_safe(value: Any) -> Any:

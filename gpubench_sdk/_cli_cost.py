@@ -6,7 +6,7 @@ import contextlib
 import json
 import math
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict
 from typing import Any, TypeVar
 
@@ -15,9 +15,10 @@ from rich.console import Console
 from rich.markup import escape
 
 from ._errors import ConfigError
-from ._store import Store
+from ._store import RunInfo, Store
 from .cost import (
     PriceCatalog,
+    RunCost,
     arrivals_from_run,
     distributions_from_run,
     load_catalog,
@@ -234,38 +235,7 @@ def cost_run(
     with _price_warnings(), Store(store_path, readonly=True) as store:
         catalog = load_catalog(prices, max_age_days=max_age_days)
         info = store.run(run_ref)
-        plans = {t.get("name"): t for t in info.config.get("targets", []) if isinstance(t, dict)}
-        costs = []
-        for t in info.targets:
-            plan = plans.get(t.name, {})
-            spec = given.get(t.name) or TargetSpec(
-                t.name,
-                plan.get("billing") or t.provider,
-                plan.get("price_sku"),
-                0.0,
-                plan.get("price_per_s_usd"),
-            )
-            if spec.sku is None and spec.rate_usd_per_s is None:
-                raise ConfigError(
-                    "--price",
-                    t.name,
-                    f"{t.name}=provider:SKU or {t.name}=provider,rate=USD_PER_S"
-                    " (the plan names no price_sku or price_per_s_usd for it)",
-                )
-            billing = catalog.billing_model(spec.provider)
-            rate = _rate(catalog, spec)
-            # the delay the target ran with (e.g. the local runtime's idle_timeout_s), if stored
-            delay = scale_down_s if scale_down_s is not None else t.options.get("idle_timeout_s")
-            costs.append(
-                run_cost(
-                    store,
-                    info.id,
-                    t.name,
-                    billing=billing,
-                    rate_usd_per_s=rate,
-                    scale_down_s=None if delay is None else float(delay),
-                )
-            )
+        costs = priced_targets(store, info, catalog, given, scale_down_s, require_price=True)
     if as_json:
         rows = [
             {
@@ -282,6 +252,71 @@ def cost_run(
         click.echo(json.dumps(rows, indent=2))
         return
     _consoles()[0].print(run_cost_table(costs, f"run {info.id} {info.name!r}: estimated bill"))
+
+
+def priced_targets(
+    store: Store,
+    info: RunInfo,
+    catalog: PriceCatalog,
+    given: Mapping[str, TargetSpec],
+    scale_down_s: float | None = None,
+    *,
+    require_price: bool,
+) -> list[RunCost]:
+    """The estimated bill of each target of a stored run that has a price.
+
+    A target's price comes from ``given`` (``--price``), else from its plan entry
+    (``price_sku``/``price_per_s_usd``, ``billing``). Without one, a target is skipped, or is
+    an error naming the fix when ``require_price``.
+    """
+    plans = {t.get("name"): t for t in info.config.get("targets", []) if isinstance(t, dict)}
+    costs = []
+    for t in info.targets:
+        plan = plans.get(t.name, {})
+        spec = given.get(t.name) or TargetSpec(
+            t.name,
+            plan.get("billing") or t.provider,
+            plan.get("price_sku"),
+            0.0,
+            plan.get("price_per_s_usd"),
+        )
+        if spec.sku is None and spec.rate_usd_per_s is None:
+            if not require_price:
+                continue
+            raise ConfigError(
+                "--price",
+                t.name,
+                f"{t.name}=provider:SKU or {t.name}=provider,rate=USD_PER_S"
+                " (the plan names no price_sku or price_per_s_usd for it)",
+            )
+        billing = catalog.billing_model(spec.provider)
+        rate = _rate(catalog, spec)
+        # the delay the target ran with (e.g. the local runtime's idle_timeout_s), if stored
+        delay = scale_down_s if scale_down_s is not None else t.options.get("idle_timeout_s")
+        costs.append(
+            run_cost(
+                store,
+                info.id,
+                t.name,
+                billing=billing,
+                rate_usd_per_s=rate,
+                scale_down_s=None if delay is None else float(delay),
+            )
+        )
+    return costs
+
+
+def print_run_costs(store: Store, info: RunInfo) -> None:
+    """After a run's summary: the estimated bill of the targets whose plan names a price."""
+    if not any(
+        isinstance(t, dict) and (t.get("price_sku") or t.get("price_per_s_usd") is not None)
+        for t in info.config.get("targets", [])
+    ):
+        return
+    with _price_warnings():
+        costs = priced_targets(store, info, load_catalog(), {}, require_price=False)
+    if costs:
+        _consoles()[0].print(run_cost_table(costs, "estimated bill (from measured invocations)"))
 
 
 def _numbers(text: str, name: str) -> list[float]:

@@ -236,7 +236,8 @@ class ScenarioRecord:
 @dataclass(frozen=True)
 class RunInfo:
     """A run as stored. ``status`` reads ``'interrupted'`` for a ``'running'`` run whose process
-    (on this host) is gone; ``samples`` counts its stored invocations."""
+    (on this host) is gone; ``samples`` counts its stored invocations. ``error`` says why a
+    run failed, or why it stopped early (a request budget or ``max_cost_usd`` reached)."""
 
     id: int
     uuid: str

@@ -53,8 +53,10 @@ def test_run_against_the_local_runtime_stops_before_its_cap(tmp_path: Path) -> N
     done = gpubench("run", str(plan), "-o", str(store_path), "--quiet")
     assert done.returncode == 0, done.stderr
     assert "max_cost_usd reached for target loc" in done.stdout
+    assert "estimated bill" in done.stdout  # the run's own report prices each priced target
     with Store(store_path, readonly=True) as store:
         invs = store.invocations(store.run("latest").id)
+        assert "max_cost_usd reached" in (store.run("latest").error or "")  # stored, not lost
     # re-meter what was stored: the spend stays within the cap, and the run did real work
     meter = CostMeter(BillingModel(granularity_s=0.001), 1.0)
     for inv in invs:
