@@ -136,6 +136,9 @@ class CogProvider(p.PredictionProvider):
             execution_ms=execution_ms,
             setup_ms=setup_ms,
             cold=cold,
+            # The container's own clock says its setup ended after this prediction arrived:
+            # a reported fact, not a guess from timings.
+            cold_confirmed=cold is True,
         )
 
     async def _setup_before(self, prediction: dict[str, Any]) -> tuple[bool | None, float | None]:

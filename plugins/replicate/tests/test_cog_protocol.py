@@ -59,10 +59,10 @@ def test_setup_time_on_cold_and_no_health_check_when_warm(
 
     cold, checks_after_cold, warm, checks_after_warm = asyncio.run(go())
     truth = fleet.truth(cold.request_id)
-    assert truth.cold and cold.cold is True
+    assert truth.cold and cold.cold is True and cold.cold_confirmed  # the container said so
     assert truth.boot_ms is not None and cold.setup_ms == pytest.approx(truth.boot_ms, abs=5)
     assert cold.queue_ms == pytest.approx(truth.queue_ms, abs=5)
-    assert all(w.cold is False and w.setup_ms is None for w in warm)
+    assert all(w.cold is False and w.setup_ms is None and not w.cold_confirmed for w in warm)
     assert checks_after_cold == 1 and checks_after_warm == 1  # warm ones cost nothing extra
 
 
