@@ -193,14 +193,20 @@ def _execute(
     _report(result)
 
 
-def _build_for_process(config: dict[str, Any], store: str, otlp_endpoint: str | None) -> Runner:
-    """Runs in each load-generating process (it must be picklable, hence module level)."""
+def _build_for_process(
+    config: dict[str, Any], store: str, otlp_endpoint: str | None, processes: int
+) -> Runner:
+    """Runs in each load-generating process (it must be picklable, hence module level).
+
+    Each process meters only its own requests, so each gets 1/N of any ``max_cost_usd``."""
     instruments = None
     if otlp_endpoint:
         from .telemetry import configure
 
         instruments = configure(otlp_endpoint=otlp_endpoint).instruments()
-    return build_run(parse_config(config), store=store, instruments=instruments)
+    return build_run(
+        parse_config(config), store=store, instruments=instruments, budget_share=1 / processes
+    )
 
 
 def _execute_processes(
@@ -217,7 +223,7 @@ def _execute_processes(
     total = sum(s.planned(len(config.targets)) for s in config.build_scenarios())
     progress = _progress(quiet)
     task = progress.add_task(f"{processes} processes", total=total, errors="-")
-    build = functools.partial(_build_for_process, config.stored(), store, otlp_endpoint)
+    build = functools.partial(_build_for_process, config.stored(), store, otlp_endpoint, processes)
     with progress:
         result = run_processes(
             build, processes, on_progress=lambda n: progress.update(task, completed=n)

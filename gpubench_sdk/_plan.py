@@ -20,8 +20,14 @@ def build_run(
     store: Store | str | Path | None = None,
     instruments: Instruments | None = None,
     observers: Iterable[Observer] = (),
+    budget_share: float = 1.0,
 ) -> Runner:
-    """A Runner for ``config``. Fails before anything is sent if a plugin or option is wrong."""
+    """A Runner for ``config``. Fails before anything is sent if a plugin or option is wrong.
+
+    ``budget_share`` scales the plan's ``max_cost_usd`` caps: each of N load-generating
+    processes gets 1/N of them, so together they can never pass a cap (each meters only
+    its own requests).
+    """
     targets = []
     for t in config.targets:
         cls = provider_class(t.provider)
@@ -41,6 +47,6 @@ def build_run(
         observers=observers,
         max_requests=config.run.max_requests,
         cost_guard=budget_guard(
-            config, {t.name: t.provider.capabilities.billing for t in targets}
+            config, {t.name: t.provider.capabilities.billing for t in targets}, share=budget_share
         ),  # None unless the plan sets a max_cost_usd
     )

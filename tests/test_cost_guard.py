@@ -134,3 +134,18 @@ def test_plan_without_a_price_for_a_capped_target_is_refused() -> None:
         parse_config({**data, "run": {"max_cost_usd": 0}})
     no_cap = {**data, "run": {}}
     assert budget_guard(parse_config(no_cap)) is None
+
+
+def test_each_of_n_processes_gets_a_share_of_the_caps() -> None:
+    # N load-generating processes each meter their own requests: with 1/N of every cap each,
+    # together they cannot pass it.
+    data = {
+        "run": {"max_cost_usd": 6},
+        "targets": [{"name": "a", "provider": "local", "price_per_s_usd": 1.0, "max_cost_usd": 3}],
+        "scenarios": [{"kind": "burst", "total": 1, "concurrency": 1}],
+    }
+    guard = budget_guard(parse_config(data), share=1 / 3)
+    assert guard is not None and guard.max_cost_usd == pytest.approx(2.0)
+    assert guard.meters["a"].max_cost_usd == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="share"):
+        budget_guard(parse_config(data), share=0)

@@ -143,10 +143,15 @@ def budget_guard(
     config: RunConfig,
     declared: Mapping[str, BillingModel | None] | None = None,
     catalog: PriceCatalog | None = None,
+    *,
+    share: float = 1.0,
 ) -> BudgetGuard | None:
     """The guard a plan asks for (``run.max_cost_usd`` or a target's ``max_cost_usd``), else
     ``None`` (no meter on the hot path). ``declared``: billing models the provider plugins
-    declare (``Capabilities.billing``), used when a target names no ``billing`` plan."""
+    declare (``Capabilities.billing``), used when a target names no ``billing`` plan.
+    ``share`` (0 < share <= 1) scales every cap: one process's part of a multi-process run."""
+    if not 0 < share <= 1:
+        raise ValueError(f"share must be in (0, 1], got {share!r}")
     capped = [t for t in config.targets if t.max_cost_usd is not None]
     if config.run.max_cost_usd is None and not capped:
         return None
@@ -171,5 +176,7 @@ def budget_guard(
                 'a catalog SKU (e.g. price_sku = "A100 80GB") or price_per_s_usd, so the '
                 "budget guard can price this target's requests",
             )
-        meters[t.name] = CostMeter(model, rate, t.max_cost_usd)
-    return BudgetGuard(meters, config.run.max_cost_usd)
+        cap = None if t.max_cost_usd is None else t.max_cost_usd * share
+        meters[t.name] = CostMeter(model, rate, cap)
+    run_cap = config.run.max_cost_usd
+    return BudgetGuard(meters, None if run_cap is None else run_cap * share)
