@@ -1,0 +1,316 @@
+"""``CloudRunProvider``: a Cloud Run service with GPUs, invoked over HTTPS and controlled
+through the Cloud Run Admin API v2 (``google.cloud.run_v2``)."""
+
+from __future__ import annotations
+
+import math
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, Self
+
+import anyio
+import httpx
+from pydantic import Field, model_validator
+
+from gpubench_sdk import (
+    Capabilities,
+    ClientHTTPError,
+    ColdCheck,
+    ConfigError,
+    InvalidResponseError,
+    Provider,
+    ProviderError,
+    ProviderOptions,
+    Request,
+    RequestTimeoutError,
+    Result,
+    ServerHTTPError,
+    ThrottledError,
+    TransportError,
+    first_byte_ns,
+)
+from gpubench_sdk._secrets import redact, scrub_url
+from gpubench_sdk.cost import load_catalog
+
+from ._admin import PROVIDER, ServiceAdmin, ServiceInfo
+from ._auth import CachedIdToken, IdTokenSource, google_id_token
+
+# A template label whose new value makes Cloud Run roll a new revision (any template change
+# does: https://cloud.google.com/run/docs/resource-model#revisions). Label values allow
+# lowercase letters and digits (https://cloud.google.com/run/docs/configuring/services/labels).
+ROLL_LABEL = "gpubench-cold-roll"
+# Cloud Run may keep an idle instance around for up to 15 minutes after its last request
+# (https://cloud.google.com/run/docs/about-instance-autoscaling, "idle instances").
+DEFAULT_IDLE_RECLAIM_S = 900.0
+RESTORE_TIMEOUT_S = 600.0  # a revision roll takes seconds to minutes
+
+
+class CloudRunOptions(ProviderOptions):
+    """Options of a Cloud Run target.
+
+    ``service`` (``projects/P/locations/L/services/S``) turns on the Admin API: the URL is read
+    from it and cold starts can be forced. ``url`` alone benchmarks a service without it.
+    """
+
+    service: str | None = Field(
+        default=None,
+        pattern=r"^projects/[^/]+/locations/[^/]+/services/[^/]+$",
+        description="full resource name: projects/P/locations/L/services/S",
+    )
+    url: str | None = Field(default=None, description="the service URL (default: its uri)")
+    path: str = Field(default="/", pattern=r"^/", description="path the payload is POSTed to")
+    auth: Literal["google", "token", "none"] | None = Field(
+        default=None,
+        description="'google': ID tokens from google-auth (default); 'token': api_key is an "
+        "ID token you minted (gcloud auth print-identity-token); 'none': a public service",
+    )
+    audience: str | None = Field(default=None, description="ID token audience (default: url)")
+    admin_endpoint: str | None = Field(
+        default=None, description="Admin API host (default run.googleapis.com; a fake's URL)"
+    )
+    admin_credentials: Literal["default", "anonymous"] = Field(
+        default="default", description="'anonymous' only for a local fake Admin API"
+    )
+    admin_timeout_s: float = Field(default=RESTORE_TIMEOUT_S, gt=0)
+    roll_revision: bool = Field(
+        default=True, description="ensure_cold rolls a new revision (confirms the cold start)"
+    )
+    idle_reclaim_s: float = Field(
+        default=DEFAULT_IDLE_RECLAIM_S,
+        ge=0,
+        description="how long ensure_cold waits for idle instances to be reclaimed",
+    )
+    cold_threshold_ms: float | None = Field(
+        default=None,
+        gt=0,
+        description="infer 'cold' when the first byte takes longer (None: no guess)",
+    )
+    request_id_header: str = Field(
+        default="x-request-id", description="response header carrying the request id"
+    )
+
+    @model_validator(mode="after")
+    def _check_target(self) -> Self:
+        if self.service is None and self.url is None:
+            raise ValueError("give 'service' (projects/P/locations/L/services/S) or 'url'")
+        if self.auth == "token" and self.api_key is None:
+            raise ValueError("auth = 'token' needs api_key_env or api_key_file (an ID token)")
+        return self
+
+
+@dataclass(frozen=True, slots=True)
+class _SavedSettings:
+    """The user's settings before ``ensure_cold`` changed them, put back by ``close()``."""
+
+    min_instances: int
+    labels: dict[str, str]
+
+
+class CloudRunProvider(Provider):
+    """Cloud Run: POST the payload as JSON to the service URL; read and change the service's
+    scaling with the Admin API v2 to force cold starts, and put it back in ``close()``.
+
+    Cloud Run reports no server timings and has no API listing live instances, so a request
+    is marked cold only after ``ensure_cold`` (confirmed when a new revision was rolled and
+    ``idle_reclaim_s`` waited out), or inferred from ``cold_threshold_ms`` when set.
+    """
+
+    name = "cloudrun"
+    capabilities = Capabilities(
+        cold_start_control=True,
+        billing=load_catalog().billing_model("cloudrun"),
+    )
+    Options: ClassVar[type[ProviderOptions]] = CloudRunOptions
+
+    def __init__(
+        self,
+        options: ProviderOptions | None = None,
+        *,
+        client: httpx.AsyncClient | None = None,
+        token_source: IdTokenSource | None = None,
+        **fields: Any,
+    ) -> None:
+        super().__init__(options, client=client, **fields)
+        self._token_source = token_source or google_id_token
+        self._admin: ServiceAdmin | None = None
+        self._id_token: CachedIdToken | None = None
+        self._saved: _SavedSettings | None = None
+        self._cold_next: bool | None = None  # None: no ensure_cold; else whether confirmed
+        self.service_info: ServiceInfo | None = None
+
+    @property
+    def _opts(self) -> CloudRunOptions:
+        assert isinstance(self.options, CloudRunOptions)
+        return self.options
+
+    @property
+    def endpoint(self) -> str | None:
+        url = self._opts.url or (self.service_info.uri if self.service_info else None)
+        return scrub_url(url).split("?", 1)[0] if url else self._opts.service
+
+    @property
+    def auth_mode(self) -> str:
+        o = self._opts
+        return o.auth or ("token" if o.api_key is not None else "google")
+
+    async def open(self) -> None:
+        o = self._opts
+        if o.service is not None:
+            self._admin = ServiceAdmin(
+                o.service,
+                endpoint=o.admin_endpoint,
+                anonymous=o.admin_credentials == "anonymous",
+                timeout_s=o.admin_timeout_s,
+            )
+            self.service_info = await self._admin.info()
+        url = o.url or (self.service_info.uri if self.service_info else None)
+        if not url:
+            raise ConfigError("url", url, "the service URL: the service reports no uri yet")
+        base = url.rstrip("/")
+        self._invoke_url = httpx.URL(base + o.path)
+        if self.auth_mode == "google":
+            self._id_token = CachedIdToken(self._token_source, o.audience or base)
+
+    async def close(self) -> None:
+        admin, self._admin = self._admin, None
+        if admin is None:
+            return
+        try:
+            # shielded: the user's settings come back even when the run was cancelled
+            with anyio.CancelScope(shield=True), anyio.move_on_after(RESTORE_TIMEOUT_S):
+                await self._restore(admin)
+        finally:
+            admin.close()
+
+    async def _restore(self, admin: ServiceAdmin) -> None:
+        saved, self._saved = self._saved, None
+        if saved is None:
+            return
+        service = await admin.get()
+        service.template.scaling.min_instance_count = saved.min_instances
+        service.template.labels.clear()
+        service.template.labels.update(saved.labels)
+        await admin.update(service)
+
+    # ----- requests -------------------------------------------------------------------------
+
+    async def _headers(self) -> dict[str, str]:
+        headers = dict(self._opts.headers)
+        if self._id_token is not None:
+            headers["Authorization"] = f"Bearer {await self._id_token.get()}"
+        elif self.auth_mode == "token":
+            headers.update(self.auth_headers())
+        return headers
+
+    async def invoke(self, request: Request) -> Result:
+        headers = await self._headers()
+        sent_ns = time.perf_counter_ns()
+        try:
+            response = await self.client.post(
+                self._invoke_url, json=dict(request.payload), headers=headers
+            )
+        except httpx.TimeoutException as exc:
+            raise RequestTimeoutError(_describe(exc), provider=self.name) from exc
+        except httpx.HTTPError as exc:
+            raise TransportError(_describe(exc), provider=self.name) from exc
+        if response.status_code >= 400:
+            raise self._http_error(response)
+        try:
+            output = response.json()
+        except ValueError as exc:
+            raise InvalidResponseError(
+                "response is not JSON", provider=self.name, status_code=response.status_code
+            ) from exc
+        arrived_ns = first_byte_ns(response)
+        cold: bool | None = None
+        confirmed = False
+        if self._cold_next is not None:  # the first request after ensure_cold
+            cold, confirmed, self._cold_next = True, self._cold_next, None
+        elif self._opts.cold_threshold_ms is not None and arrived_ns is not None:
+            cold = (arrived_ns - sent_ns) / 1e6 >= self._opts.cold_threshold_ms
+        return Result(
+            output=output,
+            http_status=response.status_code,
+            request_id=response.headers.get(self._opts.request_id_header),
+            first_byte_ns=arrived_ns,
+            cold=cold,
+            cold_confirmed=confirmed,
+        )
+
+    def _http_error(self, response: httpx.Response) -> ProviderError:
+        status = response.status_code
+        message = redact(f"HTTP {status}: {response.text[:200] or response.reason_phrase}")
+        kw: dict[str, Any] = {"provider": self.name, "status_code": status}
+        if status == 429:  # Cloud Run: no instance available within max instances
+            return ThrottledError(message, retry_after_s=_retry_after_s(response), **kw)
+        if status >= 500:
+            return ServerHTTPError(message, **kw)
+        return ClientHTTPError(message, **kw)
+
+    # ----- control --------------------------------------------------------------------------
+
+    def _require_admin(self) -> ServiceAdmin:
+        if self._admin is None:
+            raise ConfigError(
+                "service", None, "projects/P/locations/L/services/S to control the service"
+            )
+        return self._admin
+
+    async def describe(self) -> ServiceInfo:
+        """Read the service again: scaling, GPU and revisions (kept in ``service_info``)."""
+        self.service_info = await self._require_admin().info()
+        return self.service_info
+
+    async def ensure_cold(self, timeout_s: float) -> ColdCheck:
+        """Set ``min_instance_count`` to 0, roll a new revision (``roll_revision``) and wait
+        ``idle_reclaim_s`` for idle instances to go. Cloud Run lists no live instances, so
+        this is confirmed by procedure only when a revision was rolled and the wait elapsed;
+        without the roll it stays an inference."""
+        admin = self._require_admin()
+        o = self._opts
+        started = time.monotonic()
+        service = await admin.get()
+        template = service.template
+        if self._saved is None:
+            self._saved = _SavedSettings(
+                int(template.scaling.min_instance_count), dict(template.labels)
+            )
+        changed = False
+        if template.scaling.min_instance_count != 0:
+            template.scaling.min_instance_count = 0
+            changed = True
+        if o.roll_revision:
+            template.labels[ROLL_LABEL] = uuid.uuid4().hex[:12]
+            changed = True
+        if changed:
+            service = await admin.update(service)
+        ready = time.monotonic()
+        left_s = timeout_s - (ready - started)
+        await anyio.sleep(max(0.0, min(o.idle_reclaim_s, left_s)))
+        waited_s = time.monotonic() - started
+        reclaimed = time.monotonic() - ready >= o.idle_reclaim_s
+        confirmed = o.roll_revision and reclaimed
+        revision = service.latest_ready_revision or "?"
+        how = (
+            f"min_instance_count=0, revision {revision.rsplit('/', 1)[-1]} "
+            f"{'rolled' if o.roll_revision else 'kept'}, waited {o.idle_reclaim_s:g}s for "
+            "idle instances"
+            + ("" if reclaimed else " (timed out first)")
+            + ("" if confirmed else "; inferred: Cloud Run lists no live instances")
+        )
+        self._cold_next = confirmed
+        return ColdCheck(confirmed=confirmed, waited_s=waited_s, how=how)
+
+
+def _retry_after_s(response: httpx.Response) -> float | None:
+    value = response.headers.get("Retry-After")
+    try:
+        seconds = float(value) if value is not None else None
+    except ValueError:
+        return None
+    return seconds if seconds is not None and math.isfinite(seconds) else None
+
+
+def _describe(exc: BaseException) -> str:
+    return redact(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)

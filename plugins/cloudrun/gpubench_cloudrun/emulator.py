@@ -1,0 +1,294 @@
+"""A Cloud Run emulator on the testing kit's simulated fleet: a fake Admin API v2 and the
+service URL, in one ASGI app.
+
+- Admin API (REST, as ``google.cloud.run_v2``'s REST transport speaks it):
+  ``GET``/``PATCH /v2/projects/P/locations/L/services/S``, ``GET .../services/S/revisions``,
+  ``GET /v2/projects/P/locations/L/operations/ID``. A PATCH replaces the service and answers a
+  long-running operation (done at once, or after ``operation_delay_s``). Bodies are proto3
+  JSON: camelCase, and zero values left out, so a missing ``minInstanceCount`` means 0.
+  A template change rolls a new revision, and the new revision boots one instance, as Cloud
+  Run starts a container to check that a revision becomes ready.
+- The service URL: any other path. ``POST`` a JSON payload; the answer is the fleet's output
+  with the job id in ``x-request-id``. A client that hangs up cancels the job.
+
+``min_instance_count`` and ``max_instance_count`` drive the fleet's ``min_workers`` and
+``max_workers``; the fleet's ``idle_timeout_s`` plays Cloud Run's idle reclaim. Faults in
+``fleet.faults`` apply to the service URL (route ``submit``) and the Admin API (``control``).
+Run ``python -m gpubench_cloudrun.emulator --port 0`` to serve one by hand.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import hmac
+import json
+import uuid
+from collections.abc import AsyncIterator, Callable, MutableMapping
+from typing import Any
+
+from gpubench_sdk import ScalingSettings
+from gpubench_sdk.testing import (
+    INSTALL_HINT,
+    ASGIApp,
+    FaultInjector,
+    FleetConfig,
+    JobStatus,
+    QueueFull,
+    SimulatedFleet,
+)
+
+DEFAULT_SERVICE = "projects/p/locations/us-central1/services/gpubench-emulated"
+SERVICE_TYPE = "type.googleapis.com/google.cloud.run.v2.Service"
+
+
+def fleet_scaling(fleet: SimulatedFleet) -> dict[str, Any]:
+    """``template.scaling`` as the fleet stands (a test may change the fleet directly)."""
+    scaling: dict[str, Any] = {"maxInstanceCount": fleet.scaling.max_workers}
+    if fleet.scaling.min_workers:  # proto3 JSON leaves zero out
+        scaling["minInstanceCount"] = fleet.scaling.min_workers
+    return scaling
+
+
+def default_service(name: str, fleet: SimulatedFleet) -> dict[str, Any]:
+    """An L4 service as ``gcloud run deploy --gpu 1 --gpu-type nvidia-l4`` makes it."""
+    return {
+        "name": name,
+        "generation": "1",
+        "template": {
+            "scaling": fleet_scaling(fleet),
+            "nodeSelector": {"accelerator": "nvidia-l4"},
+            "gpuZonalRedundancyDisabled": True,
+            "containers": [
+                {
+                    "image": "us-docker.pkg.dev/cloudrun/container/hello",
+                    "resources": {
+                        "limits": {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "1"}
+                    },
+                }
+            ],
+        },
+        "traffic": [{"type": "TRAFFIC_TARGET_ALLOCATION_TYPE_LATEST", "percent": 100}],
+    }
+
+
+def make_app(
+    fleet: SimulatedFleet,
+    *,
+    api_key: str | None = None,
+    authorize: Callable[[str], bool] | None = None,
+    service_name: str = DEFAULT_SERVICE,
+    operation_delay_s: float = 0.0,
+) -> ASGIApp:
+    """The emulator app for ``fleet``. The service URL requires ``Authorization: Bearer``
+    with ``api_key``, or a token ``authorize(token)`` accepts (an ID token check); with
+    neither it is public. ``operation_delay_s`` keeps update operations running a while."""
+    try:
+        from starlette.applications import Starlette
+        from starlette.requests import Request
+        from starlette.responses import JSONResponse, Response
+        from starlette.routing import Route
+    except ImportError as exc:
+        raise ImportError(f"the Cloud Run emulator: {INSTALL_HINT}") from exc
+
+    service_id = service_name.rsplit("/", 1)[-1]
+    location = service_name.split("/services/", 1)[0]
+    state: dict[str, Any] = {"service": default_service(service_name, fleet), "revisions": []}
+    operations: dict[str, tuple[float, dict[str, Any]]] = {}
+
+    def google_error(status: int, code: str, message: str) -> Response:
+        # the shape of Google API errors (https://cloud.google.com/apis/design/errors)
+        return JSONResponse(
+            {"error": {"code": status, "message": message, "status": code}}, status_code=status
+        )
+
+    def roll_revision() -> None:
+        number = len(state["revisions"]) + 1
+        name = f"{service_name}/revisions/{service_id}-{number:05d}-{uuid.uuid4().hex[:3]}"
+        template = state["service"]["template"]
+        state["revisions"].append({"name": name, **copy.deepcopy(template)})
+        state["service"]["latestReadyRevision"] = name
+        state["service"]["latestCreatedRevision"] = name
+
+    def apply_scaling(template: dict[str, Any]) -> None:
+        scaling = template.get("scaling") or {}
+        max_count = int(scaling.get("maxInstanceCount", 0))
+        fleet.set_scaling(
+            ScalingSettings(
+                min_workers=int(scaling.get("minInstanceCount", 0)),
+                max_workers=max_count or None,  # 0: not set, Cloud Run's default applies
+            )
+        )
+
+    roll_revision()
+
+    def service_body(request: Request) -> dict[str, Any]:
+        state["service"]["template"]["scaling"] = fleet_scaling(fleet)
+        body = copy.deepcopy(state["service"])
+        body["uri"] = str(request.base_url).rstrip("/")
+        return body
+
+    async def service(request: Request) -> Response:
+        name = f"{location}/services/{request.path_params['service']}"
+        if name != service_name:
+            return google_error(404, "NOT_FOUND", f"Resource '{name}' was not found")
+        if request.method == "GET":
+            return JSONResponse(service_body(request))
+        try:
+            body = json.loads(await request.body())
+        except ValueError:
+            return google_error(400, "INVALID_ARGUMENT", "body is not valid JSON")
+        template = body.get("template") if isinstance(body, dict) else None
+        if not isinstance(template, dict):
+            return google_error(400, "INVALID_ARGUMENT", "service.template is required")
+        scaling = template.get("scaling") or {}
+        low, high = int(scaling.get("minInstanceCount", 0)), int(scaling.get("maxInstanceCount", 0))
+        if low < 0 or (high and low > high):
+            return google_error(
+                400, "INVALID_ARGUMENT", "min_instance_count must be <= max_instance_count"
+            )
+        state["service"]["template"]["scaling"] = fleet_scaling(fleet)
+        if template != state["service"]["template"]:
+            state["service"]["template"] = template
+            state["service"]["generation"] = str(int(state["service"]["generation"]) + 1)
+            apply_scaling(template)
+            roll_revision()
+            fleet.request_worker()  # the new revision's first instance (readiness check)
+        op_name = f"{location}/operations/{uuid.uuid4()}"
+        result = service_body(request)
+        operations[op_name] = (asyncio.get_running_loop().time() + operation_delay_s, result)
+        return JSONResponse(operation_body(op_name))
+
+    def operation_body(name: str) -> dict[str, Any]:
+        ready_at, result = operations[name]
+        body: dict[str, Any] = {"name": name, "metadata": {"@type": SERVICE_TYPE, **result}}
+        if asyncio.get_running_loop().time() >= ready_at:
+            body["done"] = True
+            body["response"] = {"@type": SERVICE_TYPE, **result}
+        return body
+
+    async def operation(request: Request) -> Response:
+        name = f"{location}/operations/{request.path_params['operation']}"
+        if name not in operations:
+            return google_error(404, "NOT_FOUND", f"operation {name} not found")
+        return JSONResponse(operation_body(name))
+
+    async def revisions(request: Request) -> Response:
+        return JSONResponse({"revisions": list(reversed(state["revisions"]))})
+
+    def authorized(request: Request) -> bool:
+        if api_key is None and authorize is None:
+            return True
+        header = request.headers.get("authorization", "")
+        if not header.startswith("Bearer "):
+            return False
+        token = header.removeprefix("Bearer ").strip()
+        if api_key is not None and hmac.compare_digest(token.encode(), api_key.encode()):
+            return True
+        return authorize is not None and authorize(token)
+
+    async def invoke(request: Request) -> Response:
+        if request.method != "POST":
+            return Response("method not allowed", status_code=405)
+        if not authorized(request):
+            # Google's front end answers 401 for a missing or invalid ID token
+            return Response("Your client does not have permission (401)", status_code=401)
+        try:
+            payload = json.loads(await request.body())
+        except ValueError:
+            return Response("body is not valid JSON", status_code=400)
+        try:
+            job = fleet.submit(payload if isinstance(payload, dict) else {"input": payload})
+        except QueueFull:
+            return Response(
+                "The request was aborted because there was no available instance.",
+                status_code=429,
+            )
+        finished = asyncio.ensure_future(job.done.wait())
+        hung_up = asyncio.ensure_future(_disconnected(request))
+        await asyncio.wait({finished, hung_up}, return_when=asyncio.FIRST_COMPLETED)
+        for waiter in (finished, hung_up):
+            waiter.cancel()
+        if not job.done.is_set():  # the client went away: the container's request ends
+            fleet.cancel(job.id)
+            return Response(status_code=499)
+        headers = {"x-request-id": job.id}
+        if job.status is not JobStatus.COMPLETED:
+            return Response(f"container error: {job.error}", status_code=500, headers=headers)
+        output = list(job.stream) if job.stream else job.output
+        return JSONResponse(output, headers=headers)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with fleet:
+            apply_scaling(state["service"]["template"])
+            yield
+
+    services = "/v2/projects/{project}/locations/{location}/services/{service}"
+    app = Starlette(
+        routes=[
+            Route(services, service, methods=["GET", "PATCH"]),
+            Route(f"{services}/revisions", revisions, methods=["GET"]),
+            Route(
+                "/v2/projects/{project}/locations/{location}/operations/{operation}",
+                operation,
+                methods=["GET"],
+            ),
+            Route("/{path:path}", invoke, methods=["GET", "POST"]),
+        ],
+        lifespan=lifespan,
+    )
+    return FaultInjector(app, fleet, _route)
+
+
+async def _disconnected(request: Any) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+def _route(scope: MutableMapping[str, Any]) -> str | None:
+    """Which fault route a request belongs to (see ``gpubench_sdk.testing.FaultPlan``)."""
+    path: str = scope.get("path", "")
+    return "control" if path.startswith("/v2/projects/") else "submit"
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve an emulator until interrupted: ``python -m gpubench_cloudrun.emulator``."""
+    import argparse
+    import os
+    import socket
+
+    from gpubench_sdk.testing import Duration
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8687)
+    parser.add_argument("--service", default=DEFAULT_SERVICE)
+    parser.add_argument("--api-key-env", help="require this bearer token (env variable name)")
+    parser.add_argument("--cold-start-s", type=float, default=0.5)
+    parser.add_argument("--max-workers", type=int, default=3)
+    parser.add_argument("--idle-timeout-s", type=float, default=1.0)
+    args = parser.parse_args(argv)
+    config = FleetConfig(
+        cold_start=Duration.fixed(args.cold_start_s),
+        max_workers=args.max_workers,
+        idle_timeout_s=args.idle_timeout_s,
+    )
+    key = os.environ[args.api_key_env] if args.api_key_env else None
+    app = make_app(SimulatedFleet(config), api_key=key, service_name=args.service)
+    import uvicorn
+
+    # Bound here so that --port 0 works: the first line printed is the URL to use.
+    # IPPROTO_TCP so that asyncio sets TCP_NODELAY (else ~40 ms of Nagle per response)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((args.host, args.port))
+    host, port = sock.getsockname()[:2]
+    print(f"http://{host}:{port}", flush=True)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    server.run(sockets=[sock])
+
+
+if __name__ == "__main__":
+    main()
