@@ -99,9 +99,10 @@ class ServiceAdmin:
 
         credentials: Any = None
         if anonymous:
-            from google.auth.credentials import AnonymousCredentials
+            from google.auth import credentials as gcreds
 
-            credentials = AnonymousCredentials()
+            anonymous_class: Any = gcreds.AnonymousCredentials  # untyped in google-auth
+            credentials = anonymous_class()
         options = ClientOptions(api_endpoint=endpoint) if endpoint else None
         kw: dict[str, Any] = {
             "transport": "rest",
@@ -131,7 +132,7 @@ class ServiceAdmin:
         """PATCH the whole service and wait for the long-running operation to finish."""
 
         def update_and_wait() -> Any:
-            operation = self._services.update_service(service=service, timeout=self._timeout_s)
+            operation: Any = self._services.update_service(service=service, timeout=self._timeout_s)
             return operation.result(timeout=self._timeout_s)
 
         return await self._call(update_and_wait)
@@ -149,7 +150,8 @@ class ServiceAdmin:
 
     def close(self) -> None:
         for client in (self._services, self._revisions):
-            client.transport.close()
+            transport: Any = client.transport
+            transport.close()
 
 
 def map_admin_error(exc: BaseException) -> ProviderError:

@@ -11,8 +11,8 @@ the metadata server on Google Cloud), following https://google.aip.dev/auth/4110
 from __future__ import annotations
 
 import time
-from datetime import timezone
 from dataclasses import dataclass, field
+from datetime import UTC
 from typing import Any, Protocol
 
 import anyio
@@ -45,14 +45,13 @@ def google_id_token(audience: str) -> IdToken:
     import google.oauth2.id_token
 
     request = google.auth.transport.requests.Request()
-    credentials: Any = google.oauth2.id_token.fetch_id_token_credentials(audience, request)
+    fetch: Any = google.oauth2.id_token.fetch_id_token_credentials  # untyped in google-auth
+    credentials: Any = fetch(audience, request)
     credentials.refresh(request)
     # google-auth's expiry is a naive datetime in UTC
     expiry = credentials.expiry
     expires_at_s = (
-        expiry.replace(tzinfo=timezone.utc).timestamp()
-        if expiry is not None
-        else time.time() + 3600.0
+        expiry.replace(tzinfo=UTC).timestamp() if expiry is not None else time.time() + 3600.0
     )
     return IdToken(str(credentials.token), expires_at_s)
 

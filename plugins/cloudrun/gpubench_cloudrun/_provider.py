@@ -33,7 +33,7 @@ from gpubench_sdk import (
 from gpubench_sdk._secrets import redact, scrub_url
 from gpubench_sdk.cost import load_catalog
 
-from ._admin import PROVIDER, ServiceAdmin, ServiceInfo
+from ._admin import ServiceAdmin, ServiceInfo
 from ._auth import CachedIdToken, IdTokenSource, google_id_token
 
 # A template label whose new value makes Cloud Run roll a new revision (any template change
@@ -60,7 +60,7 @@ class CloudRunOptions(ProviderOptions):
     )
     url: str | None = Field(default=None, description="the service URL (default: its uri)")
     path: str = Field(default="/", pattern=r"^/", description="path the payload is POSTed to")
-    auth: Literal["google", "token", "none"] | None = Field(
+    auth_mode: Literal["google", "token", "none"] | None = Field(
         default=None,
         description="'google': ID tokens from google-auth (default); 'token': api_key is an "
         "ID token you minted (gcloud auth print-identity-token); 'none': a public service",
@@ -69,8 +69,9 @@ class CloudRunOptions(ProviderOptions):
     admin_endpoint: str | None = Field(
         default=None, description="Admin API host (default run.googleapis.com; a fake's URL)"
     )
-    admin_credentials: Literal["default", "anonymous"] = Field(
-        default="default", description="'anonymous' only for a local fake Admin API"
+    admin_login: Literal["adc", "anonymous"] = Field(
+        default="adc",
+        description="'adc': Application Default Credentials; 'anonymous': a local fake only",
     )
     admin_timeout_s: float = Field(default=RESTORE_TIMEOUT_S, gt=0)
     roll_revision: bool = Field(
@@ -94,8 +95,8 @@ class CloudRunOptions(ProviderOptions):
     def _check_target(self) -> Self:
         if self.service is None and self.url is None:
             raise ValueError("give 'service' (projects/P/locations/L/services/S) or 'url'")
-        if self.auth == "token" and self.api_key is None:
-            raise ValueError("auth = 'token' needs api_key_env or api_key_file (an ID token)")
+        if self.auth_mode == "token" and self.api_key is None:
+            raise ValueError("auth_mode = 'token' needs api_key_env or api_key_file (an ID token)")
         return self
 
 
@@ -150,9 +151,9 @@ class CloudRunProvider(Provider):
         return scrub_url(url).split("?", 1)[0] if url else self._opts.service
 
     @property
-    def auth_mode(self) -> str:
+    def invoker_auth(self) -> str:
         o = self._opts
-        return o.auth or ("token" if o.api_key is not None else "google")
+        return o.auth_mode or ("token" if o.api_key is not None else "google")
 
     async def open(self) -> None:
         o = self._opts
@@ -160,7 +161,7 @@ class CloudRunProvider(Provider):
             self._admin = ServiceAdmin(
                 o.service,
                 endpoint=o.admin_endpoint,
-                anonymous=o.admin_credentials == "anonymous",
+                anonymous=o.admin_login == "anonymous",
                 timeout_s=o.admin_timeout_s,
             )
             self.service_info = await self._admin.info()
@@ -169,7 +170,7 @@ class CloudRunProvider(Provider):
             raise ConfigError("url", url, "the service URL: the service reports no uri yet")
         base = url.rstrip("/")
         self._invoke_url = httpx.URL(base + o.path)
-        if self.auth_mode == "google":
+        if self.invoker_auth == "google":
             self._id_token = CachedIdToken(self._token_source, o.audience or base)
 
     async def close(self) -> None:
@@ -199,7 +200,7 @@ class CloudRunProvider(Provider):
         headers = dict(self._opts.headers)
         if self._id_token is not None:
             headers["Authorization"] = f"Bearer {await self._id_token.get()}"
-        elif self.auth_mode == "token":
+        elif self.invoker_auth == "token":
             headers.update(self.auth_headers())
         return headers
 

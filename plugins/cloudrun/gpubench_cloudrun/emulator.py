@@ -63,9 +63,7 @@ def default_service(name: str, fleet: SimulatedFleet) -> dict[str, Any]:
             "containers": [
                 {
                     "image": "us-docker.pkg.dev/cloudrun/container/hello",
-                    "resources": {
-                        "limits": {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "1"}
-                    },
+                    "resources": {"limits": {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "1"}},
                 }
             ],
         },
@@ -125,7 +123,7 @@ def make_app(
 
     def service_body(request: Request) -> dict[str, Any]:
         state["service"]["template"]["scaling"] = fleet_scaling(fleet)
-        body = copy.deepcopy(state["service"])
+        body: dict[str, Any] = copy.deepcopy(state["service"])
         body["uri"] = str(request.base_url).rstrip("/")
         return body
 

@@ -21,7 +21,7 @@ class TestCloudRunConformance(ProviderConformance):
         return {
             "service": DEFAULT_SERVICE,
             "admin_endpoint": url,
-            "admin_credentials": "anonymous",
+            "admin_login": "anonymous",
             # the suite's fleet: 0.4 s boot, 1 s idle timeout; the rolled revision's instance
             # is gone 1.4 s after the roll
             "idle_reclaim_s": 2.0,

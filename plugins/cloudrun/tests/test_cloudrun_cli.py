@@ -1,0 +1,81 @@
+"""End to end: the example plan, run by the real ``gpubench`` CLI against the Cloud Run
+emulator served by ``python -m gpubench_cloudrun.emulator`` in its own process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from gpubench_sdk import Outcome, Phase, Store
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "cloudrun_emulated.toml"
+TOKEN = "idtok_e2e_8c2d4f6a1b3e"
+SERVICE = "/v2/projects/p/locations/us-central1/services/gpubench-emulated"
+
+
+@pytest.fixture
+def emulator() -> Iterator[str]:
+    env = {**os.environ, "CLOUDRUN_ID_TOKEN": TOKEN}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gpubench_cloudrun.emulator",
+            "--port",
+            "0",
+            "--api-key-env",
+            "CLOUDRUN_ID_TOKEN",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert proc.stdout is not None
+    url = proc.stdout.readline().strip()
+    try:
+        assert url.startswith("http://127.0.0.1:"), url
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@pytest.mark.slow
+def test_gpubench_run_of_the_example_against_the_emulator(emulator: str, tmp_path: Path) -> None:
+    before = httpx.get(emulator + SERVICE).json()
+    plan = EXAMPLE.read_text().replace("http://127.0.0.1:8687", emulator)
+    plan = plan.replace('output = "gpubench-cloudrun-emulated.sqlite"', 'output = "out.sqlite"')
+    config = tmp_path / "cloudrun.toml"
+    config.write_text(plan)
+    done = subprocess.run(
+        [sys.executable, "-m", "gpubench_sdk", "run", str(config), "--quiet"],
+        cwd=tmp_path,
+        env={**os.environ, "CLOUDRUN_ID_TOKEN": TOKEN},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert TOKEN not in done.stdout + done.stderr
+    with Store(tmp_path / "out.sqlite") as store:
+        (run,) = store.runs()
+        invs = store.invocations(run.id)
+    assert run.status == "completed"
+    assert len(invs) == 2 * 3 + 30
+    assert all(i.outcome is Outcome.OK and i.phase is Phase.MEASURE for i in invs)
+    cold = [i for i in invs if i.scenario == 0 and i.cold]
+    assert len(cold) == 2 and all(i.cold_confirmed for i in cold)  # min 0 + new revision
+    assert all(i.latency_ms >= 450 for i in cold)  # the emulator boots instances in 0.5 s
+    warm = [i for i in invs if i.scenario == 0 and not i.cold]
+    assert len(warm) == 4 and all(i.cold is False for i in warm)  # inferred from the threshold
+    after = httpx.get(emulator + SERVICE).json()
+    # the user's scaling and labels are back (each change rolled a revision)
+    assert after["template"].get("scaling") == before["template"].get("scaling")
+    assert after["template"].get("labels") == before["template"].get("labels")
+    assert after["latestReadyRevision"] != before["latestReadyRevision"]
