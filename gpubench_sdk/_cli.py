@@ -18,6 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ._cli_cost import cost
+from ._cli_report import report_cmd
 from ._config import RunConfig, load_config, parse_config
 from ._errors import ConfigError, GpubenchError
 from ._monitor import client_bound_spans
@@ -479,3 +480,4 @@ def local_serve(
 
 
 main.add_command(cost)
+main.add_command(report_cmd)

@@ -1,0 +1,30 @@
+"""Reports of stored runs: one self-contained HTML page, or the same content as JSON/CSV/Markdown.
+
+``build_report`` gathers the figures (all from ``gpubench_sdk.metrics`` and the cost module);
+``render`` turns them into one of ``FORMATS``. The CLI's ``gpubench report`` is both in a row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ._collect import Report, build_report
+from ._html import render_html
+from ._text import render_csv, render_json, render_markdown
+
+__all__ = ["FORMATS", "Report", "build_report", "render"]
+
+FORMATS: dict[str, Callable[[Report], str]] = {
+    "html": render_html,
+    "json": render_json,
+    "csv": render_csv,
+    "markdown": render_markdown,
+}
+
+
+def render(report: Report, fmt: str = "html") -> str:
+    """The report in ``fmt`` (one of ``FORMATS``)."""
+    try:
+        return FORMATS[fmt](report)
+    except KeyError:
+        raise ValueError(f"format must be one of {sorted(FORMATS)}, got {fmt!r}") from None

@@ -1,0 +1,435 @@
+"""What a report holds, gathered from stored runs: tables of figures plus the points charts draw.
+
+Every figure comes from ``gpubench_sdk.metrics`` (and the cost module), never recomputed here:
+the summary rows are ``_summary.summarize``'s, box-plot quartiles are ``metrics.percentile``,
+cold-start phases are ``metrics.cold_starts``' decomposition, days are
+``metrics.daily_variability``, bursts are ``metrics.burst_analysis`` and streaming runs go through
+``metrics.stream_metrics``. Only chart geometry (which points to draw) is decided here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import math
+import os
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .. import metrics
+from .._secrets import redact, remember
+from .._store import Columns, RunInfo, Store
+from .._summary import summarize
+from .._types import Outcome
+
+Row = dict[str, Any]
+MAX_POINTS = 2_000  # per chart series: enough to see the shape, small enough to stay a light page
+MAX_OUTLIERS = 200  # box plot dots beyond the whiskers, per box
+_BURST_KINDS = ("burst",)  # scenarios whose latency against request index is worth a chart
+PHASES = ("scheduling_ms", "boot_ms", "execution_ms", "transfer_ms")
+
+
+@dataclass
+class Report:
+    """A report's content, independent of its format. ``tables``: section -> rows of scalars
+    (what JSON, CSV and Markdown print); ``series``: chart points, keyed like the table rows."""
+
+    title: str
+    generated_utc: str
+    runs: list[Row] = field(default_factory=list)
+    tables: dict[str, list[Row]] = field(default_factory=dict)
+    series: dict[str, list[Row]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def table(self, name: str) -> list[Row]:
+        return self.tables.setdefault(name, [])
+
+
+def _num(value: Any) -> Any:
+    """A JSON-friendly scalar: numpy to Python, NaN/inf to None (an undefined figure)."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _clean(row: Row) -> Row:
+    return {k: _num(v) for k, v in row.items()}
+
+
+def _iso(wall_ns: int | None) -> str | None:
+    if wall_ns is None:
+        return None
+    return dt.datetime.fromtimestamp(wall_ns / 1e9, dt.UTC).isoformat(timespec="seconds")
+
+
+def _env_names(value: Any) -> list[str]:
+    """Environment variable names a config points at (``api_key_env`` and any ``*_env``)."""
+    if isinstance(value, dict):
+        found = [v for k, v in value.items() if str(k).endswith("_env") and isinstance(v, str)]
+        return found + [n for v in value.values() for n in _env_names(v)]
+    if isinstance(value, list | tuple):
+        return [n for v in value for n in _env_names(v)]
+    return []
+
+
+def _remember_env_secrets(config: Any) -> None:
+    """Remember the values of the variables the run read its secrets from, if set here too:
+    the stored config is redacted by name, but a key the user also pasted under an innocent
+    name (a custom header, a URL) would otherwise reach the page."""
+    for name in _env_names(config):
+        value = os.environ.get(name)
+        if value:
+            remember(value)
+
+
+def _scrub(value: Any) -> Any:
+    """The stored config is already redacted by name; redact remembered secret values too."""
+    if isinstance(value, dict):
+        return {redact(str(k)): _scrub(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_scrub(v) for v in value]
+    if isinstance(value, str):
+        return redact(value)
+    return value
+
+
+def _thin(n: int) -> npt.NDArray[np.int64]:
+    """Evenly spaced indexes, at most MAX_POINTS of ``n``, always keeping the first and last."""
+    if n <= MAX_POINTS:
+        return np.arange(n, dtype=np.int64)
+    return np.unique(np.linspace(0, n - 1, MAX_POINTS).round().astype(np.int64))
+
+
+def build_report(
+    store: Store, run_refs: Sequence[int | str], *, title: str | None = None
+) -> Report:
+    """Gather the content of a report over ``run_refs`` (ids, uuid prefixes, ``"latest"``)."""
+    by_id: dict[int, RunInfo] = {}
+    for ref in run_refs:
+        info = store.run(ref)
+        by_id.setdefault(info.id, info)
+    infos = list(by_id.values())
+    if not infos:
+        raise ValueError("a report needs at least one run")
+    names = ", ".join(f"{i.id} {i.name!r}" for i in infos)
+    report = Report(
+        title=title or f"gpubench report: run{'s' if len(infos) > 1 else ''} {names}",
+        generated_utc=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    )
+    for info in infos:
+        _remember_env_secrets(info.config)
+    for info in infos:
+        report.runs.append(_run_row(info))
+        _summary(report, store, info)
+        _boxes(report, store, info)
+        _cold_starts(report, store, info)
+        _bursts(report, store, info)
+        _streaming(report, store, info)
+        _costs(report, store, info)
+    _variability(report, store, infos)
+    return report
+
+
+def _run_row(info: RunInfo) -> Row:
+    return {
+        "run": info.id,
+        "uuid": info.uuid,
+        "name": info.name,
+        "status": info.status,
+        "error": redact(info.error) if info.error else None,
+        "started_utc": _iso(info.started_wall_ns),
+        "ended_utc": _iso(info.ended_wall_ns),
+        "samples": info.samples,
+        "host": info.host,
+        "gpubench_version": info.gpubench_version,
+        "targets": [{"name": t.name, "provider": t.provider} for t in info.targets],
+        "scenarios": [f"{i}:{s.kind}" for i, s in enumerate(info.scenarios)],
+        "config": _scrub(dict(info.config)),  # after _remember_env_secrets (build_report)
+    }
+
+
+def _summary(report: Report, store: Store, info: RunInfo) -> None:
+    for row in summarize(store, info):
+        data = dataclasses.asdict(row)
+        errors = data.pop("errors")
+        lo, hi = data.pop("p50_ci_ms")
+        lo95, hi95 = data.pop("p95_ci_ms")
+        data |= {"p50_ci_low_ms": lo, "p50_ci_high_ms": hi}
+        data |= {"p95_ci_low_ms": lo95, "p95_ci_high_ms": hi95}
+        data["error_rate"] = row.error_rate
+        data["errors"] = ", ".join(f"{k}={v}" for k, v in sorted(errors.items())) or ""
+        report.table("summary").append(_clean({"run": info.id} | data))
+
+
+def _ok(cols: Columns) -> npt.NDArray[np.bool_]:
+    ok: npt.NDArray[np.bool_] = np.asarray(cols["outcome"]) == Outcome.OK.code
+    return ok
+
+
+def _each(store: Store, info: RunInfo) -> list[tuple[str, int, str, Columns]]:
+    """(target, scenario index, scenario label, columns) for every pair with requests."""
+    found = []
+    for sidx, scenario in enumerate(info.scenarios):
+        for t in info.targets:
+            cols = store.columns(info.id, target=t.name, scenario=sidx)
+            if cols["outcome"].size:
+                found.append((t.name, sidx, f"{sidx}:{scenario.kind}", cols))
+    return found
+
+
+def _boxes(report: Report, store: Store, info: RunInfo) -> None:
+    """Tukey box plots: quartiles, whiskers at the furthest sample within 1.5 IQR, dots beyond."""
+    for target, _, label, cols in _each(store, info):
+        lat = np.sort(cols["latency_ms"][_ok(cols)])
+        if not lat.size:
+            continue
+        q1, med, q3 = (metrics.percentile(lat, q) for q in (0.25, 0.5, 0.75))
+        fence_lo, fence_hi = q1 - 1.5 * (q3 - q1), q3 + 1.5 * (q3 - q1)
+        inside = lat[(lat >= fence_lo) & (lat <= fence_hi)]
+        outside = lat[(lat < fence_lo) | (lat > fence_hi)]
+        keep = np.unique(np.linspace(0, outside.size - 1, MAX_OUTLIERS).round().astype(int))
+        outliers = outside[keep] if outside.size > MAX_OUTLIERS else outside
+        key = {"run": info.id, "target": target, "scenario": label}
+        report.table("latency_box").append(
+            _clean(
+                key
+                | {
+                    "count": lat.size,
+                    "whisker_low_ms": inside.min() if inside.size else med,
+                    "q1_ms": q1,
+                    "median_ms": med,
+                    "q3_ms": q3,
+                    "whisker_high_ms": inside.max() if inside.size else med,
+                    "outliers": outside.size,
+                }
+            )
+        )
+        report.series.setdefault("latency_outliers", []).append(
+            key | {"latency_ms": [float(v) for v in outliers]}
+        )
+
+
+def _cold_starts(report: Report, store: Store, info: RunInfo) -> None:
+    """Per target, cold requests: the reference report's cold start and the mean of each phase
+    (means add up to the mean service time, which medians would not)."""
+    for t in info.targets:
+        cols = store.columns(info.id, target=t.name)
+        if not cols["outcome"].size:
+            continue
+        cs = metrics.cold_starts_of(cols)
+        if not cs.index.size:
+            continue
+        row: Row = {
+            "run": info.id,
+            "target": t.name,
+            "cold_requests": cs.index.size,
+            "confirmed": int(cs.confirmed.sum()),
+            "cold_rate": cs.rate.rate,
+            "cold_start_p50_ms": cs.summary.p50_ms,
+            "cold_start_p95_ms": cs.summary.p95_ms,
+            "cold_start_mean_ms": cs.summary.mean_ms,
+            "inference_inferred": cs.inferred,
+            "service_mean_ms": metrics.summarize_samples(cs.service_ms).mean_ms,
+        }
+        for phase in PHASES:
+            row[f"{phase[:-3]}_mean_ms"] = metrics.summarize_samples(getattr(cs, phase)).mean_ms
+        report.table("cold_start").append(_clean(row))
+
+
+def _variability(report: Report, store: Store, infos: list[RunInfo]) -> None:
+    """Per-day medians of latency and cold start for each target, where the runs span days."""
+    targets = dict.fromkeys(t.name for i in infos for t in i.targets)
+    for target in targets:
+        walls, lat, cold_walls, cold = [], [], [], []
+        for info in infos:
+            if target not in [t.name for t in info.targets]:
+                continue
+            cols = store.columns(info.id, target=target)
+            ok = _ok(cols)
+            walls.append(cols["wall_start_ns"][ok])
+            lat.append(cols["latency_ms"][ok])
+            cs = metrics.cold_starts_of(cols)
+            cold_walls.append(cols["wall_start_ns"][cs.index])
+            cold.append(cs.cold_start_ms)
+        for figure, w, v in (
+            ("latency", walls, lat),
+            ("cold_start", cold_walls, cold),
+        ):
+            wall = np.concatenate(w) if w else np.zeros(0, np.int64)
+            values = np.concatenate(v) if v else np.zeros(0)
+            if not values.size:
+                continue
+            var = metrics.daily_variability(wall, values)
+            if len(var.days) < 2:
+                continue
+            for d in var.days:
+                lo, hi = d.median_ci_ms
+                report.table("daily").append(
+                    _clean(
+                        {
+                            "target": target,
+                            "figure": figure,
+                            "day": d.day,
+                            "count": d.count,
+                            "median_ms": d.median_ms,
+                            "median_ci_low_ms": lo,
+                            "median_ci_high_ms": hi,
+                            "changed": d.changed,
+                            "p_adjusted": d.p_adjusted,
+                        }
+                    )
+                )
+            report.table("variability").append(
+                _clean(
+                    {
+                        "target": target,
+                        "figure": figure,
+                        "days": len(var.days),
+                        "range_ms": var.range_ms,
+                        "cv": var.cv,
+                        "changed_days": ", ".join(var.changed_days),
+                    }
+                )
+            )
+
+
+def _bursts(report: Report, store: Store, info: RunInfo) -> None:
+    for target, sidx, label, cols in _each(store, info):
+        if info.scenarios[sidx].kind not in _BURST_KINDS:
+            continue
+        ba = metrics.run_burst(store, info, target=target, scenario=sidx)
+        if not ba.ok:
+            continue
+        key = {"run": info.id, "target": target, "scenario": label}
+        report.table("burst").append(
+            _clean(
+                key
+                | {
+                    "requests": ba.requests,
+                    "ok": ba.ok,
+                    "slope_ms_per_request": ba.by_index.slope,
+                    "intercept_ms": ba.by_index.intercept_ms,
+                    "pearson_r": ba.by_index.pearson_r,
+                    "spearman_rho": ba.by_index.spearman_rho,
+                    "baseline_ms": ba.baseline_ms,
+                    "time_to_baseline_s": ba.time_to_baseline_s,
+                }
+            )
+        )
+        # the same order burst_analysis uses: requests by send time, index over all of them
+        order = np.argsort(cols["start_ns"], kind="stable")
+        ok = _ok(cols)[order]
+        index = np.flatnonzero(ok)
+        latency = cols["latency_ms"][order][ok]
+        keep = _thin(index.size)
+        report.series.setdefault("burst_points", []).append(
+            key
+            | {
+                "index": [int(i) for i in index[keep]],
+                "latency_ms": [float(v) for v in latency[keep]],
+            }
+        )
+
+
+def _token_times(store: Store, info: RunInfo, target: str, sidx: int) -> list[Any] | None:
+    """Per-request token times since each send, when the store has them (schema v2)."""
+    reader = getattr(store, "token_times", None)
+    if reader is None:
+        return None
+    try:
+        times = reader(info.id, target=target, scenario=sidx)
+    except TypeError:  # an older signature: nothing to draw rather than a failed report
+        return None
+    cols = store.columns(info.id, target=target, scenario=sidx)
+    if isinstance(times, dict):  # keyed by seq
+        times = [times.get(int(s)) for s in cols["seq"]]
+    if not times or len(times) != cols["start_ns"].size:
+        return None
+    out = []
+    for start, t in zip(cols["start_ns"], times, strict=True):
+        arr = np.asarray([] if t is None else t, dtype=np.int64)
+        out.append(arr - int(start))  # stored relative to the run's origin, like first_byte_ns
+    return out if any(a.size for a in out) else None
+
+
+def _streaming(report: Report, store: Store, info: RunInfo) -> None:
+    for target, sidx, label, cols in _each(store, info):
+        times = _token_times(store, info, target, sidx)
+        if times is None:
+            continue
+        ok = _ok(cols)
+        tokens = [t for t, good in zip(times, ok, strict=True) if good]
+        # token times are stored to the microsecond: a last token may round past the end
+        last = np.array([t[-1] if t.size else 0 for t in tokens], dtype=np.int64)
+        ends = np.maximum((cols["end_ns"] - cols["start_ns"])[ok], last)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            sm = metrics.stream_metrics(tokens, end_ns=ends, send_ns=cols["start_ns"][ok])
+        ttft = metrics.summarize_samples(sm.ttft_ms)
+        itl = metrics.summarize_samples(sm.itl_ms)
+        tpot = metrics.summarize_samples(sm.tpot_ms)
+        if not ttft.count:
+            continue
+        key = {"run": info.id, "target": target, "scenario": label}
+        report.table("streaming").append(
+            _clean(
+                key
+                | {
+                    "requests": ttft.count,
+                    "ttft_p50_ms": ttft.p50_ms,
+                    "ttft_p95_ms": ttft.p95_ms,
+                    "itl_p50_ms": itl.p50_ms,
+                    "itl_p95_ms": itl.p95_ms,
+                    "tpot_p50_ms": tpot.p50_ms,
+                    "output_tokens_per_s": sm.total_output_tokens_per_s,
+                }
+            )
+        )
+        for name, values in (("ttft_ms", sm.ttft_ms), ("itl_ms", sm.itl_ms)):
+            finite = np.sort(values[~np.isnan(values)])
+            report.series.setdefault("stream_" + name, []).append(
+                key | {name: [float(v) for v in finite[_thin(finite.size)]]}
+            )
+
+
+def _costs(report: Report, store: Store, info: RunInfo) -> None:
+    """The estimated bill of each target whose plan names a price (the cost module's replay)."""
+    if not any(
+        isinstance(t, dict) and (t.get("price_sku") or t.get("price_per_s_usd") is not None)
+        for t in info.config.get("targets", [])
+    ):
+        return
+    from .._cli_cost import priced_targets
+    from ..cost import load_catalog
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        costs = priced_targets(store, info, load_catalog(), {}, require_price=False)
+    report.notes += [f"cost: {w.message}" for w in caught]
+    for c in costs:
+        u = c.units
+        report.table("cost").append(
+            _clean(
+                {
+                    "run": info.id,
+                    "target": c.target,
+                    "requests": c.requests,
+                    "workers": c.workers,
+                    "billed_s": c.bill.billed_s,
+                    "compute_usd": c.bill.cost_usd,
+                    "fees_usd": c.fees_usd,
+                    "total_usd": c.total_usd,
+                    "per_request_usd": u.per_request_usd,
+                    "per_1k_requests_usd": u.per_1k_requests_usd,
+                    "per_million_output_tokens_usd": u.per_million_output_tokens_usd,
+                    "per_image_usd": u.per_image_usd,
+                }
+            )
+        )

@@ -1,0 +1,289 @@
+"""Inline SVG charts drawn in Python: no script, no fetch, so a report opens offline anywhere.
+
+Every drawn datum carries ``class="mark"`` (the browser test counts them) and a ``<title>``
+tooltip with its value. Axes use "nice" ticks (1, 2, 5 times a power of ten).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from html import escape
+
+import numpy as np
+
+PALETTE = ("#4269d0", "#efb118", "#ff725c", "#6cc5b0", "#3ca951", "#ff8ab7", "#a463f2", "#97bbf5")
+PHASE_COLORS = {
+    "scheduling": "#97bbf5",
+    "boot": "#ff725c",
+    "execution": "#3ca951",
+    "transfer": "#efb118",
+    "unattributed": "#9498a0",
+}
+WIDTH = 760
+_LEFT = 190  # room for "target · scenario" labels
+_RIGHT = 24
+_FONT = 'font-family="system-ui, sans-serif" font-size="11"'
+
+
+def _f(v: float) -> str:
+    return f"{v:.1f}"
+
+
+def nice_ticks(lo: float, hi: float, count: int = 6) -> list[float]:
+    """Round tick values covering [lo, hi]."""
+    if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
+        hi = lo + 1 if math.isfinite(lo) else 1.0
+        lo = lo if math.isfinite(lo) else 0.0
+    raw = (hi - lo) / max(1, count - 1)
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
+    start = math.floor(lo / step) * step
+    ticks = []
+    v = start
+    while v <= hi + step * 0.5:
+        ticks.append(round(v, 10))
+        v += step
+    return ticks
+
+
+def _label(v: float) -> str:
+    if abs(v) >= 1000:
+        return f"{v / 1000:g}k" if v % 1000 else f"{v / 1000:.0f}k"
+    return f"{v:g}"
+
+
+@dataclass
+class _Scale:
+    lo: float
+    hi: float
+    a: float  # pixel of lo
+    b: float  # pixel of hi
+
+    def __call__(self, v: float) -> float:
+        span = self.hi - self.lo or 1.0
+        return self.a + (v - self.lo) / span * (self.b - self.a)
+
+
+def _svg(height: float, body: list[str], title: str) -> str:
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {_f(height)}" '
+        f'width="{WIDTH}" height="{_f(height)}" role="img" aria-label="{escape(title)}" {_FONT}>'
+        + "".join(body)
+        + "</svg>"
+    )
+
+
+def _x_axis(scale: _Scale, ticks: list[float], y0: float, y1: float, unit: str) -> list[str]:
+    out = []
+    for t in ticks:
+        x = _f(scale(t))
+        out.append(f'<line x1="{x}" x2="{x}" y1="{_f(y0)}" y2="{_f(y1)}" stroke="#e3e5e8"/>')
+        out.append(f'<text x="{x}" y="{_f(y1 + 14)}" text-anchor="middle">{_label(t)}</text>')
+    mid = _f((scale.a + scale.b) / 2)
+    out.append(f'<text x="{mid}" y="{_f(y1 + 30)}" text-anchor="middle">{escape(unit)}</text>')
+    return out
+
+
+def _y_axis(scale: _Scale, ticks: list[float], x0: float, x1: float, unit: str) -> list[str]:
+    out = []
+    for t in ticks:
+        y = _f(scale(t))
+        out.append(f'<line x1="{_f(x0)}" x2="{_f(x1)}" y1="{y}" y2="{y}" stroke="#e3e5e8"/>')
+        out.append(f'<text x="{_f(x0 - 6)}" y="{y}" text-anchor="end" dy="4">{_label(t)}</text>')
+    out.append(
+        f'<text transform="translate(14 {_f((scale.a + scale.b) / 2)}) rotate(-90)" '
+        f'text-anchor="middle">{escape(unit)}</text>'
+    )
+    return out
+
+
+def _legend(items: Sequence[tuple[str, str]], y: float) -> list[str]:
+    out, x = [], float(_LEFT)
+    for name, color in items:
+        out.append(f'<rect x="{_f(x)}" y="{_f(y - 9)}" width="10" height="10" fill="{color}"/>')
+        out.append(f'<text x="{_f(x + 14)}" y="{_f(y)}">{escape(name)}</text>')
+        x += 24 + 7 * len(name)
+    return out
+
+
+@dataclass
+class Box:
+    label: str
+    whisker_low: float
+    q1: float
+    median: float
+    q3: float
+    whisker_high: float
+    outliers: Sequence[float]
+
+
+def box_plot(boxes: Sequence[Box], unit: str = "latency (ms)", title: str = "") -> str:
+    """Horizontal Tukey box plots, one row per box."""
+    row_h, top = 28, 10
+    height = top + row_h * len(boxes) + 44
+    values = [v for b in boxes for v in (b.whisker_low, b.whisker_high, *b.outliers)]
+    ticks = nice_ticks(min(0.0, *values), max(values))
+    x = _Scale(ticks[0], ticks[-1], _LEFT, WIDTH - _RIGHT)
+    body = _x_axis(x, ticks, top, top + row_h * len(boxes), unit)
+    for i, b in enumerate(boxes):
+        color = PALETTE[i % len(PALETTE)]
+        cy = top + row_h * i + row_h / 2
+        tip = escape(
+            f"{b.label}: whiskers {b.whisker_low:.1f}-{b.whisker_high:.1f} ms, "
+            f"quartiles {b.q1:.1f}/{b.median:.1f}/{b.q3:.1f} ms, {len(b.outliers)} outliers"
+        )
+        body.append(
+            f'<text x="{_LEFT - 8}" y="{_f(cy)}" dy="4" text-anchor="end">{escape(b.label)}</text>'
+        )
+        body.append(
+            f'<g class="mark" data-kind="box"><title>{tip}</title>'
+            f'<line x1="{_f(x(b.whisker_low))}" x2="{_f(x(b.whisker_high))}" y1="{_f(cy)}" '
+            f'y2="{_f(cy)}" stroke="#555"/>'
+            f'<rect x="{_f(x(b.q1))}" y="{_f(cy - 9)}" width="{_f(max(1, x(b.q3) - x(b.q1)))}" '
+            f'height="18" fill="{color}" fill-opacity="0.35" stroke="{color}"/>'
+            f'<line x1="{_f(x(b.median))}" x2="{_f(x(b.median))}" y1="{_f(cy - 9)}" '
+            f'y2="{_f(cy + 9)}" stroke="#111" stroke-width="2"/></g>'
+        )
+        for v in b.outliers:
+            body.append(
+                f'<circle class="mark" data-kind="outlier" cx="{_f(x(v))}" cy="{_f(cy)}" r="2" '
+                f'fill="none" stroke="{color}"><title>{v:.1f} ms</title></circle>'
+            )
+    return _svg(height, body, title)
+
+
+def stacked_bars(
+    rows: Sequence[tuple[str, Sequence[tuple[str, float]]]],
+    unit: str = "ms",
+    title: str = "",
+) -> str:
+    """Horizontal bars, each a stack of named segments (colours from ``PHASE_COLORS``)."""
+    row_h, top = 30, 10
+    height = top + row_h * len(rows) + 64
+    total = max(sum(v for _, v in segs) for _, segs in rows) if rows else 1.0
+    ticks = nice_ticks(0.0, total)
+    x = _Scale(ticks[0], ticks[-1], _LEFT, WIDTH - _RIGHT)
+    body = _x_axis(x, ticks, top, top + row_h * len(rows), unit)
+    names: dict[str, str] = {}
+    for i, (label, segs) in enumerate(rows):
+        y = top + row_h * i + 6
+        body.append(
+            f'<text x="{_LEFT - 8}" y="{_f(y + 9)}" dy="4" text-anchor="end">{escape(label)}</text>'
+        )
+        cursor = 0.0
+        for name, value in segs:
+            color = PHASE_COLORS.get(name, PALETTE[len(names) % len(PALETTE)])
+            names.setdefault(name, color)
+            w = x(cursor + value) - x(cursor)
+            body.append(
+                f'<rect class="mark" data-kind="segment" x="{_f(x(cursor))}" y="{_f(y)}" '
+                f'width="{_f(max(w, 0.5))}" height="18" fill="{color}">'
+                f"<title>{escape(label)}: {escape(name)} {value:.1f} {escape(unit)}</title></rect>"
+            )
+            cursor += value
+    body += _legend(list(names.items()), height - 8)
+    return _svg(height, body, title)
+
+
+def range_chart(
+    series: Sequence[tuple[str, Sequence[tuple[str, float, float, float]]]],
+    unit: str = "median (ms)",
+    title: str = "",
+) -> str:
+    """Per-day medians with their CI as vertical bars, one coloured line per series.
+
+    ``series``: (name, [(day, median, ci_low, ci_high), ...]).
+    """
+    days = sorted({d for _, pts in series for d, *_ in pts})
+    top, bottom, height = 10, 230, 290
+    values = [v for _, pts in series for _, *vs in pts for v in vs if math.isfinite(v)]
+    ticks = nice_ticks(min(0.0, *values), max(values))
+    y = _Scale(ticks[0], ticks[-1], bottom, top)
+    step = (WIDTH - _RIGHT - 60) / max(1, len(days))
+    body = _y_axis(y, ticks, 60, WIDTH - _RIGHT, unit)
+    for j, day in enumerate(days):
+        body.append(
+            f'<text x="{_f(60 + step * (j + 0.5))}" y="{bottom + 16}" '
+            f'text-anchor="middle">{escape(day)}</text>'
+        )
+    for i, (name, pts) in enumerate(series):
+        color = PALETTE[i % len(PALETTE)]
+        offset = (i - (len(series) - 1) / 2) * 6  # side by side, so CIs do not hide each other
+        coords = []
+        for day, med, lo, hi in pts:
+            cx = 60 + step * (days.index(day) + 0.5) + offset
+            coords.append(f"{_f(cx)},{_f(y(med))}")
+            ci = ""
+            if math.isfinite(lo) and math.isfinite(hi):
+                ci = (
+                    f'<line x1="{_f(cx)}" x2="{_f(cx)}" y1="{_f(y(lo))}" y2="{_f(y(hi))}" '
+                    f'stroke="{color}" stroke-width="2"/>'
+                )
+            body.append(
+                f'<g class="mark" data-kind="day">{ci}<circle cx="{_f(cx)}" cy="{_f(y(med))}" '
+                f'r="4" fill="{color}"/><title>{escape(name)} {escape(day)}: median '
+                f"{med:.1f} ms (CI {lo:.1f}-{hi:.1f})</title></g>"
+            )
+        body.append(
+            f'<polyline points="{" ".join(coords)}" fill="none" stroke="{color}" '
+            'stroke-opacity="0.6"/>'
+        )
+    body += _legend([(n, PALETTE[i % len(PALETTE)]) for i, (n, _) in enumerate(series)], height - 8)
+    return _svg(height, body, title)
+
+
+def scatter(
+    x_values: Sequence[float],
+    y_values: Sequence[float],
+    *,
+    trend: tuple[float, float] | None = None,
+    x_unit: str = "request index (in send order)",
+    y_unit: str = "latency (ms)",
+    title: str = "",
+) -> str:
+    """Points, plus the fitted line ``y = intercept + slope x`` when ``trend`` is given."""
+    top, bottom, height = 10, 230, 280
+    xs, ys = np.asarray(x_values, float), np.asarray(y_values, float)
+    xt = nice_ticks(0.0, float(xs.max()) if xs.size else 1.0)
+    yt = nice_ticks(0.0, float(ys.max()) if ys.size else 1.0)
+    x = _Scale(xt[0], xt[-1], 60, WIDTH - _RIGHT)
+    y = _Scale(yt[0], yt[-1], bottom, top)
+    body = _y_axis(y, yt, 60, WIDTH - _RIGHT, y_unit) + _x_axis(x, xt, top, bottom, x_unit)
+    for a, b in zip(xs, ys, strict=True):
+        body.append(
+            f'<circle class="mark" data-kind="point" cx="{_f(x(a))}" cy="{_f(y(b))}" r="2.2" '
+            f'fill="{PALETTE[0]}" fill-opacity="0.6"><title>#{a:.0f}: {b:.1f} ms</title></circle>'
+        )
+    if trend is not None and all(math.isfinite(v) for v in trend) and xs.size:
+        slope, intercept = trend
+        x0, x1 = float(xs.min()), float(xs.max())
+        body.append(
+            f'<line x1="{_f(x(x0))}" y1="{_f(y(intercept + slope * x0))}" x2="{_f(x(x1))}" '
+            f'y2="{_f(y(intercept + slope * x1))}" stroke="{PALETTE[2]}" stroke-width="2">'
+            f"<title>OLS: {slope:.3f} ms per request</title></line>"
+        )
+    return _svg(height, body, title)
+
+
+def histogram(values: Sequence[float], *, unit: str, bins: int = 40, title: str = "") -> str:
+    """Counts of ``values`` in equal-width bins from 0 (or the minimum, if negative)."""
+    arr = np.asarray(values, float)
+    lo = min(0.0, float(arr.min()))
+    counts, edges = np.histogram(arr, bins=bins, range=(lo, float(arr.max()) or 1.0))
+    top, bottom, height = 10, 200, 250
+    xt = nice_ticks(lo, float(edges[-1]))
+    yt = nice_ticks(0.0, float(counts.max()))
+    x = _Scale(xt[0], xt[-1], 60, WIDTH - _RIGHT)
+    y = _Scale(yt[0], yt[-1], bottom, top)
+    body = _y_axis(y, yt, 60, WIDTH - _RIGHT, "requests") + _x_axis(x, xt, top, bottom, unit)
+    for c, a, b in zip(counts, edges[:-1], edges[1:], strict=True):
+        if not c:
+            continue
+        body.append(
+            f'<rect class="mark" data-kind="bin" x="{_f(x(a))}" y="{_f(y(c))}" '
+            f'width="{_f(max(1, x(b) - x(a) - 1))}" height="{_f(bottom - y(c))}" '
+            f'fill="{PALETTE[3]}"><title>{a:.1f}-{b:.1f}: {c}</title></rect>'
+        )
+    return _svg(height, body, title)

@@ -1,0 +1,94 @@
+"""The HTML report in a real headless browser (Debian's chromium, driven by Playwright).
+
+The page must load from a file with no console error and no request but its own, and every
+chart must hold the data points it claims. A full-page screenshot goes to the test's tmp dir
+and, when ``GPUBENCH_ARTIFACTS`` names a directory (CI), there too.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from _report_store import BURST, STREAMING, build_store
+from test_cli import gpubench
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+# What Chromium needs to run headless as root in a container, with nothing phoning home.
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+pytestmark = pytest.mark.skipif(
+    not Path(CHROMIUM).exists(), reason="needs Debian's chromium (apt-get install chromium)"
+)
+
+
+def test_report_renders_every_chart_offline(tmp_path: Path) -> None:
+    store = tmp_path / "runs.sqlite"
+    build_store(store)
+    page_path = tmp_path / "report.html"
+    proc = gpubench("report", "1", "2", "3", "--store", str(store), "-o", str(page_path))
+    assert proc.returncode == 0, proc.stderr
+
+    console_errors: list[str] = []
+    requests: list[str] = []
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            context = browser.new_context(viewport={"width": 1200, "height": 900})
+            page = context.new_page()
+            page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else 0)
+            page.on("pageerror", lambda e: console_errors.append(str(e)))
+            page.on("request", lambda r: requests.append(r.url))
+            page.goto(page_path.as_uri(), wait_until="load")
+            charts = page.eval_on_selector_all(
+                "figure.chart",
+                """figs => figs.map(f => ({
+                    kind: f.dataset.chart,
+                    marks: f.querySelectorAll('svg .mark').length,
+                    width: f.querySelector('svg').getBoundingClientRect().width,
+                    boxes: f.querySelectorAll('svg .mark[data-kind=box]').length,
+                    kinds: [...new Set([...f.querySelectorAll('svg .mark')]
+                        .map(m => m.dataset.kind))],
+                }))""",
+            )
+            shot = tmp_path / "report.png"
+            page.screenshot(path=str(shot), full_page=True)
+        finally:
+            browser.close()
+    artifacts = os.environ.get("GPUBENCH_ARTIFACTS")
+    if artifacts:
+        Path(artifacts).mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, Path(artifacts) / "report.png")
+
+    assert console_errors == []
+    assert requests == [page_path.as_uri()]  # the page itself, nothing else
+    assert shot.stat().st_size > 10_000
+    by_kind: dict[str, list[dict[str, object]]] = {}
+    for c in charts:
+        assert c["marks"] > 0 and c["width"] > 100, c  # rendered, with data points
+        by_kind.setdefault(str(c["kind"]), []).append(c)
+    expected = {"latency-box", "cold-start", "daily-cold_start", "daily-latency", "burst"}
+    if STREAMING:
+        expected |= {"ttft", "itl"}
+    assert expected <= set(by_kind)
+    # one box per target in each of the 3 runs' 2 scenarios: 2 charts, 6 boxes each
+    assert [c["boxes"] for c in by_kind["latency-box"]] == [6, 6]
+    # a burst chart per run and target, one point per successful request
+    marks = sorted(int(c["marks"]) for c in by_kind["burst"])  # type: ignore[call-overload]
+    assert marks == [BURST - 1] * 3 + [BURST] * 3
+    # 3 days x 2 targets on each daily chart; 4 phase segments x 6 cold-start bars
+    assert [c["marks"] for c in by_kind["daily-cold_start"]] == [6]
+    assert [c["marks"] for c in by_kind["cold-start"]] == [24]
+    if STREAMING:  # histograms of "fast"'s bursts: TTFT bins hold 40 requests, ITL bins 40 x 9
+        assert len(by_kind["ttft"]) == len(by_kind["itl"]) == 3
