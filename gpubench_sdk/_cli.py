@@ -17,6 +17,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ._cli_campaign import campaign, compare
 from ._cli_cost import cost
 from ._cli_report import report_cmd
 from ._config import RunConfig, load_config, parse_config
@@ -480,4 +481,6 @@ def local_serve(
 
 
 main.add_command(cost)
+main.add_command(campaign)
+main.add_command(compare)
 main.add_command(report_cmd)

@@ -1,0 +1,370 @@
+"""``gpubench campaign ...`` (scheduled studies) and ``gpubench compare`` (the regression gate)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import secrets
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from ._errors import ConfigError
+
+F = TypeVar("F", bound=Callable[..., Any])
+_STORE_HELP = "results store (SQLite file)"
+
+
+def _consoles() -> tuple[Console, Console]:
+    from ._cli import err, out  # the CLI's own consoles (wide when captured); no import cycle
+
+    return out, err
+
+
+def _store_option(default: str | None = "gpubench.sqlite") -> Callable[[F], F]:
+    return click.option(
+        "--store",
+        "store_path",
+        default=default,
+        show_default=default is not None,
+        type=click.Path(dir_okay=False),
+        help=_STORE_HELP + ("" if default else " (default: the plan's run.output)"),
+    )
+
+
+def _when(t_ns: int, tz: str) -> str:
+    from .campaign._schedule import zone
+
+    return dt.datetime.fromtimestamp(t_ns / 1e9, zone(tz)).strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+def _start_ns(text: str, tz: str) -> int:
+    if text == "now":
+        return time.time_ns()
+    from .campaign._schedule import zone
+
+    try:
+        when = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise ConfigError(
+            "--start", text, '"now" or an ISO 8601 time, e.g. 2024-06-01T09:00 (in --tz)'
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=zone(tz))
+    return round(when.timestamp() * 1e9)
+
+
+@click.group("campaign")
+def campaign() -> None:
+    """Repeat a plan on a schedule across days: variability by day and time of day."""
+
+
+@campaign.command("create")
+@click.argument("plan_path", metavar="PLAN.toml", type=click.Path(dir_okay=False))
+@click.option("--every", metavar="DURATION", help="slot interval, e.g. 4h (or give --cron)")
+@click.option("--cron", "cron_text", metavar="EXPR", help='5-field cron, e.g. "0 */4 * * *"')
+@click.option("--for", "for_text", required=True, metavar="DURATION", help="how long, e.g. 5d")
+@click.option("--jitter", default="0s", show_default=True, metavar="DURATION",
+              help="shift each slot by a seeded random delay below this")  # fmt: skip
+@click.option("--grace", metavar="DURATION",
+              help="a slot not started this long after its time is missed "
+              "(default: half the gap between slots, at most 1h)")  # fmt: skip
+@click.option("--start", default="now", show_default=True, help='"now" or an ISO 8601 time')
+@click.option("--tz", default="UTC", show_default=True, help="time zone of --cron and the tables")
+@click.option("--seed", type=int, default=None, help="jitter seed (default: drawn and stored)")
+@click.option("--name", default=None, help="campaign name (default: the plan's run.name)")
+@click.option("--slot-max-requests", type=click.IntRange(1), help="requests cap per slot")
+@click.option("--slot-max-cost-usd", type=click.FloatRange(min=0, min_open=True),
+              help="USD cap per slot (needs prices in the plan)")  # fmt: skip
+@click.option("--max-requests", type=click.IntRange(1), help="requests cap for the campaign")
+@click.option("--max-cost-usd", type=click.FloatRange(min=0, min_open=True),
+              help="USD cap for the campaign (needs prices in the plan)")  # fmt: skip
+@_store_option(default=None)
+def campaign_create(
+    plan_path: str,
+    every: str | None,
+    cron_text: str | None,
+    for_text: str,
+    jitter: str,
+    grace: str | None,
+    start: str,
+    tz: str,
+    seed: int | None,
+    name: str | None,
+    slot_max_requests: int | None,
+    slot_max_cost_usd: float | None,
+    max_requests: int | None,
+    max_cost_usd: float | None,
+    store_path: str | None,
+) -> None:
+    """Store a campaign: PLAN.toml's scenarios against every target at each slot."""
+    from .campaign import Budget, Schedule, create_campaign, parse_duration
+
+    schedule = Schedule(
+        start_ns=_start_ns(start, tz),
+        duration_s=parse_duration(for_text, "--for"),
+        every_s=None if every is None else parse_duration(every, "--every"),
+        cron=cron_text,
+        jitter_s=parse_duration(jitter, "--jitter"),
+        seed=secrets.randbits(31) if seed is None else seed,
+        tz=tz,
+        grace_s=None if grace is None else parse_duration(grace, "--grace"),
+    )
+    budget = Budget(slot_max_requests, slot_max_cost_usd, max_requests, max_cost_usd)
+    record = create_campaign(plan_path, schedule, name=name, store=store_path, budget=budget)
+    out, _ = _consoles()
+    from .campaign import CampaignDB
+
+    with CampaignDB(_store_of(plan_path, store_path), readonly=True) as db:
+        slots = db.slots(record)
+        path = db.path
+    out.print(
+        f"campaign {escape(record.name)!r}: {len(slots)} slots, {schedule.describe()}, "
+        f"grace {record.grace_s:g} s; first at {_when(slots[0].scheduled_ns, tz)}, last at "
+        f"{_when(slots[-1].scheduled_ns, tz)}",
+        highlight=False,
+    )
+    out.print(f"run it with: gpubench campaign run {record.name} --store {path}", highlight=False)
+
+
+def _store_of(plan_path: str, store_path: str | None) -> str:
+    if store_path is not None:
+        return store_path
+    from ._config import load_config
+
+    return load_config(plan_path).run.output
+
+
+def _run(name: str | None, store_path: str, once: bool, heartbeat_s: float, attempts: int) -> None:
+    from .campaign import run_campaign
+
+    out, _ = _consoles()
+    reports = run_campaign(
+        store_path,
+        name,
+        once=once,
+        heartbeat_s=heartbeat_s,
+        max_attempts=attempts,
+        echo=lambda line: out.print(escape(line), highlight=False, soft_wrap=True),
+    )
+    if any(r.status == "failed" for r in reports):
+        sys.exit(1)
+
+
+_HEARTBEAT = click.option("--heartbeat", "heartbeat_s", default=10.0, show_default=True,
+                          type=click.FloatRange(min=0, min_open=True),
+                          help="seconds between liveness updates of a running slot")  # fmt: skip
+_ATTEMPTS = click.option("--max-attempts", "attempts", default=3, show_default=True,
+                         type=click.IntRange(1),
+                         help="tries of a slot whose scheduler died while running it")  # fmt: skip
+
+
+@campaign.command("run")
+@click.argument("name", required=False)
+@_store_option()
+@_HEARTBEAT
+@_ATTEMPTS
+def campaign_run(name: str | None, store_path: str, heartbeat_s: float, attempts: int) -> None:
+    """Run NAME's slots as they fall due until none is left; resumes after a crash."""
+    _run(name, store_path, False, heartbeat_s, attempts)
+
+
+@campaign.command("tick")
+@click.argument("name", required=False)
+@_store_option()
+@_HEARTBEAT
+@_ATTEMPTS
+def campaign_tick(name: str | None, store_path: str, heartbeat_s: float, attempts: int) -> None:
+    """Run the slot that is due now, if any, and exit (for cron, timers, CronJobs, CI)."""
+    _run(name, store_path, True, heartbeat_s, attempts)
+
+
+@campaign.command("list")
+@_store_option()
+def campaign_list(store_path: str) -> None:
+    """List the campaigns in the store."""
+    from collections import Counter
+
+    from .campaign import CampaignDB
+
+    out, _ = _consoles()
+    table = Table()
+    for col in ("name", "schedule", "slots", "done", "missed", "pending", "first", "last"):
+        table.add_column(col)
+    with CampaignDB(store_path, readonly=True) as db:
+        for name in db.names():
+            c = db.get(name)
+            slots = db.slots(c)
+            n = Counter(s.status for s in slots)
+            table.add_row(
+                c.name, c.schedule.describe(), str(len(slots)), str(n["done"]),
+                str(n["missed"]), str(n["pending"] + n["running"]),
+                _when(slots[0].scheduled_ns, c.schedule.tz),
+                _when(slots[-1].scheduled_ns, c.schedule.tz),
+            )  # fmt: skip
+    out.print(table)
+
+
+@campaign.command("status")
+@click.argument("name", required=False)
+@_store_option()
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+def campaign_status(name: str | None, store_path: str, as_json: bool) -> None:
+    """Slots by status, the next slot, the running attempt, and spend against the caps."""
+    from collections import Counter
+
+    from .campaign import CampaignDB
+
+    out, _ = _consoles()
+    with CampaignDB(store_path, readonly=True) as db:
+        c = db.get(name)
+        slots = db.slots(c)
+        attempts = db.attempts(c)
+    counts = Counter(s.status for s in slots)
+    pending = [s for s in slots if s.status == "pending"]
+    running = [a for a in attempts if a.status == "running"]
+    requests = sum(a.requests or 0 for a in attempts)
+    costs = [a.cost_usd for a in attempts if a.cost_usd is not None]
+    data: dict[str, Any] = {
+        "name": c.name,
+        "schedule": c.schedule.describe(),
+        "slots": dict(counts),
+        "next_slot": None if not pending else {"slot": pending[0].idx,
+                                               "at": _when(pending[0].scheduled_ns, c.schedule.tz)},
+        "running": [asdict(a) for a in running],
+        "requests": requests,
+        "cost_usd": sum(costs) if costs else None,
+        "budget": asdict(c.budget),
+        "problems": [{"slot": s.idx, "status": s.status, "reason": s.reason}
+                     for s in slots if s.status in ("missed", "interrupted", "failed", "skipped")],
+    }  # fmt: skip
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+        return
+    out.print(f"campaign {escape(c.name)!r}: {escape(c.schedule.describe())}", highlight=False)
+    out.print("slots: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    if pending:
+        out.print(f"next: slot {pending[0].idx} at {data['next_slot']['at']}")
+    now = time.time_ns()
+    for a in running:
+        out.print(
+            f"running: slot {a.slot} attempt {a.attempt}, pid {a.pid} on {escape(a.host)}, "
+            f"last heartbeat {(now - a.heartbeat_ns) / 1e9:.0f} s ago"
+        )
+    caps = c.budget
+    spend = f"spent: {requests} requests" + (
+        f" of max {caps.max_requests}" if caps.max_requests else ""
+    )
+    if data["cost_usd"] is not None:
+        spend += f", ${data['cost_usd']:.4f}" + (
+            f" of max ${caps.max_cost_usd:g}" if caps.max_cost_usd else ""
+        )
+    out.print(spend)
+    for p in data["problems"]:
+        out.print(f"slot {p['slot']}: {p['status']} ({escape(str(p['reason']))})", highlight=False)
+
+
+@campaign.command("show")
+@click.argument("name", required=False)
+@_store_option()
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+def campaign_show(name: str | None, store_path: str, as_json: bool) -> None:
+    """Per-slot series, per-day and per-hour variability tables, and drift, per target."""
+    from ._store import Store
+    from .campaign import campaign_summary
+    from .campaign._render import summary_renderables
+
+    out, _ = _consoles()
+    with Store(store_path, readonly=True) as store:
+        summary = campaign_summary(store, name)
+    if as_json:
+        from ._cli import _json_safe
+
+        click.echo(json.dumps(_json_safe(asdict(summary)), indent=2, default=str))
+        return
+    for part in summary_renderables(summary):
+        out.print(part)
+
+
+@click.command("compare")
+@click.option("--baseline", required=True, metavar="RUN_OR_CAMPAIGN",
+              help="run (id, uuid prefix, latest) or campaign (NAME or campaign:NAME)")  # fmt: skip
+@click.option("--candidate", default="latest", show_default=True, metavar="RUN_OR_CAMPAIGN",
+              help="what is judged against the baseline")  # fmt: skip
+@click.option(
+    "--fail-on",
+    "fail_on",
+    required=True,
+    metavar="RULES",
+    help='e.g. "p95>+20%,cold_start.p50>+2s,cost_per_1k>+10%" (docs/campaigns.md)',
+)
+@click.option("--target", default=None, help="compare only this target")
+@click.option("--scenario", type=click.IntRange(0), default=None,
+              help="scenario index (default: all measured requests)")  # fmt: skip
+@click.option(
+    "--significant",
+    "significant_only",
+    is_flag=True,
+    help="fail only when the whole 95%% CI of the change is past the threshold",
+)
+@_store_option()
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+def compare(
+    baseline: str,
+    candidate: str,
+    fail_on: str,
+    target: str | None,
+    scenario: int | None,
+    significant_only: bool,
+    store_path: str,
+    as_json: bool,
+) -> None:
+    """Gate on a regression: exit 1 when a --fail-on rule fails, 2 when one cannot be checked
+    (no data, bad rule, unknown run), 0 when all pass."""
+    from ._store import Store
+    from .campaign import parse_fail_on, regression_gate
+    from .campaign._render import gate_table
+
+    rules = parse_fail_on(fail_on)  # before opening anything: a typo fails fast
+    out, err = _consoles()
+    with Store(store_path, readonly=True) as store:
+        base, cand, report = regression_gate(
+            store, baseline, rules, candidate=candidate, target=target, scenario=scenario,
+            significant_only=significant_only,
+        )  # fmt: skip
+    if as_json:
+        from ._cli import _json_safe
+
+        data = {
+            "baseline": base.label,
+            "candidate": cand.label,
+            "passed": report.passed,
+            "rows": [asdict(r) for r in report.rows],
+        }
+        click.echo(json.dumps(_json_safe(data), indent=2, default=str))
+    else:
+        out.print(gate_table(report.rows, f"{base.label} (baseline) vs {cand.label} (candidate)"))
+        failed, missing = report.failed, report.missing
+        if failed:
+            rules_text = ", ".join(f"{r.target}: {r.threshold.text}" for r in failed)
+            out.print(f"[bold red]FAIL[/]: {escape(rules_text)}", highlight=False)
+        if missing:
+            rules_text = ", ".join(f"{r.target}: {r.threshold.metric}" for r in missing)
+            err.print(
+                f"[yellow]cannot check[/] {escape(rules_text)}: one side has no such data "
+                "(no cold start, no first byte, or no price in the plan)",
+                highlight=False,
+            )
+        if report.passed:
+            out.print("[green]PASS[/]: every rule holds")
+    if report.failed:
+        sys.exit(1)
+    if report.missing:
+        sys.exit(2)
