@@ -1,0 +1,109 @@
+"""The Inference Endpoints management API (``/v2/endpoint/{namespace}/{name}``), read into
+gpubench's terms: state and replicas as ``FleetState``, ``compute.scaling`` as
+``ScalingSettings`` (``scaleToZeroTimeout`` is in minutes). See ``_protocol`` for sources."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gpubench_sdk import (
+    ClientHTTPError,
+    ConfigError,
+    FleetState,
+    InvalidResponseError,
+    ScalingSettings,
+)
+
+from . import _protocol as hf
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointStatus:
+    """What the management API says of an endpoint at one moment."""
+
+    state: str
+    ready_replicas: int | None
+    target_replicas: int | None
+    url: str | None
+    scaling: ScalingSettings
+    raw: dict[str, Any]
+
+    @property
+    def is_scaled_to_zero(self) -> bool:
+        return self.state == hf.SCALED_TO_ZERO and not self.ready_replicas
+
+    def fleet_state(self) -> FleetState:
+        """Ready replicas serve requests (idle or busy: the API does not tell them apart);
+        replicas targeted but not ready are starting."""
+        ready, target = self.ready_replicas, self.target_replicas
+        starting = None if ready is None or target is None else max(0, target - ready)
+        detail = {
+            "state": self.state,
+            "readyReplica": ready,
+            "targetReplica": target,
+            "minReplica": self.scaling.min_workers,
+            "maxReplica": self.scaling.max_workers,
+        }
+        return FleetState(ready=ready, starting=starting, detail=detail)
+
+
+def parse_endpoint(body: Any, minute_s: float, provider: str) -> EndpointStatus:
+    """An endpoint object as ``EndpointStatus``; ``InvalidResponseError`` if it is not one."""
+
+    def invalid(why: str) -> InvalidResponseError:
+        return InvalidResponseError(f"management API: {why}", provider=provider)
+
+    if not isinstance(body, dict):
+        raise invalid("the endpoint is not a JSON object")
+    status = body.get("status")
+    if not isinstance(status, dict) or status.get("state") not in hf.STATES:
+        state = status.get("state") if isinstance(status, dict) else None
+        raise invalid(f"unknown status.state {state!r}")
+    scaling = (body.get("compute") or {}).get("scaling")
+    if not isinstance(scaling, dict):
+        raise invalid("no compute.scaling")
+    try:
+        minutes = scaling.get("scaleToZeroTimeout")
+        settings = ScalingSettings(
+            min_workers=int(scaling["minReplica"]),
+            max_workers=int(scaling["maxReplica"]),
+            idle_timeout_s=None if minutes is None else float(minutes) * minute_s,
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise invalid(f"compute.scaling lacks a field: {exc}") from exc
+    return EndpointStatus(
+        state=status["state"],
+        ready_replicas=_count(status.get("readyReplica")),
+        target_replicas=_count(status.get("targetReplica")),
+        url=status.get("url") if isinstance(status.get("url"), str) else None,
+        scaling=settings,
+        raw=body,
+    )
+
+
+def scaling_payload(settings: ScalingSettings, minute_s: float) -> dict[str, Any]:
+    """The ``PUT`` body changing only the given knobs; ``ConfigError`` for what HF refuses."""
+    scaling: dict[str, int] = {}
+    if settings.min_workers is not None:
+        scaling["minReplica"] = settings.min_workers
+    if settings.max_workers is not None:
+        scaling["maxReplica"] = settings.max_workers
+    if settings.idle_timeout_s is not None:
+        minutes = settings.idle_timeout_s / minute_s
+        if minutes != round(minutes) or minutes < 0:
+            raise ConfigError(
+                "scaling.idle_timeout_s",
+                settings.idle_timeout_s,
+                f"whole minutes of {minute_s:g} s on Hugging Face (scaleToZeroTimeout)",
+            )
+        scaling["scaleToZeroTimeout"] = round(minutes)
+    return {"compute": {"scaling": scaling}}
+
+
+def refused_scaling(exc: ClientHTTPError, payload: dict[str, Any]) -> ConfigError:
+    return ConfigError("scaling", payload["compute"]["scaling"], f"values HF accepts ({exc})")
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

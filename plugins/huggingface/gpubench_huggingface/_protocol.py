@@ -1,0 +1,157 @@
+"""Hugging Face Inference Endpoints: the names, units and bodies shared by provider and emulator.
+
+Sources (read 2026-11):
+
+- Endpoint URL and bodies: the inference toolkit's ``POST /`` takes ``{"inputs", "parameters"}``
+  and answers any handler exception with 400 ``{"error": str}``
+  (huggingface/huggingface-inference-toolkit ``webservice_starlette.py``); TGI adds
+  ``POST /generate`` and ``POST /generate_stream`` (SSE ``data:`` events of
+  ``{"token": {"id", "text", "logprob", "special"}, "generated_text", "details"}``, the last
+  one carrying ``generated_text`` and ``details``; text-generation-inference PR #36 and
+  https://huggingface.co/docs/text-generation-inference/conceptual/streaming). TGI errors are
+  ``{"error", "error_type"}``: 422 validation, 424 generation, 429 overloaded, 500 incomplete
+  generation (TGI ``router/src/server.rs``).
+- TGI timing headers, milliseconds: ``x-total-time``, ``x-validation-time``, ``x-queue-time``,
+  ``x-inference-time``, ``x-time-per-token``; ``x-prompt-tokens``, ``x-generated-tokens``;
+  ``x-compute-time`` was ``as_millis()`` in older TGI and is seconds (a float) in newer TGI
+  (router/src/server.rs; PROVIDERS.md).
+- Cold endpoints: "the proxy will respond with the status code 503 while the new replica is
+  initializing ... add the 'X-Scale-Up-Timeout' header ... the proxy will hold the request
+  until a replica is ready" (https://huggingface.co/docs/inference-endpoints/guides/autoscaling;
+  older documentation said 502). Header value in seconds.
+- Management API ``https://api.endpoints.huggingface.cloud/v2``: ``GET``/``PUT
+  /endpoint/{namespace}/{name}``, ``POST .../pause``, ``.../resume``, ``.../scale-to-zero``;
+  ``status.state`` in the states below, ``status.readyReplica``, ``status.targetReplica``,
+  ``status.url``; ``compute.scaling.{minReplica, maxReplica, scaleToZeroTimeout}`` with the
+  timeout in minutes (huggingface_hub ``_inference_endpoints.py`` ``InferenceEndpointStatus``
+  and ``update(scale_to_zero_timeout=...)``: "duration in minutes").
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any, Final
+
+MANAGEMENT_URL: Final = "https://api.endpoints.huggingface.cloud/v2"
+
+PENDING: Final = "pending"
+INITIALIZING: Final = "initializing"
+UPDATING: Final = "updating"
+UPDATE_FAILED: Final = "updateFailed"
+RUNNING: Final = "running"
+PAUSED: Final = "paused"
+FAILED: Final = "failed"
+SCALED_TO_ZERO: Final = "scaledToZero"
+STATES: Final = frozenset(
+    {PENDING, INITIALIZING, UPDATING, UPDATE_FAILED, RUNNING, PAUSED, FAILED, SCALED_TO_ZERO}
+)
+BROKEN_STATES: Final = frozenset({FAILED, UPDATE_FAILED})
+
+SCALE_UP_TIMEOUT_HEADER: Final = "X-Scale-Up-Timeout"
+SECONDS_PER_MINUTE: Final = 60.0
+
+TIMING_HEADERS_MS: Final = {
+    "x-total-time": "total_ms",
+    "x-validation-time": "validation_ms",
+    "x-queue-time": "queue_ms",
+    "x-inference-time": "inference_ms",
+    "x-time-per-token": "time_per_token_ms",
+}
+COMPUTE_TIME_HEADER: Final = "x-compute-time"
+
+
+def _float(value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    return number if math.isfinite(number) and number >= 0 else None
+
+
+def compute_time_ms(value: str | None, reference_ms: float | None) -> float | None:
+    """``x-compute-time`` in milliseconds, whichever unit the server wrote.
+
+    Newer TGI writes seconds, older TGI whole milliseconds; a bare integer can be either
+    (Rust prints ``1.0_f64`` as ``"1"``). The unit is the one that puts the figure nearer
+    ``reference_ms`` (``x-total-time``, or else the client's time to first byte): compute time
+    is most of either. Without a reference, a decimal point means seconds.
+    """
+    number = _float(value)
+    if number is None or value is None:
+        return None
+    as_seconds_ms, as_ms = number * 1e3, number
+    if reference_ms is None or reference_ms <= 0 or number == 0:
+        return as_seconds_ms if any(c in value for c in ".eE") else as_ms
+
+    def distance(candidate: float) -> float:
+        return abs(math.log(max(candidate, 1e-6) / reference_ms))
+
+    return as_seconds_ms if distance(as_seconds_ms) <= distance(as_ms) else as_ms
+
+
+def timings_ms(headers: Mapping[str, str], first_byte_ms: float | None) -> dict[str, float]:
+    """The TGI timing headers present, in milliseconds, keyed ``total_ms``, ``queue_ms``...,
+    plus ``compute_ms`` from ``x-compute-time`` (unit detected, see ``compute_time_ms``)."""
+    found: dict[str, float] = {}
+    for header, key in TIMING_HEADERS_MS.items():
+        number = _float(headers.get(header))
+        if number is not None:
+            found[key] = number
+    compute = compute_time_ms(
+        headers.get(COMPUTE_TIME_HEADER), found.get("total_ms", first_byte_ms)
+    )
+    if compute is not None:
+        found["compute_ms"] = compute
+    return found
+
+
+def token_counts(headers: Mapping[str, str]) -> tuple[int | None, int | None]:
+    """``(x-prompt-tokens, x-generated-tokens)`` where TGI sent them."""
+
+    def count(name: str) -> int | None:
+        value = headers.get(name)
+        return int(value) if value is not None and value.isdigit() else None
+
+    return count("x-prompt-tokens"), count("x-generated-tokens")
+
+
+def toolkit_body(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """The toolkit's ``{"inputs", "parameters"}`` for a workload payload.
+
+    A payload that already has ``inputs`` is sent as written; an LLM payload (``prompt``)
+    becomes the prompt with TGI-style parameters; anything else is the handler's ``inputs``.
+    """
+    if "inputs" in payload:
+        body = {"inputs": payload["inputs"]}
+        if "parameters" in payload:
+            body["parameters"] = payload["parameters"]
+        return body
+    if isinstance(payload.get("prompt"), str):
+        return {"inputs": payload["prompt"], "parameters": generation_parameters(payload)}
+    return {"inputs": dict(payload)}
+
+
+def generation_parameters(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """TGI ``parameters`` from an LLM payload. ``temperature`` 0 is left out: TGI refuses it
+    (it must be strictly positive) and greedy decoding is its default anyway."""
+    params: dict[str, Any] = dict(payload.get("parameters") or {})
+    max_tokens = payload.get("max_new_tokens", payload.get("max_tokens"))
+    if isinstance(max_tokens, int):
+        params.setdefault("max_new_tokens", max_tokens)
+    temperature = payload.get("temperature")
+    if isinstance(temperature, int | float) and temperature > 0:
+        params.setdefault("temperature", temperature)
+    return params
+
+
+def tgi_body(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """A body for TGI's ``/generate`` and ``/generate_stream``: ``inputs`` must be text, so a
+    payload without a prompt is sent as its JSON text. ``details`` asks for token counts."""
+    inputs = payload.get("inputs", payload.get("prompt"))
+    if not isinstance(inputs, str):
+        inputs = json.dumps(dict(payload), separators=(",", ":"), sort_keys=True)
+    return {"inputs": inputs, "parameters": {**generation_parameters(payload), "details": True}}

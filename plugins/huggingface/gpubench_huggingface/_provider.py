@@ -1,0 +1,512 @@
+"""``HuggingFaceProvider``: dedicated Inference Endpoints, their URL and their management API."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import math
+import statistics
+import time
+from collections import deque
+from typing import Any, ClassVar, Literal, Self
+
+import httpx
+from pydantic import Field, model_validator
+
+from gpubench_sdk import (
+    Capabilities,
+    ClientHTTPError,
+    ColdCheck,
+    ColdTimeoutError,
+    ConfigError,
+    FleetState,
+    InvalidResponseError,
+    Provider,
+    ProviderError,
+    ProviderOptions,
+    Request,
+    RequestTimeoutError,
+    Result,
+    ScalingSettings,
+    ServerHTTPError,
+    ThrottledError,
+    TransportError,
+    first_byte_ns,
+)
+from gpubench_sdk._secrets import redact
+from gpubench_sdk.cost import load_catalog
+
+from . import _management as mgmt
+from . import _protocol as hf
+from ._sse import sse_events
+
+# Per minute while initializing or running, never while paused or scaled to zero; the rules
+# and their sources live in the cost catalog (gpubench_sdk/cost/data/prices.json).
+BILLING = load_catalog().billing_model("huggingface")
+_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+WARM_WINDOW = 50  # warm latencies the running median is taken over
+
+
+class HandlerError(ServerHTTPError):
+    """The model failed on a well-formed request: TGI's 424 generation error, or the toolkit's
+    400 ``{"error"}`` (it answers every handler exception so). ``status_code`` is kept."""
+
+
+class HuggingFaceOptions(ProviderOptions):
+    """One endpoint: its ``url``, and/or ``namespace`` + ``endpoint_name`` for the management
+    API (which turns on fleet state, scaling and confirmed cold starts)."""
+
+    url: str | None = Field(
+        default=None, description="the endpoint URL (read from the API if unset)"
+    )
+    namespace: str | None = Field(default=None, pattern=_NAME, description="user or organization")
+    endpoint_name: str | None = Field(
+        default=None, pattern=_NAME, description="the endpoint's name"
+    )
+    management_url: str = Field(default=hf.MANAGEMENT_URL, description="management API base")
+    route: Literal["toolkit", "generate", "generate_stream"] = Field(
+        default="toolkit",
+        description="'toolkit': POST / with {inputs, parameters}; 'generate': TGI /generate; "
+        "'generate_stream': TGI /generate_stream (SSE). A streamed request always uses "
+        "/generate_stream",
+    )
+    hold_while_scaling: bool = Field(
+        default=True, description="send X-Scale-Up-Timeout so the proxy holds a cold request"
+    )
+    scale_up_timeout_s: int | None = Field(
+        default=None, ge=1, description="the X-Scale-Up-Timeout value (default: timeout_s)"
+    )
+    retry_while_initializing: bool = Field(
+        default=True, description="retry the proxy's 503/502 until a replica is ready"
+    )
+    initializing_statuses: frozenset[int] = Field(
+        default=frozenset({503}),
+        description="the proxy's answers meaning 'replica initializing' (add 502 for the older "
+        "proxy; any other 5xx is a failure)",
+    )
+    retry_interval_s: float = Field(default=1.0, gt=0, description="delay between those retries")
+    cold_threshold_ms: float = Field(
+        default=3000.0, gt=0, description="an inferred cold start is at least this long"
+    )
+    cold_factor: float = Field(
+        default=3.0, ge=1.0, description="...and at least this many times the warm median"
+    )
+    poll_interval_s: float = Field(default=2.0, gt=0, description="ensure_cold: state polling")
+    minute_s: float = Field(
+        default=hf.SECONDS_PER_MINUTE,
+        gt=0,
+        description="seconds in a scaleToZeroTimeout minute (60; an emulator may run faster)",
+    )
+
+    @model_validator(mode="after")
+    def _located(self) -> Self:
+        if (self.namespace is None) != (self.endpoint_name is None):
+            raise ValueError("set namespace and endpoint_name together (the management API)")
+        if self.url is None and self.namespace is None:
+            raise ValueError("set url, or namespace and endpoint_name to look the URL up")
+        return self
+
+
+@dataclasses.dataclass(slots=True)
+class _Reply:
+    output: Any
+    status: int
+    headers_ns: int | None
+    timings: dict[str, float]
+    request_id: str | None = None
+    input_units: int | None = None
+    output_units: int | None = None
+    token_times_ns: list[int] = dataclasses.field(default_factory=list)
+
+
+class HuggingFaceProvider(Provider):
+    """Hugging Face Inference Endpoints (dedicated): the toolkit body or TGI's ``/generate`` and
+    ``/generate_stream``, the cold proxy's 503s (retried, timed) or ``X-Scale-Up-Timeout``
+    holds, TGI's timing headers, and the management API for state, scaling and scale-to-zero.
+
+    Cold starts are confirmed when the proxy answered 503/502 before a replica was ready (the
+    time to ready is ``setup_ms``) or when ``ensure_cold`` saw ``scaledToZero`` just before.
+    """
+
+    name = "huggingface"
+    capabilities = Capabilities(
+        streaming=True,
+        fleet_state=True,
+        cold_start_control=True,
+        scaling_settings=True,
+        billing=BILLING,
+    )
+    Options: ClassVar[type[ProviderOptions]] = HuggingFaceOptions
+
+    _original_scaling: ScalingSettings | None = None
+    _cold_next = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        o = self._opts
+        managed = o.namespace is not None
+        # TGI's /generate reports its phases in headers; the toolkit and SSE streams do not.
+        timings = frozenset({"queue_ms", "execution_ms"} if o.route == "generate" else ())
+        vars(self)["capabilities"] = dataclasses.replace(
+            type(self).capabilities,
+            fleet_state=managed,
+            cold_start_control=managed,
+            scaling_settings=managed,
+            server_timings=timings,
+        )
+        self._warm_ms: deque[float] = deque(maxlen=WARM_WINDOW)
+
+    @property
+    def _opts(self) -> HuggingFaceOptions:
+        assert isinstance(self.options, HuggingFaceOptions)
+        return self.options
+
+    async def open(self) -> None:
+        o = self._opts
+        self._headers = {**o.headers, **self.auth_headers()}
+        self._api: httpx.URL | None = None
+        if o.namespace is not None:
+            base = o.management_url.rstrip("/")
+            self._api = httpx.URL(f"{base}/endpoint/{o.namespace}/{o.endpoint_name}")
+        url = o.url
+        if url is None:
+            url = (await self.endpoint_status()).url
+            if url is None:
+                raise ConfigError("url", None, "an endpoint URL: the API shows none (paused?)")
+        base_url = url.rstrip("/")
+        # Built once: parsing URL strings on every request is measurable at high rates.
+        self._routes = {
+            "toolkit": httpx.URL(base_url + "/"),
+            "generate": httpx.URL(base_url + "/generate"),
+            "generate_stream": httpx.URL(base_url + "/generate_stream"),
+        }
+        self._invoke_headers = dict(self._headers)
+        if o.hold_while_scaling:
+            hold_s = o.scale_up_timeout_s or math.ceil(o.timeout_s)
+            self._invoke_headers[hf.SCALE_UP_TIMEOUT_HEADER] = str(hold_s)
+
+    async def close(self) -> None:
+        original, self._original_scaling = self._original_scaling, None
+        if original is not None:  # leave the endpoint as the user configured it
+            await self._put_scaling(original)
+
+    # ----- requests -------------------------------------------------------------------------
+
+    async def invoke(self, request: Request) -> Result:
+        o = self._opts
+        streamed = request.stream or o.route == "generate_stream"
+        if streamed:
+            url, body = self._routes["generate_stream"], hf.tgi_body(request.payload)
+        elif o.route == "generate":
+            url, body = self._routes["generate"], hf.tgi_body(request.payload)
+        else:
+            url, body = self._routes["toolkit"], hf.toolkit_body(request.payload)
+        first_send_ns = time.perf_counter_ns()
+        initializing = False
+        while True:
+            send_ns = time.perf_counter_ns()
+            try:
+                if streamed:
+                    reply = await self._stream(url, body)
+                else:
+                    reply = await self._post(url, body, send_ns)
+                break
+            except ServerHTTPError as exc:
+                if exc.status_code not in o.initializing_statuses or not o.retry_while_initializing:
+                    raise
+                initializing = True
+                waited_s = (time.perf_counter_ns() - first_send_ns) / 1e9
+                if waited_s + o.retry_interval_s >= o.timeout_s - min(1.0, 0.1 * o.timeout_s):
+                    raise ColdTimeoutError(
+                        f"no replica ready after {waited_s:.1f} s of HTTP {exc.status_code}",
+                        provider=self.name,
+                        status_code=exc.status_code,
+                    ) from exc
+                await asyncio.sleep(o.retry_interval_s)
+        return self._result(reply, first_send_ns, send_ns, initializing)
+
+    def _result(
+        self, reply: _Reply, first_send_ns: int, send_ns: int, initializing: bool
+    ) -> Result:
+        t = reply.timings
+        end_ns = time.perf_counter_ns()
+        headers_ns = reply.headers_ns if reply.headers_ns is not None else end_ns
+        cold, confirmed, setup_ms = self._cold_verdict(
+            initializing,
+            to_ready_ms=(headers_ns - first_send_ns) / 1e6,
+            to_answer_ms=(headers_ns - send_ns) / 1e6,
+            server_ms=t.get("total_ms"),
+            service_ms=(end_ns - send_ns) / 1e6,
+        )
+        first = reply.token_times_ns[0] if reply.token_times_ns else reply.headers_ns
+        return Result(
+            output=reply.output,
+            http_status=reply.status,
+            request_id=reply.request_id,
+            first_byte_ns=first,
+            queue_ms=t.get("queue_ms"),
+            execution_ms=t.get("inference_ms", t.get("compute_ms")),
+            setup_ms=setup_ms,
+            cold=cold,
+            cold_confirmed=confirmed,
+            input_units=reply.input_units,
+            output_units=reply.output_units,
+        )
+
+    def _cold_verdict(
+        self,
+        initializing: bool,
+        *,
+        to_ready_ms: float,
+        to_answer_ms: float,
+        server_ms: float | None,
+        service_ms: float,
+    ) -> tuple[bool | None, bool, float | None]:
+        """``(cold, confirmed, setup_ms)``: facts first (the proxy's 503s, a verified
+        ``scaledToZero``), then the proxy's hold against TGI's total, then the warm baseline.
+
+        The time to ready runs from the first send to the answer's headers, less the server's
+        own time: TGI's ``x-total-time``, else the warm median (else nothing)."""
+        o = self._opts
+        cold_next, self._cold_next = self._cold_next, False
+        median_ms = statistics.median(self._warm_ms) if self._warm_ms else None
+        own_ms = server_ms if server_ms is not None else median_ms
+        if initializing or cold_next:
+            ready_ms = max(0.0, to_ready_ms - (own_ms or 0.0))
+            return True, True, ready_ms if initializing or own_ms is not None else None
+        if server_ms is not None:  # TGI's total: the rest of the wait is the proxy's hold
+            held_ms = max(0.0, to_answer_ms - server_ms)
+            cold = held_ms >= o.cold_threshold_ms
+        elif not o.hold_while_scaling:
+            cold = False  # a replica answered at once: without one the proxy would have 503'd
+        else:
+            cold = service_ms >= o.cold_threshold_ms and service_ms >= o.cold_factor * (
+                median_ms or 0.0
+            )
+        if cold:
+            return True, False, max(0.0, to_answer_ms - (own_ms or 0.0))
+        self._warm_ms.append(service_ms)
+        return False, False, None
+
+    async def _post(self, url: httpx.URL, body: dict[str, Any], send_ns: int) -> _Reply:
+        response = await self._send("POST", url, body, self._invoke_headers)
+        headers = response.headers
+        arrived = first_byte_ns(response)
+        data = self._json(response)
+        prompt, generated = hf.token_counts(headers)
+        if url == self._routes["generate"]:
+            if not isinstance(data, dict) or not isinstance(data.get("generated_text"), str):
+                raise self._invalid("TGI /generate answered without generated_text", response)
+            details = data.get("details") or {}
+            generated = details.get("generated_tokens", generated)
+            output: Any = data["generated_text"]
+        else:
+            output = _toolkit_output(data)
+        to_first_byte_ms = None if arrived is None else (arrived - send_ns) / 1e6
+        return _Reply(
+            output=output,
+            status=response.status_code,
+            headers_ns=arrived,
+            timings=hf.timings_ms(headers, to_first_byte_ms),
+            request_id=headers.get("x-request-id"),
+            input_units=prompt,
+            output_units=generated if isinstance(generated, int) else None,
+        )
+
+    async def _stream(self, url: httpx.URL, body: dict[str, Any]) -> _Reply:
+        """TGI's SSE token events: each token's arrival time; the last event's text/details."""
+        texts: list[str] = []
+        times: list[int] = []
+        final: dict[str, Any] | None = None
+        try:
+            async with self.client.stream(
+                "POST", url, json=body, headers=self._invoke_headers
+            ) as response:
+                if response.status_code >= 400:
+                    await response.aread()
+                    raise self._http_error(response)
+                arrived = first_byte_ns(response)
+                async for _, data, at_ns in sse_events(response):
+                    event = _event(data, self.name)
+                    if "error" in event:
+                        raise HandlerError(
+                            redact(f"stream error: {str(event['error'])[:200]}"),
+                            provider=self.name,
+                            status_code=response.status_code,
+                        )
+                    token = event.get("token")
+                    if isinstance(token, dict) and not token.get("special"):
+                        texts.append(str(token.get("text", "")))
+                        times.append(at_ns)
+                    if event.get("generated_text") is not None:
+                        final = event
+        except httpx.TimeoutException as exc:
+            raise RequestTimeoutError(_describe(exc), provider=self.name) from exc
+        except httpx.HTTPError as exc:
+            raise TransportError(_describe(exc), provider=self.name) from exc
+        if final is None:
+            raise InvalidResponseError(
+                "the stream ended before its final event", provider=self.name
+            )
+        details = final.get("details") or {}
+        generated = details.get("generated_tokens", len(times))
+        return _Reply(
+            output=final["generated_text"],
+            status=response.status_code,
+            headers_ns=arrived,
+            timings={},
+            request_id=response.headers.get("x-request-id"),
+            output_units=generated if isinstance(generated, int) else None,
+            token_times_ns=times,
+        )
+
+    # ----- HTTP and error mapping -------------------------------------------------------------
+
+    async def _send(
+        self, method: str, url: httpx.URL, body: Any = None, headers: dict[str, str] | None = None
+    ) -> httpx.Response:
+        try:
+            response = await self.client.request(
+                method, url, json=body, headers=headers or self._headers
+            )
+        except httpx.TimeoutException as exc:
+            raise RequestTimeoutError(_describe(exc), provider=self.name) from exc
+        except httpx.HTTPError as exc:  # reset, refused, truncated body
+            raise TransportError(_describe(exc), provider=self.name) from exc
+        if response.status_code >= 400:
+            raise self._http_error(response)
+        return response
+
+    def _http_error(self, response: httpx.Response) -> ProviderError:
+        status = response.status_code
+        detail = error_type = None
+        try:
+            data = response.json()
+            if isinstance(data, dict):
+                detail, error_type = data.get("error"), data.get("error_type")
+        except ValueError:
+            pass
+        text = detail or response.text[:200] or response.reason_phrase
+        message = redact(f"HTTP {status}: {text}")
+        kw: dict[str, Any] = {"provider": self.name, "status_code": status}
+        if status == 429:
+            return ThrottledError(message, retry_after_s=_retry_after_s(response), **kw)
+        if status >= 500:
+            return ServerHTTPError(message, **kw)
+        toolkit = response.request.url == self._routes.get("toolkit")
+        if status == 424 or error_type == "generation" or (status == 400 and toolkit and detail):
+            return HandlerError(message, **kw)
+        return ClientHTTPError(message, **kw)
+
+    def _json(self, response: httpx.Response) -> Any:
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise self._invalid("response is not JSON", response) from exc
+
+    def _invalid(self, message: str, response: httpx.Response) -> InvalidResponseError:
+        return InvalidResponseError(message, provider=self.name, status_code=response.status_code)
+
+    # ----- the management API -----------------------------------------------------------------
+
+    def _require_api(self) -> httpx.URL:
+        if self._api is None:
+            raise ConfigError("namespace", None, "namespace and endpoint_name (management API)")
+        return self._api
+
+    async def endpoint_status(self) -> mgmt.EndpointStatus:
+        """``GET /endpoint/{namespace}/{name}``: state, replicas, URL and scaling."""
+        response = await self._send("GET", self._require_api())
+        return mgmt.parse_endpoint(self._json(response), self._opts.minute_s, self.name)
+
+    async def _action(self, action: str) -> mgmt.EndpointStatus:
+        response = await self._send("POST", httpx.URL(f"{self._require_api()}/{action}"))
+        return mgmt.parse_endpoint(self._json(response), self._opts.minute_s, self.name)
+
+    async def scale_to_zero(self) -> mgmt.EndpointStatus:
+        """Ask HF to scale the endpoint to zero now (the next request cold-starts it)."""
+        return await self._action("scale-to-zero")
+
+    async def pause(self) -> mgmt.EndpointStatus:
+        """Pause the endpoint: not billed, and requests do not wake it (``resume`` does)."""
+        return await self._action("pause")
+
+    async def resume(self) -> mgmt.EndpointStatus:
+        return await self._action("resume")
+
+    async def state(self) -> FleetState:
+        return (await self.endpoint_status()).fleet_state()
+
+    async def ensure_cold(self, timeout_s: float) -> ColdCheck:
+        """``minReplica`` to 0 (restored on close), ``POST scale-to-zero``, then poll until the
+        API reports ``scaledToZero`` with no ready replica."""
+        started = time.monotonic()
+        status = await self.endpoint_status()
+        if status.state == hf.PAUSED or status.state in hf.BROKEN_STATES:
+            how = f"endpoint is {status.state}: requests would not start it; resume or fix it"
+            return ColdCheck(confirmed=False, waited_s=time.monotonic() - started, how=how)
+        if status.scaling.min_workers:
+            await self.set_scaling(ScalingSettings(min_workers=0))
+        if not status.is_scaled_to_zero:
+            status = await self.scale_to_zero()
+        while True:
+            waited_s = time.monotonic() - started
+            if status.is_scaled_to_zero:
+                self._cold_next = True
+                how = f"minReplica=0, scale-to-zero; API: {hf.SCALED_TO_ZERO}, 0 ready replicas"
+                return ColdCheck(confirmed=True, waited_s=waited_s, how=how)
+            if waited_s >= timeout_s:
+                how = f"timed out: state {status.state}, {status.ready_replicas} ready replicas"
+                return ColdCheck(confirmed=False, waited_s=waited_s, how=how)
+            await asyncio.sleep(min(self._opts.poll_interval_s, max(0.0, timeout_s - waited_s)))
+            status = await self.endpoint_status()
+
+    async def get_scaling(self) -> ScalingSettings:
+        return (await self.endpoint_status()).scaling
+
+    async def set_scaling(self, settings: ScalingSettings) -> None:
+        """``PUT`` the knobs given (``scaleToZeroTimeout`` in whole minutes); restored on close."""
+        mgmt.scaling_payload(settings, self._opts.minute_s)  # refuse bad values before saving
+        if self._original_scaling is None:
+            self._original_scaling = await self.get_scaling()
+        await self._put_scaling(settings)
+
+    async def _put_scaling(self, settings: ScalingSettings) -> None:
+        payload = mgmt.scaling_payload(settings, self._opts.minute_s)
+        try:
+            await self._send("PUT", self._require_api(), payload)
+        except ClientHTTPError as exc:
+            raise mgmt.refused_scaling(exc, payload) from exc
+
+
+def _toolkit_output(data: Any) -> Any:
+    """The handler's answer as it is, except the text-generation pipeline's
+    ``[{"generated_text": ...}]``, which becomes the text (what LLM workloads read)."""
+    if isinstance(data, list) and data and all(isinstance(d, dict) for d in data):
+        texts = [d.get("generated_text") for d in data]
+        if all(isinstance(t, str) for t in texts):
+            return "".join(str(t) for t in texts)
+    return data
+
+
+def _event(data: str, provider: str) -> dict[str, Any]:
+    try:
+        event = json.loads(data)
+    except ValueError as exc:
+        raise InvalidResponseError("a stream event is not JSON", provider=provider) from exc
+    if not isinstance(event, dict):
+        raise InvalidResponseError("a stream event is not a JSON object", provider=provider)
+    return event
+
+
+def _retry_after_s(response: httpx.Response) -> float | None:
+    value = response.headers.get("Retry-After")
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _describe(exc: BaseException) -> str:
+    return redact(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
