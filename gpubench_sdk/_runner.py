@@ -387,18 +387,27 @@ class Runner:
         self._inflight -= 1
         units: tuple[int | None, int | None] = (None, None)
         cold = fb = None
+        origin = self._origin_ns
+        tokens: list[int] | None = None
+        detail: Mapping[str, Any] | None = None
         if result is not None:
             status = result.http_status
             units = (result.input_units, result.output_units)
-            if units == (None, None):
-                try:
+            detail = result.detail
+            try:
+                if units == (None, None):
                     units = self._workload.read(result.output)
-                except Exception as exc:
-                    outcome, _, error = classify(exc, lt.provider.name)
+                if detail is None and outcome is Outcome.OK:
+                    detail = self._workload.detail(result.output)
+            except Exception as exc:
+                outcome, _, error = classify(exc, lt.provider.name)
             cold = result.cold
             fb = result.first_byte_ns
             if fb is not None and not start <= fb <= end:
                 fb = None  # not on our clock (a plugin used time.time_ns?): drop, never guess
+            times = result.token_times_ns
+            if times and start <= min(times) and max(times) <= end:  # else: not on our clock
+                tokens = [t - origin for t in times]
         # Confirmed only on evidence: the provider reported it as a fact, or the target was
         # verified cold just before this request. A timing-based guess stays inferred.
         confirmed = cold is True and result is not None and result.cold_confirmed
@@ -407,7 +416,6 @@ class Runner:
                 cold = expect_cold
             if cold and expect_cold and check is not None and check.confirmed:
                 confirmed = True
-        origin = self._origin_ns
         inv = Invocation(
             target=lt.name,
             scenario=sidx,
@@ -430,6 +438,8 @@ class Runner:
             input_units=units[0],
             output_units=units[1],
             worker_id=None if result is None else result.worker_id,
+            token_times_ns=tokens,
+            detail=detail,
         )
         self._store.append(self._run_id, inv)
         if self._guard is not None:

@@ -49,8 +49,12 @@ from ._store_schema import (
     TargetRecord,
     connect,
     dataframe,
+    decode_token_times,
+    encode_detail,
+    encode_token_times,
     gpubench_version,
     pid_alive,
+    stored_version,
     to_json,
     write_csv,
     write_jsonl,
@@ -65,8 +69,10 @@ Columns = dict[str, npt.NDArray[Any]]
 _READ_COLUMNS = (  # in Invocation's positional order
     "target, scenario, seq, phase, scheduled_ns, start_ns, end_ns, wall_start_ns, outcome,"
     " first_byte_ns, http_status, error, request_id, queue_ms, execution_ms, setup_ms, cold,"
-    " cold_confirmed, input_units, output_units, worker_id"
+    " cold_confirmed, input_units, output_units, worker_id, token_us, detail"
 )
+# A read-only store of schema version 1 has neither column: it reads them as NULL.
+_READ_COLUMNS_V1 = _READ_COLUMNS.replace("token_us, detail", "NULL, NULL")
 _CHUNK = 5_000  # rows per write transaction: keeps the file lock short for other processes
 _RUN_SELECT = (
     "SELECT id, uuid, name, status, error, started_wall_ns, ended_wall_ns, origin_ns, config_json,"
@@ -105,6 +111,7 @@ class Store:
         self._interval = flush_interval_s
         self._busy_timeout_s = busy_timeout_s
         self._conn = self._connect()
+        self._read_columns = _READ_COLUMNS if stored_version(self._conn) >= 2 else _READ_COLUMNS_V1
         self._conn_lock = threading.RLock()  # the caller-side connection: runs, reads
         self._cond = threading.Condition(threading.Lock())  # buffers, counters, state below
         self._wake = threading.Event()
@@ -201,6 +208,7 @@ class Store:
             OUTCOME_CODE[inv.outcome], inv.http_status, None if error is None else redact(error),
             inv.request_id, inv.queue_ms, inv.execution_ms, inv.setup_ms, inv.cold,
             inv.cold_confirmed, inv.input_units, inv.output_units, inv.worker_id,
+            encode_token_times(inv.start_ns, inv.token_times_ns), encode_detail(inv.detail),
         )  # fmt: skip
         with self._cond:
             if self._refuse is not None:
@@ -459,16 +467,18 @@ class Store:
         names, wall0 = [t.name for t in info.targets], info.started_wall_ns
         with self._conn_lock:
             cur = self._conn.execute(
-                f"SELECT {_READ_COLUMNS} FROM invocations WHERE run_id = ? ORDER BY rowid",
+                f"SELECT {self._read_columns} FROM invocations WHERE run_id = ? ORDER BY rowid",
                 (run_id,),
             )
         try:
             while rows := self._fetch(cur):
                 for r in rows:
+                    tokens = None if r[21] is None else decode_token_times(r[5], r[21]).tolist()
                     yield Invocation(
                         names[r[0]], r[1], r[2], PHASES[r[3]], r[4], r[5], r[6], r[7] + wall0,
                         OUTCOMES[r[8]], r[9], r[10], r[11], r[12], r[13], r[14], r[15],
                         None if r[16] is None else bool(r[16]), bool(r[17]), r[18], r[19], r[20],
+                        tokens, None if r[22] is None else json.loads(r[22]),
                     )  # fmt: skip
         finally:
             cur.close()  # an abandoned export must not pin the WAL
@@ -498,25 +508,13 @@ class Store:
         ``request_id`` and ``worker_id`` as object arrays (``None`` where missing).
         """
         info = self.run(run_id)
-        where, params = ["run_id = ?"], [run_id]
-        if target is not None:
-            names = [t.name for t in info.targets]
-            if target not in names:
-                raise StoreError(f"run {run_id} has no target {target!r}; it has {names}")
-            where.append("target = ?")
-            params.append(names.index(target))
-        if scenario is not None:
-            where.append("scenario = ?")
-            params.append(scenario)
-        if phase is not None:
-            where.append("phase = ?")
-            params.append(PHASE_CODE[phase])
+        where, params = self._filter(info, target, scenario, phase)
         spec = [(n, e, d) for n, e, d in NUMERIC_COLUMNS] + [
             (n, n, object) for n in TEXT_COLUMNS if text
         ]
         rows = self._query(
             f"SELECT {', '.join(e for _, e, _ in spec)} FROM invocations"
-            f" WHERE {' AND '.join(where)} ORDER BY rowid",
+            f" WHERE {where} ORDER BY rowid",
             params,
         )
         by_col = list(zip(*rows, strict=True)) if rows else [() for _ in spec]
@@ -526,6 +524,44 @@ class Store:
         fb = cols["first_byte_ns"]
         cols["ttfb_ms"] = np.where(fb >= 0, (fb - cols["scheduled_ns"]) / 1e6, np.nan)
         return cols
+
+    def token_times(
+        self,
+        run_id: int,
+        *,
+        target: str | None = None,
+        scenario: int | None = None,
+        phase: Phase | None = Phase.MEASURE,
+    ) -> list[npt.NDArray[np.int64]]:
+        """Each request's streamed-token arrival times (ns from the run's origin, like
+        ``columns()['start_ns']``), one array per row of ``columns`` with the same filters, in
+        the same order; empty where a request streamed no tokens (or in a version 1 file)."""
+        info = self.run(run_id)
+        where, params = self._filter(info, target, scenario, phase)
+        blob = "NULL" if self._read_columns is _READ_COLUMNS_V1 else "token_us"
+        rows = self._query(
+            f"SELECT start_ns, {blob} FROM invocations WHERE {where} ORDER BY rowid", params
+        )
+        return [decode_token_times(start, blob) for start, blob in rows]
+
+    def _filter(
+        self, info: RunInfo, target: str | None, scenario: int | None, phase: Phase | None
+    ) -> tuple[str, list[Any]]:
+        """The WHERE clause (and its parameters) selecting one run's rows for the readers."""
+        where, params = ["run_id = ?"], [info.id]
+        if target is not None:
+            names = [t.name for t in info.targets]
+            if target not in names:
+                raise StoreError(f"run {info.id} has no target {target!r}; it has {names}")
+            where.append("target = ?")
+            params.append(names.index(target))
+        if scenario is not None:
+            where.append("scenario = ?")
+            params.append(scenario)
+        if phase is not None:
+            where.append("phase = ?")
+            params.append(PHASE_CODE[phase])
+        return " AND ".join(where), params
 
     def health(self, run_id: int) -> Columns:
         """The runner's self-monitoring windows of a run, as numpy arrays in time order."""

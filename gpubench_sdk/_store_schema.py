@@ -2,7 +2,23 @@
 
 Kept apart from ``_store`` so the format (what other tools may read with plain SQLite) is in one
 short place; ``_store`` re-exports the records. Every change to the DDL or to a code table bumps
-``SCHEMA_VERSION``; an older gpubench refuses a newer file instead of misreading it.
+``SCHEMA_VERSION``; an older gpubench refuses a newer file instead of misreading it, and this
+one migrates an older file in place when it opens it for writing (``MIGRATIONS``), or reads it
+as it is when read-only.
+
+Version history:
+
+* 1: the first format.
+* 2: ``invocations.token_us`` (per-token arrival times) and ``invocations.detail`` (JSON).
+
+``invocations.token_us`` encoding (version 2), for tools that read the file without gpubench:
+a BLOB of little-endian unsigned 32-bit integers, one per streamed token (or chunk), each the
+token's arrival in **microseconds after the row's ``start_ns``** (floored), ascending; NULL when
+the request streamed nothing. So in numpy: ``start_ns + np.frombuffer(blob, "<u4") * 1000`` is
+the tokens' times in ns from the run's origin; ``length(token_us) / 4`` in SQL counts them.
+4 bytes a token (a 1,000-token answer is 4 KB) and 1 us resolution, far below network jitter;
+offsets reach 2**32 us = 71 minutes, past any request timeout. ``invocations.detail`` is the
+request's structured result as compact JSON text (sorted keys), NULL when there is none.
 """
 
 from __future__ import annotations
@@ -21,11 +37,12 @@ from typing import Any, TextIO
 from urllib.parse import quote
 
 import numpy as np
+import numpy.typing as npt
 
 from ._errors import StoreError
 from ._types import Invocation, Outcome, Phase
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: Stored ``invocations.phase`` codes. Append only: the index is the on-disk value.
 PHASES: tuple[Phase, ...] = (Phase.MEASURE, Phase.WARMUP)
@@ -96,7 +113,9 @@ CREATE TABLE invocations (
     cold_confirmed INTEGER NOT NULL,
     input_units INTEGER,
     output_units INTEGER,
-    worker_id TEXT
+    worker_id TEXT,
+    token_us BLOB,
+    detail TEXT
 );
 CREATE INDEX invocations_run ON invocations(run_id);
 CREATE TABLE health (
@@ -124,9 +143,53 @@ CREATE INDEX fleet_run ON fleet(run_id);
 INVOCATION_COLUMNS = (
     "run_id, target, scenario, seq, phase, scheduled_ns, start_ns, first_byte_ns, end_ns, "
     "wall_start_ns, outcome, http_status, error, request_id, queue_ms, execution_ms, setup_ms, "
-    "cold, cold_confirmed, input_units, output_units, worker_id"
+    "cold, cold_confirmed, input_units, output_units, worker_id, token_us, detail"
 )
-INSERT_INVOCATION = f"INSERT INTO invocations ({INVOCATION_COLUMNS}) VALUES ({', '.join('?' * 22)})"
+INSERT_INVOCATION = f"INSERT INTO invocations ({INVOCATION_COLUMNS}) VALUES ({', '.join('?' * 24)})"
+#: Upgrades from each older version to the next, run in one write transaction on open.
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: (
+        "ALTER TABLE invocations ADD COLUMN token_us BLOB",
+        "ALTER TABLE invocations ADD COLUMN detail TEXT",
+    ),
+}
+#: The columns each version added to ``invocations``: a read-only older file reads NULL there.
+ADDED_COLUMNS: dict[int, tuple[str, ...]] = {2: ("token_us", "detail")}
+TOKEN_DTYPE = np.dtype("<u4")
+_TOKEN_US_MAX = 2**32 - 1
+
+
+def encode_token_times(start_ns: int, token_times_ns: Sequence[int] | None) -> bytes | None:
+    """The ``token_us`` BLOB of tokens at ``token_times_ns`` (same origin as ``start_ns``).
+
+    None when there are none, or when any is before the start or 71 minutes after it (not
+    measured on this request's clock: storing them would misstate every figure built on them).
+    """
+    if not token_times_ns:
+        return None
+    offsets_us = (np.asarray(token_times_ns, dtype=np.int64) - start_ns) // 1000
+    if offsets_us.min() < 0 or offsets_us.max() > _TOKEN_US_MAX:
+        return None
+    return np.sort(offsets_us).astype(TOKEN_DTYPE).tobytes()
+
+
+def decode_token_times(start_ns: int, blob: bytes | None) -> npt.NDArray[np.int64]:
+    """The tokens' times in ns on ``start_ns``'s origin (empty when the request streamed none)."""
+    if not blob:
+        return np.empty(0, dtype=np.int64)
+    return np.frombuffer(blob, dtype=TOKEN_DTYPE).astype(np.int64) * 1000 + start_ns
+
+
+def encode_detail(detail: Mapping[str, Any] | None) -> str | None:
+    return None if detail is None else to_json(detail)
+
+
+def stored_version(conn: sqlite3.Connection) -> int:
+    """The schema version of an open (checked) store."""
+    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    return int(row[0])
+
+
 INSERT_HEALTH = "INSERT INTO health VALUES (?, ?, ?, ?, ?, ?, ?)"
 INSERT_FLEET = "INSERT INTO fleet VALUES (?, ?, ?, ?, ?, ?, ?)"
 
@@ -186,7 +249,9 @@ def _check_schema(conn: sqlite3.Connection, path: Path, readonly: bool) -> None:
             raise StoreError(f"{path}: not a gpubench results store (no 'meta' table)")
         else:
             meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-            _check_meta(meta, path)
+            version = _check_meta(meta, path)
+            if version < SCHEMA_VERSION and not readonly:
+                _migrate(conn, version)
     except BaseException:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
@@ -195,7 +260,16 @@ def _check_schema(conn: sqlite3.Connection, path: Path, readonly: bool) -> None:
         conn.execute("COMMIT")
 
 
-def _check_meta(meta: dict[str, str], path: Path) -> None:
+def _migrate(conn: sqlite3.Connection, version: int) -> None:
+    """Bring an older store up to ``SCHEMA_VERSION``, inside the caller's write transaction:
+    every step commits together or not at all, and another process opening the file waits."""
+    for old in range(version, SCHEMA_VERSION):
+        for statement in MIGRATIONS[old]:
+            conn.execute(statement)
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+
+
+def _check_meta(meta: dict[str, str], path: Path) -> int:
     try:
         version = int(meta["schema_version"])
         outcomes = json.loads(meta["outcome_codes"])
@@ -206,13 +280,14 @@ def _check_meta(meta: dict[str, str], path: Path) -> None:
             f"{path}: results store schema version {version} is newer than this gpubench "
             f"supports ({SCHEMA_VERSION}); upgrade gpubench (pip install -U gpubench-sdk)"
         )
-    if version < SCHEMA_VERSION:  # no older format has ever shipped
+    if version < 1:
         raise StoreError(f"{path}: unknown results store schema version {version}")
     if outcomes != [o.value for o in OUTCOMES[: len(outcomes)]]:
         raise StoreError(
             f"{path}: stored outcome codes {outcomes} do not match this gpubench; "
             "upgrade gpubench (pip install -U gpubench-sdk)"
         )
+    return version
 
 
 @dataclass(frozen=True)
@@ -280,23 +355,37 @@ TEXT_COLUMNS = ("error", "request_id", "worker_id")
 
 
 def plain_values(inv: Invocation) -> list[Any]:
-    """``inv``'s field values in declaration order, enums as their strings."""
+    """``inv``'s field values in declaration order, enums as their strings, token times as a
+    list of ints and ``detail`` as a plain dict."""
     values = [getattr(inv, f) for f in INVOCATION_FIELDS]
-    return [v.value if isinstance(v, Phase | Outcome) else v for v in values]
+    out = [v.value if isinstance(v, Phase | Outcome) else v for v in values]
+    out[_TOKENS_AT] = None if inv.token_times_ns is None else [int(t) for t in inv.token_times_ns]
+    out[_DETAIL_AT] = None if inv.detail is None else dict(inv.detail)
+    return out
+
+
+_TOKENS_AT = INVOCATION_FIELDS.index("token_times_ns")
+_DETAIL_AT = INVOCATION_FIELDS.index("detail")
 
 
 def write_jsonl(invs: Iterable[Invocation], fp: TextIO) -> None:
     for inv in invs:
-        fp.write(json.dumps(dict(zip(INVOCATION_FIELDS, plain_values(inv), strict=True))) + "\n")
+        values = plain_values(inv)
+        fp.write(json.dumps(dict(zip(INVOCATION_FIELDS, values, strict=True)), default=str) + "\n")
 
 
 def write_csv(invs: Iterable[Invocation], fp: TextIO) -> None:
+    """CSV: token times as one cell of space-separated ns offsets, ``detail`` as JSON text."""
     w = csv.writer(fp, lineterminator="\n")
     w.writerow(INVOCATION_FIELDS)
     for inv in invs:
+        values = plain_values(inv)
+        tokens = values[_TOKENS_AT]
+        values[_TOKENS_AT] = None if tokens is None else " ".join(map(str, tokens))
+        values[_DETAIL_AT] = encode_detail(inv.detail)
         w.writerow(
             "" if v is None else ("true" if v else "false") if isinstance(v, bool) else v
-            for v in plain_values(inv)
+            for v in values
         )
 
 

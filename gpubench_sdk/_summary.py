@@ -7,20 +7,32 @@ interval (percentile bootstrap, seeded, or the exact order-statistic interval ab
 samples). Cold start is the reference report's definition, latency minus inference time,
 measured from the actual send (so the client's own send lag is excluded), with inference time
 from the server-reported execution time; where the server reports none, the warm median of
-the same target in the same scenario stands in (``inferred``).
+the same target in the same scenario stands in (``inferred``). For streamed requests (rows
+with stored token times) TTFT and ITL come from ``metrics.stream_metrics``: TTFT from the
+scheduled send to the first token, ITL the pooled gaps between tokens, and output tokens/s the
+successful requests' output tokens (``usage`` where the server reported it) over the span.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from rich.table import Table
 
 from ._store import Columns, RunInfo, Store
 from ._types import Outcome
-from .metrics import cold_starts_of, outcome_counts, summarize_samples, throughput
+from .metrics import (
+    cold_starts_of,
+    outcome_counts,
+    percentile,
+    stream_metrics,
+    summarize_samples,
+    throughput,
+)
 
 _NAN = float("nan")
 
@@ -50,6 +62,10 @@ class SummaryRow:
     cold_rate: float = _NAN  # cold requests / requests whose cold state is known
     cold_start_p95_ms: float = _NAN
     units_per_s: float = _NAN
+    streamed: int = 0  # successful requests with stored token times
+    ttft_p50_ms: float = _NAN
+    itl_p50_ms: float = _NAN
+    output_tokens_per_s: float = _NAN
 
     @property
     def error_rate(self) -> float:
@@ -63,11 +79,39 @@ def summarize(store: Store, run: RunInfo) -> list[SummaryRow]:
             cols = store.columns(run.id, target=target.name, scenario=sidx)
             if np.asarray(cols["outcome"]).size == 0:
                 continue
-            rows.append(_row(target.name, f"{sidx}:{scenario.kind}", cols))
+            tokens = store.token_times(run.id, target=target.name, scenario=sidx)
+            rows.append(_row(target.name, f"{sidx}:{scenario.kind}", cols, tokens))
     return rows
 
 
-def _row(target: str, scenario: str, cols: Columns) -> SummaryRow:
+def _stream_figures(
+    cols: Columns, ok: np.ndarray[Any, Any], tokens: Sequence[np.ndarray[Any, Any]]
+) -> dict[str, Any]:
+    """TTFT p50, ITL p50 and output tokens/s of the successful streamed requests (or {})."""
+    keep = [i for i, t in enumerate(tokens) if ok[i] and t.size]
+    if not keep:
+        return {}
+    sched = np.asarray(cols["scheduled_ns"])
+    m = stream_metrics(
+        [tokens[i] - sched[i] for i in keep],
+        end_ns=np.asarray(cols["end_ns"])[keep] - sched[keep],
+        send_ns=sched[keep],
+    )
+    # usage's exact count where the server reported it; else the chunks counted (one token each)
+    units = np.asarray(cols["output_units"])[keep]
+    counted = np.where(units >= 0, units, m.output_tokens)
+    span_s = (float(np.max(np.asarray(cols["end_ns"])[keep])) - float(sched[keep].min())) / 1e9
+    return {
+        "streamed": len(keep),
+        "ttft_p50_ms": percentile(m.ttft_ms, 0.5),
+        "itl_p50_ms": percentile(m.itl_ms, 0.5),
+        "output_tokens_per_s": float(counted.sum()) / span_s if span_s > 0 else _NAN,
+    }
+
+
+def _row(
+    target: str, scenario: str, cols: Columns, tokens: Sequence[np.ndarray[Any, Any]] = ()
+) -> SummaryRow:
     outcome = np.asarray(cols["outcome"])
     ok = outcome == Outcome.OK.code
     latency = summarize_samples(np.asarray(cols["latency_ms"], dtype=float)[ok])
@@ -106,6 +150,7 @@ def _row(target: str, scenario: str, cols: Columns) -> SummaryRow:
         cold_rate=cold.rate.rate,
         cold_start_p95_ms=cold.summary.p95_ms,
         units_per_s=rate.units_per_s,
+        **_stream_figures(cols, ok, tokens),
     )
 
 
@@ -122,7 +167,10 @@ def _with_ci(value: float, ci: tuple[float, float]) -> str:
 
 
 def render(rows: list[SummaryRow], title: str) -> Table:
-    table = Table(title=title, title_justify="left", caption=_CAPTION, caption_justify="left")
+    streaming = any(r.streamed for r in rows)
+    caption = _CAPTION + (_STREAM_CAPTION if streaming else "")
+    table = Table(title=title, title_justify="left", caption=caption, caption_justify="left")
+    stream_columns = ("TTFT p50 ms", "ITL p50 ms", "out tok/s") if streaming else ()
     for name, justify in (
         ("target", "left"),
         ("scenario", "left"),
@@ -137,6 +185,7 @@ def render(rows: list[SummaryRow], title: str) -> Table:
         ("cold start p50 ms", "right"),
         ("cold n (confirmed)", "right"),
         ("cold rate", "right"),
+        *((c, "right") for c in stream_columns),
     ):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for r in rows:
@@ -156,10 +205,19 @@ def render(rows: list[SummaryRow], title: str) -> Table:
             cold if r.cold_samples else "-",
             f"{r.cold_samples} ({r.cold_confirmed})" if r.cold_samples else "-",
             "-" if math.isnan(r.cold_rate) else f"{r.cold_rate:.0%}",
+            *(_stream_cells(r) if streaming else ()),
         )
     return table
 
 
+def _stream_cells(r: SummaryRow) -> tuple[str, str, str]:
+    if not r.streamed:
+        return ("-", "-", "-")
+    rate = r.output_tokens_per_s
+    return (_ms(r.ttft_p50_ms), _ms(r.itl_p50_ms), "-" if math.isnan(rate) else f"{rate:.1f}")
+
+
+_STREAM_CAPTION = "; TTFT/ITL over streamed requests, from the scheduled send (docs/metrics.md)"
 _CAPTION = (
     "latency from the scheduled send, successful requests; CV = std/mean; "
     "cold start = latency - inference time (docs/metrics.md)"

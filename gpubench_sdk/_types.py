@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,6 +70,12 @@ class Result:
     is a fact the provider reported (the local runtime booted a worker for this very request,
     or the fleet was verified empty just before) rather than a guess from timings (RunPod's
     ``delayTime`` above a threshold). Only confirmed cold starts are stored as confirmed.
+
+    ``token_times_ns`` holds ``time.perf_counter_ns()`` at the arrival of each streamed token
+    (or chunk: one SSE event may carry several tokens), on the same clock as ``first_byte_ns``;
+    the runner drops them all when any lies outside the request. ``detail`` is a workload- or
+    provider-specific structured result, a JSON-able mapping (e.g. a GPU probe's measured
+    TFLOP/s); when a provider gives none, the runner asks ``Workload.detail(output)``.
     """
 
     output: Any = None
@@ -84,6 +90,8 @@ class Result:
     worker_id: str | None = None
     input_units: int | None = None
     output_units: int | None = None
+    token_times_ns: Sequence[int] | None = None
+    detail: Mapping[str, Any] | None = None
 
 
 @dataclass(slots=True)
@@ -94,6 +102,10 @@ class Invocation:
     ``wall_start_ns`` is ``time.time_ns()`` when the request was sent. Latency counts from the
     scheduled send time, so an open-loop run does not hide the client's own delays
     (no coordinated omission); ``send_lag_ms`` shows those delays.
+
+    ``token_times_ns`` are the streamed tokens' arrival times relative to the run's origin, like
+    ``first_byte_ns`` (stored at microsecond resolution, see ``_store_schema``); ``detail`` is
+    the request's structured result (``Result.detail`` or ``Workload.detail``), JSON-able.
     """
 
     target: str
@@ -117,6 +129,8 @@ class Invocation:
     input_units: int | None = None
     output_units: int | None = None
     worker_id: str | None = None
+    token_times_ns: Sequence[int] | None = None
+    detail: Mapping[str, Any] | None = None
 
     @property
     def ok(self) -> bool:

@@ -24,7 +24,9 @@ class Workload:
     ``request`` must be cheap (the runner calls it on the hot path): build what you can in
     ``__init__``. ``read`` returns ``(input_units, output_units)``: tokens for an LLM, images
     for image generation, ``None`` where the unit does not apply; it raises
-    ``InvalidResponseError`` when the output is not what the workload asked for.
+    ``InvalidResponseError`` when the output is not what the workload asked for. ``detail``
+    may return a JSON-able mapping of structured results to store with the request (e.g. a
+    GPU probe's measured TFLOP/s); the runner calls it only when the provider gave none.
     """
 
     name: ClassVar[str] = ""
@@ -43,6 +45,10 @@ class Workload:
 
     def read(self, output: Any) -> Units:
         raise NotImplementedError
+
+    def detail(self, output: Any) -> Mapping[str, Any] | None:
+        """Structured results of one successful request, stored as JSON; None: nothing."""
+        return None
 
 
 class EchoProbeOptions(WorkloadOptions):

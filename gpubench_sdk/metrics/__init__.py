@@ -25,6 +25,7 @@ from ._frame import (
     run_columns,
     run_keep_warm,
     run_scale_up,
+    run_stream_metrics,
     run_throughput,
 )
 from ._histogram import LogHistogram, merge_histograms
@@ -91,6 +92,7 @@ __all__ = [
     "run_columns",
     "run_keep_warm",
     "run_scale_up",
+    "run_stream_metrics",
     "run_throughput",
     "scale_up",
     "score",

@@ -19,6 +19,7 @@ from ._coldstart import ColdStarts, cold_starts
 from ._compare import Comparison, compare
 from ._keepwarm import KeepWarmCurve, idle_gaps_s, keep_warm_curve
 from ._stats import Summary, summarize_samples
+from ._streaming import StreamMetrics, stream_metrics
 from ._throughput import SLO, Throughput, meets_slo, throughput
 from ._variability import Variability, daily_variability
 
@@ -90,6 +91,30 @@ def run_throughput(
         outcome=cols["outcome"],
         output_units=cols["output_units"],
         good=good,
+    )
+
+
+def run_stream_metrics(
+    store: Store, run: RunRef, *, target: str, scenario: int | None = None
+) -> StreamMetrics:
+    """TTFT, ITL, TPOT and token rates of one target's successful streamed requests.
+
+    Only requests that stored token times count (a non-streaming request has none). Times
+    count from the *scheduled* send, like ``latency_ms`` and ``ttfb_ms``, so an open-loop run's
+    TTFT includes the client's own send lag instead of hiding it; ITL and TPOT are gaps between
+    tokens and do not depend on it. A "token" is one streamed chunk as it arrived (an SSE event
+    may carry several tokens; servers such as vLLM send one per event).
+    """
+    info = _info(store, run)
+    cols = store.columns(info.id, target=target, scenario=scenario)
+    times = store.token_times(info.id, target=target, scenario=scenario)
+    ok = _ok(cols)
+    keep = [i for i, t in enumerate(times) if ok[i] and t.size]
+    send = cols["scheduled_ns"][keep]
+    return stream_metrics(
+        [times[i] - cols["scheduled_ns"][i] for i in keep],
+        end_ns=cols["end_ns"][keep] - send,
+        send_ns=send,
     )
 
 

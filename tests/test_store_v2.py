@@ -1,0 +1,251 @@
+"""Store schema v2: per-token times and ``detail`` round trip, v1 files migrate or read as-is,
+and the runner fills both from a provider's Result (or the workload's ``detail``)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import sqlite3
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import anyio
+import numpy as np
+import pytest
+from rich.console import Console
+from test_store import begin, begin_with, make_inv
+
+from gpubench_sdk import Burst, Provider, Request, Result, run
+from gpubench_sdk._errors import StoreError
+from gpubench_sdk._store import Store
+from gpubench_sdk._store_schema import DDL, INSERT_INVOCATION, decode_token_times
+from gpubench_sdk._summary import render, summarize
+from gpubench_sdk._types import Invocation, Outcome
+from gpubench_sdk._workload import EchoProbe
+from gpubench_sdk.metrics import run_stream_metrics
+
+pytestmark = pytest.mark.anyio
+
+# The v1 DDL is today's without the two columns v2 added (checked below, so it cannot drift).
+V1_DDL = DDL.replace(",\n    token_us BLOB,\n    detail TEXT\n", "\n")
+V1_INSERT = INSERT_INVOCATION.replace(", token_us, detail", "").replace(", ?, ?)", ")")
+
+
+def with_tokens(i: int, n_tokens: int, **changes: Any) -> Invocation:
+    """An invocation whose tokens arrive 20 ms apart after its first byte, on whole us."""
+    inv = make_inv(i, **changes)
+    assert inv.first_byte_ns is not None
+    tokens = [inv.first_byte_ns + k * 20_000_000 for k in range(n_tokens)]
+    end = max(inv.end_ns, tokens[-1] + 1_000) if tokens else inv.end_ns
+    detail = {"tflops": 123.5 + i, "gpu": "H100", "per_layer_ms": [1.0, 2.5]}
+    return replace(inv, end_ns=end, token_times_ns=tokens or None, detail=detail)
+
+
+def test_tokens_and_detail_round_trip(tmp_path: Path) -> None:
+    invs = [with_tokens(i, n, target="ab"[i % 2]) for i, n in enumerate((5, 0, 1, 300, 7))]
+    with Store(tmp_path / "r.sqlite") as s:
+        run_ = begin_with(s, invs)
+        assert s.invocations(run_.id) == invs
+    with Store(tmp_path / "r.sqlite", readonly=True) as s:
+        assert s.invocations(run_.id) == invs
+        cols = s.columns(run_.id, target="a")
+        times = s.token_times(run_.id, target="a")
+        assert len(times) == cols["seq"].size == 3
+        for seq, arr in zip(cols["seq"], times, strict=True):
+            expected = invs[int(seq)].token_times_ns or []
+            assert arr.dtype == np.int64 and arr.tolist() == list(expected)
+        assert [a.size for a in s.token_times(run_.id, scenario=1)] == [0, 300]
+
+
+def test_token_times_are_floored_to_microseconds_and_off_clock_ones_are_not_stored(
+    tmp_path: Path,
+) -> None:
+    base = make_inv(0)
+    fb = base.first_byte_ns
+    assert fb is not None
+    ragged = replace(base, token_times_ns=[fb + 1_999, fb + 5_000_123])
+    before_start = replace(make_inv(1), token_times_ns=[base.start_ns - 10_000])
+    with Store(tmp_path / "r.sqlite") as s:
+        run_ = begin_with(s, [ragged, before_start])
+        got = s.invocations(run_.id)
+    floor = [
+        base.start_ns + (t - base.start_ns) // 1000 * 1000 for t in [fb + 1_999, fb + 5_000_123]
+    ]
+    assert got[0].token_times_ns == floor
+    assert got[1].token_times_ns is None
+
+
+def test_blob_is_the_documented_encoding(tmp_path: Path) -> None:
+    inv = with_tokens(3, 4)
+    with Store(tmp_path / "r.sqlite") as s:
+        begin_with(s, [inv])
+    conn = sqlite3.connect(tmp_path / "r.sqlite")
+    start, blob, n, detail = conn.execute(
+        "SELECT start_ns, token_us, length(token_us) / 4, detail FROM invocations"
+    ).fetchone()
+    conn.close()
+    assert n == 4 and isinstance(blob, bytes)
+    offsets_us = np.frombuffer(blob, "<u4")  # what a tool without gpubench would do
+    assert (start + offsets_us.astype(np.int64) * 1000).tolist() == inv.token_times_ns
+    assert decode_token_times(start, blob).tolist() == inv.token_times_ns
+    assert json.loads(detail) == inv.detail
+
+
+def test_exports_carry_tokens_and_detail(tmp_path: Path) -> None:
+    invs = [with_tokens(0, 3), make_inv(1)]
+    with Store(tmp_path / "r.sqlite") as s:
+        run_ = begin_with(s, invs)
+        jsonl, text = io.StringIO(), io.StringIO()
+        s.export_jsonl(run_.id, jsonl)
+        s.export_csv(run_.id, text)
+    rows = [json.loads(line) for line in jsonl.getvalue().splitlines()]
+    assert rows[0]["token_times_ns"] == invs[0].token_times_ns
+    assert rows[0]["detail"] == invs[0].detail
+    assert rows[1]["token_times_ns"] is None and rows[1]["detail"] is None
+    first, second = list(csv.DictReader(io.StringIO(text.getvalue())))
+    assert [int(t) for t in first["token_times_ns"].split()] == invs[0].token_times_ns
+    assert json.loads(first["detail"]) == invs[0].detail
+    assert second["token_times_ns"] == second["detail"] == ""
+
+
+def make_v1_file(path: Path, invs: list[Invocation]) -> None:
+    """A results file exactly as gpubench 1 wrote it: its DDL, its meta, its 22-column rows."""
+    assert V1_DDL != DDL and "token_us" not in V1_DDL and "token_us" not in V1_INSERT
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.executescript(V1_DDL)
+    conn.executemany(
+        "INSERT INTO meta VALUES (?, ?)",
+        [
+            ("schema_version", "1"),
+            ("outcome_codes", json.dumps([o.value for o in Outcome])),
+            ("phase_codes", json.dumps(["measure", "warmup"])),
+        ],
+    )
+    conn.execute(
+        "INSERT INTO runs (id, uuid, name, status, started_wall_ns, origin_ns, config_json)"
+        " VALUES (1, 'c0ffee00-0000-0000-0000-000000000000', 'old', 'completed', ?, 0, '{}')",
+        (1_700_000_000_123_456_789,),
+    )
+    conn.execute("INSERT INTO targets VALUES (1, 0, 'a', 'local', '{}', '[]')")
+    conn.execute("INSERT INTO targets VALUES (1, 1, 'b', 'runpod', '{}', '[]')")
+    conn.execute("INSERT INTO scenarios VALUES (1, 0, 'steady', '{}')")
+    conn.execute("INSERT INTO scenarios VALUES (1, 1, 'burst', '{}')")
+    for inv in invs:
+        conn.execute(
+            V1_INSERT,
+            (
+                1, "ab".index(inv.target), inv.scenario, inv.seq, 0, inv.scheduled_ns,
+                inv.start_ns, inv.first_byte_ns, inv.end_ns,
+                inv.wall_start_ns - 1_700_000_000_123_456_789, 0, inv.http_status, None,
+                inv.request_id, inv.queue_ms, inv.execution_ms, inv.setup_ms, inv.cold,
+                inv.cold_confirmed, inv.input_units, inv.output_units, inv.worker_id,
+            ),
+        )  # fmt: skip
+    conn.close()
+
+
+def _version(path: Path) -> str:
+    conn = sqlite3.connect(path)
+    try:
+        return str(conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def test_v1_file_reads_as_is_read_only_and_migrates_when_writable(tmp_path: Path) -> None:
+    path = tmp_path / "v1.sqlite"
+    old = [make_inv(i, target="ab"[i % 2]) for i in range(6)]
+    make_v1_file(path, old)
+    with Store(path, readonly=True) as s:
+        assert s.invocations(1) == old
+        assert s.columns(1, target="a")["seq"].tolist() == [0, 2, 4]
+        assert [a.size for a in s.token_times(1, target="a")] == [0, 0, 0]
+    assert _version(path) == "1"  # a reader never changes the file
+    with Store(path) as s:
+        assert _version(path) == "2"
+        assert s.invocations(1) == old
+        new = begin_with(s, [with_tokens(7, 4)])
+        assert s.invocations(new.id) == [with_tokens(7, 4)]
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    conn.close()
+    with Store(path, readonly=True) as s:  # a migrated file reads like a new one
+        assert s.invocations(1) == old
+
+
+def test_a_newer_file_is_still_refused(tmp_path: Path) -> None:
+    path = tmp_path / "r.sqlite"
+    with Store(path) as s:
+        begin(s)
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+    conn.close()
+    with pytest.raises(StoreError, match="version 3 is newer"):
+        Store(path, readonly=True)
+
+
+# -- the runner ------------------------------------------------------------------------------
+
+
+class Streaming(Provider):
+    """Answers the echo probe with token times on our clock, one set off it, and a detail."""
+
+    name = "streaming"
+
+    def __init__(self, mode: str, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.mode = mode
+
+    async def invoke(self, request: Request) -> Result:
+        times = []
+        for _ in range(4):
+            await anyio.sleep(0.002)
+            times.append(time.perf_counter_ns())
+        if self.mode == "wall":  # a plugin that used the wrong clock
+            times = [time.time_ns() for _ in times]
+        detail = {"from": "provider"} if self.mode == "detail" else None
+        return Result(
+            output={"echo": request.payload["echo"]},
+            first_byte_ns=times[0],
+            token_times_ns=times,
+            detail=detail,
+        )
+
+
+class ProbeWithDetail(EchoProbe):
+    name = "probe-detail"
+
+    def detail(self, output: Any) -> dict[str, Any] | None:
+        return {"from": "workload", "echo_len": len(output["echo"])}
+
+
+async def test_runner_stores_token_times_on_the_run_clock_and_detail(tmp_path: Path) -> None:
+    targets = {"ok": Streaming("ok"), "wall": Streaming("wall"), "det": Streaming("detail")}
+    result = await run(targets, ProbeWithDetail(), [Burst(6, 2)], store=tmp_path / "r.sqlite")
+    with Store(result.store_path, readonly=True) as s:
+        invs = s.invocations(result.run.id)
+        by = {name: [i for i in invs if i.target == name] for name in targets}
+        for inv in by["ok"]:
+            assert inv.token_times_ns is not None and len(inv.token_times_ns) == 4
+            assert inv.start_ns <= inv.token_times_ns[0] <= inv.token_times_ns[-1] <= inv.end_ns
+            assert inv.first_byte_ns is not None
+            floor_us = (inv.first_byte_ns - inv.start_ns) // 1000 * 1000
+            assert inv.token_times_ns[0] == inv.start_ns + floor_us
+            assert inv.detail == {"from": "workload", "echo_len": 16}
+        assert all(i.token_times_ns is None for i in by["wall"])
+        assert all(i.detail == {"from": "provider"} for i in by["det"])
+        stream = run_stream_metrics(s, result.run, target="ok", scenario=0)
+        assert stream.output_tokens.tolist() == [4] * 6
+        assert np.all(stream.ttft_ms > 0) and np.all(stream.itl_ms >= 1.5)
+        rows = {r.target: r for r in summarize(s, result.run)}
+    assert rows["ok"].streamed == 6 and rows["wall"].streamed == 0
+    assert rows["ok"].ttft_p50_ms == pytest.approx(np.median(stream.ttft_ms))
+    assert rows["ok"].itl_p50_ms == pytest.approx(np.median(stream.itl_ms))
+    assert rows["ok"].output_tokens_per_s > 0 and math.isnan(rows["wall"].ttft_p50_ms)
+    console = Console(width=250, record=True)
+    console.print(render(list(rows.values()), "t"))
+    assert "TTFT p50 ms" in console.export_text()
