@@ -240,6 +240,8 @@ class HuggingFaceProvider(Provider):
             service_ms=(end_ns - send_ns) / 1e6,
         )
         first = reply.token_times_ns[0] if reply.token_times_ns else reply.headers_ns
+        # TGI's other phases, kept with the request (queue and inference have their own fields)
+        detail = {k: v for k, v in t.items() if k not in ("queue_ms", "inference_ms")}
         return Result(
             output=reply.output,
             http_status=reply.status,
@@ -252,6 +254,8 @@ class HuggingFaceProvider(Provider):
             cold_confirmed=confirmed,
             input_units=reply.input_units,
             output_units=reply.output_units,
+            token_times_ns=reply.token_times_ns or None,
+            detail=detail or None,
         )
 
     def _cold_verdict(

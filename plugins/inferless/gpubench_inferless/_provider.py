@@ -1,0 +1,248 @@
+"""``InferlessProvider``: an Inferless model's KServe v2 ``infer`` URL, plain or streamed (SSE).
+
+Inferless exposes no job, status or timing API (PROVIDERS.md), so every figure is the client's,
+and a cold start can only be inferred: a request far slower than the running warm median.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import statistics
+import time
+import uuid
+from collections import deque
+from typing import Any, ClassVar
+
+import httpx
+from pydantic import Field
+
+from gpubench_sdk import (
+    Capabilities,
+    ClientHTTPError,
+    InvalidResponseError,
+    Provider,
+    ProviderError,
+    ProviderOptions,
+    Request,
+    RequestTimeoutError,
+    Result,
+    ServerHTTPError,
+    ThrottledError,
+    TransportError,
+    first_byte_ns,
+)
+from gpubench_sdk._secrets import redact
+from gpubench_sdk.cost import load_catalog
+
+from . import _kserve as kserve
+from ._sse import sse_events
+
+# Per second of GPU, cold boot and idle included; the rules and their sources live in the
+# cost catalog (gpubench_sdk/cost/data/prices.json), with the shared A100's price.
+BILLING = load_catalog().billing_model("inferless")
+WARM_WINDOW = 50  # warm latencies the running median is taken over
+
+
+class InferlessOptions(ProviderOptions):
+    """One Inferless model: its ``infer`` URL and how the workload's payload maps to tensors."""
+
+    url: str = Field(
+        pattern=r"^https?://",
+        description="the model's infer URL, e.g. https://m-<id>-m.default.model-v2.inferless.com"
+        "/v2/models/<name>_<id>/versions/1/infer",
+    )
+    input_names: dict[str, str] = Field(
+        default_factory=dict, description="payload key -> input tensor name (default: the key)"
+    )
+    datatypes: dict[str, kserve.DataType] = Field(
+        default_factory=dict,
+        description="input name -> KServe datatype (default: BYTES for text, INT64, FP32, BOOL)",
+    )
+    omit: frozenset[str] = Field(default=frozenset(), description="payload keys not sent")
+    output_name: str | None = Field(
+        default=None, description="return only this output tensor (default: all, by name)"
+    )
+    cold_threshold_ms: float = Field(
+        default=3000.0, gt=0, description="an inferred cold start is at least this slow"
+    )
+    cold_factor: float = Field(
+        default=3.0, ge=1.0, description="...and at least this many times the warm median"
+    )
+
+
+class InferlessProvider(Provider):
+    """Inferless serverless GPU models over KServe v2, with SSE streaming when the model streams.
+
+    Each request carries a fresh ``id`` (echoed by KServe servers; the request id stored).
+    ``cold`` is inferred from latency (time to the first event when streamed) against the
+    median of the last 50 warm ones, never confirmed: Inferless reports no server timings.
+    """
+
+    name = "inferless"
+    capabilities = Capabilities(streaming=True, billing=BILLING)
+    Options: ClassVar[type[ProviderOptions]] = InferlessOptions
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._warm_ms: deque[float] = deque(maxlen=WARM_WINDOW)
+
+    @property
+    def _opts(self) -> InferlessOptions:
+        assert isinstance(self.options, InferlessOptions)
+        return self.options
+
+    async def open(self) -> None:
+        o = self._opts
+        self._url = httpx.URL(o.url)  # parsed once: it costs microseconds per request
+        self._headers = {**o.headers, **self.auth_headers()}
+        self._stream_headers = {**self._headers, "Accept": "text/event-stream"}
+
+    async def invoke(self, request: Request) -> Result:
+        o = self._opts
+        request_id = uuid.uuid4().hex
+        inputs = kserve.encode_inputs(request.payload, o.input_names, o.datatypes, o.omit)
+        body = {"id": request_id, "inputs": inputs}
+        send_ns = time.perf_counter_ns()
+        if request.stream:
+            return await self._stream(body, send_ns)
+        try:
+            response = await self.client.post(self._url, json=body, headers=self._headers)
+        except httpx.TimeoutException as exc:
+            raise RequestTimeoutError(_describe(exc), provider=self.name) from exc
+        except httpx.HTTPError as exc:  # reset, refused, truncated body
+            raise TransportError(_describe(exc), provider=self.name) from exc
+        if response.status_code >= 400:
+            raise self._http_error(response)
+        try:
+            data = response.json()
+            if not isinstance(data, dict):
+                raise ValueError("not a JSON object")
+            outputs = kserve.decode_tensors(data.get("outputs"))
+        except ValueError as exc:
+            raise InvalidResponseError(
+                f"not a KServe v2 response: {exc}",
+                provider=self.name,
+                status_code=response.status_code,
+            ) from exc
+        output = outputs if o.output_name is None else outputs.get(o.output_name)
+        if o.output_name is not None and o.output_name not in outputs:
+            raise InvalidResponseError(
+                f"no output {o.output_name!r} among {sorted(outputs)}", provider=self.name
+            )
+        arrived = first_byte_ns(response)
+        return self._result(
+            output,
+            response.status_code,
+            str(data.get("id") or request_id),
+            arrived,
+            send_ns,
+            time.perf_counter_ns(),
+            [],
+        )
+
+    async def _stream(self, body: dict[str, Any], send_ns: int) -> Result:
+        """SSE: each ``data:`` event is one piece of output (JSON where it parses)."""
+        chunks: list[Any] = []
+        times: list[int] = []
+        try:
+            async with self.client.stream(
+                "POST", self._url, json=body, headers=self._stream_headers
+            ) as response:
+                if response.status_code >= 400:
+                    await response.aread()
+                    raise self._http_error(response)
+                async for _, data, at_ns in sse_events(response):
+                    chunk = _decode(data)
+                    if isinstance(chunk, dict) and "error" in chunk:
+                        raise ServerHTTPError(
+                            redact(f"stream error: {str(chunk['error'])[:200]}"),
+                            provider=self.name,
+                            status_code=response.status_code,
+                        )
+                    if isinstance(chunk, dict) and "outputs" in chunk:
+                        with contextlib.suppress(ValueError):  # a KServe response per event
+                            chunk = kserve.decode_tensors(chunk["outputs"])
+                    chunks.append(chunk)
+                    times.append(at_ns)
+        except httpx.TimeoutException as exc:
+            raise RequestTimeoutError(_describe(exc), provider=self.name) from exc
+        except httpx.HTTPError as exc:
+            raise TransportError(_describe(exc), provider=self.name) from exc
+        first = times[0] if times else first_byte_ns(response)
+        end_ns = time.perf_counter_ns()
+        return self._result(
+            chunks, response.status_code, str(body["id"]), first, send_ns, end_ns, times
+        )
+
+    def _result(
+        self,
+        output: Any,
+        status: int,
+        request_id: str,
+        first_ns: int | None,
+        send_ns: int,
+        end_ns: int,
+        times: list[int],
+    ) -> Result:
+        # Streamed, the wait for the first event is what a cold start lengthens; else the whole.
+        waited_ms = ((first_ns if times and first_ns else end_ns) - send_ns) / 1e6
+        cold, estimate_ms = self._infer_cold(waited_ms)
+        detail = None if estimate_ms is None else {"cold_start_estimate_ms": estimate_ms}
+        return Result(
+            output=output,
+            http_status=status,
+            request_id=request_id,
+            first_byte_ns=first_ns,
+            cold=cold,
+            cold_confirmed=False,  # an inference from latency, never a fact
+            token_times_ns=times or None,
+            detail=detail,
+        )
+
+    def _infer_cold(self, waited_ms: float) -> tuple[bool, float | None]:
+        """Cold when at least ``cold_threshold_ms`` and ``cold_factor`` x the warm median;
+        the estimate is the excess over that median (``None`` before any warm request)."""
+        o = self._opts
+        median_ms = statistics.median(self._warm_ms) if self._warm_ms else None
+        cold = waited_ms >= o.cold_threshold_ms and waited_ms >= o.cold_factor * (median_ms or 0)
+        if not cold:
+            self._warm_ms.append(waited_ms)
+            return False, None
+        return True, None if median_ms is None else max(0.0, waited_ms - median_ms)
+
+    def _http_error(self, response: httpx.Response) -> ProviderError:
+        status = response.status_code
+        try:
+            data = response.json()
+            detail = data.get("error") if isinstance(data, dict) else None
+        except ValueError:
+            detail = None
+        message = redact(
+            f"HTTP {status}: {detail or response.text[:200] or response.reason_phrase}"
+        )
+        kw: dict[str, Any] = {"provider": self.name, "status_code": status}
+        if status == 429:
+            return ThrottledError(message, retry_after_s=_retry_after_s(response), **kw)
+        if status >= 500:
+            return ServerHTTPError(message, **kw)
+        return ClientHTTPError(message, **kw)
+
+
+def _decode(data: str) -> Any:
+    try:
+        return json.loads(data)
+    except ValueError:
+        return data
+
+
+def _retry_after_s(response: httpx.Response) -> float | None:
+    value = response.headers.get("Retry-After")
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _describe(exc: BaseException) -> str:
+    return redact(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
