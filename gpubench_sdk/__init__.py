@@ -2,52 +2,123 @@
 
 Everything a user or plugin author needs is importable from here; the modules with a leading
 underscore are private. ``gpubench_sdk.telemetry`` holds the OpenTelemetry setup helpers.
+
+Names are imported on first use (PEP 562 module ``__getattr__``): ``import gpubench_sdk`` stays
+cheap, so code that needs one light submodule inside a container (``gpubench_sdk.probe``, the
+local runtime's workers) does not pay for httpx, pydantic, OpenTelemetry and rich.
 """
+
+import importlib as _importlib
+import typing as _typing
 
 __version__ = "0.1.0"
 
-from ._capabilities import BillingModel, Capabilities
-from ._config import RunConfig, load_config
-from ._errors import (
-    CapabilityError,
-    ClientHTTPError,
-    ColdTimeoutError,
-    ConfigError,
-    GpubenchError,
-    HTTPStatusError,
-    InvalidResponseError,
-    PluginError,
-    PluginLoadError,
-    PluginNotFoundError,
-    ProviderError,
-    RequestTimeoutError,
-    ServerHTTPError,
-    StoreError,
-    ThrottledError,
-    TransportError,
-)
-from ._http import first_byte_ns, make_client
-from ._local import LocalProvider, LocalRuntime, LocalRuntimeConfig
-from ._multiproc import run_processes
-from ._plan import build_run
-from ._plugins import PluginInfo, list_plugins, load_provider, provider_class, workload_class
-from ._provider import Provider, ProviderOptions
-from ._results import RunResult, Target
-from ._runner import Runner, run
-from ._scenarios import Burst, ColdStarts, Rate, Scenario
-from ._store import RunInfo, Store
-from ._summary import SummaryRow, summarize
-from ._types import (
-    ColdCheck,
-    FleetState,
-    Invocation,
-    Outcome,
-    Phase,
-    Request,
-    Result,
-    ScalingSettings,
-)
-from ._workload import EchoProbe, ImageGeneration, LLMCompletion, Workload, WorkloadOptions
+if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
+    from ._capabilities import BillingModel, Capabilities
+    from ._config import RunConfig, load_config
+    from ._errors import (
+        CapabilityError,
+        ClientHTTPError,
+        ColdTimeoutError,
+        ConfigError,
+        GpubenchError,
+        HTTPStatusError,
+        InvalidResponseError,
+        PluginError,
+        PluginLoadError,
+        PluginNotFoundError,
+        ProviderError,
+        RequestTimeoutError,
+        ServerHTTPError,
+        StoreError,
+        ThrottledError,
+        TransportError,
+    )
+    from ._http import first_byte_ns, make_client
+    from ._local import LocalProvider, LocalRuntime, LocalRuntimeConfig
+    from ._multiproc import run_processes
+    from ._plan import build_run
+    from ._plugins import PluginInfo, list_plugins, load_provider, provider_class, workload_class
+    from ._provider import Provider, ProviderOptions
+    from ._results import RunResult, Target
+    from ._runner import Runner, run
+    from ._scenarios import Burst, ColdStarts, Rate, Scenario
+    from ._store import RunInfo, Store
+    from ._summary import SummaryRow, summarize
+    from ._types import (
+        ColdCheck,
+        FleetState,
+        Invocation,
+        Outcome,
+        Phase,
+        Request,
+        Result,
+        ScalingSettings,
+    )
+    from ._workload import EchoProbe, ImageGeneration, LLMCompletion, Workload, WorkloadOptions
+
+# public name -> the private module that defines it
+_EXPORTS: dict[str, str] = {
+    "BillingModel": "._capabilities",
+    "Capabilities": "._capabilities",
+    "RunConfig": "._config",
+    "load_config": "._config",
+    "CapabilityError": "._errors",
+    "ClientHTTPError": "._errors",
+    "ColdTimeoutError": "._errors",
+    "ConfigError": "._errors",
+    "GpubenchError": "._errors",
+    "HTTPStatusError": "._errors",
+    "InvalidResponseError": "._errors",
+    "PluginError": "._errors",
+    "PluginLoadError": "._errors",
+    "PluginNotFoundError": "._errors",
+    "ProviderError": "._errors",
+    "RequestTimeoutError": "._errors",
+    "ServerHTTPError": "._errors",
+    "StoreError": "._errors",
+    "ThrottledError": "._errors",
+    "TransportError": "._errors",
+    "first_byte_ns": "._http",
+    "make_client": "._http",
+    "LocalProvider": "._local",
+    "LocalRuntime": "._local",
+    "LocalRuntimeConfig": "._local",
+    "run_processes": "._multiproc",
+    "build_run": "._plan",
+    "PluginInfo": "._plugins",
+    "list_plugins": "._plugins",
+    "load_provider": "._plugins",
+    "provider_class": "._plugins",
+    "workload_class": "._plugins",
+    "Provider": "._provider",
+    "ProviderOptions": "._provider",
+    "RunResult": "._results",
+    "Target": "._results",
+    "Runner": "._runner",
+    "run": "._runner",
+    "Burst": "._scenarios",
+    "ColdStarts": "._scenarios",
+    "Rate": "._scenarios",
+    "Scenario": "._scenarios",
+    "RunInfo": "._store",
+    "Store": "._store",
+    "SummaryRow": "._summary",
+    "summarize": "._summary",
+    "ColdCheck": "._types",
+    "FleetState": "._types",
+    "Invocation": "._types",
+    "Outcome": "._types",
+    "Phase": "._types",
+    "Request": "._types",
+    "Result": "._types",
+    "ScalingSettings": "._types",
+    "EchoProbe": "._workload",
+    "ImageGeneration": "._workload",
+    "LLMCompletion": "._workload",
+    "Workload": "._workload",
+    "WorkloadOptions": "._workload",
+}
 
 __all__ = [
     "BillingModel",
@@ -111,3 +182,16 @@ __all__ = [
     "summarize",
     "workload_class",
 ]
+
+
+def __getattr__(name: str) -> object:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(_importlib.import_module(module, __name__), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
