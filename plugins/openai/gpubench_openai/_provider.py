@@ -1,0 +1,306 @@
+"""``OpenAIProvider``: any OpenAI-compatible server (vLLM, TGI, SGLang, RunPod's vLLM route,
+Hugging Face's ``/v1`` route, hosted APIs), chat or completions, streamed or not."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, ClassVar, Literal
+
+import httpx
+from pydantic import Field, field_validator
+
+from gpubench_sdk import (
+    Capabilities,
+    ClientHTTPError,
+    InvalidResponseError,
+    Provider,
+    ProviderError,
+    ProviderOptions,
+    Request,
+    RequestTimeoutError,
+    Result,
+    ServerHTTPError,
+    ThrottledError,
+    TransportError,
+    first_byte_ns,
+)
+
+from . import _protocol as oa
+from ._sse import SSEParser
+
+
+class OpenAIOptions(ProviderOptions):
+    """Options of an OpenAI-compatible target. ``api_key`` (``api_key_env``) is sent as
+    ``Authorization: Bearer``; servers without auth (a local vLLM) need none."""
+
+    base_url: str = Field(
+        description="the API base, ending in /v1: http://host:8000/v1, "
+        "https://api.runpod.ai/v2/{endpoint_id}/openai/v1, https://{endpoint}/v1",
+    )
+    model: str = Field(min_length=1, description="the model name the server serves")
+    api: Literal["chat", "completions"] = Field(
+        default="chat", description="/chat/completions (messages) or /completions (prompt)"
+    )
+    include_usage: bool = Field(
+        default=True,
+        description="ask for the final usage chunk (stream_options.include_usage); turn off "
+        "for a server that rejects stream_options",
+    )
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = Field(
+        default="max_tokens",
+        description="OpenAI's newer models take max_completion_tokens; vLLM/TGI/SGLang "
+        "take max_tokens",
+    )
+    extra_body: dict[str, Any] = Field(
+        default_factory=dict,
+        description="fields added to every request body (temperature, top_p, seed...)",
+    )
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(f"base_url must start with http:// or https://, got {value!r}")
+        return value.rstrip("/")
+
+
+class OpenAIProvider(Provider):
+    """Sends the ``llm`` workload's requests as OpenAI chat or completion calls.
+
+    Streamed requests (``stream = true``) are read as Server-Sent Events: the arrival of every
+    chunk that carries generated text is recorded (``Result.token_times_ns``), so the store
+    holds TTFT and every inter-token gap. Token counts come from ``usage`` (requested with
+    ``stream_options.include_usage``); a server that sends none gets its chunks counted
+    instead, marked in ``Result.detail`` as ``{"output_tokens_from": "chunks"}``.
+    """
+
+    name = "openai"
+    # OpenAI-compatible servers report no queue or execution time and have no control plane;
+    # the bill depends on who hosts the server (priced by the cost module, not here).
+    capabilities = Capabilities(streaming=True)
+    Options: ClassVar[type[ProviderOptions]] = OpenAIOptions
+
+    @property
+    def _opts(self) -> OpenAIOptions:
+        assert isinstance(self.options, OpenAIOptions)
+        return self.options
+
+    @property
+    def endpoint(self) -> str:
+        return f"{self._opts.base_url}/{self._path}"
+
+    @property
+    def _path(self) -> str:
+        return oa.CHAT_PATH if self._opts.api == "chat" else oa.COMPLETIONS_PATH
+
+    async def open(self) -> None:
+        o = self._opts
+        self._url = httpx.URL(self.endpoint)  # parsed once, not per request
+        self._headers = {**o.headers, **self.auth_headers()}
+        self._stream_headers = {**self._headers, "Accept": "text/event-stream"}
+
+    # ----- the request ----------------------------------------------------------------------
+
+    def body(self, request: Request) -> dict[str, Any]:
+        """The JSON body for ``request``: the workload's prompt and limits, the options'
+        ``extra_body``, and any payload key the mapping does not use (vLLM-style extras)."""
+        o, payload = self._opts, request.payload
+        body: dict[str, Any] = {"model": o.model, **o.extra_body}
+        body.update((k, v) for k, v in payload.items() if k not in oa.MAPPED_KEYS)
+        prompt = payload.get("prompt", "")
+        if o.api == "chat":
+            messages = payload.get("messages")
+            body["messages"] = messages or [{"role": "user", "content": prompt}]
+        else:
+            body["prompt"] = prompt
+        max_tokens = request.max_output_tokens or payload.get("max_tokens")
+        if max_tokens:
+            body[o.max_tokens_field] = max_tokens
+        if request.stream:
+            body["stream"] = True
+            if o.include_usage:
+                body["stream_options"] = {"include_usage": True}
+        return body
+
+    async def invoke(self, request: Request) -> Result:
+        body = json.dumps(self.body(request)).encode()
+        try:
+            if request.stream:
+                return await self._streamed(body)
+            response = await self.client.post(
+                self._url, content=body, headers={**self._headers, "Content-Type": _JSON}
+            )
+        except httpx.TimeoutException as exc:
+            raise RequestTimeoutError(_describe(exc), provider=self.name) from exc
+        except httpx.HTTPError as exc:  # reset, refused, truncated body
+            raise TransportError(_describe(exc), provider=self.name) from exc
+        if response.status_code >= 400:
+            raise self._http_error(response.status_code, response.headers, response.content)
+        return self._complete(response, self._json(response.content, response.status_code))
+
+    def _complete(self, response: httpx.Response, data: dict[str, Any]) -> Result:
+        """A non-streamed answer (or a server that ignored ``stream: true``)."""
+        choices = data.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise self._invalid("no choices in the response", response.status_code)
+        usage = data.get("usage") if isinstance(data.get("usage"), dict) else None
+        output = {
+            "text": oa.message_text(choices[0]),
+            "usage": usage,
+            "finish_reason": choices[0].get("finish_reason"),
+            "model": data.get("model"),
+        }
+        return Result(
+            output=output,
+            http_status=response.status_code,
+            request_id=response.headers.get("x-request-id") or _str(data.get("id")),
+            first_byte_ns=first_byte_ns(response),
+            input_units=_count(usage, "prompt_tokens"),
+            output_units=_count(usage, "completion_tokens"),
+        )
+
+    async def _streamed(self, body: bytes) -> Result:
+        headers = {**self._stream_headers, "Content-Type": _JSON}
+        async with self.client.stream("POST", self._url, content=body, headers=headers) as resp:
+            status = resp.status_code
+            if status >= 400:
+                raise self._http_error(status, resp.headers, await resp.aread())
+            if "text/event-stream" not in resp.headers.get("content-type", ""):
+                # the server ignored stream: true (or a proxy answered): read it as a whole
+                return self._complete(resp, self._json(await resp.aread(), status))
+            parser = SSEParser()
+            times: list[int] = []
+            parts: list[str] = []
+            usage: dict[str, Any] | None = None
+            finish = chunk_id = model = None
+            done = False
+            clock = time.perf_counter_ns
+            loads = json.loads
+            async for raw in resp.aiter_raw():
+                arrived = clock()  # one reading per network read: its events arrived together
+                for event in parser.feed(raw):
+                    if event == oa.DONE:
+                        done = True
+                        break
+                    try:
+                        obj = loads(event)
+                    except ValueError as exc:
+                        raise self._invalid(f"an SSE event is not JSON: {exc}", status) from exc
+                    if not isinstance(obj, dict):
+                        raise self._invalid("an SSE event is not a JSON object", status)
+                    if obj.get("error") or obj.get("object") == "error":
+                        raise self._stream_error(obj, status)
+                    choices = obj.get("choices")
+                    if choices:
+                        choice = choices[0]
+                        text, generated = oa.delta_text(choice)
+                        if generated:
+                            times.append(arrived)
+                        if text:
+                            parts.append(text)
+                        finish = choice.get("finish_reason") or finish
+                    if obj.get("usage"):
+                        usage = obj["usage"]
+                    chunk_id = chunk_id or obj.get("id")
+                    model = model or obj.get("model")
+                if done:
+                    break
+            if not done:
+                where = "mid-event" if parser.pending else "without data: [DONE]"
+                raise self._invalid(f"the stream ended {where}", status)
+        return self._streamed_result(resp, times, parts, usage, finish, chunk_id, model)
+
+    def _streamed_result(
+        self,
+        resp: httpx.Response,
+        times: list[int],
+        parts: list[str],
+        usage: dict[str, Any] | None,
+        finish: Any,
+        chunk_id: Any,
+        model: Any,
+    ) -> Result:
+        output_units = _count(usage, "completion_tokens")
+        detail = None
+        if output_units is None:  # no usage chunk: count what streamed, and say so
+            output_units = len(times)
+            detail = {"output_tokens_from": "chunks"}
+        return Result(
+            output={
+                "text": "".join(parts),
+                "usage": usage,
+                "finish_reason": finish,
+                "model": model,
+            },
+            http_status=resp.status_code,
+            request_id=resp.headers.get("x-request-id") or _str(chunk_id),
+            first_byte_ns=first_byte_ns(resp),
+            input_units=_count(usage, "prompt_tokens"),
+            output_units=output_units,
+            token_times_ns=times,
+            detail=detail,
+        )
+
+    # ----- errors ---------------------------------------------------------------------------
+
+    def _http_error(self, status: int, headers: httpx.Headers, content: bytes) -> ProviderError:
+        try:
+            message, kind = oa.error_message(json.loads(content))
+        except ValueError:
+            message, kind = None, None
+        text = message or content[:200].decode("utf-8", "replace") or f"status {status}"
+        full = f"HTTP {status}: {text}" + (f" ({kind})" if kind else "")
+        kw: dict[str, Any] = {"provider": self.name, "status_code": status}
+        if status == 429:
+            return ThrottledError(full, retry_after_s=_retry_after_s(headers), **kw)
+        if status >= 500:
+            return ServerHTTPError(full, **kw)
+        return ClientHTTPError(full, **kw)
+
+    def _stream_error(self, obj: dict[str, Any], status: int) -> ProviderError:
+        """An error event inside a 200 stream (vLLM: ``data: {"error": {...}}``): the server
+        failed after it had started answering, so it is a server error."""
+        message, kind = oa.error_message(obj)
+        err = obj.get("error")
+        code = err.get("code") if isinstance(err, dict) else obj.get("code")
+        text = f"error inside the stream: {message or obj}" + (f" ({kind})" if kind else "")
+        if code == 429 or kind in ("rate_limit_exceeded", "rate_limit_error"):
+            return ThrottledError(text, provider=self.name, status_code=429)
+        return ServerHTTPError(text, provider=self.name, status_code=status)
+
+    def _json(self, content: bytes, status: int) -> dict[str, Any]:
+        try:
+            data = json.loads(content)
+        except ValueError as exc:
+            raise self._invalid("the response is not JSON", status) from exc
+        if not isinstance(data, dict):
+            raise self._invalid("the response is not a JSON object", status)
+        return data
+
+    def _invalid(self, message: str, status: int) -> InvalidResponseError:
+        return InvalidResponseError(message, provider=self.name, status_code=status)
+
+
+_JSON = "application/json"
+
+
+def _count(usage: dict[str, Any] | None, key: str) -> int | None:
+    value = None if usage is None else usage.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _str(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _retry_after_s(headers: httpx.Headers) -> float | None:
+    value = headers.get("retry-after")
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None  # an HTTP date: OpenAI and vLLM send seconds
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
