@@ -1,0 +1,142 @@
+"""A compressed campaign against the real local runtime, its scheduler SIGKILLed mid-slot and
+restarted: no slot lost or run twice, every sample kept. Plus the example plan, ticked."""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gpubench_sdk import Outcome, Store
+from gpubench_sdk._config import load_config, parse_config
+from gpubench_sdk.campaign import CampaignDB, Schedule, create_campaign
+
+EXAMPLE = Path(__file__).parents[1] / "examples" / "campaign.toml"
+BURST = 150  # requests per target per slot: long enough to be killed in the middle of
+
+
+def gpubench(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "gpubench_sdk", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+@pytest.fixture(scope="module")
+def runtime_url() -> Iterator[str]:
+    """One local runtime for every slot, so a slot costs requests, not a runtime start."""
+    proc = gpubench(
+        "local", "serve", "--port", "0", "--handler", "gpubench_sdk._local.demo:echo",
+        "--max-workers", "2", "--idle-timeout", "30",
+    )  # fmt: skip
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert "listening on http://127.0.0.1:" in line, line
+    try:
+        yield line.rsplit(" ", 1)[1].strip()
+    finally:
+        proc.terminate()
+        proc.wait(20)
+
+
+def wait_for(check: object, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():  # type: ignore[operator]
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def running_samples(store: Path, slot: int) -> int:
+    """Samples committed so far by the running attempt of ``slot`` (0 if none runs)."""
+    with contextlib.closing(sqlite3.connect(store, timeout=30)) as db:
+        row = db.execute(
+            "SELECT (SELECT count(*) FROM invocations i JOIN runs r ON r.id = i.run_id"
+            " WHERE r.name = a.run_name) FROM campaign_attempts a"
+            " WHERE a.slot = ? AND a.status = 'running'",
+            (slot,),
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def test_sigkill_mid_slot_then_resume(tmp_path: Path, runtime_url: str) -> None:
+    store = tmp_path / "campaign.sqlite"
+    plan = {
+        "run": {"name": "resume"},
+        "workload": {"kind": "probe", "sleep_ms": 2},
+        "targets": [
+            {"name": t, "provider": "local", "url": runtime_url, "region": r}
+            for t, r in (("a", "local-east"), ("b", "local-west"))
+        ],
+        "scenarios": [{"kind": "burst", "total": BURST, "concurrency": 1}],
+    }
+    # 4 slots 2.5 s apart from 2 s on; a generous grace, since 2 cores are shared by all tests
+    schedule = Schedule(time.time_ns() + 2 * 10**9, 10, every_s=2.5, grace_s=120, seed=1)
+    create_campaign(parse_config(plan), schedule, store=store)
+
+    first = gpubench("campaign", "run", "--store", str(store), "--heartbeat", "0.5")
+    try:
+        wait_for(lambda: running_samples(store, 1) >= 20, 90, "slot 1 to be half-way")
+    except AssertionError:
+        first.kill()
+        raise AssertionError(first.communicate()[0]) from None
+    seen = running_samples(store, 1)
+    first.kill()  # SIGKILL: no handler runs, the attempt stays 'running' in the file
+    first.wait(10)
+
+    second = gpubench("campaign", "run", "--store", str(store), "--heartbeat", "0.5")
+    out, _ = second.communicate(timeout=120)
+    assert second.returncode == 0, out
+    assert "slot 1 (attempt 2): completed" in out
+
+    with CampaignDB(store) as db:
+        c = db.get("resume")
+        slots = db.slots(c)
+        attempts = db.attempts(c)
+    assert [s.status for s in slots] == ["done"] * 4
+    completed = [a.slot for a in attempts if a.status == "completed"]
+    assert sorted(completed) == [0, 1, 2, 3]  # every slot ran to completion exactly once
+    (killed,) = [a for a in attempts if a.status == "interrupted"]
+    assert (killed.slot, killed.attempt) == (1, 1) and "is gone" in (killed.error or "")
+    with Store(store) as s:
+        runs = {r.name: r for r in s.runs()}
+        assert len(runs) == 5
+        lost = runs["campaign resume slot 1 attempt 1"]
+        assert lost.status == "interrupted" and lost.samples >= seen  # its samples are kept
+        for a in attempts:
+            if a.status == "completed":
+                run = runs[a.run_name]
+                invs = s.invocations(run.id)
+                assert run.samples == a.requests == 2 * BURST
+                assert all(i.outcome is Outcome.OK for i in invs)
+    with sqlite3.connect(store) as db:
+        regions = dict(db.execute("SELECT target, region FROM campaign_tags").fetchall())
+        tagged = db.execute("SELECT count(DISTINCT run_id) FROM campaign_tags").fetchone()[0]
+    assert regions == {"a": "local-east", "b": "local-west"} and tagged == 5
+
+
+def test_example_campaign_ticked_compressed(tmp_path: Path) -> None:
+    """examples/campaign.toml, two slots 2 s apart, run by two `campaign tick`s as cron would."""
+    store = tmp_path / "example.sqlite"
+    config = load_config(EXAMPLE)
+    schedule = Schedule(time.time_ns(), 4, every_s=2, grace_s=600, seed=3)
+    create_campaign(config, schedule, store=store, name="example")
+    for slot in (0, 1):
+        tick = gpubench("campaign", "tick", "example", "--store", str(store))
+        out, _ = tick.communicate(timeout=120)
+        assert tick.returncode == 0, out
+        assert f"slot {slot} (attempt 1): completed" in out
+    show = gpubench("campaign", "show", "example", "--store", str(store))
+    out, _ = show.communicate(timeout=60)
+    assert show.returncode == 0, out
+    assert "latency by day" in out and "cold start by time of day" in out
+    assert "(region local)" in out
