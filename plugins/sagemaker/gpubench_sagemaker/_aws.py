@@ -1,0 +1,199 @@
+"""boto3 sessions, clients and errors for the SageMaker plugin.
+
+Credentials come from boto3's standard chain (environment, shared config/profile, container
+or instance role: https://boto3.amazonaws.com/v1/documentation/api/latest/guide/credentials.html)
+unless the target names an access key id and a secret (``api_key_env``). Whatever the source,
+the secret and any session token are remembered by ``gpubench_sdk._secrets`` so they are
+scrubbed from error text, and botocore's DEBUG log lines (which print response bodies, where
+a server may echo a credential) pass through the same scrubber.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from gpubench_sdk import (
+    ClientHTTPError,
+    ColdTimeoutError,
+    ConfigError,
+    ProviderError,
+    RequestTimeoutError,
+    ServerHTTPError,
+    ThrottledError,
+    TransportError,
+)
+from gpubench_sdk._secrets import redact, remember
+
+PROVIDER = "sagemaker"
+# Error codes AWS uses for throttling across services (botocore's retry handler lists them:
+# botocore/data/_retry.json "throttling" and botocore.retries.standard.ThrottledRetryableChecker)
+THROTTLING_CODES = frozenset(
+    {
+        "ThrottlingException",
+        "Throttling",
+        "ThrottledException",
+        "RequestThrottledException",
+        "TooManyRequestsException",
+        "ProvisionedThroughputExceededException",
+        "TransactionInProgressException",
+        "RequestLimitExceeded",
+        "SlowDown",
+        "RequestThrottled",
+    }
+)
+# While an inference component scales out from zero, invocations fail with a ValidationError
+# "Inference Component has no capacity to process this request..." (counted by the CloudWatch
+# metric NoCapacityInvocationFailures) or ModelNotReadyException:
+# https://docs.aws.amazon.com/sagemaker/latest/dg/endpoint-auto-scaling-zero-instances.html
+NO_CAPACITY = re.compile(r"no capacity|NoCapacity", re.IGNORECASE)
+_BOTO_LOGGERS = (
+    "botocore.parsers",
+    "botocore.endpoint",
+    "botocore.auth",
+    "botocore.hooks",
+    "botocore.httpsession",
+    "botocore.retryhandler",
+    "botocore.eventstream",
+    "urllib3.connectionpool",
+)
+
+
+class _Scrub(logging.Filter):
+    """Masks remembered secrets in a record before any handler sees it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        cleaned = redact(message)
+        if cleaned != message:
+            record.msg, record.args = cleaned, None
+        return True
+
+
+_SCRUB = _Scrub()
+
+
+def scrub_boto_logs() -> None:
+    """Attach the scrubber to the loggers that print requests and response bodies (a logger's
+    filters do not apply to its children's records, so each is named)."""
+    for name in _BOTO_LOGGERS:
+        logger = logging.getLogger(name)
+        if _SCRUB not in logger.filters:
+            logger.addFilter(_SCRUB)
+
+
+def make_session(
+    *,
+    region: str | None,
+    profile: str | None,
+    access_key_id: str | None,
+    secret_access_key: str | None,
+) -> Any:
+    """A boto3 session whose credentials are resolved now (so a missing one fails the run at
+    start with a clear message) and remembered for scrubbing."""
+    import boto3
+    from botocore.exceptions import BotoCoreError
+
+    scrub_boto_logs()
+    kw: dict[str, Any] = {}
+    if profile:
+        kw["profile_name"] = profile
+    if region:
+        kw["region_name"] = region
+    if access_key_id and secret_access_key:
+        kw["aws_access_key_id"] = access_key_id
+        kw["aws_secret_access_key"] = secret_access_key
+    try:
+        session = boto3.Session(**kw)
+        credentials = session.get_credentials()
+    except BotoCoreError as exc:
+        raise ConfigError("profile", profile, f"an AWS profile boto3 can load ({exc})") from exc
+    if credentials is None:
+        raise ConfigError(
+            "credentials",
+            None,
+            "AWS credentials from boto3's chain (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, "
+            "a profile, or a role), or aws_access_key_id with api_key_env",
+        )
+    frozen = credentials.get_frozen_credentials()
+    for secret in (frozen.secret_key, frozen.token):
+        if secret:
+            remember(secret)
+    if session.region_name is None:
+        raise ConfigError("region", None, "an AWS region (region = 'us-east-1' or AWS_REGION)")
+    return session
+
+
+def client_config(max_pool: int, timeout_s: float) -> Any:
+    """No retries: a benchmark must see every throttle and failure (botocore would retry
+    throttles up to 3 times in 'standard' mode, hiding them in the latency)."""
+    from botocore.config import Config
+
+    return Config(
+        retries={"total_max_attempts": 1, "mode": "standard"},
+        max_pool_connections=max_pool,
+        connect_timeout=min(timeout_s, 60.0),
+        read_timeout=timeout_s,
+        tcp_keepalive=True,
+    )
+
+
+def error_code(exc: BaseException) -> str:
+    response = getattr(exc, "response", None) or {}
+    return str((response.get("Error") or {}).get("Code") or "")
+
+
+def is_scaling_from_zero(exc: BaseException) -> bool:
+    """The endpoint has no model copy yet: a cold start in progress, not a failure."""
+    code = error_code(exc)
+    if code == "ModelNotReadyException":
+        return True
+    response = getattr(exc, "response", None) or {}
+    message = str((response.get("Error") or {}).get("Message") or "")
+    return code in ("ValidationError", "ValidationException") and bool(NO_CAPACITY.search(message))
+
+
+def map_error(exc: BaseException, operation: str) -> ProviderError | ConfigError:
+    """botocore's errors in gpubench's taxonomy (the sagemaker-runtime error shapes are
+    InternalFailure, ServiceUnavailable, ValidationError, ModelError, ModelNotReadyException,
+    InternalDependencyException, ModelStreamError, InternalStreamFailure: botocore's
+    data/sagemaker-runtime/2017-05-13/service-2.json)."""
+    from botocore import exceptions as bexc
+
+    if isinstance(exc, bexc.ClientError):
+        response: dict[str, Any] = dict(exc.response)
+        meta = response.get("ResponseMetadata") or {}
+        status = int(meta.get("HTTPStatusCode") or 0) or None
+        code = error_code(exc)
+        detail = (response.get("Error") or {}).get("Message") or ""
+        message = redact(f"{operation}: {code or status}: {detail}".rstrip(": "))
+        kw: dict[str, Any] = {"provider": PROVIDER, "status_code": status}
+        if code in THROTTLING_CODES or (status == 429 and code != "ModelNotReadyException"):
+            headers = meta.get("HTTPHeaders") or {}
+            return ThrottledError(message, retry_after_s=_seconds(headers.get("retry-after")), **kw)
+        if is_scaling_from_zero(exc):
+            return ColdTimeoutError(message, **kw)
+        if code == "ModelError" or (status is not None and status >= 500):
+            # ModelError (424): the container answered an error; the model, not the client
+            return ServerHTTPError(message, **kw)
+        return ClientHTTPError(message, **kw)  # ValidationError, AccessDenied, bad signature
+    message = redact(f"{operation}: {type(exc).__name__}: {exc}")
+    if isinstance(exc, bexc.EventStreamError):  # ModelStreamError / InternalStreamFailure
+        return ServerHTTPError(message, provider=PROVIDER)
+    if isinstance(exc, bexc.NoCredentialsError | bexc.PartialCredentialsError):
+        return ConfigError("credentials", None, "AWS credentials (see the provider page)")
+    if isinstance(exc, bexc.ReadTimeoutError | bexc.ConnectTimeoutError | TimeoutError):
+        return RequestTimeoutError(message, provider=PROVIDER)
+    if isinstance(exc, bexc.BotoCoreError | OSError):
+        # EndpointConnectionError, ConnectionClosedError, ResponseStreamingError (a body cut
+        # short), ProtocolError: the connection failed
+        return TransportError(message, provider=PROVIDER)
+    return TransportError(message, provider=PROVIDER)
+
+
+def _seconds(value: Any) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None

@@ -1,0 +1,330 @@
+"""``SageMakerProvider``: SageMaker real-time endpoints (and their inference components)
+through boto3, run in worker threads so the event loop never blocks."""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any, ClassVar, TypeVar
+
+import anyio
+from pydantic import Field
+
+from gpubench_sdk import (
+    Capabilities,
+    ColdCheck,
+    ColdTimeoutError,
+    ConfigError,
+    FleetState,
+    InvalidResponseError,
+    Provider,
+    ProviderError,
+    ProviderOptions,
+    Request,
+    Result,
+    ServerHTTPError,
+)
+from gpubench_sdk.cost import load_catalog
+
+from . import _aws
+from ._control import Control
+
+T = TypeVar("T")
+
+
+class SageMakerOptions(ProviderOptions):
+    """Options of a SageMaker target. Credentials come from boto3's chain unless
+    ``aws_access_key_id`` is given with the secret in ``api_key_env``/``api_key_file``."""
+
+    endpoint_name: str = Field(pattern=r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$", max_length=63)
+    inference_component: str | None = Field(
+        default=None, description="invoke this inference component (needed for scale to zero)"
+    )
+    region: str | None = Field(default=None, description="AWS region (default: boto3's)")
+    profile: str | None = Field(default=None, description="boto3 profile name")
+    aws_access_key_id: str | None = Field(default=None, pattern=r"^[A-Z0-9]{16,128}$")
+    runtime_url: str | None = Field(default=None, description="sagemaker-runtime endpoint URL")
+    control_url: str | None = Field(default=None, description="sagemaker endpoint URL")
+    s3_url: str | None = Field(default=None, description="S3 endpoint URL (async inference)")
+    content_type: str = "application/json"
+    accept: str = "application/json"
+    async_input_s3: str | None = Field(
+        default=None,
+        pattern=r"^s3://[^/]+(/.*)?$",
+        description="s3://bucket/prefix: use async inference, inputs uploaded here",
+    )
+    async_poll_interval_s: float = Field(default=0.5, gt=0)
+    max_concurrency: int = Field(default=64, ge=1, le=1024, description="boto3 threads")
+    cold_wait_s: float = Field(
+        default=900.0,
+        gt=0,
+        description="how long an invocation retries while the component scales out from zero",
+    )
+    cold_retry_max_s: float = Field(default=5.0, gt=0, description="retry delay cap")
+
+
+class SageMakerProvider(Provider):
+    """AWS SageMaker: ``invoke_endpoint``, ``invoke_endpoint_with_response_stream`` (the first
+    ``PayloadPart`` is the first byte; every part's arrival is a token time) and
+    ``invoke_endpoint_async`` (S3 in and out); ``describe_endpoint`` for the fleet and the
+    inference component's copy count for confirmed cold starts, restored in ``close()``.
+
+    An invocation that finds no model copy (``ModelNotReadyException``, or a
+    ``ValidationError`` saying the component has no capacity) is retried until a copy is up,
+    within ``cold_wait_s``: that time is the cold start (``setup_ms``), and the request is
+    marked cold on the service's own word.
+    """
+
+    name = "sagemaker"
+    capabilities = Capabilities(
+        streaming=True,
+        fleet_state=True,
+        cold_start_control=True,
+        billing=load_catalog().billing_model("sagemaker"),
+    )
+    Options: ClassVar[type[ProviderOptions]] = SageMakerOptions
+
+    _control: Control | None = None
+
+    @property
+    def _opts(self) -> SageMakerOptions:
+        assert isinstance(self.options, SageMakerOptions)
+        return self.options
+
+    @property
+    def endpoint(self) -> str:
+        base = self._opts.runtime_url or "sagemaker-runtime"
+        return f"{base.rstrip('/')}/endpoints/{self._opts.endpoint_name}"
+
+    async def open(self) -> None:
+        o = self._opts
+        secret = o.api_key.get_secret_value() if o.api_key is not None else None
+        if (o.aws_access_key_id is None) != (secret is None):
+            raise ConfigError(
+                "aws_access_key_id",
+                o.aws_access_key_id,
+                "both aws_access_key_id and api_key_env (the secret), or neither",
+            )
+        self._limiter = anyio.CapacityLimiter(o.max_concurrency)
+        session = await anyio.to_thread.run_sync(
+            functools.partial(
+                _aws.make_session,
+                region=o.region,
+                profile=o.profile,
+                access_key_id=o.aws_access_key_id,
+                secret_access_key=secret,
+            )
+        )
+        config = _aws.client_config(o.max_concurrency, o.timeout_s)
+        self._runtime = session.client(
+            "sagemaker-runtime", endpoint_url=o.runtime_url, config=config
+        )
+        control = session.client("sagemaker", endpoint_url=o.control_url, config=config)
+        self._control = Control(control, o.endpoint_name, o.inference_component)
+        self._s3: Any = None
+        if o.async_input_s3 is not None:
+            from botocore.config import Config
+
+            s3_config = config.merge(Config(s3={"addressing_style": "path"}))
+            self._s3 = session.client("s3", endpoint_url=o.s3_url, config=s3_config)
+        self._cold_next = False
+
+    async def close(self) -> None:
+        if self._control is not None:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(600):
+                await self._control.restore(self._call)
+
+    async def _thread(self, fn: Callable[..., T], *args: Any, **kw: Any) -> T:
+        # abandon_on_cancel: a cancelled run does not wait for a call boto3 cannot interrupt
+        # (SageMaker has no API to cancel a real-time invocation either)
+        return await anyio.to_thread.run_sync(
+            functools.partial(fn, *args, **kw), abandon_on_cancel=True, limiter=self._limiter
+        )
+
+    async def _call(self, operation: str, fn: Callable[..., T], *args: Any, **kw: Any) -> T:
+        try:
+            return await self._thread(fn, *args, **kw)
+        except (ProviderError, ConfigError):
+            raise
+        except Exception as exc:
+            raise _aws.map_error(exc, operation) from exc
+
+    # ----- requests -------------------------------------------------------------------------
+
+    def _params(self, request: Request) -> dict[str, Any]:
+        o = self._opts
+        params: dict[str, Any] = {"EndpointName": o.endpoint_name, "ContentType": o.content_type}
+        if o.inference_component:
+            params["InferenceComponentName"] = o.inference_component
+        return params
+
+    async def invoke(self, request: Request) -> Result:
+        """One request; while the endpoint scales out from zero, retried until ready."""
+        body = json.dumps(dict(request.payload)).encode()
+        started = time.monotonic()
+        delay_s = 0.05
+        cold = self._cold_next  # ensure_cold saw zero copies just before
+        self._cold_next = False
+        while True:
+            attempt_started = time.monotonic()
+            try:
+                result = await self._invoke_once(request, body)
+                break
+            except ColdTimeoutError:
+                if time.monotonic() - started + delay_s > self._opts.cold_wait_s:
+                    raise
+                cold = True  # the service itself says no copy is up
+                await anyio.sleep(delay_s)
+                delay_s = min(delay_s * 2, self._opts.cold_retry_max_s)
+        # SageMaker routes only to copies that are up, so a request that was not refused is
+        # warm; one that was refused waited for a copy to boot and load the model
+        result.cold = cold
+        result.cold_confirmed = cold
+        if attempt_started > started and cold:
+            result.setup_ms = (attempt_started - started) * 1e3
+        return result
+
+    async def _invoke_once(self, request: Request, body: bytes) -> Result:
+        if self._opts.async_input_s3 is not None:
+            return await self._invoke_async(body)
+        if request.stream:
+            return await self._call(
+                "InvokeEndpointWithResponseStream",
+                self._stream_blocking,
+                self._params(request),
+                body,
+            )
+        params = {**self._params(request), "Body": body, "Accept": self._opts.accept}
+        response = await self._call("InvokeEndpoint", self._invoke_blocking, params)
+        return self._result(response, response.pop("_first_byte_ns"))
+
+    def _invoke_blocking(self, params: dict[str, Any]) -> dict[str, Any]:
+        response: dict[str, Any] = self._runtime.invoke_endpoint(**params)
+        response["_first_byte_ns"] = time.perf_counter_ns()  # headers parsed: the body follows
+        response["Body"] = response["Body"].read()
+        return response
+
+    def _stream_blocking(self, params: dict[str, Any], body: bytes) -> Result:
+        response = self._runtime.invoke_endpoint_with_response_stream(
+            **params, Body=body, Accept=self._opts.accept
+        )
+        parts: list[bytes] = []
+        times_ns: list[int] = []
+        for event in response["Body"]:
+            part = event.get("PayloadPart")
+            if part is not None:
+                times_ns.append(time.perf_counter_ns())
+                parts.append(part["Bytes"])
+        result = self._result(
+            {**response, "Body": b"".join(parts)},
+            times_ns[0] if times_ns else None,
+            streamed=True,
+        )
+        result.token_times_ns = times_ns
+        return result
+
+    def _result(
+        self, response: dict[str, Any], arrived_ns: int | None, streamed: bool = False
+    ) -> Result:
+        raw: bytes = response["Body"]
+        content_type = str(response.get("ContentType") or self._opts.accept)
+        try:
+            output: Any = _decode(raw, content_type, streamed)
+        except ValueError as exc:
+            raise InvalidResponseError(
+                f"the {content_type} body does not parse: {exc}",
+                provider=self.name,
+                status_code=200,
+            ) from exc
+        meta = response.get("ResponseMetadata") or {}
+        variant = response.get("InvokedProductionVariant")
+        return Result(
+            output=output,
+            http_status=int(meta.get("HTTPStatusCode") or 200),
+            request_id=meta.get("RequestId"),
+            first_byte_ns=arrived_ns,
+            detail={"invoked_production_variant": variant} if variant else None,
+        )
+
+    async def _invoke_async(self, body: bytes) -> Result:
+        """Async inference: upload the input, ``invoke_endpoint_async``, then poll S3 until
+        the output or failure object exists (https://docs.aws.amazon.com/sagemaker/latest/dg/
+        async-inference-check-predictions.html)."""
+        o = self._opts
+        assert o.async_input_s3 is not None
+        bucket, _, prefix = o.async_input_s3.removeprefix("s3://").partition("/")
+        key = f"{prefix.rstrip('/')}/{uuid.uuid4()}.json".lstrip("/")
+        await self._call("PutObject", self._s3.put_object, Bucket=bucket, Key=key, Body=body)
+        params: dict[str, Any] = {
+            "EndpointName": o.endpoint_name,
+            "InputLocation": f"s3://{bucket}/{key}",
+            "ContentType": o.content_type,
+            "Accept": o.accept,
+        }
+        answer = await self._call(
+            "InvokeEndpointAsync", self._runtime.invoke_endpoint_async, **params
+        )
+        locations = {
+            "output": answer.get("OutputLocation"),
+            "failure": answer.get("FailureLocation"),
+        }
+        while True:
+            for kind, location in locations.items():
+                if not location:
+                    continue
+                found = await self._call("GetObject", self._get_s3_object, location)
+                if found is None:
+                    continue
+                data, arrived_ns = found
+                if kind == "failure":
+                    raise ServerHTTPError(
+                        f"async inference failed: {data[:200]!r}", provider=self.name
+                    )
+                result = self._result({"Body": data, "ContentType": o.accept}, arrived_ns)
+                result.request_id = answer.get("InferenceId")
+                return result
+            await anyio.sleep(o.async_poll_interval_s)
+
+    def _get_s3_object(self, location: str) -> tuple[bytes, int] | None:
+        from botocore.exceptions import ClientError
+
+        bucket, _, key = location.removeprefix("s3://").partition("/")
+        try:
+            obj = self._s3.get_object(Bucket=bucket, Key=key)
+        except ClientError as exc:
+            if _aws.error_code(exc) in ("NoSuchKey", "404", "NotFound"):
+                return None
+            raise
+        return obj["Body"].read(), time.perf_counter_ns()
+
+    # ----- control --------------------------------------------------------------------------
+
+    def _require_control(self) -> Control:
+        if self._control is None:
+            raise RuntimeError(f"{self!r} is not open: use 'async with provider:'")
+        return self._control
+
+    async def state(self) -> FleetState:
+        return await self._require_control().state(self._call)
+
+    async def ensure_cold(self, timeout_s: float) -> ColdCheck:
+        check = await self._require_control().scale_to_zero(self._call, timeout_s)
+        self._cold_next = check.confirmed
+        return check
+
+
+def _decode(raw: bytes, content_type: str, streamed: bool) -> Any:
+    text = raw.decode()
+    if "json" not in content_type and not streamed:
+        return text
+    if not streamed:
+        return json.loads(text)
+    # a stream's parts are often JSON lines (LMI/TGI containers); else the text as it came
+    lines = [line for line in text.splitlines() if line.strip()]
+    try:
+        return [json.loads(line) for line in lines]
+    except ValueError:
+        return text
