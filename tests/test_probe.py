@@ -231,8 +231,13 @@ def test_bad_options_name_the_field() -> None:
     with pytest.raises(ConfigError, match="quick"):
         ProbeOptions.from_payload({"quick": "yes"})
     with pytest.raises(ConfigError, match="matmul_n"):
-        ProbeOptions.from_payload({"gpubench_probe": {"matmul_n": 3}})
-    assert ProbeOptions.from_payload({"gpubench_probe": {"quick": True}}).quick
+        ProbeOptions.from_payload({"matmul_n": 3})
+    with pytest.raises(ConfigError, match="matmul_n"):
+        ProbeOptions.from_payload({"matmul_n": "4096"})
+    with pytest.raises(ConfigError, match="dtypes"):
+        ProbeOptions.from_payload({"dtypes": 16})
+    parsed = ProbeOptions.from_payload({"phases": "matmul, memory", "dtypes": ["bf16"]})
+    assert parsed.phases == ("matmul", "memory") and parsed.dtypes == ("bf16",)
 
 
 class _FakeBoard:

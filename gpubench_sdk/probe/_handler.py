@@ -12,8 +12,9 @@ def handle(payload: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Run the probe with the options in ``payload`` and return its result.
 
     ``payload`` keys (all optional): ``quick`` (bool), ``backend`` (auto, torch, cupy, numpy),
-    ``phases`` (list drawn from matmul, memory, transfer, launch, first_op), ``dtypes``,
-    ``matmul_n``; or the same nested under ``gpubench_probe`` (the ``gpu_probe`` workload's
-    request). It is also the local runtime's handler: ``handler = "gpubench_sdk.probe:handle"``.
+    ``phases`` (drawn from matmul, memory, transfer, launch, first_op), ``dtypes`` (fp32,
+    tf32, fp16, bf16, fp8), ``matmul_n``; lists as JSON lists or comma-separated strings. It
+    is also the local runtime's handler: ``handler = "gpubench_sdk.probe:handle"``, ``load =
+    ""``.
     """
     return run_probe(ProbeOptions.from_payload(payload))

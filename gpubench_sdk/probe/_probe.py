@@ -67,23 +67,33 @@ class ProbeOptions:
 
     @classmethod
     def from_payload(cls, payload: Mapping[str, Any] | None) -> ProbeOptions:
-        """Options from a request body (``{"quick": true, "backend": "torch", ...}``)."""
+        """Options from a request body: ``{"quick": true, "backend": "torch", "phases":
+        "matmul,memory", "dtypes": "bf16,fp8", "matmul_n": 4096}``, every key optional.
+
+        Lists may be JSON lists or comma-separated strings: strings pass unchanged through
+        every platform's input schema (Cog inputs, KServe v2 tensors, RunPod ``input``)."""
         data = dict(payload or {})
-        data = dict(data.get("gpubench_probe", data))  # the workload nests them under this key
         known = {"quick", "backend", "phases", "matmul_n", "dtypes"}
         extra = sorted(set(data) - known)
         if extra:
             raise ConfigError("probe payload", extra, f"only the keys {sorted(known)}")
         for key in ("phases", "dtypes"):
             if key in data:
-                if not isinstance(data[key], list | tuple) or not all(
-                    isinstance(v, str) for v in data[key]
-                ):
-                    raise ConfigError(key, data[key], "a list of strings")
-                data[key] = tuple(data[key])
+                data[key] = _names(key, data[key])
         if "quick" in data and not isinstance(data["quick"], bool):
             raise ConfigError("quick", data["quick"], "true or false")
+        side = data.get("matmul_n")
+        if side is not None and (isinstance(side, bool) or not isinstance(side, int)):
+            raise ConfigError("matmul_n", side, "an integer matrix side")
         return cls(**data)
+
+
+def _names(key: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return tuple(v.strip() for v in value.split(",") if v.strip())
+    if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise ConfigError(key, value, "a list of names or a comma-separated string")
 
 
 def select_backend(name: str = "auto") -> Backend:

@@ -150,38 +150,50 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.0%}"
 
 
-def probe_table(rows: Sequence[ProbeRow], title: str = "GPU probe") -> Table:
-    """The rows as a rich table: one line per target and dtype."""
-    table = Table(title=title, title_justify="left")
-    for name, justify in (
-        ("target", "left"), ("device", "left"), ("dtype", "left"), ("TFLOP/s", "right"),
-        ("of peak", "right"), ("TFLOP/s/W", "right"), ("$/TFLOP-h", "right"),
-        ("copy GB/s", "right"), ("H2D pinned GB/s", "right"), ("launch µs", "right"),
-        ("CUDA init ms", "right"), ("hosts", "right"),
-    ):  # fmt: skip
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+def probe_tables(rows: Sequence[ProbeRow]) -> list[Table]:
+    """Two rich tables: matmul per target and dtype, then memory, transfers and start-up."""
+    compute = Table(title="GPU probe: dense matmul", title_justify="left")
+    for name in ("target", "device", "dtype", "TFLOP/s", "of peak", "TFLOP/s/W", "$/TFLOP-h"):
+        compute.add_column(
+            name, justify="left" if name in ("target", "device", "dtype") else "right"
+        )
+    system = Table(
+        title="GPU probe: memory, pinned host<->device copies, launch, first op in a fresh process",
+        title_justify="left",
+        caption="hosts: distinct boot ids / probes (more than one: the probes ran on several"
+        " machines)",
+    )
+    for name in ("target", "backend", "copy GB/s", "triad GB/s", "of peak", "H2D GB/s",
+                 "D2H GB/s", "launch µs", "init ms", "hosts"):  # fmt: skip
+        system.add_column(name, justify="left" if name in ("target", "backend") else "right")
     for row in rows:
         device = row.device_name or "?"
-        if row.spec_model:
-            device += f" (spec: {row.spec_model})"
+        if row.spec_model and row.spec_model not in device:
+            device += f" ({row.spec_model})"
         for i, (dtype, tflops) in enumerate(row.tflop_per_s.items()):
-            first = i == 0
             cost = row.usd_per_tflop_hour.get(dtype)
-            table.add_row(
-                row.target if first else "",
-                f"{device}, {row.backend}" if first else "",
+            compute.add_row(
+                row.target if i == 0 else "",
+                device if i == 0 else "",
                 dtype,
                 _num(tflops, 3 if tflops < 10 else 1),
                 _pct(row.fraction_of_peak.get(dtype)),
                 _num(row.tflop_per_s_per_w.get(dtype), 3),
                 "-" if cost is None else f"{cost:.4g}",
-                _num(row.memory_copy_gb_per_s) if first else "",
-                _num(row.h2d_pinned_gb_per_s) if first else "",
-                _num(row.launch_async_us) if first else "",
-                _num(row.first_op_ms) if first else "",
-                f"{row.distinct_hosts}/{row.probes}" if first else "",
             )
-    return table
+        system.add_row(
+            row.target,
+            row.backend or "?",
+            _num(row.memory_copy_gb_per_s),
+            _num(row.memory_triad_gb_per_s),
+            _pct(row.memory_copy_fraction_of_peak),
+            _num(row.h2d_pinned_gb_per_s),
+            _num(row.d2h_pinned_gb_per_s),
+            _num(row.launch_async_us),
+            _num(row.first_op_ms),
+            f"{row.distinct_hosts}/{row.probes}",
+        )
+    return [compute, system]
 
 
 def print_probe_results(
@@ -189,6 +201,7 @@ def print_probe_results(
 ) -> list[ProbeRow]:
     """Print the run's probe table (nothing when it stored no probe results); return the rows."""
     rows = probe_results(store, run)
-    if rows:
-        (console or Console()).print(probe_table(rows))
+    out = console or Console()
+    for table in probe_tables(rows) if rows else ():
+        out.print(table)
     return rows

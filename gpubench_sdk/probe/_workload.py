@@ -43,16 +43,17 @@ class GpuProbe(Workload):
         super().__init__(options, **fields)
         opts = self.options
         assert isinstance(opts, GpuProbeOptions)
+        # flat, strings and scalars only: every platform's input schema takes these as they are
         body: dict[str, Any] = {
             "quick": opts.quick,
             "backend": opts.backend,
-            "phases": list(opts.phases),
+            "phases": ",".join(opts.phases),
         }
         if opts.dtypes:
-            body["dtypes"] = list(opts.dtypes)
+            body["dtypes"] = ",".join(opts.dtypes)
         if opts.matmul_n is not None:
             body["matmul_n"] = opts.matmul_n
-        self._payload = {"gpubench_probe": body}
+        self._payload = body
 
     def request(self, seq: int) -> Request:
         return Request(seq=seq, payload=self._payload, kind=self.kind)
