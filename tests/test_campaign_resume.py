@@ -15,7 +15,14 @@ import pytest
 
 from gpubench_sdk import Outcome, Store
 from gpubench_sdk._config import load_config, parse_config
-from gpubench_sdk.campaign import CampaignDB, Schedule, create_campaign
+from gpubench_sdk.campaign import (
+    Budget,
+    CampaignDB,
+    Schedule,
+    campaign_spend,
+    create_campaign,
+    run_campaign,
+)
 
 EXAMPLE = Path(__file__).parents[1] / "examples" / "campaign.toml"
 BURST = 150  # requests per target per slot: long enough to be killed in the middle of
@@ -140,3 +147,43 @@ def test_example_campaign_ticked_compressed(tmp_path: Path) -> None:
     assert show.returncode == 0, out
     assert "latency by day" in out and "cold start by time of day" in out
     assert "(region local)" in out
+
+
+def test_budgets_per_slot_and_per_campaign(tmp_path: Path, runtime_url: str) -> None:
+    store = tmp_path / "budget.sqlite"
+    target = {"provider": "local", "url": runtime_url, "price_per_s_usd": 0.001}
+    plan = {
+        "run": {"name": "capped"},
+        "workload": {"kind": "probe", "sleep_ms": 1},
+        "targets": [{"name": "a", **target}],
+        "scenarios": [{"kind": "burst", "total": 100, "concurrency": 2}],
+    }
+    every = Schedule(time.time_ns(), 1.2, every_s=0.3, grace_s=120)  # 4 slots, all due at once
+    create_campaign(
+        parse_config(plan), every, store=store, budget=Budget(slot_max_requests=30, max_requests=70)
+    )
+    reports = run_campaign(store, "capped")
+    assert [r.requests for r in reports] == [30, 30, 10]  # the last slot gets what is left
+    with CampaignDB(store) as db:
+        c = db.get("capped")
+        slots = db.slots(c)
+        spent = campaign_spend(db, c)
+    assert [s.status for s in slots] == ["done", "done", "done", "skipped"]
+    assert "70 requests of max_requests 70" in (slots[3].reason or "")
+    assert spent[0] == 70 and spent[1] is not None and spent[1] > 0
+
+    # a USD cap: the first slot's estimated bill (idle tail included) already passes it
+    create_campaign(
+        # timeout_s bounds the guard's estimate of a request before any completes
+        parse_config(
+            {**plan, "run": {"name": "usd"}, "targets": [{**target, "name": "a", "timeout_s": 0.5}]}
+        ),
+        Schedule(time.time_ns(), 0.6, every_s=0.3, grace_s=120),
+        store=store,
+        budget=Budget(max_cost_usd=0.001),
+    )
+    (only,) = run_campaign(store, "usd")
+    assert only.requests == 100 and only.cost_usd is not None and only.cost_usd >= 0.001
+    with CampaignDB(store) as db:
+        second = db.slots(db.get("usd"))[1]
+    assert second.status == "skipped" and "max_cost_usd" in (second.reason or "")

@@ -138,11 +138,13 @@ def campaign_summary(store: Store, name: str | None = None) -> CampaignSummary:
         campaign = db.get(name)
         status = Counter(s.status for s in db.slots(campaign))
         tags = db.tags(campaign)
-        requests, usd = (
-            campaign_spend(db, campaign)
-            if not store.readonly
-            else (sum(a.requests or 0 for a in db.attempts(campaign)), None)
-        )
+        if store.readonly:  # what finished attempts recorded; nothing priced anew
+            attempts = db.attempts(campaign)
+            costs = [a.cost_usd for a in attempts if a.cost_usd is not None]
+            requests = sum(a.requests or 0 for a in attempts)
+            usd = sum(costs) if costs else None
+        else:
+            requests, usd = campaign_spend(db, campaign)
     tz = zone(campaign.schedule.tz)
     start = dt.datetime.fromtimestamp(campaign.schedule.start_ns / 1e9, tz)
     offset = start.utcoffset()
