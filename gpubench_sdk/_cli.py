@@ -96,6 +96,11 @@ def _store_option(f: F) -> F:
     "-o", "--output", type=click.Path(dir_okay=False), help="store path (overrides run.output)"
 )
 @click.option("--otlp-endpoint", metavar="URL", help="export spans and metrics over OTLP/HTTP")
+@click.option(
+    "--prometheus-port",
+    metavar="[HOST:]PORT",
+    help="serve metrics for Prometheus at http://HOST:PORT/metrics (HOST default 0.0.0.0)",
+)
 @click.option("--quiet", is_flag=True, help="no progress bar")
 @click.option(
     "-p",
@@ -106,11 +111,23 @@ def _store_option(f: F) -> F:
     help="load-generating processes (use the machine's cores)",
 )
 def run_cmd(
-    config_path: str, output: str | None, otlp_endpoint: str | None, quiet: bool, processes: int
+    config_path: str,
+    output: str | None,
+    otlp_endpoint: str | None,
+    prometheus_port: str | None,
+    quiet: bool,
+    processes: int,
 ) -> None:
     """Run the benchmark plan in CONFIG (TOML)."""
     config = load_config(config_path)
-    _execute(config, output, otlp_endpoint, quiet, processes)
+    if prometheus_port and processes > 1:
+        raise ConfigError(
+            "--prometheus-port",
+            prometheus_port,
+            "a single process (-p 1); several processes export through --otlp-endpoint to a "
+            "collector, which Prometheus scrapes",
+        )
+    _execute(config, output, otlp_endpoint, quiet, processes, prometheus_port)
 
 
 @main.command("demo")
@@ -161,16 +178,18 @@ def _execute(
     otlp_endpoint: str | None,
     quiet: bool,
     processes: int = 1,
+    prometheus_port: str | None = None,
 ) -> None:
     store = output or config.run.output
     if processes > 1:
         _execute_processes(config, store, otlp_endpoint, quiet, processes)
         return
     setup = None
-    if otlp_endpoint:
-        from .telemetry import configure
+    if otlp_endpoint or prometheus_port:
+        from .telemetry import configure, parse_prometheus_address
 
-        setup = configure(otlp_endpoint=otlp_endpoint)
+        host, port = parse_prometheus_address(prometheus_port)
+        setup = configure(otlp_endpoint=otlp_endpoint, prometheus_port=port, prometheus_host=host)
     progress = _progress(quiet)
     tasks = [
         progress.add_task(f"{i}:{s.kind}", total=s.planned(len(config.targets)), errors=0)

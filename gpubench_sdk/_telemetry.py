@@ -4,15 +4,23 @@ Without an SDK installed and configured, every call here is a no-op. The user's 
 owns the providers; ``gpubench_sdk.telemetry.configure`` is a convenience for the CLI and
 scripts. Spans are emitted after a request completes, with explicit timestamps taken from the
 Invocation, so the span timeline and the stored record agree to the nanosecond.
+
+Attribute and metric names follow the OpenTelemetry semantic conventions where they exist, as
+pinned by the ``opentelemetry-semantic-conventions`` package (0.66b2: HTTP and ``server.*``
+attributes are stable; ``gen_ai.*`` are "development" and may be renamed upstream). Every name
+is listed in ``docs/observability.md``.
 """
 
 from __future__ import annotations
 
 import logging
+from functools import lru_cache
+from itertools import pairwise
 from typing import Any
+from urllib.parse import urlsplit
 
 from opentelemetry import metrics, trace
-from opentelemetry.trace import Status, StatusCode
+from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from ._types import Invocation, Outcome
 
@@ -26,6 +34,40 @@ SPAN_EXECUTION = "gpubench.execution"
 METRIC_DURATION = "gpubench.request.duration"
 METRIC_COLD_START = "gpubench.cold_start.duration"
 METRIC_REQUESTS = "gpubench.requests"
+# GenAI client metrics (semconv gen-ai-metrics), recorded for LLM workloads only.
+METRIC_GENAI_DURATION = "gen_ai.client.operation.duration"
+METRIC_GENAI_TOKENS = "gen_ai.client.token.usage"
+METRIC_GENAI_TTFC = "gen_ai.client.operation.time_to_first_chunk"
+METRIC_GENAI_TPOC = "gen_ai.client.operation.time_per_output_chunk"
+LLM_WORKLOADS = frozenset({"llm"})  # workload names whose requests are GenAI operations
+# Seconds. The semconv HTTP duration boundaries (0.005-10 s), extended to 5 min for cold
+# starts: the SDK's default boundaries (0-10,000) assume milliseconds and would put every
+# request below 5 s in one bucket.
+DURATION_BUCKETS_S = (
+    0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 30.0,
+    60.0, 120.0, 300.0,
+)  # fmt: skip
+# semconv gen_ai.client.token.usage: powers of 4 up to 4^12
+TOKEN_BUCKETS = tuple(float(4**i) for i in range(13))
+
+
+@lru_cache(maxsize=64)
+def server_attributes(endpoint: str | None) -> tuple[tuple[str, Any], ...]:
+    """``server.address`` and ``server.port`` of a provider's endpoint URL (semconv HTTP client
+    spans: the port defaults from the scheme)."""
+    if not endpoint:
+        return ()
+    try:
+        url = urlsplit(endpoint)
+        port = url.port or {"http": 80, "https": 443}.get(url.scheme)
+    except ValueError:
+        return ()
+    if not url.hostname:
+        return ()
+    found: list[tuple[str, Any]] = [("server.address", url.hostname)]
+    if port:
+        found.append(("server.port", port))
+    return tuple(found)
 
 
 class Instruments:
@@ -44,13 +86,43 @@ class Instruments:
         self._tracer = trace.get_tracer(INSTRUMENTATION_NAME, __version__, tracer_provider)
         meter = metrics.get_meter(INSTRUMENTATION_NAME, __version__, meter_provider)
         self._duration = meter.create_histogram(
-            METRIC_DURATION, unit="s", description="Scheduled send to last byte"
+            METRIC_DURATION,
+            unit="s",
+            description="Scheduled send to last byte",
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS_S,
         )
         self._cold = meter.create_histogram(
-            METRIC_COLD_START, unit="s", description="Cold start: latency minus execution time"
+            METRIC_COLD_START,
+            unit="s",
+            description="Cold start: latency minus execution time",
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS_S,
         )
         self._requests = meter.create_counter(
             METRIC_REQUESTS, unit="{request}", description="Requests by outcome"
+        )
+        self._genai_duration = meter.create_histogram(
+            METRIC_GENAI_DURATION,
+            unit="s",
+            description="GenAI operation duration",
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS_S,
+        )
+        self._genai_tokens = meter.create_histogram(
+            METRIC_GENAI_TOKENS,
+            unit="{token}",
+            description="Input and output tokens used",
+            explicit_bucket_boundaries_advisory=TOKEN_BUCKETS,
+        )
+        self._ttfc = meter.create_histogram(
+            METRIC_GENAI_TTFC,
+            unit="s",
+            description="Time from the send to the first streamed chunk",
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS_S,
+        )
+        self._tpoc = meter.create_histogram(
+            METRIC_GENAI_TPOC,
+            unit="s",
+            description="Time between consecutive streamed chunks",
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS_S,
         )
         self._failed_once = False
 
@@ -83,18 +155,30 @@ class Instruments:
     def _record(self, inv: Invocation, base: dict[str, Any]) -> None:
         attrs = dict(base)
         attrs["gpubench.outcome"] = inv.outcome.value
+        attrs.update(server_attributes(base.get("gpubench.endpoint")))
+        if inv.outcome is not Outcome.OK:
+            attrs["error.type"] = error_type(inv)
         self._requests.add(1, attrs)
         self._duration.record(inv.latency_ms / 1e3, attrs)
         cold_ms = cold_start_ms(inv)
         if cold_ms is not None:
             self._cold.record(cold_ms / 1e3, attrs)
+        genai = base.get("gpubench.workload") in LLM_WORKLOADS
+        if genai:
+            attrs.setdefault("gen_ai.operation.name", "text_completion")
+            self._record_genai(inv, attrs)
 
         start = inv.wall_start_ns
         end = start + (inv.end_ns - inv.start_ns)
-        span = self._tracer.start_span(SPAN_INVOKE, start_time=start, attributes=attrs)
+        span = self._tracer.start_span(
+            SPAN_INVOKE, start_time=start, attributes=attrs, kind=SpanKind.CLIENT
+        )
         if not span.is_recording():
             span.end(end_time=end)
             return
+        # every provider submits its request with POST (a polling provider's later GETs
+        # belong to the same invocation, whose outcome this span reports)
+        span.set_attribute("http.request.method", "POST")
         span.set_attribute("gpubench.seq", inv.seq)
         span.set_attribute("gpubench.phase", inv.phase.value)
         span.set_attribute("gpubench.latency_ms", inv.latency_ms)
@@ -108,8 +192,15 @@ class Instruments:
             span.set_attribute("http.response.status_code", inv.http_status)
         if inv.worker_id:
             span.set_attribute("gpubench.worker_id", inv.worker_id)
+        ttfc_ms = first_chunk_ms(inv)
+        if ttfc_ms is not None:
+            span.set_attribute("gpubench.ttft_ms", ttfc_ms)
+        if genai:
+            if inv.input_units is not None:
+                span.set_attribute("gen_ai.usage.input_tokens", inv.input_units)
+            if inv.output_units is not None:
+                span.set_attribute("gen_ai.usage.output_tokens", inv.output_units)
         if inv.outcome is not Outcome.OK:
-            span.set_attribute("error.type", inv.outcome.value)
             span.set_status(Status(StatusCode.ERROR, inv.error or inv.outcome.value))
         context = trace.set_span_in_context(span)
         # Server-reported phases become children laid end to end from the send time: the queue
@@ -127,6 +218,21 @@ class Instruments:
             self._child(SPAN_EXECUTION, cursor, cursor + int(inv.execution_ms * 1e6), context)
         span.end(end_time=end)
 
+    def _record_genai(self, inv: Invocation, attrs: dict[str, Any]) -> None:
+        """The semconv GenAI client metrics of one LLM request."""
+        self._genai_duration.record(inv.latency_ms / 1e3, attrs)
+        if inv.outcome is not Outcome.OK:
+            return
+        for kind, count in (("input", inv.input_units), ("output", inv.output_units)):
+            if count is not None:
+                self._genai_tokens.record(count, attrs | {"gen_ai.token.type": kind})
+        ttfc_ms = first_chunk_ms(inv)
+        if ttfc_ms is not None:
+            self._ttfc.record(ttfc_ms / 1e3, attrs)
+        times = inv.token_times_ns or ()
+        for before, after in pairwise(times):
+            self._tpoc.record((after - before) / 1e9, attrs)
+
     def _child(self, name: str, start: int, end: int, context: Any) -> None:
         child = self._tracer.start_span(name, context=context, start_time=start)
         child.set_attribute("gpubench.duration_ms", (end - start) / 1e6)
@@ -142,3 +248,20 @@ def cold_start_ms(inv: Invocation) -> float | None:
     if not inv.cold or inv.execution_ms is None or inv.outcome is not Outcome.OK:
         return None
     return max(0.0, inv.service_ms - inv.execution_ms)  # from the actual send, like the summary
+
+
+def error_type(inv: Invocation) -> str:
+    """semconv ``error.type``: the HTTP status code as a string for a response >= 400, else
+    gpubench's outcome (``timeout``, ``transport``...), a low-cardinality class of failure."""
+    if inv.http_status is not None and inv.http_status >= 400:
+        return str(inv.http_status)
+    return inv.outcome.value
+
+
+def first_chunk_ms(inv: Invocation) -> float | None:
+    """Time from the scheduled send to the first streamed token, as ``metrics`` counts TTFT
+    (an open-loop run's client lag is not hidden); ``None`` for a request that streamed none."""
+    times = inv.token_times_ns
+    if times:
+        return float(times[0] - inv.scheduled_ns) / 1e6
+    return None

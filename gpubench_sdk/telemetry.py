@@ -36,9 +36,14 @@ from opentelemetry.sdk.trace.export import (
 )
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from ._errors import ConfigError
 from ._telemetry import (
     METRIC_COLD_START,
     METRIC_DURATION,
+    METRIC_GENAI_DURATION,
+    METRIC_GENAI_TOKENS,
+    METRIC_GENAI_TPOC,
+    METRIC_GENAI_TTFC,
     METRIC_REQUESTS,
     SPAN_COLD_START,
     SPAN_EXECUTION,
@@ -50,6 +55,10 @@ from ._telemetry import (
 __all__ = [
     "METRIC_COLD_START",
     "METRIC_DURATION",
+    "METRIC_GENAI_DURATION",
+    "METRIC_GENAI_TOKENS",
+    "METRIC_GENAI_TPOC",
+    "METRIC_GENAI_TTFC",
     "METRIC_REQUESTS",
     "SPAN_COLD_START",
     "SPAN_EXECUTION",
@@ -57,6 +66,7 @@ __all__ = [
     "SPAN_QUEUE",
     "TelemetrySetup",
     "configure",
+    "parse_prometheus_address",
 ]
 
 _EXPORT_TIMEOUT_S = 5.0
@@ -70,6 +80,8 @@ class TelemetrySetup:
     meter_provider: MeterProvider
     spans: InMemorySpanExporter | None = None
     metric_reader: InMemoryMetricReader | None = None
+    prometheus_address: tuple[str, int] | None = None  # where /metrics is served, if it is
+    _prometheus_server: Any = None
 
     def instruments(self) -> Instruments:
         return Instruments(tracer_provider=self.tracer_provider, meter_provider=self.meter_provider)
@@ -80,6 +92,12 @@ class TelemetrySetup:
             # an unreachable collector must not fail the run
             with contextlib.suppress(Exception):
                 stop()
+        if self._prometheus_server is not None:
+            server, thread = self._prometheus_server
+            server.shutdown()
+            server.server_close()
+            thread.join(5)
+            self._prometheus_server = None
 
 
 def configure(
@@ -91,12 +109,17 @@ def configure(
     service_name: str = "gpubench",
     set_global: bool = True,
     metric_interval_s: float = 10.0,
+    prometheus_port: int | None = None,
+    prometheus_host: str = "0.0.0.0",
 ) -> TelemetrySetup:
     """Build tracer and meter providers with the chosen exporters.
 
     ``otlp_endpoint`` is the collector's OTLP/HTTP base URL (``/v1/traces`` and
-    ``/v1/metrics`` are appended). ``set_global`` installs them as the process-wide providers
-    (possible once per process); otherwise pass ``setup.instruments()`` to the Runner.
+    ``/v1/metrics`` are appended). ``prometheus_port`` serves the metrics for Prometheus to
+    scrape at ``http://HOST:PORT/metrics`` (``0``: any free port, see
+    ``setup.prometheus_address``; needs the ``prometheus`` extra). ``set_global`` installs the
+    providers process-wide (possible once per process); otherwise pass
+    ``setup.instruments()`` to the Runner.
     """
     resource = Resource.create({"service.name": service_name})
     tracer_provider = TracerProvider(resource=resource)
@@ -136,8 +159,47 @@ def configure(
         reader = InMemoryMetricReader()
         readers.append(reader)
         setup_kw.update(spans=spans, metric_reader=reader)
+    if prometheus_port is not None:
+        setup_kw.update(_prometheus(readers, prometheus_host, prometheus_port))
     meter_provider = MeterProvider(resource=resource, metric_readers=readers)
     if set_global:
         trace.set_tracer_provider(tracer_provider)
         metrics.set_meter_provider(meter_provider)
     return TelemetrySetup(tracer_provider, meter_provider, **setup_kw)
+
+
+def _prometheus(readers: list[MetricReader], host: str, port: int) -> dict[str, Any]:
+    """A Prometheus reader on its own registry (so two setups in one process never clash) and
+    an HTTP server for it in a daemon thread."""
+    try:
+        from opentelemetry.exporter.prometheus import PrometheusMetricReader
+        from prometheus_client import CollectorRegistry, start_http_server
+    except ImportError as exc:
+        raise ConfigError(
+            "prometheus_port",
+            port,
+            "the Prometheus exporter: pip install 'gpubench-sdk[prometheus]'",
+        ) from exc
+    registry = CollectorRegistry(auto_describe=True)
+    readers.append(PrometheusMetricReader(registry=registry))
+    try:
+        server, thread = start_http_server(port, addr=host, registry=registry)
+    except OSError as exc:
+        raise ConfigError("prometheus_port", port, f"a free port on {host} ({exc})") from exc
+    bound_host, bound_port = server.server_address[:2]
+    return {"prometheus_address": (str(bound_host), int(bound_port)),
+            "_prometheus_server": (server, thread)}  # fmt: skip
+
+
+def parse_prometheus_address(text: str | None) -> tuple[str, int | None]:
+    """``--prometheus-port`` as (host, port): ``9464`` or ``127.0.0.1:9464``; ``None``: off."""
+    if not text:
+        return "0.0.0.0", None
+    host, _, port = text.rpartition(":")
+    try:
+        number = int(port)
+    except ValueError:
+        number = -1
+    if not 0 <= number <= 65535:
+        raise ConfigError("--prometheus-port", text, "a port (9464) or HOST:PORT (127.0.0.1:9464)")
+    return host.strip("[]") or "0.0.0.0", number

@@ -70,7 +70,11 @@ async def test_error_spans_carry_status(echo_server: LoopbackServer, tmp_path: P
     )
     assert setup.spans is not None
     (sp, _) = setup.spans.get_finished_spans()
-    assert dict(sp.attributes or {})["error.type"] == "http_5xx"
+    attrs = dict(sp.attributes or {})
+    # semconv: the status code as a string for an HTTP error; gpubench's class stays alongside
+    assert attrs["error.type"] == "503"
+    assert attrs["gpubench.outcome"] == "http_5xx"
+    assert attrs["http.response.status_code"] == 503
     assert sp.status.status_code.name == "ERROR"
 
 
@@ -103,3 +107,41 @@ async def test_without_sdk_instrumentation_is_a_no_op(
     assert result.status == "completed"
     assert instruments.enabled is False
     assert telemetry.configure(in_memory=True, set_global=False).instruments().enabled is True
+
+
+def test_streamed_llm_request_records_genai_metrics() -> None:
+    """TTFT on the span and semconv's time to first chunk / time per output chunk metrics."""
+    from gpubench_sdk import Invocation, Outcome, Phase
+
+    setup = telemetry.configure(in_memory=True, set_global=False)
+    ms = 1_000_000
+    tokens = [40 * ms, 45 * ms, 52 * ms, 60 * ms]  # since the run's origin, like start_ns
+    inv = Invocation(
+        target="t", scenario=0, seq=0, phase=Phase.MEASURE, scheduled_ns=9 * ms,
+        start_ns=10 * ms, end_ns=61 * ms, wall_start_ns=1_700_000_000 * 10**9,
+        outcome=Outcome.OK, http_status=200, input_units=7, output_units=4,
+        token_times_ns=tokens,
+    )  # fmt: skip
+    base = {"gpubench.workload": "llm", "gpubench.endpoint": "https://api.example.com/v1"}
+    setup.instruments().record(inv, base)
+    assert setup.spans is not None and setup.metric_reader is not None
+    (span,) = setup.spans.get_finished_spans()
+    attrs = dict(span.attributes or {})
+    assert attrs["gpubench.ttft_ms"] == pytest.approx(31.0)  # from the scheduled send
+    assert attrs["server.address"] == "api.example.com" and attrs["server.port"] == 443
+    assert attrs["gen_ai.usage.input_tokens"] == 7
+    data = setup.metric_reader.get_metrics_data()
+    assert data is not None
+    found = {
+        m.name: m for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics
+    }
+    (ttfc,) = found[telemetry.METRIC_GENAI_TTFC].data.data_points
+    assert ttfc.count == 1 and ttfc.sum == pytest.approx(0.031)
+    (tpoc,) = found[telemetry.METRIC_GENAI_TPOC].data.data_points
+    assert tpoc.count == 3 and tpoc.sum == pytest.approx(0.020)  # 5 + 7 + 8 ms
+    usage = found[telemetry.METRIC_GENAI_TOKENS].data.data_points
+    assert {dict(p.attributes)["gen_ai.token.type"]: p.sum for p in usage} == {
+        "input": 7,
+        "output": 4,
+    }
+    setup.shutdown()

@@ -4,7 +4,7 @@ Every figure comes from ``gpubench_sdk.metrics`` (and the cost module), never re
 the summary rows are ``_summary.summarize``'s, box-plot quartiles are ``metrics.percentile``,
 cold-start phases are ``metrics.cold_starts``' decomposition, days are
 ``metrics.daily_variability``, bursts are ``metrics.burst_analysis`` and streaming runs go through
-``metrics.stream_metrics``. Only chart geometry (which points to draw) is decided here.
+``metrics.run_stream_metrics``. Only chart geometry (which points to draw) is decided here.
 """
 
 from __future__ import annotations
@@ -338,45 +338,17 @@ def _bursts(report: Report, store: Store, info: RunInfo) -> None:
         )
 
 
-def _token_times(store: Store, info: RunInfo, target: str, sidx: int) -> list[Any] | None:
-    """Per-request token times since each send, when the store has them (schema v2)."""
-    reader = getattr(store, "token_times", None)
-    if reader is None:
-        return None
-    try:
-        times = reader(info.id, target=target, scenario=sidx)
-    except TypeError:  # an older signature: nothing to draw rather than a failed report
-        return None
-    cols = store.columns(info.id, target=target, scenario=sidx)
-    if isinstance(times, dict):  # keyed by seq
-        times = [times.get(int(s)) for s in cols["seq"]]
-    if not times or len(times) != cols["start_ns"].size:
-        return None
-    out = []
-    for start, t in zip(cols["start_ns"], times, strict=True):
-        arr = np.asarray([] if t is None else t, dtype=np.int64)
-        out.append(arr - int(start))  # stored relative to the run's origin, like first_byte_ns
-    return out if any(a.size for a in out) else None
-
-
 def _streaming(report: Report, store: Store, info: RunInfo) -> None:
-    for target, sidx, label, cols in _each(store, info):
-        times = _token_times(store, info, target, sidx)
-        if times is None:
-            continue
-        ok = _ok(cols)
-        tokens = [t for t, good in zip(times, ok, strict=True) if good]
-        # token times are stored to the microsecond: a last token may round past the end
-        last = np.array([t[-1] if t.size else 0 for t in tokens], dtype=np.int64)
-        ends = np.maximum((cols["end_ns"] - cols["start_ns"])[ok], last)
+    """TTFT and ITL of streamed requests (store schema v2 keeps per-token arrival times)."""
+    for target, sidx, label, _ in _each(store, info):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            sm = metrics.stream_metrics(tokens, end_ns=ends, send_ns=cols["start_ns"][ok])
+            sm = metrics.run_stream_metrics(store, info, target=target, scenario=sidx)
         ttft = metrics.summarize_samples(sm.ttft_ms)
+        if not ttft.count:
+            continue  # nothing streamed
         itl = metrics.summarize_samples(sm.itl_ms)
         tpot = metrics.summarize_samples(sm.tpot_ms)
-        if not ttft.count:
-            continue
         key = {"run": info.id, "target": target, "scenario": label}
         report.table("streaming").append(
             _clean(

@@ -1,0 +1,181 @@
+"""Prometheus: a real server (Debian's ``prometheus``) scrapes ``gpubench run --prometheus-port``
+and its HTTP API returns the latency histogram; the Grafana dashboard queries only metrics we
+export (checked against a real scrape of the exporter)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_cli import gpubench
+
+from gpubench_sdk import Invocation, Outcome, Phase, Store, telemetry
+
+ROOT = Path(__file__).resolve().parents[1]
+PROMETHEUS = shutil.which("prometheus")
+
+PLAN = """
+[workload]
+kind = "probe"
+sleep_ms = 2
+
+[[targets]]
+name = "loc"
+provider = "local"
+handler = "gpubench_sdk._local.demo:echo"
+load = ""
+
+[[scenarios]]
+kind = "rate"
+rps = 20
+duration_s = 12
+"""
+
+
+P50 = (
+    "histogram_quantile(0.5, sum by (le) "
+    '(gpubench_request_duration_seconds_bucket{job="gpubench"}))'
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def query(api: str, promql: str) -> list[dict[str, Any]]:
+    url = f"{api}/api/v1/query?{urllib.parse.urlencode({'query': promql})}"
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        body = json.load(resp)
+    assert body["status"] == "success", body
+    result: list[dict[str, Any]] = body["data"]["result"]
+    return result
+
+
+@pytest.mark.skipif(PROMETHEUS is None, reason="needs Debian's prometheus (apt-get install)")
+def test_prometheus_scrapes_a_running_benchmark(tmp_path: Path) -> None:
+    exporter, api_port = free_port(), free_port()
+    config = tmp_path / "prometheus.yml"
+    config.write_text(
+        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+        "scrape_configs:\n  - job_name: gpubench\n"
+        f"    static_configs:\n      - targets: ['127.0.0.1:{exporter}']\n"
+    )
+    api = f"http://127.0.0.1:{api_port}"
+    server = subprocess.Popen(
+        [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+         f"--web.listen-address=127.0.0.1:{api_port}", "--log.level=warn"],
+        stdout=subprocess.DEVNULL, stderr=(tmp_path / "prometheus.log").open("w"),
+    )  # fmt: skip
+    plan = tmp_path / "plan.toml"
+    plan.write_text(PLAN)
+    store = tmp_path / "s.sqlite"
+    bench = subprocess.Popen(
+        [sys.executable, "-m", "gpubench_sdk", "run", str(plan), "-o", str(store), "--quiet",
+         "--prometheus-port", f"127.0.0.1:{exporter}"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        buckets: list[dict[str, Any]] = []
+        p50: float | None = None
+        deadline = time.monotonic() + 60
+        while bench.poll() is None and time.monotonic() < deadline:
+            time.sleep(1)
+            try:  # the scrape of a running benchmark, read back through the HTTP API
+                found = query(api, 'gpubench_request_duration_seconds_bucket{job="gpubench"}')
+            except OSError:
+                continue  # Prometheus still starting
+            if found and any(float(b["value"][1]) > 0 for b in found):
+                buckets = found
+                (median,) = query(api, P50)
+                p50 = float(median["value"][1])
+        _, err = bench.communicate(timeout=60)
+        assert bench.returncode == 0, err
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+        server.terminate()
+        server.wait(20)
+    assert buckets, (tmp_path / "prometheus.log").read_text()
+    by_le = {b["metric"]["le"]: float(b["value"][1]) for b in buckets}
+    assert {"0.005", "0.1", "1.0", "300.0", "+Inf"} <= set(by_le)  # seconds, not ms
+    assert all(b["metric"]["gpubench_target"] == "loc" for b in buckets)
+    counts = [by_le[k] for k in sorted(by_le, key=lambda k: math.inf if k == "+Inf" else float(k))]
+    assert counts == sorted(counts) and counts[-1] > 0  # cumulative buckets
+    # the median Prometheus estimates from the buckets lies in the bucket holding the stored
+    # median (the scrape saw most, not necessarily all, of the requests)
+    assert p50 is not None and math.isfinite(p50)
+    with Store(store, readonly=True) as s:
+        lat_s = sorted(i.latency_ms / 1e3 for i in s.invocations(s.run("latest").id))
+    stored = lat_s[len(lat_s) // 2]
+    edges = sorted(float(k) for k in by_le if k != "+Inf")
+    upper = next(e for e in edges if e >= stored)
+    lower = max([0.0] + [e for e in edges if e < stored])
+    assert lower <= p50 <= upper, (p50, stored)
+
+
+METRIC_IN_EXPR = re.compile(r"\b(gpubench_[a-z_]+|gen_ai_[a-z_]+)\b")
+
+
+def exported_metric_names() -> set[str]:
+    """Names a real scrape of the exporter shows after one cold, streamed LLM request."""
+    setup = telemetry.configure(prometheus_port=0, prometheus_host="127.0.0.1", set_global=False)
+    try:
+        ms = 1_000_000
+        inv = Invocation(
+            target="t", scenario=0, seq=0, phase=Phase.MEASURE, scheduled_ns=9 * ms,
+            start_ns=10 * ms, end_ns=90 * ms, wall_start_ns=1, outcome=Outcome.OK,
+            http_status=200, input_units=7, output_units=3, cold=True, execution_ms=20.0,
+            token_times_ns=[40 * ms, 50 * ms, 60 * ms],
+        )  # fmt: skip
+        setup.instruments().record(inv, {"gpubench.workload": "llm", "gpubench.target": "t"})
+        assert setup.prometheus_address is not None
+        host, port = setup.prometheus_address
+        with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=5) as resp:
+            text = resp.read().decode()
+    finally:
+        setup.shutdown()
+    return {m.group(1) for m in re.finditer(r"^([a-zA-Z_:][\w:]*)[{ ]", text, re.M)}
+
+
+def test_grafana_dashboard_queries_only_exported_metrics() -> None:
+    dashboard = json.loads((ROOT / "examples" / "grafana-dashboard.json").read_text())
+    exported = exported_metric_names()
+    assert "gpubench_request_duration_seconds_bucket" in exported
+    queried = set()
+    for panel in dashboard["panels"]:
+        assert panel["targets"], panel["title"]
+        for target in panel["targets"]:
+            names = set(METRIC_IN_EXPR.findall(target["expr"]))
+            assert names, (panel["title"], target["expr"])
+            queried |= names
+    for variable in dashboard["templating"]["list"]:
+        if variable["type"] == "query":
+            queried |= set(METRIC_IN_EXPR.findall(variable["definition"]))
+    # label names (gpubench_target...) match the pattern too: allow the labels we export
+    labels = {"gpubench_target", "gpubench_outcome", "gen_ai_token_type"}
+    missing = {n for n in queried - labels if n not in exported}
+    assert not missing, f"the dashboard queries metrics gpubench does not export: {missing}"
+    assert "gpubench_request_duration_seconds_bucket" in queried
+
+
+def test_prometheus_port_is_checked(tmp_path: Path) -> None:
+    plan = tmp_path / "plan.toml"
+    plan.write_text(PLAN)
+    proc = gpubench("run", str(plan), "--prometheus-port", "nine", "-o", str(tmp_path / "s"))
+    assert proc.returncode == 2 and "--prometheus-port" in proc.stderr
+    proc = gpubench("run", str(plan), "--prometheus-port", "9464", "-p", "2")
+    assert proc.returncode == 2 and "--otlp-endpoint" in proc.stderr
