@@ -300,8 +300,10 @@ def run_campaign(
                 break
             upcoming = [s.scheduled_ns for s in pending if s.status == "pending"]
             wake_ns = min(upcoming) if upcoming else now_ns() + round(poll_s * 1e9)
+            # a due slot held by another scheduler: look again after a heartbeat, not at once
+            floor_s = heartbeat_s if any(s.status == "running" for s in pending) else 0.05
             with _stop_on_signals(stop):
-                stop.wait(min(max((wake_ns - now_ns()) / 1e9, 0.05), poll_s))
+                stop.wait(min(max((wake_ns - now_ns()) / 1e9, floor_s), poll_s))
     return reports
 
 
