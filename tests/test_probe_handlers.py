@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from gpubench_sdk.probe import probe_fields
+from gpubench_sdk.probe._fields import check_result
 
 HANDLERS = Path(__file__).parents[1] / "examples" / "probe_handlers"
 SMALL = {"quick": True, "backend": "numpy", "phases": "matmul", "matmul_n": 128}
@@ -77,7 +78,9 @@ def test_inferless_model_unwraps_kserve_scalars() -> None:
     model = _load("inferless/app.py").InferlessPythonModel()
     model.initialize()
     tensors = {key: [value] for key, value in SMALL.items()}  # one-element KServe tensors
-    _is_small_probe(model.infer(tensors)["result"])
+    output = model.infer(tensors)["result"]
+    assert isinstance(output, str)  # JSON text: a KServe string tensor
+    _is_small_probe(check_result([output]))  # as a one-element BYTES tensor reads back
     model.finalize()
     schema = _load("inferless/input_schema.py").INPUT_SCHEMA
     assert set(schema) <= {"quick", "backend", "phases", "dtypes", "matmul_n"}

@@ -133,3 +133,6 @@ def test_read_refuses_what_is_not_a_probe_result() -> None:
         workload.read({"echo": "x"})
     with pytest.raises(InvalidResponseError, match="not a JSON object"):
         workload.read("text")
+    with pytest.raises(InvalidResponseError, match="not valid JSON"):
+        workload.read(['{"probe_version": 1,'])
+    assert workload.read('{"probe_version": 1, "backend": "numpy"}') == (None, None)

@@ -6,6 +6,7 @@ One level, every key with its unit: what ``GpuProbe.detail`` stores on each invo
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,7 +26,17 @@ def _median(section: Any, key: str) -> float | None:
 
 
 def check_result(output: Any) -> Mapping[str, Any]:
-    """``output`` if it is a probe result, else ``InvalidResponseError`` saying what is wrong."""
+    """``output`` if it is a probe result, else ``InvalidResponseError`` saying what is wrong.
+
+    Also accepts the result as JSON text, alone or as a one-element list: what platforms with
+    tensor-typed outputs (KServe v2 ``BYTES``, as on Inferless) return for a JSON object."""
+    if isinstance(output, list) and len(output) == 1:
+        output = output[0]
+    if isinstance(output, str | bytes) and output.lstrip()[:1] in ("{", b"{"):
+        try:
+            output = json.loads(output)
+        except ValueError as exc:
+            raise InvalidResponseError(f"probe output is not valid JSON: {exc}") from None
     if not isinstance(output, Mapping):
         raise InvalidResponseError(f"probe output is {type(output).__name__}, not a JSON object")
     if not isinstance(output.get("probe_version"), int) or "backend" not in output:

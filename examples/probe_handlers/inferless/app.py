@@ -1,11 +1,14 @@
 """Inferless model: the GPU probe behind Inferless's ``InferlessPythonModel`` interface.
 
 Inputs arrive as KServe v2 tensors, one per option (see input_schema.py); single-element
-lists are unwrapped. Deploy: docs/gpu-probe.md#inferless.
+lists are unwrapped. The output ``result`` is the probe result as JSON text (a string tensor:
+KServe v2 has no object type), which the gpu_probe workload parses back. Deploy:
+docs/gpu-probe.md#inferless.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from gpubench_sdk.probe import handle
@@ -21,7 +24,7 @@ class InferlessPythonModel:
 
     def infer(self, inputs: dict[str, Any]) -> dict[str, Any]:
         options = {key: _scalar(value) for key, value in inputs.items() if value is not None}
-        return {"result": handle(options)}
+        return {"result": json.dumps(handle(options))}
 
     def finalize(self) -> None:
         """Nothing to release."""
