@@ -244,3 +244,18 @@ def test_five_day_campaign_analysis_and_gate(tmp_path: Path) -> None:
     cost = cli.invoke(main, [*args, "--target", "a", "--fail-on", "cost_per_1k>+1000%"])
     assert cost.exit_code == 0, cost.output
     assert "$" in cost.output
+
+
+def test_a_plan_with_a_written_secret_is_refused(tmp_path: Path) -> None:
+    schedule = Schedule(START, 60, every_s=10)
+    leaky = plan()
+    leaky["targets"][1]["headers"] = {"Authorization": "Bearer abcdef123456"}
+    with pytest.raises(ConfigError) as info:
+        create_campaign(parse_config(leaky), schedule, store=tmp_path / "c.sqlite")
+    assert info.value.field == "targets[1].headers.Authorization"
+    assert "abcdef123456" not in str(info.value)
+    leaky = plan()
+    leaky["targets"][0]["url"] = "http://user:hunter22@127.0.0.1:9"
+    with pytest.raises(ConfigError) as info:
+        create_campaign(parse_config(leaky), schedule, store=tmp_path / "c.sqlite")
+    assert info.value.field == "targets[0].url" and "hunter22" not in str(info.value)

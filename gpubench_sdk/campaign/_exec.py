@@ -29,13 +29,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Any
+from urllib.parse import urlsplit
 
 from .._config import RunConfig, load_config, parse_config
 from .._errors import ConfigError, GpubenchError
 from .._multiproc import run_blocking
 from .._plan import build_run
 from .._plugins import provider_class
-from .._secrets import redact
+from .._secrets import MASK, redact
 from .._store import Store
 from ._db import CampaignDB
 from ._records import Budget, CampaignRecord, Claim
@@ -76,12 +77,13 @@ def create_campaign(
     budget = budget or Budget()
     config = plan if isinstance(plan, RunConfig) else load_config(plan)
     stored = config.stored()
-    if stored != config.model_dump(mode="json"):
+    masked = _masked_path(config.model_dump(mode="json"), stored)
+    if masked is not None:
         raise ConfigError(
-            "targets",
+            masked,
             "(hidden)",
-            "no credential written in the plan (a header or URL password): a campaign stores "
-            "its plan and reruns it, so reference secrets with api_key_env / api_key_file",
+            "no credential written in the plan (a header, option or URL password): a campaign "
+            "stores its plan and reruns it, so reference secrets with api_key_env / api_key_file",
         )
     regions: dict[str, str | None] = {}
     for i, t in enumerate(config.targets):
@@ -99,6 +101,27 @@ def create_campaign(
     path = Path(store if store is not None else config.run.output)
     with CampaignDB(path) as db:
         return db.create(name or config.run.name, stored, schedule, budget, regions, now_ns())
+
+
+def _masked_path(plain: Any, stored: Any, where: str = "") -> str | None:
+    """Where the stored plan lost a secret (a value masked, a URL's password dropped)."""
+    if isinstance(plain, dict) and isinstance(stored, dict):
+        for key, value in plain.items():
+            found = _masked_path(value, stored.get(key), f"{where}.{key}" if where else key)
+            if found is not None:
+                return found
+    elif isinstance(plain, list) and isinstance(stored, list):
+        for i, (a, b) in enumerate(zip(plain, stored, strict=False)):
+            found = _masked_path(a, b, f"{where}[{i}]")
+            if found is not None:
+                return found
+    elif (
+        isinstance(plain, str)
+        and plain != stored
+        and (stored == MASK or urlsplit(plain).password is not None)
+    ):
+        return where
+    return None
 
 
 def slot_config(
