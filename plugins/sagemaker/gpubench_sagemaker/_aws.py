@@ -48,6 +48,7 @@ THROTTLING_CODES = frozenset(
 # metric NoCapacityInvocationFailures) or ModelNotReadyException:
 # https://docs.aws.amazon.com/sagemaker/latest/dg/endpoint-auto-scaling-zero-instances.html
 NO_CAPACITY = re.compile(r"no capacity|NoCapacity", re.IGNORECASE)
+MODEL_FAILURES = frozenset({"ModelError", "ModelStreamError", "InternalStreamFailure"})
 _BOTO_LOGGERS = (
     "botocore.parsers",
     "botocore.endpoint",
@@ -174,13 +175,12 @@ def map_error(exc: BaseException, operation: str) -> ProviderError | ConfigError
             return ThrottledError(message, retry_after_s=_seconds(headers.get("retry-after")), **kw)
         if is_scaling_from_zero(exc):
             return ColdTimeoutError(message, **kw)
-        if code == "ModelError" or (status is not None and status >= 500):
-            # ModelError (424): the container answered an error; the model, not the client
+        if code in MODEL_FAILURES or (status is not None and status >= 500):
+            # the container failed (ModelError is a 424; the stream errors come mid-answer,
+            # under the 200 of the response): the model, not the client
             return ServerHTTPError(message, **kw)
         return ClientHTTPError(message, **kw)  # ValidationError, AccessDenied, bad signature
     message = redact(f"{operation}: {type(exc).__name__}: {exc}")
-    if isinstance(exc, bexc.EventStreamError):  # ModelStreamError / InternalStreamFailure
-        return ServerHTTPError(message, provider=PROVIDER)
     if isinstance(exc, bexc.NoCredentialsError | bexc.PartialCredentialsError):
         return ConfigError("credentials", None, "AWS credentials (see the provider page)")
     if isinstance(exc, bexc.ReadTimeoutError | bexc.ConnectTimeoutError | TimeoutError):
