@@ -187,3 +187,22 @@ def test_budgets_per_slot_and_per_campaign(tmp_path: Path, runtime_url: str) -> 
     with CampaignDB(store) as db:
         second = db.slots(db.get("usd"))[1]
     assert second.status == "skipped" and "max_cost_usd" in (second.reason or "")
+
+
+def test_a_scheduler_started_late_records_missed_slots(tmp_path: Path, runtime_url: str) -> None:
+    store = tmp_path / "late.sqlite"
+    plan = {
+        "run": {"name": "late"},
+        "workload": {"kind": "probe"},
+        "targets": [{"name": "a", "provider": "local", "url": runtime_url}],
+        "scenarios": [{"kind": "burst", "total": 5, "concurrency": 1}],
+    }
+    # slots every 5 s from 32 s ago: 7 are past their 1 s grace, the 8th falls in 3 s
+    late = Schedule(time.time_ns() - 32 * 10**9, 40, every_s=5, grace_s=1)
+    create_campaign(parse_config(plan), late, store=store)
+    (report,) = run_campaign(store)
+    assert (report.slot, report.status, report.requests) == (7, "completed", 5)
+    with CampaignDB(store) as db:
+        slots = db.slots(db.get())
+    assert [s.status for s in slots] == ["missed"] * 7 + ["done"]
+    assert all(s.reason == "not started within its grace window" for s in slots[:7])
