@@ -1,0 +1,260 @@
+"""``HTTPProvider``: any JSON endpoint (Modal web endpoints, Azure Container Apps, Baseten, a
+user's own service), described by options: method, URL, auth, body template, where to read."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, ClassVar, Literal, Self
+
+import httpx
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+
+from gpubench_sdk import (
+    Capabilities,
+    ClientHTTPError,
+    ConfigError,
+    FleetState,
+    InvalidResponseError,
+    Provider,
+    ProviderError,
+    ProviderOptions,
+    Request,
+    RequestTimeoutError,
+    Result,
+    ServerHTTPError,
+    ThrottledError,
+    TransportError,
+    first_byte_ns,
+)
+
+from ._template import Render, compile_path, compile_template
+
+Auth = Literal["bearer", "api-key", "key", "modal", "none"]
+_TIMING_FIELDS = ("queue_ms", "execution_ms", "setup_ms")
+
+
+class Timing(BaseModel):
+    """Where one server-reported time is read: a response header or a JSON path, in ms or s."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    field: Literal["queue_ms", "execution_ms", "setup_ms"]
+    header: str | None = None
+    json_path: str | None = None
+    unit: Literal["ms", "s"] = "ms"
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Self:
+        if (self.header is None) == (self.json_path is None):
+            raise ValueError(f"timing {self.field}: give exactly one of header or json_path")
+        if self.json_path is not None:
+            compile_path(self.json_path, f"timings.{self.field}.json_path")
+        return self
+
+
+class HTTPOptions(ProviderOptions):
+    """Options of a generic JSON endpoint. The API key (``api_key_env``) is sent as ``auth``
+    says: ``bearer`` (``Authorization: Bearer <key>``), ``api-key`` (``Authorization: Api-Key
+    <key>``, Baseten), ``key`` (``Authorization: Key <key>``, fal), ``modal`` (``Modal-Key`` and
+    ``Modal-Secret`` from a key written ``<key>:<secret>``), or ``none``."""
+
+    url: str = Field(description="the endpoint to call")
+    method: Literal["POST", "PUT", "GET"] = "POST"
+    auth: Auth = "bearer"
+    body: Any = Field(default="{payload}", description="the JSON body template")
+    output_path: str = Field(default="$", description="JSON path of the output in the answer")
+    request_id_header: str | None = Field(default="x-request-id")
+    request_id_path: str | None = Field(default=None, description="JSON path of a request id")
+    timings: list[Timing] = Field(default_factory=list)
+    health_url: str | None = Field(
+        default=None, description="GET it for readiness: 2xx = ready, anything else = not"
+    )
+    _render: Render = PrivateAttr()
+
+    @field_validator("url", "health_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError(f"must start with http:// or https://, got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _compile(self) -> Self:
+        self._render = compile_template(self.body)  # ConfigError names the body field
+        compile_path(self.output_path, "output_path")
+        if self.request_id_path is not None:
+            compile_path(self.request_id_path, "request_id_path")
+        fields = [t.field for t in self.timings]
+        if len(set(fields)) != len(fields):
+            raise ConfigError("timings", fields, "at most one source per field")
+        if self.method == "GET" and self.body != "{payload}":
+            raise ConfigError("body", self.body, "no body with method GET (use POST or PUT)")
+        key = self.api_key
+        if self.auth == "modal" and key is not None and ":" not in key.get_secret_value():
+            raise ConfigError("api_key", "<hidden>", "'<Modal-Key>:<Modal-Secret>' for auth=modal")
+        return self
+
+    def render(self, request: Request) -> Any:
+        return self._render(request)
+
+
+class HTTPProvider(Provider):
+    """POSTs (or PUTs/GETs) the rendered body, follows redirects (Modal answers requests over
+    150 s with a 303 to a result URL), reads the output and any configured server timings."""
+
+    name = "http"
+    capabilities = Capabilities()  # per target: server timings and readiness come from options
+    Options: ClassVar[type[ProviderOptions]] = HTTPOptions
+
+    def __init__(self, options: ProviderOptions | None = None, **kw: Any) -> None:
+        super().__init__(options, **kw)
+        o = self._opts
+        # What this target can do depends on its options: the instance says so to the runner.
+        self.capabilities = Capabilities(  # type: ignore[misc]
+            fleet_state=o.health_url is not None,
+            server_timings=frozenset(t.field for t in o.timings),
+        )
+
+    @property
+    def _opts(self) -> HTTPOptions:
+        assert isinstance(self.options, HTTPOptions)
+        return self.options
+
+    def auth_headers(self) -> dict[str, str]:
+        o = self._opts
+        if o.api_key is None or o.auth == "none":
+            return {}
+        key = o.api_key.get_secret_value()
+        if o.auth == "modal":
+            modal_key, _, secret = key.partition(":")
+            return {"Modal-Key": modal_key, "Modal-Secret": secret}
+        scheme = {"bearer": "Bearer", "api-key": "Api-Key", "key": "Key"}[o.auth]
+        return {"Authorization": f"{scheme} {key}"}
+
+    async def open(self) -> None:
+        o = self._opts
+        self._url = httpx.URL(o.url)
+        self._headers = {**o.headers, **self.auth_headers()}
+        self._read_output = compile_path(o.output_path, "output_path")
+        self._read_id = compile_path(o.request_id_path, "") if o.request_id_path else None
+        self._timings = [
+            (
+                t.field,
+                t.header,
+                compile_path(t.json_path, "") if t.json_path else None,
+                1000.0 if t.unit == "s" else 1.0,
+            )
+            for t in o.timings
+        ]
+
+    async def invoke(self, request: Request) -> Result:
+        o = self._opts
+        content = None if o.method == "GET" else json.dumps(o.render(request)).encode()
+        headers = self._headers if content is None else {**self._headers, "Content-Type": _JSON}
+        try:
+            response = await self.client.request(
+                o.method, self._url, content=content, headers=headers
+            )
+        except httpx.TimeoutException as exc:
+            raise RequestTimeoutError(_describe(exc), provider=self.name) from exc
+        except httpx.HTTPError as exc:  # reset, refused, truncated body, too many redirects
+            raise TransportError(_describe(exc), provider=self.name) from exc
+        status = response.status_code
+        if status >= 400:
+            raise self._http_error(response)
+        if 300 <= status < 400:  # a redirect the client was told not to follow
+            raise self._invalid(
+                f"unfollowed redirect {status} to {response.headers.get('location')}", status
+            )
+        try:
+            document: Any = response.json()
+        except ValueError:
+            if o.output_path != "$":
+                raise self._invalid("the answer is not JSON", status) from None
+            document = response.text
+        try:
+            output = self._read_output(document)
+            request_id = _str(self._read_id(document)) if self._read_id else None
+        except LookupError as exc:
+            raise self._invalid(str(exc), status) from None
+        if request_id is None and o.request_id_header:
+            request_id = response.headers.get(o.request_id_header)
+        result = Result(
+            output=output,
+            http_status=status,
+            request_id=request_id,
+            first_byte_ns=first_byte_ns(response),
+        )
+        for field, header, path, scale in self._timings:
+            raw = response.headers.get(header) if header else _maybe(path, document)
+            setattr(result, field, _ms(raw, scale))
+        return result
+
+    async def state(self) -> FleetState:
+        """Readiness from ``health_url``: 2xx is one replica ready (at least), else none."""
+        url = self._opts.health_url
+        if url is None:
+            return await super().state()
+        try:
+            response = await self.client.get(url, headers=self._headers)
+        except httpx.HTTPError as exc:
+            raise TransportError(_describe(exc), provider=self.name) from exc
+        ready = 200 <= response.status_code < 300
+        return FleetState(
+            ready=1 if ready else 0, detail={"healthy": ready, "status": response.status_code}
+        )
+
+    def _http_error(self, response: httpx.Response) -> ProviderError:
+        status = response.status_code
+        try:
+            data = response.json()
+        except ValueError:
+            data = None
+        detail = None
+        if isinstance(data, dict):
+            detail = data.get("error") or data.get("detail") or data.get("message")
+        text = f"HTTP {status}: {detail or response.text[:200] or response.reason_phrase}"
+        kw: dict[str, Any] = {"provider": self.name, "status_code": status}
+        if status == 429:
+            return ThrottledError(text, retry_after_s=_retry_after_s(response), **kw)
+        if status >= 500:
+            return ServerHTTPError(text, **kw)
+        return ClientHTTPError(text, **kw)
+
+    def _invalid(self, message: str, status: int) -> InvalidResponseError:
+        return InvalidResponseError(message, provider=self.name, status_code=status)
+
+
+_JSON = "application/json"
+
+
+def _maybe(path: Any, document: Any) -> Any:
+    try:
+        return path(document) if path is not None else None
+    except LookupError:
+        return None  # a missing timing is not a failed request
+
+
+def _ms(raw: Any, scale: float) -> float | None:
+    try:
+        value = float(raw) * scale
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) and value >= 0 else None
+
+
+def _str(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _retry_after_s(response: httpx.Response) -> float | None:
+    value = response.headers.get("retry-after")
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
