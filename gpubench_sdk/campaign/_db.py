@@ -28,6 +28,7 @@ import sqlite3
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from .._errors import ConfigError, StoreError
 from .._store import Store
@@ -56,7 +57,7 @@ class CampaignDB:
         Store(self.path, readonly=readonly).close()  # the core schema first, and its checks
         try:
             if readonly:
-                uri = f"file:{self.path.absolute()}?mode=ro"
+                uri = f"file:{quote(str(self.path.absolute()))}?mode=ro"
                 self._conn = sqlite3.connect(uri, uri=True, isolation_level=None)
             else:
                 self._conn = sqlite3.connect(self.path, isolation_level=None)
