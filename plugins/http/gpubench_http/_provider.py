@@ -54,14 +54,15 @@ class Timing(BaseModel):
 
 
 class HTTPOptions(ProviderOptions):
-    """Options of a generic JSON endpoint. The API key (``api_key_env``) is sent as ``auth``
-    says: ``bearer`` (``Authorization: Bearer <key>``), ``api-key`` (``Authorization: Api-Key
-    <key>``, Baseten), ``key`` (``Authorization: Key <key>``, fal), ``modal`` (``Modal-Key`` and
-    ``Modal-Secret`` from a key written ``<key>:<secret>``), or ``none``."""
+    """Options of a generic JSON endpoint. The API key (``api_key_env``) is sent as
+    ``auth_scheme`` says: ``bearer`` (``Authorization: Bearer <key>``), ``api-key``
+    (``Authorization: Api-Key <key>``, Baseten), ``key`` (``Authorization: Key <key>``, fal),
+    ``modal`` (``Modal-Key`` and ``Modal-Secret`` from a key written ``<key>:<secret>``), or
+    ``none``."""
 
     url: str = Field(description="the endpoint to call")
     method: Literal["POST", "PUT", "GET"] = "POST"
-    auth: Auth = "bearer"
+    auth_scheme: Auth = Field(default="bearer", description="how the API key is sent")
     body: Any = Field(default="{payload}", description="the JSON body template")
     output_path: str = Field(default="$", description="JSON path of the output in the answer")
     request_id_header: str | None = Field(default="x-request-id")
@@ -91,8 +92,9 @@ class HTTPOptions(ProviderOptions):
         if self.method == "GET" and self.body != "{payload}":
             raise ConfigError("body", self.body, "no body with method GET (use POST or PUT)")
         key = self.api_key
-        if self.auth == "modal" and key is not None and ":" not in key.get_secret_value():
-            raise ConfigError("api_key", "<hidden>", "'<Modal-Key>:<Modal-Secret>' for auth=modal")
+        if self.auth_scheme == "modal" and key is not None and ":" not in key.get_secret_value():
+            expected = "'<Modal-Key>:<Modal-Secret>' for auth_scheme=modal"
+            raise ConfigError("api_key", "<hidden>", expected)
         return self
 
     def render(self, request: Request) -> Any:
@@ -123,13 +125,13 @@ class HTTPProvider(Provider):
 
     def auth_headers(self) -> dict[str, str]:
         o = self._opts
-        if o.api_key is None or o.auth == "none":
+        if o.api_key is None or o.auth_scheme == "none":
             return {}
         key = o.api_key.get_secret_value()
-        if o.auth == "modal":
+        if o.auth_scheme == "modal":
             modal_key, _, secret = key.partition(":")
             return {"Modal-Key": modal_key, "Modal-Secret": secret}
-        scheme = {"bearer": "Bearer", "api-key": "Api-Key", "key": "Key"}[o.auth]
+        scheme = {"bearer": "Bearer", "api-key": "Api-Key", "key": "Key"}[o.auth_scheme]
         return {"Authorization": f"{scheme} {key}"}
 
     async def open(self) -> None:

@@ -33,7 +33,7 @@ class TestHTTPModalConformance(TestHTTPConformance):
         return make_app(fleet, api_key=self.api_key, auth="modal", redirect_after_s=0.1)
 
     def options(self, url: str) -> dict[str, Any]:
-        return {**super().options(url), "auth": "modal", "body": {"input": "{payload}"}}
+        return {**super().options(url), "auth_scheme": "modal", "body": {"input": "{payload}"}}
 
     def test_unauthorized_is_a_client_error(self, served: ServedApp) -> None:
         async def go() -> None:
