@@ -77,8 +77,19 @@ def pair_targets(base: Side, cand: Side, target: str | None) -> list[tuple[str, 
     )
 
 
-def read_sample(store: Store, runs: tuple[int, ...], target: str, scenario: int | None) -> Sample:
-    """The measured requests of ``target`` in ``runs`` (and ``scenario``), pooled."""
+def read_sample(
+    store: Store,
+    runs: tuple[int, ...],
+    target: str,
+    scenario: int | None = None,
+    *,
+    with_cost: bool = True,
+    bills: dict[int, dict[str, float]] | None = None,
+) -> Sample:
+    """The measured requests of ``target`` in ``runs`` (and ``scenario``), pooled. The bill (a
+    replay of every request: the slow part) is read only ``with_cost``, each run's once into
+    ``bills`` (run id -> target -> USD) when given."""
+    bills = {} if bills is None else bills
     lat, ttft, cold = [], [], []
     requests = failed = ok = 0
     span_s = 0.0
@@ -100,7 +111,11 @@ def read_sample(store: Store, runs: tuple[int, ...], target: str, scenario: int 
         failed += int((~good).sum())
         if good.size:
             span_s += (int(cols["end_ns"].max()) - int(cols["start_ns"].min())) / 1e9
-        run_cost = _target_cost(store, run_id, target)
+        run_cost = None
+        if with_cost:
+            if run_id not in bills:
+                bills[run_id] = _run_bills(store, run_id)
+            run_cost = bills[run_id].get(target)
         if run_cost is not None:
             cost = (cost or 0.0) + run_cost
     return Sample(
@@ -114,18 +129,17 @@ def read_sample(store: Store, runs: tuple[int, ...], target: str, scenario: int 
     )
 
 
-def _target_cost(store: Store, run_id: int, target: str) -> float | None:
-    """The estimated bill of ``target`` in a run whose plan prices it (``cost run``'s)."""
+def _run_bills(store: Store, run_id: int) -> dict[str, float]:
+    """The estimated bill of each target a run's plan prices (``gpubench cost run``'s)."""
     info = store.run(run_id)
     plans = [t for t in info.config.get("targets", []) if isinstance(t, dict)]
-    plan = next((t for t in plans if t.get("name") == target), {})
-    if not (plan.get("price_sku") or plan.get("price_per_s_usd") is not None):
-        return None
+    if not any(t.get("price_sku") or t.get("price_per_s_usd") is not None for t in plans):
+        return {}
     from .._cli_cost import priced_targets
     from ..cost import load_catalog
 
     costs = priced_targets(store, info, load_catalog(), {}, require_price=False)
-    return next((c.total_usd for c in costs if c.target == target), None)
+    return {c.target: c.total_usd for c in costs}
 
 
 def regression_gate(
@@ -146,9 +160,11 @@ def regression_gate(
             "--candidate", candidate, f"other runs than the baseline's ({base.label})"
         )
     rows = []
+    cost = any(th.metric == "cost_per_1k" for th in thresholds)
+    bills: dict[int, dict[str, float]] = {}
     for bt, ct in pair_targets(base, cand, target):
-        b = read_sample(store, base.runs, bt, scenario)
-        c = read_sample(store, cand.runs, ct, scenario)
+        b = read_sample(store, base.runs, bt, scenario, with_cost=cost, bills=bills)
+        c = read_sample(store, cand.runs, ct, scenario, with_cost=cost, bills=bills)
         name = bt if bt == ct else f"{bt} -> {ct}"
         rows += evaluate(name, b, c, thresholds, significant_only=significant_only)
     return base, cand, GateReport(tuple(rows))
