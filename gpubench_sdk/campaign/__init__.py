@@ -4,8 +4,10 @@ The reference report measured cold starts on five days at different times, becau
 performance drifts with time of day, region and provider load. A campaign makes that a
 standing practice::
 
+    import time
+
     from gpubench_sdk import Store
-    from gpubench_sdk.campaign import Schedule, create_campaign, run_campaign, campaign_summary
+    from gpubench_sdk.campaign import Schedule, campaign_summary, create_campaign, run_campaign
 
     create_campaign("plan.toml", Schedule(start_ns=time.time_ns(), duration_s=5 * 86400,
                     every_s=4 * 3600, jitter_s=600), name="five-days", store="study.sqlite")
