@@ -26,7 +26,7 @@ from gpubench_sdk._store_schema import DDL, INSERT_INVOCATION, decode_token_time
 from gpubench_sdk._summary import render, summarize
 from gpubench_sdk._types import Invocation, Outcome
 from gpubench_sdk._workload import EchoProbe
-from gpubench_sdk.metrics import run_stream_metrics
+from gpubench_sdk.metrics import SLO, run_stream_metrics, run_throughput
 
 pytestmark = pytest.mark.anyio
 
@@ -138,13 +138,30 @@ def make_v1_file(path: Path, invs: list[Invocation]) -> None:
         conn.execute(
             V1_INSERT,
             (
-                1, "ab".index(inv.target), inv.scenario, inv.seq, 0, inv.scheduled_ns,
-                inv.start_ns, inv.first_byte_ns, inv.end_ns,
-                inv.wall_start_ns - 1_700_000_000_123_456_789, 0, inv.http_status, None,
-                inv.request_id, inv.queue_ms, inv.execution_ms, inv.setup_ms, inv.cold,
-                inv.cold_confirmed, inv.input_units, inv.output_units, inv.worker_id,
+                1,
+                "ab".index(inv.target),
+                inv.scenario,
+                inv.seq,
+                0,
+                inv.scheduled_ns,
+                inv.start_ns,
+                inv.first_byte_ns,
+                inv.end_ns,
+                inv.wall_start_ns - 1_700_000_000_123_456_789,
+                0,
+                inv.http_status,
+                None,
+                inv.request_id,
+                inv.queue_ms,
+                inv.execution_ms,
+                inv.setup_ms,
+                inv.cold,
+                inv.cold_confirmed,
+                inv.input_units,
+                inv.output_units,
+                inv.worker_id,
             ),
-        )  # fmt: skip
+        )
     conn.close()
 
 
@@ -249,3 +266,24 @@ async def test_runner_stores_token_times_on_the_run_clock_and_detail(tmp_path: P
     console = Console(width=250, record=True)
     console.print(render(list(rows.values()), "t"))
     assert "TTFT p50 ms" in console.export_text()
+
+
+def test_goodput_ttft_is_the_first_token_where_tokens_are_stored(tmp_path: Path) -> None:
+    # first byte 80-92 ms after the send (make_inv), first token 200 ms after the first byte
+    streamed = [replace(with_tokens(i, 3), token_times_ns=None) for i in range(0, 8, 2)]
+    streamed = [
+        replace(
+            inv,
+            token_times_ns=[inv.first_byte_ns + 200_000_000 + k for k in (0, 1000)],
+            end_ns=inv.first_byte_ns + 300_000_000,
+        )
+        for inv in streamed
+        if inv.first_byte_ns is not None
+    ]
+    with Store(tmp_path / "r.sqlite") as s:
+        run_ = begin_with(s, [*streamed, make_inv(1), make_inv(3)])
+        slo = SLO(ttft_ms=150)
+        streaming = run_throughput(s, run_, target="a", scenario=0, slo=slo)
+        plain = run_throughput(s, run_, target="a", scenario=1, slo=slo)
+    assert streaming.ok == 4 and streaming.good == 0  # TTFB alone (~90 ms) would pass
+    assert plain.ok == 2 and plain.good == 2
