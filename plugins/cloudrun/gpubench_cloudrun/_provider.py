@@ -287,10 +287,13 @@ class CloudRunProvider(Provider):
         if changed:
             service = await admin.update(service)
         ready = time.monotonic()
-        left_s = timeout_s - (ready - started)
-        await anyio.sleep(max(0.0, min(o.idle_reclaim_s, left_s)))
+        reclaimed_at = ready + o.idle_reclaim_s
+        wake_at = min(reclaimed_at, started + timeout_s)
+        # a loop's timer may fire a hair early (its clock resolution): a millisecond more
+        # makes sure the clock has really passed wake_at
+        await anyio.sleep(max(0.0, wake_at - time.monotonic()) + 0.001)
         waited_s = time.monotonic() - started
-        reclaimed = time.monotonic() - ready >= o.idle_reclaim_s
+        reclaimed = time.monotonic() >= reclaimed_at
         confirmed = o.roll_revision and reclaimed
         revision = service.latest_ready_revision or "?"
         how = (

@@ -24,6 +24,6 @@ class TestCloudRunConformance(ProviderConformance):
             "admin_login": "anonymous",
             # the suite's fleet: 0.4 s boot, 1 s idle timeout; the rolled revision's instance
             # is gone 1.4 s after the roll
-            "idle_reclaim_s": 2.0,
+            "idle_reclaim_s": 1.6,
             "cold_threshold_ms": 200,
         }
