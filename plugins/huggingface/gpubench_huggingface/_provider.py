@@ -46,6 +46,7 @@ from ._sse import sse_events
 BILLING = load_catalog().billing_model("huggingface")
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 WARM_WINDOW = 50  # warm latencies the running median is taken over
+STATE_CHECK_EVERY = 20  # while retrying 503s, ask the management API about every N retries
 
 
 class HandlerError(ServerHTTPError):
@@ -204,6 +205,7 @@ class HuggingFaceProvider(Provider):
             url, body = self._routes["toolkit"], hf.toolkit_body(request.payload)
         first_send_ns = time.perf_counter_ns()
         initializing = False
+        retries = 0
         while True:
             send_ns = time.perf_counter_ns()
             try:
@@ -215,6 +217,9 @@ class HuggingFaceProvider(Provider):
             except ServerHTTPError as exc:
                 if exc.status_code not in o.initializing_statuses or not o.retry_while_initializing:
                     raise
+                if retries % STATE_CHECK_EVERY == 0:
+                    await self._refuse_if_stuck(exc)
+                retries += 1
                 initializing = True
                 waited_s = (time.perf_counter_ns() - first_send_ns) / 1e9
                 if waited_s + o.retry_interval_s >= o.timeout_s - min(1.0, 0.1 * o.timeout_s):
@@ -257,6 +262,22 @@ class HuggingFaceProvider(Provider):
             token_times_ns=reply.token_times_ns or None,
             detail=detail or None,
         )
+
+    async def _refuse_if_stuck(self, exc: ServerHTTPError) -> None:
+        """A paused or failed endpoint also answers 503, but no wait will make it ready: with
+        the management API at hand, ask, and fail at once instead of retrying to the deadline."""
+        if self._api is None:
+            return
+        try:
+            state = (await self.endpoint_status()).state
+        except ProviderError:
+            return  # the API's own trouble must not fail a request that may still succeed
+        if state == hf.PAUSED or state in hf.BROKEN_STATES:
+            raise ServerHTTPError(
+                f"endpoint is {state}: requests do not start it ({exc})",
+                provider=self.name,
+                status_code=exc.status_code,
+            ) from exc
 
     def _cold_verdict(
         self,
