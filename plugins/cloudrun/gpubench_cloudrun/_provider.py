@@ -44,6 +44,7 @@ ROLL_LABEL = "gpubench-cold-roll"
 # (https://cloud.google.com/run/docs/about-instance-autoscaling, "idle instances").
 DEFAULT_IDLE_RECLAIM_S = 900.0
 RESTORE_TIMEOUT_S = 600.0  # a revision roll takes seconds to minutes
+TIMEOUT_MARGIN_S = 0.05
 
 
 class CloudRunOptions(ProviderOptions):
@@ -288,7 +289,8 @@ class CloudRunProvider(Provider):
             service = await admin.update(service)
         ready = time.monotonic()
         reclaimed_at = ready + o.idle_reclaim_s
-        wake_at = min(reclaimed_at, started + timeout_s)
+        # answer just inside timeout_s: the runner's own deadline is the same number
+        wake_at = min(reclaimed_at, started + timeout_s - TIMEOUT_MARGIN_S)
         # a loop's timer may fire a hair early (its clock resolution): a millisecond more
         # makes sure the clock has really passed wake_at
         await anyio.sleep(max(0.0, wake_at - time.monotonic()) + 0.001)

@@ -232,3 +232,15 @@ def test_billing_comes_from_the_cost_catalog() -> None:
     assert billing is not None and billing.granularity_s == pytest.approx(0.1)
     assert billing.billed_s(1.01) == pytest.approx(1.1)  # rounded up to 100 ms
     assert {"cold_boot", "execution", "idle"} <= billing.billed_phases
+
+
+def test_ensure_cold_answers_within_its_timeout(served: ServedApp) -> None:
+    async def go() -> tuple[Any, float]:
+        async with provider(served, idle_reclaim_s=30) as p:
+            started = time.monotonic()
+            check = await p.ensure_cold(1.0)
+            return check, time.monotonic() - started
+
+    check, took_s = asyncio.run(go())
+    assert not check.confirmed and "timed out first" in check.how
+    assert took_s < 1.0  # inside the runner's own deadline, which is the same number
