@@ -22,6 +22,7 @@ from gpubench_sdk import ColdCheck, ConfigError, FleetState
 Call = Callable[..., Awaitable[Any]]
 POLL_S = 0.05
 POLL_MAX_S = 5.0
+TIMEOUT_MARGIN_S = 1.0
 
 
 class Control:
@@ -105,10 +106,13 @@ class Control:
             if copies == 0 and component.get("InferenceComponentStatus") in ("InService", None):
                 how = "CopyCount=0; DescribeInferenceComponent: CurrentCopyCount 0"
                 return ColdCheck(confirmed=True, waited_s=waited_s, how=how)
-            if waited_s >= timeout_s:
+            # answer inside timeout_s (the runner's deadline is the same number), leaving
+            # room for one more describe call
+            left_s = timeout_s - waited_s - TIMEOUT_MARGIN_S
+            if left_s <= delay_s:
                 how = f"timed out: CurrentCopyCount {copies}"
                 return ColdCheck(confirmed=False, waited_s=waited_s, how=how)
-            await anyio.sleep(min(delay_s, max(0.0, timeout_s - waited_s)))
+            await anyio.sleep(delay_s)
             delay_s = min(delay_s * 1.5, POLL_MAX_S)
 
     async def restore(self, call: Call) -> None:

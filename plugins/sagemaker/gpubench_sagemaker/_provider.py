@@ -96,8 +96,10 @@ class SageMakerProvider(Provider):
 
     @property
     def endpoint(self) -> str:
-        base = self._opts.runtime_url or "sagemaker-runtime"
-        return f"{base.rstrip('/')}/endpoints/{self._opts.endpoint_name}"
+        o = self._opts
+        # the service's documented host: https://docs.aws.amazon.com/general/latest/gr/sagemaker.html
+        base = o.runtime_url or f"https://runtime.sagemaker.{o.region or '<region>'}.amazonaws.com"
+        return f"{base.rstrip('/')}/endpoints/{o.endpoint_name}"
 
     async def open(self) -> None:
         o = self._opts
