@@ -3,6 +3,7 @@ through the Cloud Run Admin API v2 (``google.cloud.run_v2``)."""
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 import uuid
@@ -159,11 +160,15 @@ class CloudRunProvider(Provider):
     async def open(self) -> None:
         o = self._opts
         if o.service is not None:
-            self._admin = ServiceAdmin(
-                o.service,
-                endpoint=o.admin_endpoint,
-                anonymous=o.admin_login == "anonymous",
-                timeout_s=o.admin_timeout_s,
+            # importing run_v2 and building its clients takes a while: not on the loop
+            self._admin = await anyio.to_thread.run_sync(
+                functools.partial(
+                    ServiceAdmin,
+                    o.service,
+                    endpoint=o.admin_endpoint,
+                    anonymous=o.admin_login == "anonymous",
+                    timeout_s=o.admin_timeout_s,
+                )
             )
             self.service_info = await self._admin.info()
         url = o.url or (self.service_info.uri if self.service_info else None)

@@ -34,7 +34,7 @@ class Control:
         endpoint: str,
         component: str | None,
     ) -> None:
-        self._client = client
+        self.client = client
         self._endpoint = endpoint
         self._component = component
         self._original_copies: int | None = None
@@ -42,7 +42,7 @@ class Control:
     async def _component_config(self, call: Call) -> dict[str, Any]:
         described: dict[str, Any] = await call(
             "DescribeInferenceComponent",
-            self._client.describe_inference_component,
+            self.client.describe_inference_component,
             InferenceComponentName=self._component,
         )
         return described
@@ -51,7 +51,7 @@ class Control:
         """Instances (or model copies, with a component) that are up: SageMaker does not say
         which are busy, so ``busy`` stays unknown."""
         endpoint: dict[str, Any] = await call(
-            "DescribeEndpoint", self._client.describe_endpoint, EndpointName=self._endpoint
+            "DescribeEndpoint", self.client.describe_endpoint, EndpointName=self._endpoint
         )
         variants = endpoint.get("ProductionVariants") or []
         current = sum(int(v.get("CurrentInstanceCount") or 0) for v in variants)
@@ -78,7 +78,7 @@ class Control:
     async def _set_copies(self, call: Call, copies: int) -> None:
         await call(
             "UpdateInferenceComponentRuntimeConfig",
-            self._client.update_inference_component_runtime_config,
+            self.client.update_inference_component_runtime_config,
             InferenceComponentName=self._component,
             DesiredRuntimeConfig={"CopyCount": copies},
         )

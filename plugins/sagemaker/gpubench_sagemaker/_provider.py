@@ -120,24 +120,37 @@ class SageMakerProvider(Provider):
                 secret_access_key=secret,
             )
         )
-        config = _aws.client_config(o.max_concurrency, o.timeout_s)
-        self._runtime = session.client(
-            "sagemaker-runtime", endpoint_url=o.runtime_url, config=config
+        # building botocore clients loads service models from disk: not on the loop
+        self._runtime, control, self._s3 = await anyio.to_thread.run_sync(
+            self._make_clients, session
         )
-        control = session.client("sagemaker", endpoint_url=o.control_url, config=config)
         self._control = Control(control, o.endpoint_name, o.inference_component)
-        self._s3: Any = None
+        self._cold_next = False
+
+    def _make_clients(self, session: Any) -> tuple[Any, Any, Any]:
+        o = self._opts
+        config = _aws.client_config(o.max_concurrency, o.timeout_s)
+        runtime = session.client("sagemaker-runtime", endpoint_url=o.runtime_url, config=config)
+        control = session.client("sagemaker", endpoint_url=o.control_url, config=config)
+        s3 = None
         if o.async_input_s3 is not None:
             from botocore.config import Config
 
             s3_config = config.merge(Config(s3={"addressing_style": "path"}))
-            self._s3 = session.client("s3", endpoint_url=o.s3_url, config=s3_config)
-        self._cold_next = False
+            s3 = session.client("s3", endpoint_url=o.s3_url, config=s3_config)
+        return runtime, control, s3
 
     async def close(self) -> None:
-        if self._control is not None:
+        control, self._control = self._control, None
+        if control is None:
+            return
+        try:
             with anyio.CancelScope(shield=True), anyio.move_on_after(600):
-                await self._control.restore(self._call)
+                await control.restore(self._call)
+        finally:
+            for client in (self._runtime, control.client, self._s3):
+                if client is not None:
+                    client.close()  # the connection pools
 
     async def _thread(self, fn: Callable[..., T], *args: Any, **kw: Any) -> T:
         # abandon_on_cancel: a cancelled run does not wait for a call boto3 cannot interrupt
