@@ -242,7 +242,6 @@ class HuggingFaceProvider(Provider):
             to_ready_ms=(headers_ns - first_send_ns) / 1e6,
             to_answer_ms=(headers_ns - send_ns) / 1e6,
             server_ms=t.get("total_ms"),
-            service_ms=(end_ns - send_ns) / 1e6,
         )
         first = reply.token_times_ns[0] if reply.token_times_ns else reply.headers_ns
         # TGI's other phases, kept with the request (queue and inference have their own fields)
@@ -286,13 +285,13 @@ class HuggingFaceProvider(Provider):
         to_ready_ms: float,
         to_answer_ms: float,
         server_ms: float | None,
-        service_ms: float,
     ) -> tuple[bool | None, bool, float | None]:
         """``(cold, confirmed, setup_ms)``: facts first (the proxy's 503s, a verified
         ``scaledToZero``), then the proxy's hold against TGI's total, then the warm baseline.
 
         The time to ready runs from the first send to the answer's headers, less the server's
-        own time: TGI's ``x-total-time``, else the warm median (else nothing)."""
+        own time: TGI's ``x-total-time``, else the warm median of send-to-headers (else
+        nothing). A stream's headers come before its tokens, so its figures exclude them."""
         o = self._opts
         cold_next, self._cold_next = self._cold_next, False
         median_ms = statistics.median(self._warm_ms) if self._warm_ms else None
@@ -306,12 +305,12 @@ class HuggingFaceProvider(Provider):
         elif not o.hold_while_scaling:
             cold = False  # a replica answered at once: without one the proxy would have 503'd
         else:
-            cold = service_ms >= o.cold_threshold_ms and service_ms >= o.cold_factor * (
+            cold = to_answer_ms >= o.cold_threshold_ms and to_answer_ms >= o.cold_factor * (
                 median_ms or 0.0
             )
         if cold:
             return True, False, max(0.0, to_answer_ms - (own_ms or 0.0))
-        self._warm_ms.append(service_ms)
+        self._warm_ms.append(to_answer_ms)
         return False, False, None
 
     async def _post(self, url: httpx.URL, body: dict[str, Any], send_ns: int) -> _Reply:
