@@ -407,6 +407,7 @@ def main(argv: list[str] | None = None) -> None:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((args.host, args.port))
+    sock.listen(2048)  # before the URL is printed: a client may connect at once
     host, port = sock.getsockname()[:2]
     print(f"http://{host}:{port}", flush=True)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
