@@ -206,7 +206,7 @@ def run_probe(options: ProbeOptions | None = None, **fields: Any) -> dict[str, A
         result["first_op"] = _first_op(backend, errors)
     result["errors"] = errors
     result["elapsed_s"] = time.perf_counter() - started
-    return result  # fmt: skip
+    return result
 
 
 def _matmul(
