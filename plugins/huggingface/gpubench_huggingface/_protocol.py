@@ -155,3 +155,13 @@ def tgi_body(payload: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(inputs, str):
         inputs = json.dumps(dict(payload), separators=(",", ":"), sort_keys=True)
     return {"inputs": inputs, "parameters": {**generation_parameters(payload), "details": True}}
+
+
+def toolkit_output(data: Any) -> Any:
+    """The handler's answer as it is, except the text-generation pipeline's
+    ``[{"generated_text": ...}]``, which becomes the text (what LLM workloads read)."""
+    if isinstance(data, list) and data and all(isinstance(d, dict) for d in data):
+        texts = [d.get("generated_text") for d in data]
+        if all(isinstance(t, str) for t in texts):
+            return "".join(str(t) for t in texts)
+    return data

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import math
-import statistics
 import time
-from collections import deque
 from typing import Any, ClassVar, Literal, Self
 
 import httpx
@@ -30,28 +27,23 @@ from gpubench_sdk import (
     Result,
     ScalingSettings,
     ServerHTTPError,
-    ThrottledError,
     TransportError,
     first_byte_ns,
 )
-from gpubench_sdk._secrets import redact
+from gpubench_sdk._secrets import redact, scrub_url
 from gpubench_sdk.cost import load_catalog
 
 from . import _management as mgmt
 from . import _protocol as hf
-from ._sse import sse_events
+from ._cold import ColdJudge
+from ._errors import HandlerError, describe, http_error
+from ._sse import json_event, sse_events
 
 # Per minute while initializing or running, never while paused or scaled to zero; the rules
 # and their sources live in the cost catalog (gpubench_sdk/cost/data/prices.json).
 BILLING = load_catalog().billing_model("huggingface")
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
-WARM_WINDOW = 50  # warm latencies the running median is taken over
 STATE_CHECK_EVERY = 20  # while retrying 503s, ask the management API about every N retries
-
-
-class HandlerError(ServerHTTPError):
-    """The model failed on a well-formed request: TGI's 424 generation error, or the toolkit's
-    400 ``{"error"}`` (it answers every handler exception so). ``status_code`` is kept."""
 
 
 class HuggingFaceOptions(ProviderOptions):
@@ -141,7 +133,6 @@ class HuggingFaceProvider(Provider):
     Options: ClassVar[type[ProviderOptions]] = HuggingFaceOptions
 
     _original_scaling: ScalingSettings | None = None
-    _cold_next = False
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -156,7 +147,15 @@ class HuggingFaceProvider(Provider):
             scaling_settings=managed,
             server_timings=timings,
         )
-        self._warm_ms: deque[float] = deque(maxlen=WARM_WINDOW)
+        self._judge = ColdJudge(o.cold_threshold_ms, o.cold_factor, o.hold_while_scaling)
+        self._routes: dict[str, httpx.URL] = {}
+        self._api: httpx.URL | None = None
+
+    @property
+    def endpoint(self) -> str | None:
+        """The endpoint URL, also when it was read from the management API."""
+        base = self._routes.get("toolkit")
+        return super().endpoint if base is None else scrub_url(str(base)).rstrip("/")
 
     @property
     def _opts(self) -> HuggingFaceOptions:
@@ -166,7 +165,6 @@ class HuggingFaceProvider(Provider):
     async def open(self) -> None:
         o = self._opts
         self._headers = {**o.headers, **self.auth_headers()}
-        self._api: httpx.URL | None = None
         if o.namespace is not None:
             base = o.management_url.rstrip("/")
             self._api = httpx.URL(f"{base}/endpoint/{o.namespace}/{o.endpoint_name}")
@@ -237,7 +235,7 @@ class HuggingFaceProvider(Provider):
         t = reply.timings
         end_ns = time.perf_counter_ns()
         headers_ns = reply.headers_ns if reply.headers_ns is not None else end_ns
-        cold, confirmed, setup_ms = self._cold_verdict(
+        cold, confirmed, setup_ms = self._judge.verdict(
             initializing,
             to_ready_ms=(headers_ns - first_send_ns) / 1e6,
             to_answer_ms=(headers_ns - send_ns) / 1e6,
@@ -278,41 +276,6 @@ class HuggingFaceProvider(Provider):
                 status_code=exc.status_code,
             ) from exc
 
-    def _cold_verdict(
-        self,
-        initializing: bool,
-        *,
-        to_ready_ms: float,
-        to_answer_ms: float,
-        server_ms: float | None,
-    ) -> tuple[bool | None, bool, float | None]:
-        """``(cold, confirmed, setup_ms)``: facts first (the proxy's 503s, a verified
-        ``scaledToZero``), then the proxy's hold against TGI's total, then the warm baseline.
-
-        The time to ready runs from the first send to the answer's headers, less the server's
-        own time: TGI's ``x-total-time``, else the warm median of send-to-headers (else
-        nothing). A stream's headers come before its tokens, so its figures exclude them."""
-        o = self._opts
-        cold_next, self._cold_next = self._cold_next, False
-        median_ms = statistics.median(self._warm_ms) if self._warm_ms else None
-        own_ms = server_ms if server_ms is not None else median_ms
-        if initializing or cold_next:
-            ready_ms = max(0.0, to_ready_ms - (own_ms or 0.0))
-            return True, True, ready_ms if initializing or own_ms is not None else None
-        if server_ms is not None:  # TGI's total: the rest of the wait is the proxy's hold
-            held_ms = max(0.0, to_answer_ms - server_ms)
-            cold = held_ms >= o.cold_threshold_ms
-        elif not o.hold_while_scaling:
-            cold = False  # a replica answered at once: without one the proxy would have 503'd
-        else:
-            cold = to_answer_ms >= o.cold_threshold_ms and to_answer_ms >= o.cold_factor * (
-                median_ms or 0.0
-            )
-        if cold:
-            return True, False, max(0.0, to_answer_ms - (own_ms or 0.0))
-        self._warm_ms.append(to_answer_ms)
-        return False, False, None
-
     async def _post(self, url: httpx.URL, body: dict[str, Any], send_ns: int) -> _Reply:
         response = await self._send("POST", url, body, self._invoke_headers)
         headers = response.headers
@@ -326,7 +289,7 @@ class HuggingFaceProvider(Provider):
             generated = details.get("generated_tokens", generated)
             output: Any = data["generated_text"]
         else:
-            output = _toolkit_output(data)
+            output = hf.toolkit_output(data)
         to_first_byte_ms = None if arrived is None else (arrived - send_ns) / 1e6
         return _Reply(
             output=output,
@@ -352,7 +315,7 @@ class HuggingFaceProvider(Provider):
                     raise self._http_error(response)
                 arrived = first_byte_ns(response)
                 async for _, data, at_ns in sse_events(response):
-                    event = _event(data, self.name)
+                    event = json_event(data, self.name)
                     if "error" in event:
                         raise HandlerError(
                             redact(f"stream error: {str(event['error'])[:200]}"),
@@ -366,9 +329,9 @@ class HuggingFaceProvider(Provider):
                     if event.get("generated_text") is not None:
                         final = event
         except httpx.TimeoutException as exc:
-            raise RequestTimeoutError(_describe(exc), provider=self.name) from exc
+            raise RequestTimeoutError(describe(exc), provider=self.name) from exc
         except httpx.HTTPError as exc:
-            raise TransportError(_describe(exc), provider=self.name) from exc
+            raise TransportError(describe(exc), provider=self.name) from exc
         if final is None:
             raise InvalidResponseError(
                 "the stream ended before its final event", provider=self.name
@@ -395,33 +358,16 @@ class HuggingFaceProvider(Provider):
                 method, url, json=body, headers=headers or self._headers
             )
         except httpx.TimeoutException as exc:
-            raise RequestTimeoutError(_describe(exc), provider=self.name) from exc
+            raise RequestTimeoutError(describe(exc), provider=self.name) from exc
         except httpx.HTTPError as exc:  # reset, refused, truncated body
-            raise TransportError(_describe(exc), provider=self.name) from exc
+            raise TransportError(describe(exc), provider=self.name) from exc
         if response.status_code >= 400:
             raise self._http_error(response)
         return response
 
     def _http_error(self, response: httpx.Response) -> ProviderError:
-        status = response.status_code
-        detail = error_type = None
-        try:
-            data = response.json()
-            if isinstance(data, dict):
-                detail, error_type = data.get("error"), data.get("error_type")
-        except ValueError:
-            pass
-        text = detail or response.text[:200] or response.reason_phrase
-        message = redact(f"HTTP {status}: {text}")
-        kw: dict[str, Any] = {"provider": self.name, "status_code": status}
-        if status == 429:
-            return ThrottledError(message, retry_after_s=_retry_after_s(response), **kw)
-        if status >= 500:
-            return ServerHTTPError(message, **kw)
         toolkit = response.request.url == self._routes.get("toolkit")
-        if status == 424 or error_type == "generation" or (status == 400 and toolkit and detail):
-            return HandlerError(message, **kw)
-        return ClientHTTPError(message, **kw)
+        return http_error(response, self.name, toolkit)
 
     def _json(self, response: httpx.Response) -> Any:
         try:
@@ -477,7 +423,7 @@ class HuggingFaceProvider(Provider):
         while True:
             waited_s = time.monotonic() - started
             if status.is_scaled_to_zero:
-                self._cold_next = True
+                self._judge.expect_cold()
                 how = f"minReplica=0, scale-to-zero; API: {hf.SCALED_TO_ZERO}, 0 ready replicas"
                 return ColdCheck(confirmed=True, waited_s=waited_s, how=how)
             if waited_s >= timeout_s:
@@ -502,35 +448,3 @@ class HuggingFaceProvider(Provider):
             await self._send("PUT", self._require_api(), payload)
         except ClientHTTPError as exc:
             raise mgmt.refused_scaling(exc, payload) from exc
-
-
-def _toolkit_output(data: Any) -> Any:
-    """The handler's answer as it is, except the text-generation pipeline's
-    ``[{"generated_text": ...}]``, which becomes the text (what LLM workloads read)."""
-    if isinstance(data, list) and data and all(isinstance(d, dict) for d in data):
-        texts = [d.get("generated_text") for d in data]
-        if all(isinstance(t, str) for t in texts):
-            return "".join(str(t) for t in texts)
-    return data
-
-
-def _event(data: str, provider: str) -> dict[str, Any]:
-    try:
-        event = json.loads(data)
-    except ValueError as exc:
-        raise InvalidResponseError("a stream event is not JSON", provider=provider) from exc
-    if not isinstance(event, dict):
-        raise InvalidResponseError("a stream event is not a JSON object", provider=provider)
-    return event
-
-
-def _retry_after_s(response: httpx.Response) -> float | None:
-    value = response.headers.get("Retry-After")
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
-
-
-def _describe(exc: BaseException) -> str:
-    return redact(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
+
+from gpubench_sdk import InvalidResponseError
 
 
 async def sse_events(response: httpx.Response) -> AsyncIterator[tuple[str, str, int]]:
@@ -29,3 +33,14 @@ async def sse_events(response: httpx.Response) -> AsyncIterator[tuple[str, str, 
             data.append(value)
     if data:
         yield event, "\n".join(data), time.perf_counter_ns()
+
+
+def json_event(data: str, provider: str) -> dict[str, Any]:
+    """An event's data as the JSON object TGI sends; ``InvalidResponseError`` if it is not."""
+    try:
+        event = json.loads(data)
+    except ValueError as exc:
+        raise InvalidResponseError("a stream event is not JSON", provider=provider) from exc
+    if not isinstance(event, dict):
+        raise InvalidResponseError("a stream event is not a JSON object", provider=provider)
+    return event

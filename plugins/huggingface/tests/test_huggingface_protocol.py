@@ -280,3 +280,24 @@ async def test_billing_is_the_catalogs_per_minute_rule(fleet: SimulatedFleet) ->
     assert lives_s and fleet.billing.billed_s(BILLING, 0.0) == sum(
         60 * math.ceil(s / 60) for s in lives_s
     )
+
+
+def test_the_doc_pages_targets_are_valid_options() -> None:
+    """Every ``[[targets]]`` the provider page shows (HF's own and the OpenAI route's) loads."""
+    import re
+    import tomllib
+    from pathlib import Path
+
+    page = Path(__file__).resolve().parents[3] / "docs" / "providers" / "huggingface.md"
+    blocks = re.findall(r"```toml\n(.*?)```", page.read_text(), flags=re.S)
+    targets = [t for block in blocks for t in tomllib.loads(block).get("targets", [])]
+    assert {t["provider"] for t in targets} == {"huggingface", "openai"}
+    for target in targets:
+        options = {k: v for k, v in target.items() if k not in ("name", "provider", "api_key_env")}
+        provider = load_provider(target["provider"], api_key="hf_doc_check_123456", **options)
+        assert provider.name == target["provider"]
+
+
+async def test_discovered_url_is_the_span_endpoint(served: ServedApp) -> None:
+    async with provider(served, url=None) as p:
+        assert p.endpoint == served.url

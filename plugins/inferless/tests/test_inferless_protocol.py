@@ -213,3 +213,16 @@ async def test_billing_is_the_catalogs_per_second_rule(fleet: SimulatedFleet) ->
             )
     lives_s = [b.stopped_s - b.started_s for b in fleet.billing.workers if b.stopped_s]
     assert lives_s and fleet.billing.billed_s(BILLING, 0.0) == sum(math.ceil(s) for s in lives_s)
+
+
+def test_the_doc_pages_targets_are_valid_options() -> None:
+    import re
+    import tomllib
+
+    page = Path(__file__).resolve().parents[3] / "docs" / "providers" / "inferless.md"
+    blocks = re.findall(r"```toml\n(.*?)```", page.read_text(), flags=re.S)
+    targets = [t for block in blocks for t in tomllib.loads(block).get("targets", [])]
+    assert targets
+    for target in targets:
+        options = {k: v for k, v in target.items() if k not in ("name", "provider", "api_key_env")}
+        assert load_provider("inferless", api_key="inf_doc_check_1234", **options).name
