@@ -385,6 +385,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--minute-s", type=float, default=1.0, help="one scaleToZeroTimeout minute")
     parser.add_argument("--scale-to-zero-minutes", type=int, default=1)
     parser.add_argument("--compute-time-unit", choices=["s", "ms"], default="s")
+    parser.add_argument("--time-per-token-ms", type=float, default=5.0)
+    parser.add_argument("--max-concurrent-requests", type=int, default=128)
     args = parser.parse_args(argv)
     config = FleetConfig(
         cold_start=Duration.fixed(args.cold_start_s),
@@ -399,6 +401,8 @@ def main(argv: list[str] | None = None) -> None:
         endpoint_name=args.endpoint_name,
         minute_s=args.minute_s,
         compute_time_unit=args.compute_time_unit,
+        time_per_token_ms=args.time_per_token_ms,
+        max_concurrent_requests=args.max_concurrent_requests,
     )
     import uvicorn
 
