@@ -30,6 +30,11 @@ CONFIG = {
 }
 
 
+def _config(names: tuple[str, str]) -> dict[str, object]:
+    plans: list[dict[str, object]] = CONFIG["targets"]  # type: ignore[assignment]
+    return CONFIG | {"targets": [plan | {"name": n} for plan, n in zip(plans, names, strict=True)]}
+
+
 def _inv(target: str, scenario: int, seq: int, t_ms: float, service_ms: float, wall0: int,
          **kw: object) -> Invocation:  # fmt: skip
     start = int(t_ms * MS)
@@ -42,8 +47,11 @@ def _inv(target: str, scenario: int, seq: int, t_ms: float, service_ms: float, w
     return Invocation(**fields)  # type: ignore[arg-type]
 
 
-def build_store(path: Path, *, days: int = 3, seed: int = 1) -> list[int]:
-    """Write the runs; returns their ids."""
+def build_store(
+    path: Path, *, days: int = 3, seed: int = 1, names: tuple[str, str] = ("fast", "slow")
+) -> list[int]:
+    """Write the runs; returns their ids. ``names`` renames the two targets (the first is the
+    priced, streaming one; the second's burst latency grows)."""
     from gpubench_sdk._store import ScenarioRecord, TargetRecord
 
     rng = np.random.default_rng(seed)
@@ -53,13 +61,13 @@ def build_store(path: Path, *, days: int = 3, seed: int = 1) -> list[int]:
             wall0 = DAY0_WALL_NS + day * DAY_NS + 3_600 * 10**9
             run = store.begin_run(
                 name=f"day {day}",
-                config=CONFIG,
-                targets=(TargetRecord("fast", "local", {}, ()), TargetRecord("slow", "local")),
+                config=_config(names),
+                targets=(TargetRecord(names[0], "local"), TargetRecord(names[1], "local")),
                 scenarios=(ScenarioRecord("cold_starts", {}), ScenarioRecord("burst", {})),
                 origin_ns=0,
                 started_wall_ns=wall0,
             )
-            for k, target in enumerate(("fast", "slow")):
+            for k, target in enumerate(names):
                 boot = 2_000.0 + 1_500 * k + 300 * day
                 seq = 0
                 for i in range(3):  # a confirmed cold start, then two warm requests
@@ -76,12 +84,12 @@ def build_store(path: Path, *, days: int = 3, seed: int = 1) -> list[int]:
                         ))  # fmt: skip
                     seq += 3
                 for i in range(BURST):
-                    growth = 2.0 * i if target == "slow" else 0.0
+                    growth = 2.0 * i if k == 1 else 0.0
                     latency = 100 + growth + float(rng.exponential(10))
-                    outcome = Outcome.HTTP_5XX if i == 7 and target == "slow" else Outcome.OK
+                    outcome = Outcome.HTTP_5XX if i == 7 and k == 1 else Outcome.OK
                     t = 200_000 + 20.0 * i
                     extra = {}
-                    if target == "fast" and STREAMING:  # 10 tokens: TTFT ~50 ms, then ~5 ms apart
+                    if k == 0 and STREAMING:  # 10 tokens: TTFT ~50 ms, then ~5 ms apart
                         first = 50 + float(rng.exponential(5))
                         times = first + np.cumsum([0, *rng.uniform(4, 6, TOKENS - 1)])
                         extra["token_times_ns"] = [int((t + v) * MS) for v in times]
