@@ -14,6 +14,7 @@ import datetime as dt
 import math
 import os
 import warnings
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -125,15 +126,19 @@ def build_report(
     )
     for info in infos:
         _remember_env_secrets(info.config)
-    for info in infos:
-        report.runs.append(_run_row(info))
-        _summary(report, store, info)
-        _boxes(report, store, info)
-        _cold_starts(report, store, info)
-        _bursts(report, store, info)
-        _streaming(report, store, info)
-        _costs(report, store, info)
-    _variability(report, store, infos)
+    _READ[store] = {}
+    try:
+        for info in infos:
+            report.runs.append(_run_row(info))
+            _summary(report, store, info)
+            _boxes(report, store, info)
+            _cold_starts(report, store, info)
+            _bursts(report, store, info)
+            _streaming(report, store, info)
+            _costs(report, store, info)
+        _variability(report, store, infos)
+    finally:
+        _READ.pop(store, None)
     return report
 
 
@@ -168,6 +173,20 @@ def _summary(report: Report, store: Store, info: RunInfo) -> None:
         report.table("summary").append(_clean({"run": info.id} | data))
 
 
+# Columns read during one build_report, so each (run, target, scenario) is read once although
+# several sections use it (reading is most of a large report's build time).
+_READ: weakref.WeakKeyDictionary[Store, dict[tuple[int, str, int | None], Columns]]
+_READ = weakref.WeakKeyDictionary()
+
+
+def _columns(store: Store, run_id: int, target: str, scenario: int | None = None) -> Columns:
+    cache = _READ.setdefault(store, {})
+    key = (run_id, target, scenario)
+    if key not in cache:
+        cache[key] = store.columns(run_id, target=target, scenario=scenario)
+    return cache[key]
+
+
 def _ok(cols: Columns) -> npt.NDArray[np.bool_]:
     ok: npt.NDArray[np.bool_] = np.asarray(cols["outcome"]) == Outcome.OK.code
     return ok
@@ -178,7 +197,7 @@ def _each(store: Store, info: RunInfo) -> list[tuple[str, int, str, Columns]]:
     found = []
     for sidx, scenario in enumerate(info.scenarios):
         for t in info.targets:
-            cols = store.columns(info.id, target=t.name, scenario=sidx)
+            cols = _columns(store, info.id, t.name, sidx)
             if cols["outcome"].size:
                 found.append((t.name, sidx, f"{sidx}:{scenario.kind}", cols))
     return found
@@ -220,7 +239,7 @@ def _cold_starts(report: Report, store: Store, info: RunInfo) -> None:
     """Per target, cold requests: the reference report's cold start and the mean of each phase
     (means add up to the mean service time, which medians would not)."""
     for t in info.targets:
-        cols = store.columns(info.id, target=t.name)
+        cols = _columns(store, info.id, t.name)
         if not cols["outcome"].size:
             continue
         cs = metrics.cold_starts_of(cols)
@@ -251,7 +270,7 @@ def _variability(report: Report, store: Store, infos: list[RunInfo]) -> None:
         for info in infos:
             if target not in [t.name for t in info.targets]:
                 continue
-            cols = store.columns(info.id, target=target)
+            cols = _columns(store, info.id, target)
             ok = _ok(cols)
             walls.append(cols["wall_start_ns"][ok])
             lat.append(cols["latency_ms"][ok])
@@ -304,7 +323,12 @@ def _bursts(report: Report, store: Store, info: RunInfo) -> None:
     for target, sidx, label, cols in _each(store, info):
         if info.scenarios[sidx].kind not in _BURST_KINDS:
             continue
-        ba = metrics.run_burst(store, info, target=target, scenario=sidx)
+        ba = metrics.burst_analysis(  # what metrics.run_burst does, on columns already read
+            start_ns=cols["start_ns"],
+            end_ns=cols["end_ns"],
+            latency_ms=cols["latency_ms"],
+            outcome=cols["outcome"],
+        )
         if not ba.ok:
             continue
         key = {"run": info.id, "target": target, "scenario": label}
