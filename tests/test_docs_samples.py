@@ -163,8 +163,9 @@ def run_shell(sample: Sample, cwd: Path) -> None:
             if INSTALLS.match(command):
                 continue
             if command.startswith("export "):
-                name, _, value = command[len("export ") :].partition("=")
-                env[name] = " ".join(shlex.split(value))
+                for assignment in shlex.split(command)[1:]:  # export A=1 B="two words"
+                    name, _, value = assignment.partition("=")
+                    env[name] = value
                 continue
             if command.endswith("&"):
                 started = subprocess.Popen(
@@ -181,8 +182,9 @@ def run_shell(sample: Sample, cwd: Path) -> None:
             assert proc.returncode == 0, f"{sample.id}: {command}\n{proc.stdout}\n{proc.stderr}"
     finally:
         for p in background:
-            os.killpg(p.pid, signal.SIGTERM)
-            p.wait(20)
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+                p.wait(20)
 
 
 def run_python(sample: Sample, cwd: Path) -> None:
