@@ -4,6 +4,7 @@ restarted: no slot lost or run twice, every sample kept. Plus the example plan, 
 from __future__ import annotations
 
 import contextlib
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -206,3 +207,27 @@ def test_a_scheduler_started_late_records_missed_slots(tmp_path: Path, runtime_u
         slots = db.slots(db.get())
     assert [s.status for s in slots] == ["missed"] * 7 + ["done"]
     assert all(s.reason == "not started within its grace window" for s in slots[:7])
+
+
+def test_sigterm_stops_the_slot_and_the_next_scheduler_resumes_it(
+    tmp_path: Path, runtime_url: str
+) -> None:
+    store = tmp_path / "term.sqlite"
+    plan = {
+        "run": {"name": "term"},
+        "workload": {"kind": "probe", "sleep_ms": 2},
+        "targets": [{"name": "a", "provider": "local", "url": runtime_url}],
+        "scenarios": [{"kind": "burst", "total": 400, "concurrency": 1}],
+    }
+    create_campaign(parse_config(plan), Schedule(time.time_ns(), 1, every_s=1, grace_s=120),
+                    store=store)  # fmt: skip
+    first = gpubench("campaign", "run", "--store", str(store))
+    wait_for(lambda: running_samples(store, 0) >= 10, 90, "slot 0 to be running")
+    first.send_signal(signal.SIGTERM)
+    out, _ = first.communicate(timeout=60)
+    assert first.returncode == 0, out
+    assert "slot 0 (attempt 1): cancelled" in out and "stopped by SIGTERM" in out
+    with CampaignDB(store) as db:
+        assert [s.status for s in db.slots(db.get())] == ["pending"]
+    (report,) = run_campaign(store)
+    assert (report.slot, report.attempt, report.status, report.requests) == (0, 2, "completed", 400)
