@@ -125,7 +125,6 @@ class SageMakerProvider(Provider):
             self._make_clients, session
         )
         self._control = Control(control, o.endpoint_name, o.inference_component)
-        self._cold_next = False
 
     def _make_clients(self, session: Any) -> tuple[Any, Any, Any]:
         o = self._opts
@@ -181,8 +180,7 @@ class SageMakerProvider(Provider):
         body = json.dumps(dict(request.payload)).encode()
         started = time.monotonic()
         delay_s = 0.05
-        cold = self._cold_next  # ensure_cold saw zero copies just before
-        self._cold_next = False
+        refused = False
         while True:
             attempt_started = time.monotonic()
             try:
@@ -191,14 +189,15 @@ class SageMakerProvider(Provider):
             except ColdTimeoutError:
                 if time.monotonic() - started + delay_s > self._opts.cold_wait_s:
                     raise
-                cold = True  # the service itself says no copy is up
+                refused = True  # the service itself says no copy is up
                 await anyio.sleep(delay_s)
                 delay_s = min(delay_s * 2, self._opts.cold_retry_max_s)
         # SageMaker routes only to copies that are up, so a request that was not refused is
-        # warm; one that was refused waited for a copy to boot and load the model
-        result.cold = cold
-        result.cold_confirmed = cold
-        if attempt_started > started and cold:
+        # warm (even right after ensure_cold: a copy came back meanwhile); one that was
+        # refused waited for a copy to boot and load the model
+        result.cold = refused
+        result.cold_confirmed = refused
+        if refused:
             result.setup_ms = (attempt_started - started) * 1e3
         return result
 
@@ -326,9 +325,7 @@ class SageMakerProvider(Provider):
         return await self._require_control().state(self._call)
 
     async def ensure_cold(self, timeout_s: float) -> ColdCheck:
-        check = await self._require_control().scale_to_zero(self._call, timeout_s)
-        self._cold_next = check.confirmed
-        return check
+        return await self._require_control().scale_to_zero(self._call, timeout_s)
 
 
 def _decode(raw: bytes, content_type: str, streamed: bool) -> Any:
