@@ -60,20 +60,38 @@ def _best_of(run: Any, repeats: int) -> float:
     return best
 
 
+def _within_3x(measure: Any, attempts: int = 3) -> list[float]:
+    """Ratios probe / independent from up to ``attempts`` tries, stopping at the first within
+    a factor of 3: on 2 cores shared with other jobs one try can land in a neighbour's burst."""
+    ratios = []
+    for _ in range(attempts):
+        ratios.append(measure())
+        if 1 / 3 < ratios[-1] < 3:
+            break
+    return ratios
+
+
 def test_numpy_matmul_matches_an_independent_timing() -> None:
     n = 512
     rng = np.random.default_rng(1)
     a = rng.standard_normal((n, n), dtype=np.float32)
     b = rng.standard_normal((n, n), dtype=np.float32)
     a @ b  # warm-up
-    before = _best_of(lambda: a @ b, 10)
-    result = run_probe(quick=True, backend="numpy", phases=("matmul",), matmul_n=n)
-    after = _best_of(lambda: a @ b, 10)
-    independent_tflops = 2 * n**3 / min(before, after) / 1e12
-    entry = result["matmul"]["fp32"]
+    results = []
+
+    def ratio() -> float:
+        before = _best_of(lambda: a @ b, 10)
+        results.append(run_probe(quick=True, backend="numpy", phases=("matmul",), matmul_n=n))
+        after = _best_of(lambda: a @ b, 10)
+        independent_tflops = 2 * n**3 / min(before, after) / 1e12
+        # best against best: a median moves with the neighbours' load
+        best_tflops: float = results[-1]["matmul"]["fp32"]["throughput_tflop_per_s"]["max"]
+        return best_tflops / independent_tflops
+
+    ratios = _within_3x(ratio)
+    assert 1 / 3 < ratios[-1] < 3, ratios
+    entry = results[-1]["matmul"]["fp32"]
     throughput = entry["throughput_tflop_per_s"]
-    # Best against best: on 2 cores shared with other jobs a median moves with their load.
-    assert independent_tflops / 3 < throughput["max"] < independent_tflops * 3
     assert throughput["min"] <= throughput["median"] <= throughput["max"]
     assert entry["n"] == n and entry["flop_per_call"] == 2 * n**3
 
@@ -84,9 +102,19 @@ def test_numpy_copy_bandwidth_matches_an_independent_timing(cpu_result: dict[str
     src = np.ones(count, dtype=np.float32)
     dst = np.empty_like(src)
     np.copyto(dst, src)
-    independent_gb_per_s = 2 * src.nbytes / _best_of(lambda: np.copyto(dst, src), 5) / 1e9
-    measured = copy["bandwidth_gb_per_s"]["max"]  # best sample against best timing
-    assert independent_gb_per_s / 3 < measured < independent_gb_per_s * 3
+    first = [True]
+
+    def ratio() -> float:
+        entry = copy
+        if not first[0]:  # a retry measures afresh
+            entry = run_probe(quick=True, backend="numpy", phases=("memory",))["memory"]["copy"]
+        first[0] = False
+        independent_gb_per_s = 2 * src.nbytes / _best_of(lambda: np.copyto(dst, src), 5) / 1e9
+        best_gb_per_s: float = entry["bandwidth_gb_per_s"]["max"]
+        return best_gb_per_s / independent_gb_per_s
+
+    ratios = _within_3x(ratio)
+    assert 1 / 3 < ratios[-1] < 3, ratios
     assert copy["bytes_per_call"] == 2 * copy["array_bytes"]  # STREAM counting
     assert cpu_result["memory"]["triad"]["bytes_per_call"] == 3 * copy["array_bytes"]
 
