@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from toy import ToyProvider, toy_emulator
 
-from gpubench_sdk import Result, ServerHTTPError
+from gpubench_sdk import Result, ServerHTTPError, ThrottledError
 from gpubench_sdk.testing import ASGIApp, ProviderConformance, SimulatedFleet
 
 
@@ -22,9 +23,14 @@ class TestToy(ProviderConformance):
 
 
 class LeakyProvider(ToyProvider):
+    # ProviderError masks remembered secrets in its own message, so this one leaks where
+    # nothing can mask it for the plugin: its own log lines.
     def throttled(self, retry_after_s: float | None, kw: dict[str, Any]) -> Exception:
         assert self.options.api_key is not None
-        return ServerHTTPError(f"throttled for {self.options.api_key.get_secret_value()}", **kw)
+        logging.getLogger("toy").warning(
+            "throttled for %s", self.options.api_key.get_secret_value()
+        )
+        return ThrottledError("throttled", retry_after_s=retry_after_s, **kw)
 
 
 class TestLeaky(TestToy):
