@@ -82,6 +82,9 @@ class TargetConfig(BaseModel):
     price_per_s_usd: float | None = Field(default=None, ge=0)
     billing: str | None = None
     max_cost_usd: float | None = Field(default=None, gt=0)
+    # Where the target runs (e.g. "us-east-1"): a tag kept with the run for campaigns and
+    # reports, and passed on to a provider whose options take a `region`.
+    region: str | None = Field(default=None, min_length=1)
 
     def provider_options(self) -> dict[str, Any]:
         return dict(self.model_extra or {})
@@ -216,6 +219,8 @@ def provider_options(target: TargetConfig, options_model: type[M]) -> M:
     """Validate a target's provider options and resolve its API key reference."""
     prefix = f"targets[{target.name}]"
     data = target.provider_options()
+    if target.region is not None and "region" in options_model.model_fields:
+        data["region"] = target.region
     key = resolve_secret(f"{prefix}.api_key", env=target.api_key_env, file=target.api_key_file)
     if key is not None:
         data["api_key"] = key

@@ -125,3 +125,26 @@ def test_quickstart_example_is_valid() -> None:
     assert kinds == ["cold_starts", "burst", "rate"]
     burst = cfg.build_scenarios()[1]
     assert (burst.total, burst.concurrency) == (200, 5)  # type: ignore[union-attr]
+
+
+def test_region_is_a_target_tag_passed_only_to_providers_that_take_it() -> None:
+    from pydantic import BaseModel
+
+    from gpubench_sdk._config import provider_options
+
+    class WithRegion(BaseModel):
+        region: str | None = None
+
+    class Without(BaseModel):
+        model_config = {"extra": "forbid"}
+
+    config = parse_config(
+        {
+            "targets": [{"name": "a", "provider": "local", "region": "eu-west-1"}],
+            "scenarios": [{"kind": "burst", "total": 1, "concurrency": 1}],
+        }
+    )
+    target = config.targets[0]
+    assert target.region == "eu-west-1" and "region" not in target.provider_options()
+    assert provider_options(target, WithRegion).region == "eu-west-1"
+    provider_options(target, Without)  # not passed on: no "extra field" error

@@ -35,7 +35,6 @@ from .._config import RunConfig, load_config, parse_config
 from .._errors import ConfigError, GpubenchError
 from .._multiproc import run_blocking
 from .._plan import build_run
-from .._plugins import provider_class
 from .._secrets import MASK, redact
 from .._store import Store
 from ._db import CampaignDB
@@ -87,10 +86,7 @@ def create_campaign(
         )
     regions: dict[str, str | None] = {}
     for i, t in enumerate(config.targets):
-        region = (t.model_extra or {}).get("region")
-        if region is not None and not isinstance(region, str):
-            raise ConfigError(f"targets[{i}].region", region, 'a region name, e.g. "us-east-1"')
-        regions[t.name] = region
+        regions[t.name] = t.region
         if budget.needs_prices and not _has_price(t.model_dump()):
             raise ConfigError(
                 f"targets[{i}].price_sku",
@@ -132,17 +128,13 @@ def slot_config(
     remaining_usd: float | None = None,
 ) -> RunConfig:
     """The plan as one slot runs it: named for the slot, with the tightest of the plan's,
-    the slot's and what is left of the campaign's budgets; ``region`` (a campaign tag) is
-    passed on only to providers that take it as an option."""
+    the slot's and what is left of the campaign's budgets."""
     data = copy.deepcopy(dict(campaign.plan))
     run = data.setdefault("run", {})
     run["name"] = run_name
     b = campaign.budget
     run["max_requests"] = _least(run.get("max_requests"), b.slot_max_requests, remaining_requests)
     run["max_cost_usd"] = _least(run.get("max_cost_usd"), b.slot_max_cost_usd, remaining_usd)
-    for t in data.get("targets", []):
-        if "region" in t and "region" not in provider_class(t["provider"]).Options.model_fields:
-            del t["region"]
     return parse_config(data, f"campaign {campaign.name}")
 
 
