@@ -114,6 +114,11 @@ class InferlessProvider(Provider):
             raise TransportError(_describe(exc), provider=self.name) from exc
         if response.status_code >= 400:
             raise self._http_error(response)
+        return self._answer(response, request_id, send_ns)
+
+    def _answer(self, response: httpx.Response, request_id: str, send_ns: int) -> Result:
+        """A whole KServe v2 response (read) as the result."""
+        o = self._opts
         try:
             data = response.json()
             if not isinstance(data, dict):
@@ -125,20 +130,15 @@ class InferlessProvider(Provider):
                 provider=self.name,
                 status_code=response.status_code,
             ) from exc
-        output = outputs if o.output_name is None else outputs.get(o.output_name)
         if o.output_name is not None and o.output_name not in outputs:
             raise InvalidResponseError(
                 f"no output {o.output_name!r} among {sorted(outputs)}", provider=self.name
             )
+        output = outputs if o.output_name is None else outputs[o.output_name]
+        request_id = str(data.get("id") or request_id)
         arrived = first_byte_ns(response)
         return self._result(
-            output,
-            response.status_code,
-            str(data.get("id") or request_id),
-            arrived,
-            send_ns,
-            time.perf_counter_ns(),
-            [],
+            output, response.status_code, request_id, arrived, send_ns, time.perf_counter_ns(), []
         )
 
     async def _stream(self, body: dict[str, Any], send_ns: int) -> Result:
@@ -152,6 +152,10 @@ class InferlessProvider(Provider):
                 if response.status_code >= 400:
                     await response.aread()
                     raise self._http_error(response)
+                if not response.headers.get("content-type", "").startswith("text/event-stream"):
+                    # the model does not stream: its answer is one plain KServe response
+                    await response.aread()
+                    return self._answer(response, str(body["id"]), send_ns)
                 async for _, data, at_ns in sse_events(response):
                     chunk = _decode(data)
                     if isinstance(chunk, dict) and "error" in chunk:

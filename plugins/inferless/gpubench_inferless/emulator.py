@@ -42,9 +42,11 @@ def make_app(
     api_key: str | None = None,
     model: str = DEFAULT_MODEL,
     max_concurrent: int = 64,
+    streams: bool = True,
 ) -> ASGIApp:
     """The emulator app for ``fleet``: ``model`` is the name in the URL; ``api_key`` the
-    workspace key every request must carry as ``Authorization: Bearer``."""
+    workspace key every request must carry as ``Authorization: Bearer``; ``streams``: the
+    model is deployed with streaming output (else it answers JSON whatever is accepted)."""
     try:
         from starlette.applications import Starlette
         from starlette.requests import Request
@@ -82,7 +84,7 @@ def make_app(
         except QueueFull as exc:
             return error(429, f"too many queued requests: {exc}")
         version = request.path_params.get("version", "1")
-        if "text/event-stream" in request.headers.get("accept", ""):
+        if streams and "text/event-stream" in request.headers.get("accept", ""):
             inflight[0] += 1
 
             async def events() -> AsyncIterator[str]:

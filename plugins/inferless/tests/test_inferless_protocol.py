@@ -161,6 +161,15 @@ async def test_stream_times_each_event(served: ServedApp, fleet: SimulatedFleet)
     assert fleet.truth(str(result.request_id)).chunks == 4
 
 
+async def test_a_model_that_does_not_stream_answers_whole(fleet: SimulatedFleet) -> None:
+    with serve(make_app(fleet, api_key=KEY, model=MODEL, streams=False)) as served:
+        async with provider(served) as p:
+            request = Request(seq=0, payload={"echo": "w", "chunks": 2}, stream=True)
+            result = await p.invoke(request)
+    assert result.output["echo"] == "w" and result.token_times_ns is None
+    assert fleet.truth(str(result.request_id)).chunks == 2
+
+
 async def test_cold_is_inferred_against_the_warm_median(
     served: ServedApp, fleet: SimulatedFleet
 ) -> None:
