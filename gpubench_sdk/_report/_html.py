@@ -58,6 +58,11 @@ def _figure(kind: str, svg: str, caption: str) -> str:
     )
 
 
+def _finite(value: float | None) -> float:
+    """A figure the JSON side stores as None (undefined) back as NaN for drawing."""
+    return float("nan") if value is None else value
+
+
 def _key(row: Row) -> tuple[Any, ...]:
     return (row.get("run"), row.get("target"), row.get("scenario"))
 
@@ -149,7 +154,7 @@ def _bursts(report: Report) -> str:
         svg = _svg.scatter(
             s["index"],
             s["latency_ms"],
-            trend=(r["slope_ms_per_request"] or float("nan"), r["intercept_ms"] or float("nan")),
+            trend=(_finite(r["slope_ms_per_request"]), _finite(r["intercept_ms"])),
             title="latency against request index",
         )
         caption = (
