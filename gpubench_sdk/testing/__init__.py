@@ -4,7 +4,8 @@
   queue, scaling and billing, simulated on asyncio, with per-job ground truth.
 - ``FaultPlan`` / ``Fault`` / ``FaultInjector``: declarative misbehaviour (429s, 5xx, resets,
   truncated and malformed bodies, failed jobs) applied at the protocol layer.
-- ``serve``: run an emulator (an ASGI app) with uvicorn on a random loopback port.
+- ``serve``: run an emulator (an ASGI app) with uvicorn on a random loopback port;
+  ``serve_forever``: the same as an emulator's command line (prints its URL, then serves).
 - ``ProviderConformance``: the test suite a plugin subclasses in five lines.
 
 Needs the ``testing`` extra (``pip install 'gpubench-sdk[testing]'``): uvicorn, starlette,
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ._billing import BillingMeter, WorkerBill
 from ._faults import ASGIApp, Fault, FaultInjector, FaultKind, FaultPlan, Injected, json_error
 from ._fleet import FleetConfig, SimulatedFleet, echo_handler
-from ._harness import INSTALL_HINT, ServedApp, serve
+from ._harness import INSTALL_HINT, ServedApp, serve, serve_forever
 from ._jobs import FleetCounts, Job, JobStatus, JobTruth, QueueFull, WorkerState
 from ._timing import Duration
 
@@ -52,6 +53,7 @@ __all__ = [
     "echo_handler",
     "json_error",
     "serve",
+    "serve_forever",
 ]
 
 _NEEDS_PYTEST = {"FAULT_CASES", "FaultCase", "ProviderConformance"}

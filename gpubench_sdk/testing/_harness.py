@@ -60,17 +60,38 @@ class ServedApp:
             self._thread.join(STOP_TIMEOUT_S)
 
 
+def _tcp_socket(host: str, port: int) -> socket.socket:
+    # proto=IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets that say they are TCP,
+    # and without it every response waits ~40 ms for the client's delayed ACK (Nagle).
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    return sock
+
+
+def serve_forever(app: ASGIApp, *, host: str = "127.0.0.1", port: int = 0, path: str = "") -> None:
+    """Serve ``app`` in this process until interrupted: an emulator's command line.
+
+    The first line printed is the URL to use (``http://host:port`` + ``path``), printed once
+    the socket listens, so a parent process may connect the moment it reads it; ``port=0``
+    picks a free port.
+    """
+    uvicorn = require("uvicorn")
+    sock = _tcp_socket(host, port)
+    sock.listen(2048)
+    bound_host, bound_port = sock.getsockname()[:2]
+    print(f"http://{bound_host}:{bound_port}{path}", flush=True)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, server_header=False)
+    uvicorn.Server(config).run(sockets=[sock])
+
+
 @contextlib.contextmanager
 def serve(
     app: ASGIApp, *, host: str = "127.0.0.1", log_level: str = "warning"
 ) -> Iterator[ServedApp]:
     """Serve ``app`` on ``host``:<random port> with uvicorn until the block ends."""
     uvicorn = require("uvicorn")
-    # proto=IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets that say they are TCP,
-    # and without it every response waits ~40 ms for the client's delayed ACK (Nagle).
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, 0))
+    sock = _tcp_socket(host, 0)
     port = sock.getsockname()[1]
     config = uvicorn.Config(
         app,
