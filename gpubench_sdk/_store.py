@@ -156,13 +156,16 @@ class Store:
     ) -> RunInfo:
         """Record a new run and commit at once, so a run that dies immediately still shows up.
 
-        ``config`` must already be redacted; values JSON cannot encode are stored as ``str``.
+        ``config`` must already be scrubbed by name (credential-named fields); values JSON
+        cannot encode are stored as ``str``. As a last line of defence, every secret this
+        process knows (an API key read from ``api_key_env``...) is masked wherever it appears,
+        e.g. pasted into a custom header of the plan.
         """
         self._check_writable()
         names = [t.name for t in targets]
         if len(set(names)) != len(names):
             raise StoreError(f"target names must be unique within a run, got {names}")
-        run = (str(uuid.uuid4()), name, started_wall_ns, origin_ns, to_json(config))
+        run = (str(uuid.uuid4()), name, started_wall_ns, origin_ns, redact(to_json(config)))
         process = (socket.gethostname(), os.getpid(), gpubench_version())
         with self._write_txn() as conn:
             cur = conn.execute(
@@ -175,7 +178,14 @@ class Store:
             conn.executemany(
                 "INSERT INTO targets VALUES (?, ?, ?, ?, ?, ?)",
                 [
-                    (run_id, i, t.name, t.provider, to_json(t.options), to_json([*t.capabilities]))
+                    (
+                        run_id,
+                        i,
+                        t.name,
+                        t.provider,
+                        redact(to_json(t.options)),
+                        to_json([*t.capabilities]),
+                    )
                     for i, t in enumerate(targets)
                 ],
             )

@@ -468,3 +468,23 @@ def test_two_processes_append_to_one_run(tmp_path: Path) -> None:
         writer = [seq >= per for seq in seqs]  # in commit order: the two writers interleaved
         assert sum(a != b for a, b in itertools.pairwise(writer)) > 2
         assert s.columns(run.id, phase=None)["target"].tolist().count(1) == per
+
+
+def test_a_known_secret_pasted_anywhere_in_the_plan_is_masked_in_the_file(tmp_path: Path) -> None:
+    from gpubench_sdk._secrets import remember
+
+    secret = "hf_pasted_into_a_header_0042"
+    remember(secret)  # as reading api_key_env does
+    path = tmp_path / "s.sqlite"
+    with Store(path) as store:
+        info = store.begin_run(
+            name="r",
+            config={"targets": [{"name": "a", "headers": {"X-Trace": secret}}]},
+            targets=[TargetRecord("a", "http", {"headers": {"X-Trace": secret}}, ())],
+            scenarios=SCENARIOS,
+            origin_ns=0,
+            started_wall_ns=time.time_ns(),
+        )
+        assert store.run(info.id).config["targets"][0]["headers"]["X-Trace"] == "***"
+    for f in tmp_path.iterdir():  # the database and any WAL or journal beside it
+        assert secret.encode() not in f.read_bytes(), f
