@@ -397,8 +397,12 @@ class Runner:
             try:
                 if units == (None, None):
                     units = self._workload.read(result.output)
-                if detail is None and outcome is Outcome.OK:
-                    detail = self._workload.detail(result.output)
+                if outcome is Outcome.OK:
+                    # Both kept: the provider's (e.g. the variant that served) and the
+                    # workload's (e.g. a GPU probe's figures); the workload's wins a clash.
+                    read = self._workload.detail(result.output)
+                    if read:
+                        detail = {**(detail or {}), **read}
             except Exception as exc:
                 outcome, _, error = classify(exc, lt.provider.name)
             cold = result.cold

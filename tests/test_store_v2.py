@@ -224,7 +224,7 @@ class Streaming(Provider):
             times.append(time.perf_counter_ns())
         if self.mode == "wall":  # a plugin that used the wrong clock
             times = [time.time_ns() for _ in times]
-        detail = {"from": "provider"} if self.mode == "detail" else None
+        detail = {"from": "provider", "variant": "v1"} if self.mode == "detail" else None
         return Result(
             output={"echo": request.payload["echo"]},
             first_byte_ns=times[0],
@@ -254,7 +254,10 @@ async def test_runner_stores_token_times_on_the_run_clock_and_detail(tmp_path: P
             assert inv.token_times_ns[0] == inv.start_ns + floor_us
             assert inv.detail == {"from": "workload", "echo_len": 16}
         assert all(i.token_times_ns is None for i in by["wall"])
-        assert all(i.detail == {"from": "provider"} for i in by["det"])
+        # both kept; the workload's reading wins a clash of keys
+        assert all(
+            i.detail == {"from": "workload", "echo_len": 16, "variant": "v1"} for i in by["det"]
+        )
         stream = run_stream_metrics(s, result.run, target="ok", scenario=0)
         assert stream.output_tokens.tolist() == [4] * 6
         assert np.all(stream.ttft_ms > 0) and np.all(stream.itl_ms >= 1.5)
