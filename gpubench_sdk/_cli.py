@@ -267,6 +267,11 @@ def _print_run(store: Store, run: RunInfo, status: str) -> None:
     from ._cli_cost import print_run_costs  # the cost catalog loads only when a plan has prices
 
     print_run_costs(store, run)
+    workload = run.config.get("workload")
+    if isinstance(workload, dict) and workload.get("kind") == "gpu_probe":
+        from .probe import print_probe_results  # reads every invocation: only for probe runs
+
+        print_probe_results(store, run, console=out)
     spans = client_bound_spans(store.health_windows(run.id))
     if spans:
         total = sum(b - a for a, b in spans)

@@ -40,6 +40,7 @@ def test_example_plan_stores_probe_fields(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=300, cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
+    assert "GPU probe: dense matmul" in done.stdout  # the run report prints the probe's tables
     with Store(store_path, readonly=True) as store:
         run = store.run("latest")
         invocations = store.invocations(run.id)
