@@ -147,9 +147,8 @@ def main(argv: list[str] | None = None) -> None:
     """Serve an emulator until interrupted: ``python -m gpubench_inferless.emulator``."""
     import argparse
     import os
-    import socket
 
-    from gpubench_sdk.testing import Duration
+    from gpubench_sdk.testing import Duration, serve_forever
 
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
     parser.add_argument("--host", default="127.0.0.1")
@@ -167,18 +166,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     key = os.environ[args.api_key_env] if args.api_key_env else None
     app = make_app(SimulatedFleet(config), api_key=key, model=args.model)
-    import uvicorn
-
-    # Bound here so that --port 0 works: the first line printed is the base URL.
-    # IPPROTO_TCP so that asyncio sets TCP_NODELAY (else ~40 ms of Nagle per response)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((args.host, args.port))
-    sock.listen(2048)  # before the URL is printed: a client may connect at once
-    host, port = sock.getsockname()[:2]
-    print(f"http://{host}:{port}", flush=True)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
-    server.run(sockets=[sock])
+    serve_forever(app, host=args.host, port=args.port)
 
 
 if __name__ == "__main__":
