@@ -283,6 +283,11 @@ class Runner:
             }
             if lt.provider.endpoint:
                 lt.attrs["gpubench.endpoint"] = lt.provider.endpoint
+            # OTel GenAI semconv: the model asked for, where the provider's options name one
+            # (the OpenAI-compatible plugin's `model`, a Replicate `model`...).
+            model = getattr(lt.provider.options, "model", None)
+            if isinstance(model, str) and model:
+                lt.attrs["gen_ai.request.model"] = model
 
     def _health(self, window: HealthWindow) -> None:
         self._store.append_health(self._run_id, window)

@@ -145,3 +145,33 @@ def test_streamed_llm_request_records_genai_metrics() -> None:
         "output": 4,
     }
     setup.shutdown()
+
+
+class ModelOptions(EchoProvider.Options):
+    model: str = "llama-3-8b"
+
+
+class ModelProvider(EchoProvider):
+    Options = ModelOptions
+
+
+async def test_spans_name_the_model_a_provider_is_asked_for(
+    echo_server: LoopbackServer, tmp_path: Path
+) -> None:
+    setup = telemetry.configure(in_memory=True, set_global=False)
+    await run(
+        {"m": ModelProvider(url=echo_server.url), "plain": EchoProvider(url=echo_server.url)},
+        EchoProbe(),
+        [Burst(2, 1)],
+        store=tmp_path / "r.sqlite",
+        instruments=setup.instruments(),
+    )
+    assert setup.spans is not None
+    models = {
+        (s.attributes or {}).get("gpubench.target"): (s.attributes or {}).get(
+            "gen_ai.request.model"
+        )
+        for s in setup.spans.get_finished_spans()
+        if s.name == "gpubench.invoke"
+    }
+    assert models == {"m": "llama-3-8b", "plain": None}
