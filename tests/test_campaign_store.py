@@ -259,3 +259,36 @@ def test_a_plan_with_a_written_secret_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         create_campaign(parse_config(leaky), schedule, store=tmp_path / "c.sqlite")
     assert info.value.field == "targets[0].url" and "hunter22" not in str(info.value)
+
+
+def test_gate_ttft_is_the_first_stored_token_else_the_first_byte(tmp_path: Path) -> None:
+    from gpubench_sdk.campaign._sides import read_sample
+
+    ms = 1_000_000
+    with Store(tmp_path / "t.sqlite") as store:
+        info = store.begin_run(
+            name="t",
+            config=plan(),
+            targets=[TargetRecord("a", "local")],
+            scenarios=[],
+            origin_ns=0,
+            started_wall_ns=START,
+        )
+        # streamed: first byte at 5 ms (headers), first token at 30 ms; then one not streamed
+        store.append(
+            info.id,
+            Invocation(
+                "a", 0, 0, Phase.MEASURE, 0, 0, 100 * ms, START, Outcome.OK,
+                first_byte_ns=5 * ms, token_times_ns=[30 * ms, 40 * ms],
+            ),
+        )  # fmt: skip
+        store.append(
+            info.id,
+            Invocation(
+                "a", 0, 1, Phase.MEASURE, 200 * ms, 200 * ms, 300 * ms, START, Outcome.OK,
+                first_byte_ns=220 * ms,
+            ),
+        )  # fmt: skip
+        store.flush()
+        sample = read_sample(store, (info.id,), "a", with_cost=False)
+    assert sorted(sample.ttft_ms.tolist()) == pytest.approx([20.0, 30.0])

@@ -118,7 +118,7 @@ class Sample:
     """One side of a comparison: pooled measured requests of one target over some runs."""
 
     latency_ms: FloatArray  # successful requests
-    ttft_ms: FloatArray  # successful requests with a first byte
+    ttft_ms: FloatArray  # successful requests: first stored token, else first byte
     cold_start_ms: FloatArray
     requests: int
     failed: int

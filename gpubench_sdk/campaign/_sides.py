@@ -103,7 +103,12 @@ def read_sample(
         cols = store.columns(run_id, target=target, scenario=scenario)
         good = cols["outcome"] == Outcome.OK.code
         lat.append(cols["latency_ms"][good])
-        t = cols["ttfb_ms"][good]
+        # TTFT: the first streamed token where the provider stored tokens, else the first byte
+        tokens = store.token_times(run_id, target=target, scenario=scenario)
+        first_ns = np.array([tk[0] if tk.size else -1 for tk in tokens], dtype=np.int64)
+        streamed = first_ns >= 0
+        first_ms = np.where(streamed, (first_ns - cols["scheduled_ns"]) / 1e6, cols["ttfb_ms"])
+        t = first_ms[good]
         ttft.append(t[~np.isnan(t)])
         cold.append(cold_starts_of(cols).cold_start_ms)
         requests += int(good.size)
