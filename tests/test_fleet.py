@@ -58,3 +58,10 @@ def test_fleet_round_trip_and_unknown_target(tmp_path: Path) -> None:
         "starting": [1],
         "queued": [0],
     }
+
+
+async def test_a_runtime_the_provider_starts_itself_is_its_endpoint() -> None:
+    provider = LocalProvider(handler="gpubench_sdk._local.demo:echo", load="", max_workers=1)
+    assert provider.endpoint is None  # not started yet
+    async with provider:
+        assert provider.endpoint == provider.url and provider.url.startswith("http://127.0.0.1:")

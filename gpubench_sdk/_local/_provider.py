@@ -86,6 +86,11 @@ class LocalProvider(Provider):
         """The base URL of the runtime in use (known once the provider is open)."""
         return str(self._base).rstrip("/")
 
+    @property
+    def endpoint(self) -> str | None:
+        # A runtime this provider started itself has a URL only once open; spans then carry it.
+        return self.url if hasattr(self, "_base") else super().endpoint
+
     async def open(self) -> None:
         options = self.options
         assert isinstance(options, LocalOptions)
