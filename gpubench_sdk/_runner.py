@@ -415,7 +415,8 @@ class Runner:
             if fb is not None and not start <= fb <= end:
                 fb = None  # not on our clock (a plugin used time.time_ns?): drop, never guess
             times = result.token_times_ns
-            if times and start <= min(times) and max(times) <= end:  # else: not on our clock
+            # len(), not truth: a plugin may hand a numpy array. Off our clock: dropped.
+            if times is not None and len(times) and start <= min(times) and max(times) <= end:
                 tokens = [t - origin for t in times]
         # Confirmed only on evidence: the provider reported it as a fact, or the target was
         # verified cold just before this request. A timing-based guess stays inferred.

@@ -27,6 +27,8 @@ import csv
 import dataclasses
 import importlib.metadata
 import json
+import logging
+import math
 import os
 import sqlite3
 import sys
@@ -41,6 +43,8 @@ import numpy.typing as npt
 
 from ._errors import StoreError
 from ._types import Invocation, Outcome, Phase
+
+log = logging.getLogger("gpubench.store")
 
 SCHEMA_VERSION = 2
 
@@ -165,10 +169,16 @@ def encode_token_times(start_ns: int, token_times_ns: Sequence[int] | None) -> b
     None when there are none, or when any is before the start or 71 minutes after it (not
     measured on this request's clock: storing them would misstate every figure built on them).
     """
-    if not token_times_ns:
+    if token_times_ns is None or len(token_times_ns) == 0:  # a numpy array has no truth value
         return None
     offsets_us = (np.asarray(token_times_ns, dtype=np.int64) - start_ns) // 1000
-    if offsets_us.min() < 0 or offsets_us.max() > _TOKEN_US_MAX:
+    if offsets_us.min() < 0:
+        return None
+    if offsets_us.max() > _TOKEN_US_MAX:
+        log.warning(
+            "token times of a request that streamed for over 71 minutes are not stored "
+            "(the format holds uint32 microseconds after the request's start)"
+        )
         return None
     return np.sort(offsets_us).astype(TOKEN_DTYPE).tobytes()
 
@@ -181,7 +191,23 @@ def decode_token_times(start_ns: int, blob: bytes | None) -> npt.NDArray[np.int6
 
 
 def encode_detail(detail: Mapping[str, Any] | None) -> str | None:
-    return None if detail is None else to_json(detail)
+    """``detail`` as strict JSON (any Mapping; NaN and infinities as null), so that SQLite's
+    ``json_extract`` and other tools can read it without gpubench."""
+    if detail is None:
+        return None
+    return json.dumps(
+        _finite(dict(detail)), sort_keys=True, separators=(",", ":"), default=str, allow_nan=False
+    )
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def stored_version(conn: sqlite3.Connection) -> int:

@@ -290,3 +290,34 @@ def test_goodput_ttft_is_the_first_token_where_tokens_are_stored(tmp_path: Path)
         plain = run_throughput(s, run_, target="a", scenario=1, slo=slo)
     assert streaming.ok == 4 and streaming.good == 0  # TTFB alone (~90 ms) would pass
     assert plain.ok == 2 and plain.good == 2
+
+
+def test_token_encoding_takes_arrays_and_warns_when_it_cannot_store(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from gpubench_sdk._store_schema import encode_token_times
+
+    blob = encode_token_times(0, np.array([1_000, 2_000]))  # a plugin may hand numpy arrays
+    assert decode_token_times(0, blob).tolist() == [1_000, 2_000]
+    assert encode_token_times(0, np.array([], dtype=np.int64)) is None
+    with caplog.at_level("WARNING", logger="gpubench.store"):
+        assert encode_token_times(0, [1, 72 * 60 * 10**9]) is None  # past uint32 microseconds
+    assert "71 minutes" in caplog.text
+
+
+def test_detail_is_strict_json_that_sqlite_can_read(tmp_path: Path) -> None:
+    from types import MappingProxyType
+
+    path = tmp_path / "d.sqlite"
+    with Store(path) as s:
+        info = begin(s)
+        detail = MappingProxyType({"tflops": math.nan, "peak": math.inf, "per": [1.5, -math.inf]})
+        s.append(info.id, replace(make_inv(0), detail=detail))
+        s.flush()
+        [inv] = s.invocations(info.id)
+    assert inv.detail == {"tflops": None, "peak": None, "per": [1.5, None]}
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT json_extract(detail, '$.per[0]') FROM invocations").fetchone() == (
+        1.5,
+    )
+    conn.close()
