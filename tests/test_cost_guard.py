@@ -96,7 +96,7 @@ def test_guard_projects_in_flight_requests_and_the_run_cap() -> None:
     for _ in range(10):
         guard.record(_inv("a", 2.0))  # each $0.02 (2 s at $0.01/s)
     assert guard.spent_usd()["a"] == pytest.approx(0.20)
-    # now the dearest request seen ($0.02) is the estimate
+    # each further request still counts at the most it can cost ($0.10), not at $0.02
     assert guard.allow("a", 10.0) is None
     guard.record(_inv("a", 2.0))
     # b has no cap of its own, but the run's $1.50 covers a and b together
@@ -149,3 +149,21 @@ def test_each_of_n_processes_gets_a_share_of_the_caps() -> None:
     assert guard.meters["a"].max_cost_usd == pytest.approx(1.0)
     with pytest.raises(ValueError, match="share"):
         budget_guard(parse_config(data), share=0)
+
+
+def test_guard_counts_every_request_at_the_most_it_can_cost() -> None:
+    per_s = BillingModel(granularity_s=1.0)
+    # The run's cap covers the other targets' requests in flight before any completes.
+    guard = BudgetGuard({"a": CostMeter(per_s, 0.1), "b": CostMeter(per_s, 0.1)}, max_cost_usd=1.0)
+    assert guard.allow("a", 10.0) is None  # $1.00 at most
+    assert guard.allow("b", 10.0) is not None  # with a's in flight, $2.00 could be spent
+    # A cheap first request (a fast failure) does not make the next ones look free.
+    guard = BudgetGuard({"a": CostMeter(per_s, 0.1, max_cost_usd=1.0)})
+    assert guard.allow("a", 5.0) is None
+    guard.record(_inv("a", 0.0))
+    allowed = sum(guard.allow("a", 5.0) is None for _ in range(100))
+    assert allowed == 2  # $0.50 each: two in flight reach the $1.00 cap
+    # Per-request fees count before any request completes.
+    fee = BillingModel(granularity_s=1.0, per_request_usd=0.5)
+    guard = BudgetGuard({"a": CostMeter(fee, 0.0, max_cost_usd=1.0)})
+    assert sum(guard.allow("a", 5.0) is None for _ in range(100)) == 2

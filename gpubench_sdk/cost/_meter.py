@@ -34,7 +34,8 @@ class CostMeter:
     raw_billed_s: float = 0.0
     rounded_billed_s: float = 0.0
     fees_usd: float = 0.0
-    max_request_usd: float | None = None  # the dearest request so far: the guard's estimate
+    max_request_usd: float | None = None  # the dearest request so far
+    deadline_s: float = 0.0  # the latest request deadline the guard was told (its bound)
 
     def __post_init__(self) -> None:
         if not self.rate_usd_per_s >= 0:
@@ -75,9 +76,10 @@ class CostMeter:
 class BudgetGuard:
     """Caps per target (each meter's ``max_cost_usd``) and for the run (``max_cost_usd``).
 
-    ``allow`` reserves a request when the spend so far plus every request in flight and the
-    next one, each estimated at the dearest request seen (before any completes: at the
-    request's deadline times the rate, the most it can run), stays within the caps."""
+    ``allow`` reserves a request when the spend so far plus every request in flight (of every
+    target, for the run's cap) and the next one stays within the caps, each request counted
+    at the most it can cost: its deadline's billed time times the rate plus its per-request
+    fee, or the dearest request seen if that was more (token fees are only known after)."""
 
     meters: Mapping[str, CostMeter]
     max_cost_usd: float | None = None
@@ -90,11 +92,17 @@ class BudgetGuard:
     def spent_usd(self) -> dict[str, float]:
         return {name: m.spent_usd for name, m in self.meters.items()}
 
+    @staticmethod
+    def _each(meter: CostMeter) -> float:
+        # An upper bound, never an average: a cheap (say, failed) first request must not
+        # make the requests after it look free.
+        bound = meter.billing.billed_s(meter.deadline_s) * meter.rate_usd_per_s
+        bound += meter.billing.fees_usd(1, 0, 0)
+        return max(bound, meter.max_request_usd or 0.0)
+
     def _projected(self, meter: CostMeter, deadline_s: float) -> float:
-        each = meter.max_request_usd
-        if each is None:
-            each = meter.billing.billed_s(deadline_s) * meter.rate_usd_per_s
-        return meter.spent_usd + (meter.inflight + 1) * each
+        meter.deadline_s = max(meter.deadline_s, deadline_s)
+        return meter.spent_usd + (meter.inflight + 1) * self._each(meter)
 
     def allow(self, target: str, deadline_s: float) -> str | None:
         """Reserve one request of ``target``; ``None`` if allowed, else why not (stop reason)."""
@@ -111,7 +119,7 @@ class BudgetGuard:
             return reason
         if self.max_cost_usd is not None:
             others = sum(
-                m.spent_usd + m.inflight * (m.max_request_usd or 0.0)
+                m.spent_usd + m.inflight * self._each(m)
                 for n, m in self.meters.items()
                 if n != target
             )
