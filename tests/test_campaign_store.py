@@ -106,6 +106,12 @@ def test_claims_missed_slots_dead_attempts_and_budget(tmp_path: Path) -> None:
         assert db.claim(c, START + 42 * S, **kw) == "slot 4 is running (pid 1 on elsewhere)"
         again = db.claim(c, START + 44 * S, **kw)  # 3 s of silence > stale_s
         assert isinstance(again, Claim) and (again.slot, again.attempt) == (4, 2)
+        # the silent one was alive after all: it learns it lost the slot, and its late end
+        # overwrites neither its "interrupted" record nor the new attempt's slot
+        assert not db.heartbeat(fourth, START + 44 * S) and db.heartbeat(again, START + 44 * S)
+        db.finish(fourth, status="completed", now_ns=START + 44 * S)
+        assert status(db)[4] == "running"
+        assert [a.status for a in db.attempts(c) if a.slot == 4] == ["interrupted", "running"]
         db.finish(again, status="cancelled", now_ns=START + 44 * S)  # stopped: back to pending
         assert status(db)[4] == "pending"
 

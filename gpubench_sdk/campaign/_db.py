@@ -308,13 +308,16 @@ class CampaignDB:
                 ("pending" if retry else "interrupted", why, campaign.id, slot),
             )
 
-    def heartbeat(self, claim: Claim, now_ns: int) -> None:
+    def heartbeat(self, claim: Claim, now_ns: int) -> bool:
+        """Refresh the attempt's heartbeat; False when it is no longer running (another
+        scheduler found it silent for too long and took the slot over)."""
         with self.txn() as conn:
-            conn.execute(
+            cur = conn.execute(
                 "UPDATE campaign_attempts SET heartbeat_ns = ? WHERE campaign_id = ?"
                 " AND slot = ? AND attempt = ? AND status = 'running'",
                 (now_ns, claim.campaign.id, claim.slot, claim.attempt),
             )
+        return cur.rowcount == 1
 
     def finish(
         self,
@@ -326,17 +329,25 @@ class CampaignDB:
         error: str | None = None,
     ) -> int | None:
         """Record how an attempt ended (``completed``, ``failed`` or ``cancelled``); the slot
-        becomes ``done``, ``failed``, or ``pending`` again after a cancelled attempt."""
+        becomes ``done``, ``failed``, or ``pending`` again after a cancelled attempt.
+
+        An attempt another scheduler already declared interrupted (it took the slot over)
+        keeps that record, and the slot is left to the newer attempt: a late finish never
+        overwrites it. Its run and samples stay in the store.
+        """
         slot_status = {"completed": "done", "failed": "failed", "cancelled": "pending"}[status]
         campaign = claim.campaign
         with self.txn() as conn:
             run_id, samples = _run_of(conn, claim.run_name)
-            conn.execute(
+            cur = conn.execute(
                 "UPDATE campaign_attempts SET status = ?, ended_ns = ?, run_id = ?, requests = ?,"
-                " cost_usd = ?, error = ? WHERE campaign_id = ? AND slot = ? AND attempt = ?",
+                " cost_usd = ?, error = ? WHERE campaign_id = ? AND slot = ? AND attempt = ?"
+                " AND status = 'running'",
                 (status, now_ns, run_id, samples, cost_usd, error, campaign.id, claim.slot,
                  claim.attempt),
             )  # fmt: skip
+            if cur.rowcount != 1:
+                return run_id
             conn.execute(
                 _SET_SLOT,
                 (slot_status, error, campaign.id, claim.slot),

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import logging
 import signal
 import threading
 import time
@@ -40,6 +41,8 @@ from .._store import Store
 from ._db import CampaignDB
 from ._records import Budget, CampaignRecord, Claim
 from ._schedule import Schedule, now_ns
+
+log = logging.getLogger("gpubench.campaign")
 
 Echo = Callable[[str], None]
 
@@ -193,11 +196,25 @@ class _Heartbeat(threading.Thread):
         self._done = threading.Event()
 
     def run(self) -> None:
-        with CampaignDB(self._path) as db:
+        db: CampaignDB | None = None
+        try:
             while not self._done.wait(self._interval_s):
-                # a busy file: the next beat retries; stale_s allows several misses
+                # a busy file: the next beat retries (opening included); stale_s allows
+                # several misses
                 with contextlib.suppress(GpubenchError):
-                    db.heartbeat(self._claim, now_ns())
+                    db = db or CampaignDB(self._path)
+                    if not db.heartbeat(self._claim, now_ns()):
+                        log.warning(
+                            "slot %d attempt %d was taken over by another scheduler after its "
+                            "heartbeat went silent; this attempt's end will not be recorded "
+                            "over the new one",
+                            self._claim.slot,
+                            self._claim.attempt,
+                        )
+                        return
+        finally:
+            if db is not None:
+                db.close()
 
     def stop(self) -> None:
         self._done.set()
