@@ -175,9 +175,10 @@ def test_budgets_per_slot_and_per_campaign(tmp_path: Path, runtime_url: str) -> 
 
     # a USD cap: the first slot's estimated bill (idle tail included) already passes it
     create_campaign(
-        # timeout_s bounds the guard's estimate of a request before any completes
+        # timeout_s bounds what the live guard counts per request in flight ($0.0002 here), so
+        # the slot's 100 requests fit under the cap; its estimated bill then passes it
         parse_config(
-            {**plan, "run": {"name": "usd"}, "targets": [{**target, "name": "a", "timeout_s": 0.5}]}
+            {**plan, "run": {"name": "usd"}, "targets": [{**target, "name": "a", "timeout_s": 0.2}]}
         ),
         Schedule(time.time_ns(), 0.6, every_s=0.3, grace_s=120),
         store=store,
