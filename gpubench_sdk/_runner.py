@@ -539,11 +539,13 @@ class Runner:
                     await anyio.sleep(delay)
                 while time.perf_counter_ns() < due:  # uvloop's ms timers fire up to 1 ms early
                     await anyio.lowlevel.checkpoint()
-                if not self._take(lt):
-                    break
                 # At max_inflight the schedule waits; the wait is counted in latency
-                # (from the scheduled time), never hidden.
+                # (from the scheduled time), never hidden. The budget is taken after the
+                # wait, so a scenario stopped while waiting has reserved nothing.
                 await limiter.acquire()
+                if not self._take(lt):
+                    limiter.release()
+                    break
                 tg.start_soon(fire, seq, due)
 
     async def _cold_starts(self, live: list[_Live], sidx: int, sc: ColdStarts) -> None:
