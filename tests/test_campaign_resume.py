@@ -80,7 +80,9 @@ def test_sigkill_mid_slot_then_resume(tmp_path: Path, runtime_url: str) -> None:
     store = tmp_path / "campaign.sqlite"
     plan = {
         "run": {"name": "resume"},
-        "workload": {"kind": "probe", "sleep_ms": 2},
+        # ~2 s a slot: several of the store's 0.5 s commits land while it runs, even on an
+        # idle machine, so the test sees it half-way before killing it
+        "workload": {"kind": "probe", "sleep_ms": 6},
         "targets": [
             {"name": t, "provider": "local", "url": runtime_url, "region": r}
             for t, r in (("a", "local-east"), ("b", "local-west"))
