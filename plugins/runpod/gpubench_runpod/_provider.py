@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
+import dataclasses
+import re
 import time
 from typing import Any, ClassVar, Literal
 
@@ -15,6 +16,7 @@ from pydantic import Field
 from gpubench_sdk import (
     BillingModel,
     Capabilities,
+    CapabilityError,
     ClientHTTPError,
     ColdCheck,
     ConfigError,
@@ -30,15 +32,18 @@ from gpubench_sdk import (
     ServerHTTPError,
     ThrottledError,
     TransportError,
-    first_byte_ns,
 )
-from gpubench_sdk._secrets import redact
+from gpubench_sdk import first_byte_ns as arrived_ns
+from gpubench_sdk._secrets import redact, scrub_url
 from gpubench_sdk._types import Outcome
 
 from . import _protocol as rp
+from ._wire import invalid, job_of, json_object, number, send
 
 CANCEL_GRACE_S = 5.0  # how long a cancelled invoke may spend telling RunPod to cancel the job
 POLL_RETRIES = 3  # transient errors tolerated in a row while polling a job that is running
+# A base URL that already names the endpoint: the hosted API's (or the emulator's) /v2/{id}.
+_ENDPOINT_PATH = re.compile(r"/v2/(?P<id>[A-Za-z0-9_-]+)/?$")
 
 
 class JobCancelledError(ProviderError):
@@ -50,13 +55,28 @@ class JobCancelledError(ProviderError):
 class RunPodOptions(ProviderOptions):
     """Options of a RunPod target; ``api_key`` comes from ``api_key_env``/``api_key_file``."""
 
-    endpoint_id: str = Field(pattern=r"^[A-Za-z0-9_-]+$", description="the endpoint's id")
-    base_url: str = Field(default=rp.API_URL, description="queue API base (emulator: <url>/v2)")
+    endpoint_id: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9_-]+$",
+        description="the endpoint's id; leave out when base_url is the endpoint's own URL "
+        "(https://api.runpod.ai/v2/<id>) or a server with /run at its root (runpod's local API)",
+    )
+    base_url: str = Field(
+        default=rp.API_URL,
+        description="jobs go to <base_url>/<endpoint_id>/run, or <base_url>/run without an "
+        "endpoint_id (emulator: <url>/v2; runpod's local API server: http://localhost:8000)",
+    )
     rest_url: str = Field(default=rp.REST_URL, description="control plane base (<url>/v1)")
     mode: Literal["run", "runsync"] = Field(
         default="run",
         description="'run': submit then poll /status (cancellable); 'runsync': hold the request "
         "until the job ends (no polling granularity), falling back to polling",
+    )
+    poll_method: Literal["auto", "GET", "POST"] = Field(
+        default="auto",
+        description="method of /status and /stream: the hosted API takes GET, runpod's local "
+        "API server POST only; 'auto' starts with GET when the URL names an endpoint, POST when "
+        "not, and switches once for good if the server answers 405",
     )
     runsync_wait_ms: int | None = Field(
         default=None, ge=rp.RUNSYNC_MIN_WAIT_MS, le=rp.RUNSYNC_MAX_WAIT_MS
@@ -81,6 +101,10 @@ class RunPodProvider(Provider):
     ``delayTime`` (queue, including any cold boot) and ``executionTime`` become ``queue_ms`` and
     ``execution_ms``. A request is cold when RunPod's ``delayTime`` exceeds
     ``cold_threshold_ms``, or when it is the first after a confirmed ``ensure_cold``.
+
+    Without an endpoint id (a server with the job routes at its root, such as the ``runpod``
+    package's local API server) only the job routes are used: no fleet state, scaling, cold
+    start control or billing, which all belong to a hosted endpoint.
     """
 
     name = "runpod"
@@ -103,6 +127,35 @@ class RunPodProvider(Provider):
     _original_scaling: ScalingSettings | None = None
     _cold_next = False
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        o = self._opts
+        base = o.base_url.rstrip("/")
+        self.endpoint_id = o.endpoint_id
+        if o.endpoint_id is not None:
+            base = f"{base}/{o.endpoint_id}"
+        elif base == rp.API_URL:
+            raise ConfigError(
+                "endpoint_id",
+                None,
+                f"the endpoint's id for the hosted API (or base_url = '{rp.API_URL}/<id>'; "
+                "for runpod's local API server, base_url = 'http://localhost:8000')",
+            )
+        elif (named := _ENDPOINT_PATH.search(httpx.URL(base).path)) is not None:
+            self.endpoint_id = named["id"]
+        self._base = base
+        if self.endpoint_id is None:  # job routes only: nothing names an endpoint to manage
+            vars(self)["capabilities"] = dataclasses.replace(
+                type(self).capabilities,
+                fleet_state=False,
+                cold_start_control=False,
+                scaling_settings=False,
+                billing=None,
+            )
+        self._poll_method = o.poll_method
+        if o.poll_method == "auto":
+            self._poll_method = "GET" if self.endpoint_id is not None else "POST"
+
     @property
     def _opts(self) -> RunPodOptions:
         assert isinstance(self.options, RunPodOptions)
@@ -110,19 +163,19 @@ class RunPodProvider(Provider):
 
     @property
     def endpoint(self) -> str:
-        return f"{self._opts.base_url.rstrip('/')}/{self._opts.endpoint_id}"
+        return scrub_url(self._base)
 
     async def open(self) -> None:
         o = self._opts
         # Built once: parsing URL strings on every request is measurable at high rates.
-        self._api = httpx.URL(self.endpoint + "/")
+        self._api = httpx.URL(self._base + "/")
         self._run_url = self._api.join("run")
         runsync = self._api.join("runsync")
         if o.runsync_wait_ms is not None:
             runsync = runsync.copy_add_param("wait", str(o.runsync_wait_ms))
         self._runsync_url = runsync
         self._health_url = self._api.join("health")
-        self._rest_endpoint = httpx.URL(f"{o.rest_url.rstrip('/')}/endpoints/{o.endpoint_id}")
+        self._rest_endpoint = httpx.URL(f"{o.rest_url.rstrip('/')}/endpoints/{self.endpoint_id}")
         self._headers = {**o.headers, **self.auth_headers()}
 
     async def close(self) -> None:
@@ -138,7 +191,7 @@ class RunPodProvider(Provider):
             body["policy"] = {"executionTimeout": self._opts.execution_timeout_ms}
         url = self._runsync_url if self._opts.mode == "runsync" else self._run_url
         response = await self._send("POST", url, body)
-        job = self._job(response)
+        job = job_of(response)
         job_id = str(job["id"])
         done = False
         try:
@@ -148,6 +201,9 @@ class RunPodProvider(Provider):
                 result = await self._follow(job_id, job, response)
             done = True
             return result
+        except ProviderError as exc:  # the job exists: its id stays with the failure
+            exc.request_id = exc.request_id or job_id
+            raise
         finally:
             if not done:  # cancelled, timed out or failed mid-flight: stop paying for the job
                 await self._cancel_quietly(job_id)
@@ -159,8 +215,8 @@ class RunPodProvider(Provider):
             await asyncio.sleep(delay_s)
             delay_s = min(delay_s * self._opts.poll_backoff, self._opts.poll_max_interval_s)
             response = await self._poll(status_url)
-            job = self._job(response)
-        return self._result(job, first_byte_ns(response))
+            job = job_of(response)
+        return self._result(job, arrived_ns(response))
 
     async def _follow_stream(self, job_id: str) -> Result:
         """Poll ``/stream/{id}`` (JSON, not SSE): each answer drains what the generator
@@ -171,23 +227,29 @@ class RunPodProvider(Provider):
         delay_s = self._opts.poll_interval_s
         while True:
             response = await self._poll(stream_url)
-            data = self._json(response)
+            data = json_object(response)
             items = data.get("stream") or []
             if not isinstance(items, list):
-                raise self._invalid("stream is not a list", response)
+                raise invalid("stream is not a list", response)
             if items and first_ns is None:
-                first_ns = first_byte_ns(response)
+                first_ns = arrived_ns(response)
             chunks += [item.get("output") if isinstance(item, dict) else item for item in items]
             if data.get("status") in rp.TERMINAL_STATES:
                 break
             await asyncio.sleep(delay_s)
             delay_s = min(delay_s * self._opts.poll_backoff, self._opts.poll_max_interval_s)
-        final = self._job(await self._poll(self._api.join(f"status/{job_id}")))
+        final = {**data, "id": job_id}
+        # /status adds delayTime/executionTime/workerId; a server that has forgotten the job
+        # once streamed (runpod's local API server) answers another state, or an error.
+        with contextlib.suppress(ProviderError):
+            polled = job_of(await self._poll(self._api.join(f"status/{job_id}")))
+            if polled["status"] == final["status"]:
+                final = polled
         result = self._result(final, first_ns)
         result.output = chunks
         return result
 
-    def _result(self, job: dict[str, Any], arrived_ns: int | None) -> Result:
+    def _result(self, job: dict[str, Any], arrived: int | None) -> Result:
         status = job["status"]
         job_id = str(job["id"])
         kw: dict[str, Any] = {"provider": self.name, "request_id": job_id}
@@ -197,7 +259,7 @@ class RunPodProvider(Provider):
             raise RequestTimeoutError("job TIMED_OUT (executionTimeout policy)", **kw)
         if status == rp.CANCELLED:
             raise JobCancelledError("job CANCELLED by the platform or another client", **kw)
-        delay_ms = _number(job.get("delayTime"))
+        delay_ms = number(job.get("delayTime"))
         cold = delay_ms is not None and delay_ms >= self._opts.cold_threshold_ms
         confirmed = False
         if self._cold_next:  # the fleet was verified empty just before: no guess needed
@@ -206,9 +268,9 @@ class RunPodProvider(Provider):
             output=job.get("output"),
             http_status=200,
             request_id=job_id,
-            first_byte_ns=arrived_ns,
+            first_byte_ns=arrived,
             queue_ms=delay_ms,
-            execution_ms=_number(job.get("executionTime")),
+            execution_ms=number(job.get("executionTime")),
             cold=cold if delay_ms is not None or cold else None,
             cold_confirmed=confirmed,
             worker_id=job.get("workerId"),
@@ -218,7 +280,7 @@ class RunPodProvider(Provider):
         """One poll; a job that runs fine is not failed for a passing 429/5xx/network blip."""
         for attempt in range(POLL_RETRIES + 1):
             try:
-                return await self._send("GET", url)
+                return await self._poll_once(url)
             except (ThrottledError, ServerHTTPError, TransportError) as exc:
                 if attempt == POLL_RETRIES:
                     raise
@@ -226,63 +288,39 @@ class RunPodProvider(Provider):
                 await asyncio.sleep(min(wait_s, 5.0))
         raise AssertionError("unreachable")  # pragma: no cover
 
+    async def _poll_once(self, url: httpx.URL) -> httpx.Response:
+        method = self._poll_method
+        try:
+            return await self._send(method, url)
+        except ClientHTTPError as exc:
+            if exc.status_code != 405 or self._opts.poll_method != "auto":
+                raise
+        # 405: this server polls with the other method (runpod 1.12.0's local API server,
+        # rp_fastapi.py, routes POST only). Switched once, for the provider's lifetime; a
+        # 405 to a POST just sent is still an error.
+        if self._poll_method != method:  # another request switched meanwhile
+            return await self._send(self._poll_method, url)
+        self._poll_method = "POST" if method == "GET" else "GET"
+        return await self._send(self._poll_method, url)
+
     async def _cancel_quietly(self, job_id: str) -> None:
         with anyio.move_on_after(CANCEL_GRACE_S, shield=True):
             # best effort: the job may have ended, or the provider been closed, meanwhile
             with contextlib.suppress(ProviderError, RuntimeError):
                 await self._send("POST", self._api.join(f"cancel/{job_id}"))
 
-    # ----- HTTP and error mapping -------------------------------------------------------------
-
     async def _send(self, method: str, url: httpx.URL, body: Any = None) -> httpx.Response:
-        try:
-            response = await self.client.request(method, url, json=body, headers=self._headers)
-        except httpx.TimeoutException as exc:
-            raise RequestTimeoutError(_describe(exc), provider=self.name) from exc
-        except httpx.HTTPError as exc:  # reset, refused, truncated body
-            raise TransportError(_describe(exc), provider=self.name) from exc
-        if response.status_code >= 400:
-            raise self._http_error(response)
-        return response
-
-    def _http_error(self, response: httpx.Response) -> ProviderError:
-        status = response.status_code
-        try:
-            detail = response.json().get("error")
-        except (ValueError, AttributeError):
-            detail = None
-        message = redact(
-            f"HTTP {status}: {detail or response.text[:200] or response.reason_phrase}"
-        )
-        kw: dict[str, Any] = {"provider": self.name, "status_code": status}
-        if status == 429:
-            return ThrottledError(message, retry_after_s=_retry_after_s(response), **kw)
-        if status >= 500:
-            return ServerHTTPError(message, **kw)
-        return ClientHTTPError(message, **kw)
-
-    def _json(self, response: httpx.Response) -> dict[str, Any]:
-        try:
-            data = response.json()
-        except ValueError as exc:
-            raise self._invalid("response is not JSON", response) from exc
-        if not isinstance(data, dict):
-            raise self._invalid("response is not a JSON object", response)
-        return data
-
-    def _job(self, response: httpx.Response) -> dict[str, Any]:
-        job = self._json(response)
-        if "id" not in job or job.get("status") not in rp.TERMINAL_STATES | rp.PENDING_STATES:
-            raise self._invalid(f"not a job: status {job.get('status')!r}", response)
-        return job
-
-    def _invalid(self, message: str, response: httpx.Response) -> InvalidResponseError:
-        return InvalidResponseError(message, provider=self.name, status_code=response.status_code)
+        return await send(self.client, method, url, self._headers, body)
 
     # ----- capabilities ---------------------------------------------------------------------
 
+    def _managed(self, capability: str) -> None:
+        if self.endpoint_id is None:
+            raise CapabilityError(self.name, f"{capability} (needs an endpoint_id)")
+
     async def state(self) -> FleetState:
-        health = self._json(await self._send("GET", self._health_url))
+        self._managed("fleet_state")
+        health = json_object(await self._send("GET", self._health_url))
         workers = health.get("workers") or {}
         jobs = health.get("jobs") or {}
         return FleetState(
@@ -297,6 +335,7 @@ class RunPodProvider(Provider):
     async def ensure_cold(self, timeout_s: float) -> ColdCheck:
         """Set ``workersMin`` to 0, wait out ``idleTimeout`` and confirm through ``/health``
         that no worker is idle, starting or running (RunPod has no "scale to zero now")."""
+        self._managed("cold_start_control")
         started = time.monotonic()
         scaling = await self.get_scaling()
         if scaling.min_workers:
@@ -319,7 +358,8 @@ class RunPodProvider(Provider):
             delay_s = min(delay_s * self._opts.poll_backoff, self._opts.poll_max_interval_s)
 
     async def get_scaling(self) -> ScalingSettings:
-        data = self._json(await self._send("GET", self._rest_endpoint))
+        self._managed("scaling_settings")
+        data = json_object(await self._send("GET", self._rest_endpoint))
         try:
             return ScalingSettings(
                 min_workers=int(data["workersMin"]),
@@ -353,21 +393,3 @@ class RunPodProvider(Provider):
             await self._send("PATCH", self._rest_endpoint, changes)
         except ClientHTTPError as exc:
             raise ConfigError("scaling", changes, f"values RunPod accepts ({exc})") from exc
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    return None
-
-
-def _retry_after_s(response: httpx.Response) -> float | None:
-    value = response.headers.get("Retry-After")
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None  # an HTTP date: RunPod documents no rate-limit headers, so not parsed
-
-
-def _describe(exc: BaseException) -> str:
-    return redact(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
