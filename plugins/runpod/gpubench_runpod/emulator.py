@@ -186,8 +186,11 @@ def make_app(
         job = find(request)
         if isinstance(job, Response):
             return job
-        fleet.cancel(job.id)
-        return JSONResponse({"id": job.id, "status": _STATUS[job.status]})
+        # RunPod answers CANCELLED at once, also for a running job whose worker stops later
+        cancelled = fleet.cancel(job.id)
+        return JSONResponse(
+            {"id": job.id, "status": rp.CANCELLED if cancelled else _STATUS[job.status]}
+        )
 
     async def purge_queue(request: Request) -> Response:
         if (denied := check(request)) is not None:
@@ -274,8 +277,10 @@ def make_app(
         routes=[
             Route(f"{prefix}/run", run, methods=["POST"]),
             Route(f"{prefix}/runsync", runsync, methods=["POST"]),
-            Route(f"{prefix}/status/{{job_id}}", status, methods=["GET", "POST"]),
-            Route(f"{prefix}/stream/{{job_id}}", stream, methods=["GET", "POST"]),
+            # GET only, as documented and as the official client (runpod 1.12.0,
+            # endpoint/runner.py) polls; runpod's local API server is the one that wants POST.
+            Route(f"{prefix}/status/{{job_id}}", status, methods=["GET"]),
+            Route(f"{prefix}/stream/{{job_id}}", stream, methods=["GET"]),
             Route(f"{prefix}/cancel/{{job_id}}", cancel, methods=["POST"]),
             Route(f"{prefix}/purge-queue", purge_queue, methods=["POST"]),
             Route(f"{prefix}/health", health, methods=["GET"]),
