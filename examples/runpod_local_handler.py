@@ -1,7 +1,8 @@
 """A RunPod serverless handler, served by the ``runpod`` package's own local API server.
 
     pip install runpod
-    python examples/runpod_local_handler.py --rp_serve_api --rp_api_host 127.0.0.1 --rp_api_port 8000
+    python examples/runpod_local_handler.py --rp_serve_api --rp_api_host 127.0.0.1 \
+        --rp_api_port 8000
 
 serves ``POST /run``, ``/runsync``, ``/status/{id}`` and ``/stream/{id}`` at the server's root
 (runpod 1.12.0, ``serverless/modules/rp_fastapi.py``); ``examples/runpod_local.toml`` benchmarks

@@ -14,6 +14,7 @@ from gpubench_runpod import JobCancelledError, RunPodProvider
 from gpubench_runpod.emulator import make_app
 
 from gpubench_sdk import (
+    CapabilityError,
     ClientHTTPError,
     ConfigError,
     Outcome,
@@ -26,6 +27,7 @@ from gpubench_sdk import (
     load_provider,
 )
 from gpubench_sdk.testing import (
+    ASGIApp,
     Duration,
     Fault,
     FleetConfig,
@@ -259,3 +261,83 @@ async def test_rate_limit_per_operation_is_throttled(fleet: SimulatedFleet) -> N
                 await p.invoke(probe())
     assert info.value.status_code == 429 and info.value.retry_after_s is None
     assert "rate limit exceeded for /run" in str(info.value)
+
+
+async def test_server_timings_are_the_emulators_truth(
+    served: ServedApp, fleet: SimulatedFleet
+) -> None:
+    async with provider(served) as p:
+        results = [await p.invoke(probe(sleep_ms=30)) for _ in range(3)]
+    for result in results:
+        truth = fleet.truth(str(result.request_id))
+        assert result.execution_ms is not None and truth.execution_ms is not None
+        assert abs(result.execution_ms - truth.execution_ms) <= 2  # sent in whole ms
+        assert result.worker_id == truth.worker_id
+
+
+async def test_base_url_may_name_the_endpoint(served: ServedApp, fleet: SimulatedFleet) -> None:
+    async with provider(served, endpoint_id=None, base_url=f"{served.url}/v2/{EP}/") as p:
+        assert p.endpoint_id == EP and p.capabilities.cold_start_control
+        result = await p.invoke(probe())
+        state = await p.state()
+    assert result.output == {"echo": "x"} and state.detail["jobs"]["completed"] == 1
+
+
+def test_the_hosted_api_needs_an_endpoint_id() -> None:
+    with pytest.raises(ConfigError, match="endpoint_id") as info:
+        load_provider("runpod", api_key="rpa_x_123456")
+    assert "localhost:8000" in str(info.value)  # says how to reach the local server instead
+    p = load_provider("runpod", base_url="https://api.runpod.ai/v2/abc123")
+    assert p.endpoint == "https://api.runpod.ai/v2/abc123"
+    local = load_provider("runpod", base_url="http://localhost:8000")
+    assert local.capabilities.names() == ["streaming", "server_timings(execution_ms,queue_ms)"]
+
+
+async def test_without_an_endpoint_there_is_nothing_to_manage() -> None:
+    async with RunPodProvider(base_url="http://127.0.0.1:9") as p:
+        with pytest.raises(CapabilityError, match="needs an endpoint_id"):
+            await p.state()
+        with pytest.raises(CapabilityError, match="needs an endpoint_id"):
+            await p.ensure_cold(1)
+
+
+def posting_status(app: ASGIApp, refused: list[str]) -> ASGIApp:
+    """``app`` behind a server that polls with POST only, as runpod's local API server does."""
+
+    async def wrapped(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and ("/status/" in scope["path"] or "/stream/" in scope["path"]):
+            if scope["method"] == "GET":
+                refused.append(scope["path"])
+                await send({"type": "http.response.start", "status": 405, "headers": []})
+                await send({"type": "http.response.body", "body": b'{"detail":"no GET"}'})
+                return
+            scope = {**scope, "method": "GET"}
+        await app(scope, receive, send)
+
+    return wrapped
+
+
+async def test_auto_polling_switches_to_post_once_on_405(fleet: SimulatedFleet) -> None:
+    refused: list[str] = []
+    with serve(posting_status(make_app(fleet, api_key=KEY, endpoint_id=EP), refused)) as served:
+        async with provider(served) as p:
+            results = [await p.invoke(probe()) for _ in range(3)]
+            streamed = await p.invoke(Request(seq=0, payload={"chunks": 2}, stream=True))
+        assert all(r.output == {"echo": "x"} for r in results) and len(streamed.output) == 2
+        assert len(refused) == 1  # one GET refused, then POST for good
+        async with provider(served, poll_method="GET") as p:
+            with pytest.raises(ClientHTTPError) as info:
+                await p.invoke(probe())
+    error = info.value
+    assert error.status_code == 405 and error.request_id is not None
+    assert f"GET {served.url}/v2/{EP}/status/{error.request_id}: HTTP 405: no GET" in str(error)
+
+
+def test_emulator_polls_with_get_only(served: ServedApp) -> None:
+    auth = {"Authorization": f"Bearer {KEY}"}
+    base = f"{served.url}/v2/{EP}"
+    job = httpx.post(f"{base}/run", json={"input": {}}, headers=auth).json()
+    assert httpx.post(f"{base}/status/{job['id']}", headers=auth).status_code == 405
+    assert httpx.post(f"{base}/stream/{job['id']}", headers=auth).status_code == 405
+    assert httpx.post(f"{base}/health", headers=auth).status_code == 405
+    assert httpx.get(f"{base}/cancel/{job['id']}", headers=auth).status_code == 405
