@@ -104,7 +104,7 @@ class RunPodProvider(Provider):
 
     Without an endpoint id (a server with the job routes at its root, such as the ``runpod``
     package's local API server) only the job routes are used: no fleet state, scaling, cold
-    start control or billing, which all belong to a hosted endpoint.
+    start control, server timings or billing, which all belong to a hosted endpoint.
     """
 
     name = "runpod"
@@ -150,6 +150,7 @@ class RunPodProvider(Provider):
                 fleet_state=False,
                 cold_start_control=False,
                 scaling_settings=False,
+                server_timings=frozenset(),  # recorded if sent, but none is promised
                 billing=None,
             )
         self._poll_method = o.poll_method

@@ -3,7 +3,8 @@
 One ASGI app speaks both of RunPod's planes, as the real service does on two hosts:
 ``/v2/{endpoint_id}/...`` (``run``, ``runsync``, ``status``, ``stream``, ``cancel``,
 ``purge-queue``, ``health``) and the REST control plane ``/v1/endpoints/{endpoint_id}`` (GET,
-PATCH ``workersMin``/``workersMax``/``idleTimeout``). Point the provider at it with
+PATCH ``workersMin``/``workersMax``/``idleTimeout``), with the documented methods only (polls
+are GET, as the official ``runpod`` client sends them). Point the provider at it with
 ``base_url=<url>/v2`` and ``rest_url=<url>/v1``. Faults in ``fleet.faults`` are applied to
 ``run``/``runsync`` (route ``submit``), ``status``/``stream`` (``poll``) and the rest
 (``control``). Run ``python -m gpubench_runpod.emulator --port 8686`` to serve one by hand.

@@ -290,7 +290,7 @@ def test_the_hosted_api_needs_an_endpoint_id() -> None:
     p = load_provider("runpod", base_url="https://api.runpod.ai/v2/abc123")
     assert p.endpoint == "https://api.runpod.ai/v2/abc123"
     local = load_provider("runpod", base_url="http://localhost:8000")
-    assert local.capabilities.names() == ["streaming", "server_timings(execution_ms,queue_ms)"]
+    assert local.capabilities.names() == ["streaming"]
 
 
 async def test_without_an_endpoint_there_is_nothing_to_manage() -> None:
