@@ -11,7 +11,8 @@ from typing import Any, ClassVar, Literal
 
 import anyio
 import httpx
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 
 from gpubench_sdk import (
     BillingModel,
@@ -55,16 +56,17 @@ class JobCancelledError(ProviderError):
 class RunPodOptions(ProviderOptions):
     """Options of a RunPod target; ``api_key`` comes from ``api_key_env``/``api_key_file``."""
 
-    endpoint_id: str | None = Field(
-        default=None,
-        pattern=r"^[A-Za-z0-9_-]+$",
-        description="the endpoint's id; leave out when base_url is the endpoint's own URL "
-        "(https://api.runpod.ai/v2/<id>) or a server with /run at its root (runpod's local API)",
-    )
     base_url: str = Field(
         default=rp.API_URL,
         description="jobs go to <base_url>/<endpoint_id>/run, or <base_url>/run without an "
         "endpoint_id (emulator: <url>/v2; runpod's local API server: http://localhost:8000)",
+    )
+    endpoint_id: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9_-]+$",
+        validate_default=True,
+        description="the endpoint's id; leave out when base_url is the endpoint's own URL "
+        "(https://api.runpod.ai/v2/<id>) or a server with /run at its root (runpod's local API)",
     )
     rest_url: str = Field(default=rp.REST_URL, description="control plane base (<url>/v1)")
     mode: Literal["run", "runsync"] = Field(
@@ -92,6 +94,17 @@ class RunPodOptions(ProviderOptions):
     execution_timeout_ms: int | None = Field(
         default=None, ge=1, description="RunPod policy.executionTimeout for each job"
     )
+
+    @field_validator("endpoint_id")
+    @classmethod
+    def _named_for_the_hosted_api(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None and str(info.data.get("base_url", "")).rstrip("/") == rp.API_URL:
+            raise PydanticCustomError(
+                "endpoint_id_missing",
+                f"the endpoint's id for the hosted API (or base_url = '{rp.API_URL}/<id>'; "
+                "for runpod's local API server, base_url = 'http://localhost:8000')",
+            )
+        return value
 
 
 class RunPodProvider(Provider):
@@ -134,13 +147,6 @@ class RunPodProvider(Provider):
         self.endpoint_id = o.endpoint_id
         if o.endpoint_id is not None:
             base = f"{base}/{o.endpoint_id}"
-        elif base == rp.API_URL:
-            raise ConfigError(
-                "endpoint_id",
-                None,
-                f"the endpoint's id for the hosted API (or base_url = '{rp.API_URL}/<id>'; "
-                "for runpod's local API server, base_url = 'http://localhost:8000')",
-            )
         elif (named := _ENDPOINT_PATH.search(httpx.URL(base).path)) is not None:
             self.endpoint_id = named["id"]
         self._base = base
