@@ -249,7 +249,6 @@ def test_stream_from_a_generator_handler(local_generator: str) -> None:
     asyncio.run(scenario())
 
 
-@pytest.mark.slow
 def test_gpubench_run_of_the_example_against_the_local_server(local: str, tmp_path: Path) -> None:
     plan = EXAMPLE.read_text().replace("http://127.0.0.1:8000", local)
     assert local in plan
