@@ -26,15 +26,13 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import coglet  # noqa: F401  (the testing extra installs cog and its server: CI never skips)
 import httpx
 import pytest
 from gpubench_replicate import CogProvider
 
 import gpubench_sdk as gb
 from gpubench_sdk import Outcome
-
-pytest.importorskip("cog.server.http")
-pytest.importorskip("coglet")
 
 SETUP_S = 1.0
 SLEEP_MS = 50.0
@@ -242,3 +240,17 @@ concurrency = 1
     cold = [i for i in invs if i.cold]
     assert len(cold) == 1 and cold[0].seq == 0 and cold[0].setup_ms >= CLI_SETUP_S * 1e3
     assert cold[0].cold_confirmed
+
+
+def test_example_runs(tmp_path: Path) -> None:
+    """examples/cog_own_server.py, as a user runs it."""
+    example = Path(__file__).resolve().parents[3] / "examples" / "cog_own_server.py"
+    done = subprocess.run(
+        [sys.executable, str(example), str(tmp_path / "example.sqlite")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "requests=20 errors=0" in done.stdout, done.stdout
+    assert "first prediction: cold=True confirmed=True" in done.stdout, done.stdout

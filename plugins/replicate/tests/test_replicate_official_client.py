@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+import replicate  # the testing extra installs it: CI fails, never skips, without it
 from gpubench_replicate.emulator import (
     DEFAULT_DEPLOYMENT,
     DEFAULT_MODEL,
@@ -23,7 +24,6 @@ from gpubench_replicate.emulator import (
 
 from gpubench_sdk.testing import Duration, FleetConfig, ServedApp, SimulatedFleet, serve
 
-replicate = pytest.importorskip("replicate")
 ReplicateError = replicate.exceptions.ReplicateError
 
 KEY = "r8_official-client-test-key"
