@@ -79,8 +79,11 @@ def make_app(
     behind_proxy: bool = False,
     reject_when_busy: bool = True,
     slot_release_s: float = 0.002,
+    timestamps: bool = False,
 ) -> ASGIApp:
-    """The emulator app for ``fleet`` (see the module docstring for the two deployments)."""
+    """The emulator app for ``fleet`` (see the module docstring for the two deployments);
+    ``timestamps`` adds ``created_at``/``started_at``/``completed_at`` to predictions, as Cog
+    before 0.23 sent them."""
     require("starlette")
     from starlette.applications import Starlette
     from starlette.requests import Request
@@ -124,7 +127,9 @@ def make_app(
     def body_of(job: Job) -> dict[str, Any]:
         """Cog 0.23's prediction: no input and no timestamps once it has ended."""
         full = prediction_body(job, clock)
-        keep = ("id", "status", "output", "logs", "metrics")
+        keep: tuple[str, ...] = ("id", "status", "output", "logs", "metrics")
+        if timestamps:
+            keep += ("created_at", "started_at", "completed_at")
         body = {k: full[k] for k in keep if full[k] is not None}
         if job.status is JobStatus.FAILED:
             body["error"] = full["error"]

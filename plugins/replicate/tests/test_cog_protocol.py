@@ -169,6 +169,23 @@ def test_proxy_holding_the_request_through_setup(proxied: ServedApp, fleet: Simu
     assert warm.cold is False and warm.setup_ms is None
 
 
+def test_older_cog_timestamps_give_queue_and_a_confirmed_cold(fleet: SimulatedFleet) -> None:
+    """Cog before 0.23 sent created_at/started_at: the queue phase, and a cold start both of
+    whose stamps are the container's clock."""
+    with serve(make_app(fleet, behind_proxy=True, timestamps=True)) as served:
+
+        async def go() -> list[Any]:
+            async with CogProvider(url=served.url, cold_threshold_ms=150) as provider:
+                return [await provider.invoke(_probe(20, i)) for i in range(2)]
+
+        cold, warm = asyncio.run(go())
+    truth = fleet.truth(cold.request_id)
+    assert cold.cold is True and cold.cold_confirmed
+    assert cold.queue_ms == pytest.approx(truth.queue_ms, abs=1)
+    assert cold.setup_ms == pytest.approx(_setup_ms(fleet), abs=1)
+    assert warm.cold is False and warm.queue_ms is not None and warm.queue_ms < 50
+
+
 def test_health_check_states_become_fleet_state(proxied: ServedApp, fleet: SimulatedFleet) -> None:
     async def go() -> list[Any]:
         async with CogProvider(url=proxied.url) as provider:
