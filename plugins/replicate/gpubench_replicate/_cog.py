@@ -1,19 +1,27 @@
 """``CogProvider``: a self-hosted Cog container (Cloud Run, Kubernetes, a VM) speaking Cog's own
 HTTP API, the same prediction object Replicate serves.
 
-Source (read 2026-11): ``python/cog/server/http.py`` in github.com/replicate/cog:
-``POST /predictions`` (body ``{"input": {...}, "id"?}``; waits for the result unless
-``Prefer: respond-async``, then 202), ``PUT /predictions/{id}`` (idempotent creation: a PUT for
-the id already running returns its current state, 202), ``POST /predictions/{id}/cancel``
-(200 ``{}``, 404 ``{}`` when unknown), 409 ``{"detail": "Already running a prediction"}`` when
-busy, ``GET /health-check`` -> ``{"status": STARTING|READY|BUSY|SETUP_FAILED|DEFUNCT,
-"setup": {"started_at", "completed_at", "logs", "status"}}``.
+Sources: ``python/cog/server/http.py`` in github.com/replicate/cog (read 2026-11) and Cog 0.23.1's
+server itself (``coglet``, the Rust server that ``python -m cog.server.http`` starts), observed on
+loopback in ``tests/test_cog_real_server.py``: ``POST /predictions`` (body ``{"input": {...},
+"id"?}``; waits for the result), ``PUT /predictions/{id}`` (idempotent creation),
+``POST /predictions/{id}/cancel`` (200 ``{}``; 404 ``{}`` when unknown). A prediction comes back
+as ``{"id", "status", "output", "error"?, "logs", "metrics": {"predict_time": s}}``: 0.23 sends
+no ``created_at``/``started_at`` (older Cogs did). While ``setup()`` runs every prediction gets
+``503 {"error": "Setup has not finished yet. ...", "status": "failed"}``; a container whose one
+slot is taken answers ``409 {"error": "At capacity - all prediction slots busy", "status":
+"failed"}`` (older Cogs: ``{"detail": "Already running a prediction"}``), and it frees that slot
+just *after* answering. ``GET /health-check`` -> ``{"status": STARTING|READY|BUSY|SETUP_FAILED|
+DEFUNCT, "setup": {"started_at", "completed_at"?, "status", "logs"}, "version": {...}}`` with
+nanosecond RFC 3339 stamps (``2026-12-01T14:27:03.939287774+00:00``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 import httpx
@@ -21,14 +29,17 @@ from pydantic import Field
 
 from gpubench_sdk import (
     Capabilities,
+    ColdTimeoutError,
     FleetState,
     InvalidResponseError,
     ProviderOptions,
     Request,
     Result,
     ServerHTTPError,
+    ThrottledError,
     first_byte_ns,
 )
+from gpubench_sdk._secrets import redact
 
 from . import _prediction as p
 
@@ -37,6 +48,10 @@ BUSY = "BUSY"
 STARTING = "STARTING"
 SETUP_FAILED = "SETUP_FAILED"
 DEFUNCT = "DEFUNCT"
+
+SETUP_POLL_MAX_S = 0.1  # /health-check is read at most this far apart while setup runs
+SLOT_POLL_MAX_S = 0.02  # a 409 from a slot being freed is retried at most this far apart
+DEADLINE_MARGIN_S = 0.05  # give up waiting this long before timeout_s, to say why
 
 
 class CogOptions(ProviderOptions):
@@ -51,20 +66,62 @@ class CogOptions(ProviderOptions):
     cold_threshold_ms: float = Field(
         default=1000.0,
         gt=0,
-        description="a queue phase at least this long makes gpubench read /health-check to "
-        "tell a setup (cold start) from a wait",
+        description="a prediction that waited at least this long (its round trip minus "
+        "predict_time) makes gpubench read /health-check to tell a setup (cold start) from a wait",
     )
+    slot_wait_s: float = Field(
+        default=0.5,
+        ge=0,
+        description="how long a 409 'at capacity' is retried while fewer of this target's "
+        "predictions are in flight than it has seen answered together (the container frees "
+        "its slot just after answering)",
+    )
+
+
+@dataclass(slots=True)
+class _Waits:
+    """What one invoke waited for before its prediction ran: the container's setup (it answered
+    503) and a slot still being freed (it answered 409)."""
+
+    setup_health: dict[str, Any] | None = None  # /health-check once setup had finished
+    setup_wait_s: float = 0.0
+    slot_retries: int = 0
+    slot_wait_s: float = 0.0
+
+    def detail(self) -> dict[str, Any] | None:
+        out: dict[str, Any] = {}
+        if self.setup_health is not None:
+            out["setup_wait_ms"] = round(self.setup_wait_s * 1e3, 3)
+        if self.slot_retries:
+            out["slot_retries"] = self.slot_retries
+            out["slot_wait_ms"] = round(self.slot_wait_s * 1e3, 3)
+        return out or None
 
 
 class CogProvider(p.PredictionProvider):
     """Cog's synchronous predictions, cancel, and ``/health-check`` as fleet state.
 
     Each prediction carries an id chosen here, so an abandoned invoke can cancel it.
-    ``metrics.predict_time`` (seconds) becomes ``execution_ms`` and ``started_at - created_at``
-    ``queue_ms``. A prediction is cold when the container's setup (``/health-check``'s
-    ``setup.completed_at``) ended after the prediction was created: then ``setup_ms`` is that
-    setup (``completed_at - started_at``). Health is read after the first prediction and after
-    any with a queue phase of ``cold_threshold_ms`` or more, so warm requests cost nothing extra.
+    ``metrics.predict_time`` (seconds) becomes ``execution_ms``; ``started_at - created_at``
+    becomes ``queue_ms`` where the container sends them (Cog before 0.23).
+
+    **Setup is the cold start.** A container answers 503 while ``setup()`` runs: the invoke
+    then reads ``/health-check`` until the setup has finished (within ``timeout_s``), sends the
+    prediction again and reports it cold, confirmed by the container, with ``setup_ms =
+    setup.completed_at - setup.started_at``. Where a proxy holds the request during setup
+    instead, the first prediction (and any that waited ``cold_threshold_ms``) reads
+    ``/health-check`` too: it was cold if the setup ended after it was created (the
+    container's ``created_at``, else the time it was sent, by this machine's clock).
+
+    **A 409 is throttling only when the container really is busy.** Cog frees its slot just
+    after answering, so a request sent at once on a kept-alive connection can get 409 from a
+    container that is about to be idle. The provider counts its own predictions in flight and
+    remembers the most it has seen answered together (the slots it knows of: 1 for one Cog
+    container, more behind a proxy). A 409 while fewer of ours are in flight than that is a
+    slot being freed (or another client's prediction): retried every few ms for up to
+    ``slot_wait_s``. With every known slot taken by our own predictions, the container is busy
+    with our load: the 409 is recorded as throttled at once. Waits show in ``Result.detail``
+    (``setup_wait_ms``, ``slot_retries``, ``slot_wait_ms``).
 
     Cog's ``Prefer: respond-async`` is not used: Cog has no ``GET /predictions/{id}``, so an
     async prediction's result only arrives by webhook.
@@ -73,12 +130,15 @@ class CogProvider(p.PredictionProvider):
     name = "cog"
     capabilities = Capabilities(
         fleet_state=True,
-        server_timings=frozenset({"queue_ms", "execution_ms"}),
+        # queue_ms too where the container sends created_at/started_at (Cog before 0.23)
+        server_timings=frozenset({"execution_ms"}),
     )
     Options: ClassVar[type[ProviderOptions]] = CogOptions
-    _busy_statuses = frozenset({409})  # "Already running a prediction": capacity, not a bug
+    _busy_statuses = frozenset({409})  # "At capacity": throttling, unless a slot is being freed
 
     _seen_first = False
+    _sending = 0  # this target's prediction requests awaiting their answer
+    _capacity = 1  # the most of them seen answered together: the slots we know of
 
     @property
     def _opts(self) -> CogOptions:
@@ -99,20 +159,100 @@ class CogProvider(p.PredictionProvider):
             method = "PUT"
         else:
             url, method = self._predictions_url, "POST"
-        began = time.monotonic()
+        waits = _Waits()
         done = False
         try:
-            response = await self._send(method, url, body)
+            response, sent_wall, sent = await self._create(method, url, body, waits)
             prediction = self._prediction(response)
-            result = await self._result(prediction, first_byte_ns(response), began)
+            result = await self._result(prediction, response, sent_wall, sent, waits)
             done = True
             return result
         finally:
             if not done:  # cancelled or timed out mid-flight: free the container
                 await self._cancel_quietly(self._base.join(f"predictions/{prediction_id}/cancel"))
 
+    async def _create(
+        self, method: str, url: httpx.URL, body: dict[str, Any], waits: _Waits
+    ) -> tuple[httpx.Response, float, float]:
+        """Send the prediction, waiting out the container's setup (503) and a slot being
+        freed (409); returns the response and when (wall, monotonic) it was sent."""
+        deadline = time.monotonic() + self._opts.timeout_s - DEADLINE_MARGIN_S
+        slot_delay_s = 0.001
+        while True:
+            sent_wall, sent = time.time(), time.monotonic()
+            try:
+                self._sending += 1
+                try:
+                    response = await self._send(method, url, body)
+                    # All of ours in flight now were running together: that many slots exist.
+                    self._capacity = max(self._capacity, self._sending)
+                finally:
+                    self._sending -= 1
+                return response, sent_wall, sent
+            except ServerHTTPError as exc:
+                if exc.status_code != 503 or waits.setup_health is not None:
+                    raise
+                await self._await_setup(exc, deadline, waits)
+            except ThrottledError as exc:
+                if exc.status_code != 409 or self._sending >= self._capacity:
+                    raise  # a proxy's 429, or our own load fills every slot we know of
+                if waits.slot_wait_s + slot_delay_s > self._opts.slot_wait_s:
+                    raise  # taken for longer than a slot takes to free: someone else's load
+                if time.monotonic() + slot_delay_s > deadline:
+                    raise
+                await asyncio.sleep(slot_delay_s)
+                waits.slot_retries += 1
+                waits.slot_wait_s += time.monotonic() - sent
+                slot_delay_s = min(slot_delay_s * 2, SLOT_POLL_MAX_S)
+
+    async def _await_setup(self, refused: ServerHTTPError, deadline: float, waits: _Waits) -> None:
+        """After a 503: if the container is running its setup, read ``/health-check`` until
+        the setup has finished; otherwise the 503 stands."""
+        began = time.monotonic()
+        said_setup = "setup" in str(refused).lower()  # Cog: "Setup has not finished yet"
+        saw_starting = False
+        delay_s = 0.01
+        while True:
+            try:
+                health = self._json(await self._send("GET", self._health_url))
+            except ServerHTTPError as exc:  # a proxy with no container (yet) behind it
+                if exc.status_code != 503 or not said_setup:
+                    raise refused from exc
+                health = {}
+            status = health.get("status")
+            if status in (SETUP_FAILED, DEFUNCT):
+                setup = health.get("setup")
+                logs = setup.get("logs") if isinstance(setup, dict) else None
+                raise ServerHTTPError(
+                    redact(f"container setup failed ({status}): {str(logs)[-300:]}"),
+                    provider=self.name,
+                    status_code=503,
+                ) from refused
+            if status in (READY, BUSY):
+                if not (said_setup or saw_starting):
+                    raise refused  # up and running: the 503 came from something else
+                waits.setup_health = health
+                waits.setup_wait_s = time.monotonic() - began
+                return
+            saw_starting = saw_starting or status == STARTING
+            if not (saw_starting or said_setup):
+                raise refused  # not a container in setup: the 503 is the answer
+            if time.monotonic() + delay_s > deadline:
+                raise ColdTimeoutError(
+                    f"the container was still in setup after {time.monotonic() - began:.1f} s "
+                    f"(timeout_s={self._opts.timeout_s:g})",
+                    provider=self.name,
+                ) from refused
+            await asyncio.sleep(delay_s)
+            delay_s = min(delay_s * 1.5, SETUP_POLL_MAX_S)
+
     async def _result(
-        self, prediction: dict[str, Any], arrived_ns: int | None, began: float
+        self,
+        prediction: dict[str, Any],
+        response: httpx.Response,
+        sent_wall: float,
+        sent: float,
+        waits: _Waits,
     ) -> Result:
         if prediction["status"] not in p.TERMINAL_STATES:
             raise InvalidResponseError(
@@ -120,42 +260,50 @@ class CogProvider(p.PredictionProvider):
                 provider=self.name,
                 request_id=prediction["id"],
             )
+        round_trip_ms = (time.monotonic() - sent) * 1e3
         self._check_outcome(prediction, deadline_passed=False)
         queue_ms, execution_ms = p.phases_ms(prediction)
+        waited_ms = queue_ms if queue_ms is not None else round_trip_ms - (execution_ms or 0.0)
         cold: bool | None = False
+        confirmed = False
         setup_ms: float | None = None
         first, self._seen_first = not self._seen_first, True
-        if first or (queue_ms is not None and queue_ms >= self._opts.cold_threshold_ms):
-            cold, setup_ms = await self._setup_before(prediction)
+        if waits.setup_health is not None:
+            # The container itself answered "setup has not finished" to this very request.
+            cold, confirmed, setup_ms = True, True, _setup_ms(waits.setup_health)
+        elif first or waited_ms >= self._opts.cold_threshold_ms:
+            cold, confirmed, setup_ms = await self._setup_before(prediction, sent_wall, waited_ms)
         return Result(
             output=prediction.get("output"),
             http_status=200,
             request_id=prediction["id"],
-            first_byte_ns=arrived_ns,
+            first_byte_ns=first_byte_ns(response),
             queue_ms=queue_ms,
             execution_ms=execution_ms,
             setup_ms=setup_ms,
             cold=cold,
-            # The container's own clock says its setup ended after this prediction arrived:
-            # a reported fact, not a guess from timings.
-            cold_confirmed=cold is True,
+            cold_confirmed=confirmed,
+            detail=waits.detail(),
         )
 
-    async def _setup_before(self, prediction: dict[str, Any]) -> tuple[bool | None, float | None]:
-        """Whether the container's setup ended after ``prediction`` was created (both stamps
-        from the container's clock), and how long that setup took in ms."""
+    async def _setup_before(
+        self, prediction: dict[str, Any], sent_wall: float, waited_ms: float
+    ) -> tuple[bool | None, bool, float | None]:
+        """``(cold, confirmed, setup_ms)``: whether the container's setup ended after
+        ``prediction`` was created. With the container's own ``created_at`` both stamps are
+        its clock (a fact); without it (Cog 0.23) the send time on this machine's clock
+        stands in, and only a prediction that waited ``cold_threshold_ms`` can be cold."""
         health = self._json(await self._send("GET", self._health_url))
         setup = health.get("setup")
-        setup = setup if isinstance(setup, dict) else {}
-        setup_start = p.parse_time_s(setup.get("started_at"))
-        setup_end = p.parse_time_s(setup.get("completed_at"))
+        setup_end = p.parse_time_s(setup.get("completed_at")) if isinstance(setup, dict) else None
         created = p.parse_time_s(prediction.get("created_at"))
-        if setup_end is None or created is None:
-            return None, None
-        if setup_end <= created:
-            return False, None
-        setup_ms = None if setup_start is None else max(0.0, (setup_end - setup_start) * 1e3)
-        return True, setup_ms
+        if setup_end is None:
+            return None, False, None
+        if created is not None:
+            cold = setup_end > created
+        else:
+            cold = setup_end > sent_wall and waited_ms >= self._opts.cold_threshold_ms
+        return cold, cold and created is not None, _setup_ms(health) if cold else None
 
     async def state(self) -> FleetState:
         """One container's health: READY -> ready 1, BUSY -> busy 1, STARTING -> starting 1;
@@ -177,3 +325,13 @@ class CogProvider(p.PredictionProvider):
             throttled=None,
             detail=health,
         )
+
+
+def _setup_ms(health: dict[str, Any]) -> float | None:
+    """``setup.completed_at - setup.started_at`` from a ``/health-check`` body, in ms."""
+    setup = health.get("setup")
+    if not isinstance(setup, dict):
+        return None
+    start = p.parse_time_s(setup.get("started_at"))
+    end = p.parse_time_s(setup.get("completed_at"))
+    return None if start is None or end is None else max(0.0, (end - start) * 1e3)

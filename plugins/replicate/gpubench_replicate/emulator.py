@@ -41,10 +41,25 @@ _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _UNIT_S = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
+_TITLES = {
+    400: "Bad request",
+    401: "Unauthenticated",
+    404: "Not found",
+    405: "Method not allowed",
+    422: "Invalid input",
+    429: "Too many requests",
+}
+
+
 def error_body(status: int, message: str) -> tuple[bytes, str]:
-    """Replicate's error shape, with its throttle text for 429."""
+    """Replicate's error shape, an RFC 7807 problem (``application/problem+json`` with
+    ``title``, ``detail``, ``status``: the bodies recorded in replicate-python's
+    ``tests/cassettes/run__invalid-token.yaml``; the client reads them in
+    ``replicate/exceptions.py``), with its throttle text for 429."""
     detail = THROTTLED_DETAIL if status == 429 else message
-    return json.dumps({"detail": detail, "status": status}).encode(), "application/json"
+    title = _TITLES.get(status, "Internal server error" if status >= 500 else "Error")
+    body = {"title": title, "detail": detail, "status": status}
+    return json.dumps(body).encode(), "application/problem+json"
 
 
 def parse_duration_s(value: str) -> float | None:
@@ -71,6 +86,7 @@ def make_app(
     a create before answering with the incomplete prediction (the service's 60 s)."""
     require("starlette")
     from starlette.applications import Starlette
+    from starlette.exceptions import HTTPException
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response, StreamingResponse
     from starlette.routing import Route
@@ -215,7 +231,13 @@ def make_app(
                 "model": model,
                 "version": version,
                 "created_at": clock.iso(0.0),
-                "created_by": {"type": "organization", "username": owner},
+                # replicate 1.0.7's Account model requires type, username and name.
+                "created_by": {
+                    "type": "organization",
+                    "username": owner,
+                    "name": owner,
+                    "github_url": None,
+                },
                 "configuration": {
                     "hardware": hardware,
                     "min_instances": s.min_workers,
@@ -223,6 +245,24 @@ def make_app(
                 },
             },
         }
+
+    async def model_route(request: Request) -> Response:
+        if not authorized(request):
+            return error(401, "You did not pass a valid authentication token")
+        if owner_name(request) != model:
+            return error(404, "Not found.")
+        return JSONResponse(model_body(model, version_body(version, clock.iso(0.0))))
+
+    async def version_route(request: Request) -> Response:
+        if not authorized(request):
+            return error(401, "You did not pass a valid authentication token")
+        wanted = request.path_params.get("version_id")
+        if owner_name(request) != model or wanted not in (None, version):
+            return error(404, "Not found.")
+        body = version_body(version, clock.iso(0.0))
+        if wanted is None:  # the list: one page
+            return JSONResponse({"next": None, "previous": None, "results": [body]})
+        return JSONResponse(body)
 
     async def deployment_route(request: Request) -> Response:
         if not authorized(request):
@@ -257,6 +297,11 @@ def make_app(
             for task in list(deadlines):
                 task.cancel()
 
+    async def not_routed(request: Request, exc: Exception) -> Response:
+        # Unknown routes and methods answer the API's JSON problem, never Starlette's text.
+        status = getattr(exc, "status_code", 500)
+        return error(status, "Not found." if status == 404 else str(getattr(exc, "detail", "")))
+
     app = Starlette(
         routes=[
             Route("/v1/models/{owner}/{name}/predictions", create_on_model, methods=["POST"]),
@@ -269,11 +314,62 @@ def make_app(
             Route("/v1/predictions/{prediction_id}", get_prediction, methods=["GET"]),
             Route("/v1/predictions/{prediction_id}/cancel", cancel, methods=["POST"]),
             Route("/v1/deployments/{owner}/{name}", deployment_route, methods=["GET", "PATCH"]),
+            Route("/v1/models/{owner}/{name}", model_route, methods=["GET"]),
+            Route("/v1/models/{owner}/{name}/versions", version_route, methods=["GET"]),
+            Route(
+                "/v1/models/{owner}/{name}/versions/{version_id}", version_route, methods=["GET"]
+            ),
             Route("/stream/{prediction_id}", stream, methods=["GET"]),
         ],
         lifespan=lifespan,
+        exception_handlers={HTTPException: not_routed},
     )
     return FaultInjector(app, fleet, _route, render_error=error_body)
+
+
+def version_body(version: str, created_at: str) -> dict[str, Any]:
+    """A model version: the fields replicate 1.0.7's ``Version`` requires, and a Cog OpenAPI
+    schema (``components.schemas.Input``/``Output``) for the echo probe's inputs."""
+    schemas = {
+        "Input": {
+            "type": "object",
+            "title": "Input",
+            "properties": {
+                "echo": {"type": "string", "title": "Echo", "x-order": 0},
+                "sleep_ms": {"type": "number", "title": "Sleep Ms", "default": 0, "x-order": 1},
+            },
+        },
+        "Output": {"type": "object", "title": "Output"},
+    }
+    return {
+        "id": version,
+        "created_at": created_at,
+        "cog_version": "0.23.1",
+        "openapi_schema": {
+            "openapi": "3.0.2",
+            "info": {"title": "Cog", "version": "0.1.0"},
+            "components": {"schemas": schemas},
+        },
+    }
+
+
+def model_body(model: str, latest_version: dict[str, Any]) -> dict[str, Any]:
+    """A model as ``GET /v1/models/{owner}/{name}`` returns it (replicate 1.0.7's ``Model``)."""
+    owner, name = model.split("/", 1)
+    return {
+        "url": f"https://replicate.com/{model}",
+        "owner": owner,
+        "name": name,
+        "description": "gpubench's echo model (emulated)",
+        "visibility": "public",
+        "github_url": None,
+        "paper_url": None,
+        "license_url": None,
+        "run_count": 0,
+        "cover_image_url": None,
+        "default_example": None,
+        "latest_version": latest_version,
+    }
 
 
 def _event(name: str, event_id: int, data: str) -> bytes:

@@ -42,7 +42,7 @@ def replicate_url() -> Iterator[str]:
 
 @pytest.fixture
 def cog_url() -> Iterator[str]:
-    yield from _serve("gpubench_replicate.cog_emulator", "--containers", "3")
+    yield from _serve("gpubench_replicate.cog_emulator", "--containers", "3", "--proxy")
 
 
 @pytest.mark.slow
@@ -82,6 +82,9 @@ def test_gpubench_run_of_the_example_against_the_emulators(
             target,
             [(i.seq, i.cold, i.queue_ms, i.setup_ms) for i in mine if i.scenario == 0],
         )
+        if target == "cog-container":  # Cog 0.23 sends no created_at/started_at: no queue
+            assert all(i.queue_ms is None for i in mine)
+            continue
         for inv in cold:  # the starting phase includes the emulators' 0.5 s boot
             assert inv.queue_ms is not None and inv.queue_ms >= 450
         assert all(i.queue_ms is not None and i.queue_ms < 300 for i in warm)

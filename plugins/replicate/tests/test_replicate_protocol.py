@@ -157,7 +157,9 @@ def test_emulator_accepts_token_and_bearer_and_refuses_others(served: ServedApp)
     for scheme, status in (("Token", 201), ("Bearer", 201), ("Basic", 401)):
         response = httpx.post(url, json=body, headers={"Authorization": f"{scheme} {KEY}"})
         assert response.status_code == status, (scheme, response.text)
+    assert response.headers["content-type"] == "application/problem+json"
     assert response.json() == {
+        "title": "Unauthenticated",
         "detail": "You did not pass a valid authentication token",
         "status": 401,
     }

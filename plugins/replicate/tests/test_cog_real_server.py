@@ -1,0 +1,256 @@
+"""``CogProvider``, unchanged, against Cog's own HTTP server (PyPI ``cog`` 0.23, whose
+``python -m cog.server.http`` starts the Rust ``coglet`` server; no docker).
+
+The predictor is written here: ``setup()`` sleeps ``SETUP_S``, ``predict()`` sleeps the
+request's ``sleep_ms`` and echoes ``echo``, the keys ``EchoProbe`` sends (once the shared
+input mapping lands, a predictor with a real schema, e.g. ``prompt``, plus a rename belongs here).
+The server starts as a subprocess and the run begins while ``setup()`` still runs, as after a
+container start: the first prediction gets Cog's 503 and must come back as the cold start, with
+Cog's own setup time; a sequential run must record no error at all (Cog frees its slot just
+after answering, so a request sent at once can get 409), and a burst on the one-slot container
+records its 409s as throttled.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import coglet  # noqa: F401  (the testing extra installs cog and its server: CI never skips)
+import httpx
+import pytest
+from gpubench_replicate import CogProvider
+
+import gpubench_sdk as gb
+from gpubench_sdk import Outcome
+
+SETUP_S = 1.0
+SLEEP_MS = 50.0
+CLI_SETUP_S = 4.0
+PREDICTOR = """
+import time
+
+from cog import BasePredictor
+
+
+class Predictor(BasePredictor):
+    def setup(self) -> None:
+        time.sleep({setup_s})
+
+    def predict(self, echo: str = "", sleep_ms: float = 0.0) -> dict:
+        time.sleep(sleep_ms / 1000)
+        return {{"echo": echo}}
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def cog_url(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh Cog server whose ``setup()`` (``SETUP_S``, or the test's parameter) is still
+    running when the test begins."""
+    setup_s = getattr(request, "param", SETUP_S)
+    (tmp_path / "predict.py").write_text(PREDICTOR.format(setup_s=setup_s))
+    port = _free_port()
+    env = {
+        **os.environ,
+        "PORT": str(port),
+        "COG_PREDICT_TYPE_STUB": "predict.py:Predictor",
+        # coglet starts its worker as `python`: this interpreter's, so it finds coglet
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    log = (tmp_path / "cog.log").open("w")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "cog.server.http", "--host", "127.0.0.1"],
+        cwd=tmp_path,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # its worker subprocess goes with it
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert server.poll() is None, (tmp_path / "cog.log").read_text()
+            try:
+                health = httpx.get(f"{url}/health-check", timeout=1).json()
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, "the Cog server never listened"
+                time.sleep(0.02)
+        assert health["status"] == "STARTING", health  # setup() is running: a cold container
+        yield url
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait(5)
+        log.close()
+
+
+def _cog_setup_ms(url: str) -> float:
+    """The setup time Cog itself reports, from its ``/health-check``."""
+    setup = httpx.get(f"{url}/health-check").json()["setup"]
+    started = gb_time(setup["started_at"])
+    return (gb_time(setup["completed_at"]) - started) * 1e3
+
+
+def gb_time(stamp: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(stamp).timestamp()
+
+
+def _logged_predict_ms(log: Path) -> dict[str, float]:
+    """``predict_time`` per prediction id from coglet's JSON log ("Prediction worker
+    completed"), in ms: the server's own figure, apart from the response's ``metrics``."""
+    found = {}
+    for line in log.read_text().splitlines():
+        if '"predict_time"' in line:
+            fields = json.loads(line)["fields"]
+            found[fields["prediction_id"]] = fields["predict_time"] * 1e3
+    return found
+
+
+def _raw_p50_ms(url: str, n: int = 20) -> float:
+    """Median round trip of a plain HTTP client for the same prediction: the handler's sleep
+    plus the server's (and loopback's) own overhead, which no benchmark tool can go below."""
+    with httpx.Client(base_url=url) as client:
+        times = []
+        for _ in range(n):
+            began = time.perf_counter()
+            body = {"input": {"echo": "x", "sleep_ms": SLEEP_MS}}
+            response = client.post("/predictions", json=body)
+            times.append((time.perf_counter() - began) * 1e3)
+            assert response.status_code == 200, response.text
+            time.sleep(0.005)  # let Cog free its slot: this is the reference, not the test
+    return statistics.median(times)
+
+
+def test_sequential_and_burst_through_run(cog_url: str, tmp_path: Path) -> None:
+    store = tmp_path / "cog.sqlite"
+    result = anyio.run(
+        lambda: gb.run(
+            {"cog": CogProvider(url=cog_url, timeout_s=30)},
+            gb.EchoProbe(sleep_ms=SLEEP_MS),
+            [gb.Burst(total=30, concurrency=1), gb.Burst(total=16, concurrency=4)],
+            store=store,
+            name="cog-real-server",
+        )
+    )
+    with gb.Store(store) as s:
+        invs = s.invocations(result.run.id)
+    sequential = sorted((i for i in invs if i.scenario == 0), key=lambda i: i.start_ns)
+    burst = [i for i in invs if i.scenario == 1]
+
+    # sequential: no spurious error, not even one 409 recorded as throttled
+    assert [i.outcome for i in sequential] == [Outcome.OK] * 30, [i.error for i in sequential]
+    first, warm = sequential[0], sequential[1:]
+    # the first prediction met setup() (503) and waited it out: the cold start, Cog's setup time
+    assert first.cold is True and first.cold_confirmed, first
+    assert first.setup_ms == pytest.approx(_cog_setup_ms(cog_url), abs=0.01)
+    assert first.setup_ms >= SETUP_S * 1e3
+    assert first.detail is not None and first.detail["setup_wait_ms"] > 0
+    assert not any(i.cold for i in warm) and all(i.setup_ms is None for i in warm)
+    # execution_ms is Cog's metrics.predict_time: the handler's sleep and little more
+    assert all(SLEEP_MS <= (i.execution_ms or 0) < SLEEP_MS + 20 for i in warm)
+    overhead_ms = _raw_p50_ms(cog_url) - SLEEP_MS  # Cog's own, measured by a plain client
+    p50 = statistics.median((i.end_ns - i.start_ns) / 1e6 for i in warm)
+    exec_p50 = statistics.median(i.execution_ms or 0 for i in warm)
+    # what gpubench measures is what the server costs: within 5 ms of sleep + raw overhead
+    assert abs(p50 - (SLEEP_MS + overhead_ms)) < 5, (p50, exec_p50, overhead_ms)
+    # ... and its execution_ms is Cog's metrics.predict_time, which matches the time Cog's
+    # worker logged for that very prediction within the server's own hand-over (~0.6 ms)
+    logged = _logged_predict_ms(tmp_path / "cog.log")
+    gaps = [abs((i.execution_ms or 0) - logged[i.request_id]) for i in sequential]
+    assert statistics.median(gaps) < 2 and max(gaps[1:]) < 10, gaps
+
+    # a burst of 4 on one slot: the 409s are real, recorded as throttled, nothing else fails
+    outcomes = {i.outcome for i in burst}
+    assert outcomes <= {Outcome.OK, Outcome.THROTTLED}, [i.error for i in burst]
+    throttled = [i for i in burst if i.outcome is Outcome.THROTTLED]
+    assert throttled and all("At capacity" in (i.error or "") for i in throttled)
+    assert any(i.outcome is Outcome.OK for i in burst)
+    print(  # the figures for the record (pytest -s)
+        f"\nsetup_ms={first.setup_ms:.1f} cold latency={(first.end_ns - first.start_ns) / 1e6:.1f}"
+        f" ms; warm p50={p50:.2f} ms exec p50={exec_p50:.2f} ms raw overhead={overhead_ms:.2f}"
+        f" ms; slot retries={sum((i.detail or {}).get('slot_retries', 0) for i in warm)};"
+        f" burst throttled={len(throttled)}/{len(burst)}; execution_ms - logged predict_time:"
+        f" median {statistics.median(gaps):.3f} ms, max warm {max(gaps[1:]):.3f} ms"
+    )
+
+
+@pytest.mark.parametrize("cog_url", [CLI_SETUP_S], indirect=True)
+def test_cli_run(cog_url: str, tmp_path: Path) -> None:
+    """``gpubench run`` of a plan: the CLI's own start-up takes a second or two, so the
+    container's setup lasts ``CLI_SETUP_S`` to be still running when the first request lands."""
+    plan = tmp_path / "cog.toml"
+    plan.write_text(
+        f"""
+[run]
+name = "cog-cli"
+output = "cli.sqlite"
+
+[workload]
+kind = "probe"
+sleep_ms = {SLEEP_MS}
+
+[[targets]]
+name = "cog"
+provider = "cog"
+url = "{cog_url}"
+timeout_s = 30
+
+[[scenarios]]
+kind = "burst"
+total = 20
+concurrency = 1
+"""
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "gpubench_sdk", "run", str(plan), "--quiet"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    with gb.Store(tmp_path / "cli.sqlite") as s:
+        (run,) = s.runs()
+        invs: list[Any] = s.invocations(run.id)
+    assert [i.outcome for i in invs] == [Outcome.OK] * 20, [i.error for i in invs]
+    cold = [i for i in invs if i.cold]
+    assert len(cold) == 1 and cold[0].seq == 0 and cold[0].setup_ms >= CLI_SETUP_S * 1e3
+    assert cold[0].cold_confirmed
+
+
+def test_example_runs(tmp_path: Path) -> None:
+    """examples/cog_own_server.py, as a user runs it."""
+    example = Path(__file__).resolve().parents[3] / "examples" / "cog_own_server.py"
+    done = subprocess.run(
+        [sys.executable, str(example), str(tmp_path / "example.sqlite")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "requests=20 errors=0" in done.stdout, done.stdout
+    assert "first prediction: cold=True confirmed=True" in done.stdout, done.stdout
