@@ -1,11 +1,16 @@
-"""A KServe model for the Inferless tests, served by kserve's own ``ModelServer`` (the Open
-Inference Protocol server KServe ships): it sleeps the ``sleep_ms`` its request carries (the
-echo probe's contract) and answers its input tensors back.
+"""A KServe model served by kserve's own ``ModelServer`` (the Open Inference Protocol server
+KServe ships): it sleeps the ``sleep_ms`` its request carries (the echo probe's contract) and
+answers its input tensors back. gpubench's Inferless plugin benchmarks it as it would a model
+on Inferless (see examples/inferless_kserve.toml and docs/providers/inferless.md).
 
-Run as a script with an interpreter that has ``kserve`` (see ``test_inferless_kserve.py``):
-``python kserve_sleep_model.py --http_port P --model_name M`` (both parsed by kserve's own
-``kserve.model_server.parser``). The answer's ``parameters.inference_ms`` is the time
-``predict`` took, measured inside the server: the server-reported time to compare against.
+Run it with an interpreter that has kserve (kserve pins psutil<6, so give it its own venv):
+
+    python3 -m venv .kserve && .kserve/bin/pip install kserve==0.21.0
+    .kserve/bin/python examples/kserve_sleep_model.py --http_port 8080 --model_name sleepy
+
+(``--http_port`` and ``--model_name`` are kserve's own ``kserve.model_server.parser``
+arguments.) Each answer's ``parameters.inference_ms`` is the time ``predict`` took, measured
+inside the server. The Inferless plugin's tests serve this same file.
 """
 
 from __future__ import annotations
