@@ -13,8 +13,11 @@ reads at call time; the client has no other setting for it).
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -196,3 +199,14 @@ def test_plugin_reads_what_the_client_wrote(served: ServedApp, fleet: SimulatedF
     assert result.output == " tok0 tok1"
     assert (running, paused) == ("running", "paused")
     assert resumed in ("scaledToZero", "initializing", "running")
+
+
+def test_the_official_client_example_runs(tmp_path: Path) -> None:
+    """examples/huggingface_hub_client.py, as a user runs it: a fresh interpreter."""
+    script = Path(__file__).resolve().parents[3] / "examples" / "huggingface_hub_client.py"
+    done = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert "huggingface_hub: 8 tokens" in done.stdout and "streamed 4 tokens" in done.stdout
+    assert "gpubench: n=20 ok=20" in done.stdout and "tokens {8}" in done.stdout
