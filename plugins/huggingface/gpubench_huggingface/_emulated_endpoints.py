@@ -28,9 +28,9 @@ from gpubench_sdk import ScalingSettings
 from gpubench_sdk.testing import SimulatedFleet
 
 from . import _protocol as hf
+from ._emulated_tgi import REVISION, until
 
 CREATED_AT = "2026-01-01T00:00:00.000Z"
-REVISION = "0123456789abcdef0123456789abcdef01234567"
 _USER = {"id": "6630e5f1d0c8a5b3e1f2a3b4", "name": "gpubench"}
 _MESSAGES = {
     hf.RUNNING: "Endpoint is running",
@@ -40,14 +40,6 @@ _MESSAGES = {
 }
 
 Error = Callable[[int, str], Response]
-
-
-async def until(condition: Callable[[], bool], interval_s: float = 0.002) -> None:
-    """The fleet signals neither a job's start nor its last worker's stop: poll for them."""
-    while True:
-        if condition():
-            return
-        await asyncio.sleep(interval_s)
 
 
 class EndpointAPI:

@@ -17,10 +17,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Literal
 
 from gpubench_sdk.testing import Job, JobStatus, SimulatedFleet
+
+REVISION = "0123456789abcdef0123456789abcdef01234567"  # the emulated model's commit
+
+
+async def until(condition: Callable[[], bool], interval_s: float = 0.002) -> None:
+    """The fleet signals neither a job's start nor its last worker's stop: poll for them."""
+    while True:
+        if condition():
+            return
+        await asyncio.sleep(interval_s)
 
 
 def validation_error(parameters: Any) -> str | None:

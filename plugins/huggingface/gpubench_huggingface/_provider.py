@@ -403,9 +403,8 @@ class HuggingFaceProvider(Provider):
         return await self._action("pause")
 
     async def resume(self) -> mgmt.EndpointStatus:
-        """Resume a paused endpoint. One already running is left as it is: HF refuses that
-        resume with 400 "already running", which ``huggingface_hub`` reads as success too
-        (``resume_inference_endpoint(running_ok=True)``)."""
+        """Resume a paused endpoint; one already running (HF: 400 "already running") is left
+        as it is, as ``huggingface_hub``'s ``resume_inference_endpoint(running_ok=True)``."""
         try:
             return await self._action("resume")
         except ClientHTTPError as exc:

@@ -48,8 +48,7 @@ from gpubench_sdk.testing import (
 )
 
 from . import _protocol as hf
-from ._emulated_endpoints import REVISION, until
-from ._emulated_tgi import TgiShapes, validation_error
+from ._emulated_tgi import REVISION, TgiShapes, until, validation_error
 
 DEFAULT_NAMESPACE = "gpubench"
 DEFAULT_ENDPOINT_NAME = "emulated-endpoint"

@@ -108,7 +108,12 @@ def decode_tensors(tensors: Any) -> dict[str, Any]:
     return values
 
 
-_TENSOR_FIELDS: Final = (("name", str), ("shape", list), ("datatype", str), ("data", list))
+_TENSOR_FIELDS: Final[tuple[tuple[str, type], ...]] = (
+    ("name", str),
+    ("shape", list),
+    ("datatype", str),
+    ("data", list),
+)
 
 
 def request_problem(body: Any) -> tuple[int, Any] | None:
@@ -134,12 +139,12 @@ def request_problem(body: Any) -> tuple[int, Any] | None:
     for i, t in enumerate(inputs):
         if not isinstance(t, dict):
             return invalid(["inputs", i], "model_type", "Input should be a valid dictionary")
-        for field, kind in _TENSOR_FIELDS:
+        for field, expected in _TENSOR_FIELDS:
             if field not in t:
                 return invalid(["inputs", i, field], "missing", "Field required")
-            if not isinstance(t[field], kind):
-                msg = f"Input should be a valid {kind.__name__}"
-                return invalid(["inputs", i, field], f"{kind.__name__}_type", msg)
+            if not isinstance(t[field], expected):
+                msg = f"Input should be a valid {expected.__name__}"
+                return invalid(["inputs", i, field], f"{expected.__name__}_type", msg)
         shape = t["shape"]
         if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
             return invalid(["inputs", i, "shape"], "int_type", "dimensions must be integers >= 0")
