@@ -101,6 +101,20 @@ def test_text_generation_plain_details_and_stream(served: ServedApp, fleet: Simu
     assert info["model_id"] == "gpubench/emulated" and info["max_concurrent_requests"] == 128
 
 
+def test_async_client_streams_with_details(served: ServedApp) -> None:
+    from huggingface_hub import AsyncInferenceClient
+
+    async def stream() -> list[Any]:
+        client = AsyncInferenceClient(model=served.url, token=KEY, provider="hf-inference")
+        warm(client_for(served))
+        events = await client.text_generation("a b", max_new_tokens=3, stream=True, details=True)
+        return [event async for event in events]
+
+    events = asyncio.run(stream())
+    assert [e.token.text for e in events] == [" tok0", " tok1", " tok2"]
+    assert events[-1].details is not None and events[-1].details.generated_tokens == 3
+
+
 def test_text_generation_errors(served: ServedApp, fleet: SimulatedFleet) -> None:
     cold = client_for(served)
     with pytest.raises(HfHubHTTPError) as loading:  # no replica: the proxy's 503

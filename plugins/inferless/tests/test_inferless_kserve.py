@@ -188,3 +188,27 @@ def test_gpubench_run_of_the_kserve_example(kserve_url: str, tmp_path: Path) -> 
         invocations = store.invocations(r.id)
     assert r.status == "completed" and len(invocations) == 2 + 30 + 40
     assert all(i.ok for i in invocations)
+
+
+def test_kserve_client_drives_the_emulator() -> None:
+    """KServe's own v2 client (``kserve.InferenceRESTClient``: health, readiness, infer from a
+    dict and from an ``InferRequest``, and its refusals) accepts every answer of the emulator."""
+    import json
+
+    from gpubench_inferless.emulator import make_app
+
+    from gpubench_sdk.testing import FleetConfig, SimulatedFleet, serve
+
+    script = Path(__file__).with_name("kserve_client_calls.py")
+    key = "inf_kserve_client_5e7a"
+    with serve(make_app(SimulatedFleet(FleetConfig()), api_key=key, model=MODEL)) as emulated:
+        done = subprocess.run(
+            [kserve_python(), str(script), emulated.url, MODEL, key],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 0, done.stderr[-2000:]
+    calls = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    refused = [c for c in calls if not c["accepted"]]
+    assert len(calls) == 9 and refused == [], refused
