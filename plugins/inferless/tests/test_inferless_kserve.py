@@ -1,7 +1,9 @@
 """The Inferless plugin, unchanged, against a real KServe v2 server: kserve's own
 ``ModelServer`` serving a model written for it (``examples/kserve_sleep_model.py``: it sleeps
 the echo probe's ``sleep_ms`` and reports the time ``predict`` took as
-``parameters.inference_ms``), through the runner and through ``gpubench run`` of the example.
+``parameters.inference_ms``), through the runner and through ``gpubench run`` of the example;
+and KServe's own client (``kserve.InferenceRESTClient``, ``kserve_client_calls.py``) against
+the emulator.
 
 kserve pins ``psutil<6`` while ``runpod`` needs ``psutil>=7.2``, so it cannot share the test
 venv: the server runs in its own interpreter, ``GPUBENCH_KSERVE_PYTHON`` (CI makes one, see
