@@ -95,7 +95,7 @@ def make_app(
             job = fleet.submit(payload, job_id=request_id)
         except QueueFull as exc:
             return error(429, f"too many queued requests: {exc}")
-        version = request.path_params.get("version", "1")
+        version = request.path_params.get("version")  # kserve: null when the URL has none
         if streams and "text/event-stream" in request.headers.get("accept", ""):
             inflight[0] += 1
 
