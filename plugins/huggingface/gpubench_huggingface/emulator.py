@@ -113,7 +113,7 @@ def make_app(
             text = "Failed to deserialize the JSON body into the target type: inputs: missing"
             return PlainTextResponse(f"{text} or not a string", status_code=422)
         if not isinstance(body, dict) or "inputs" not in body:
-            return error(400, f"Body needs to provide a inputs key, recieved: {body!r}"[:200])
+            return error(400, f"Body needs to provide a inputs key, received: {body!r}"[:200])
         refused = validation_error(body.get("parameters"))
         if isinstance(body["inputs"], str) and refused is not None:
             return error(422, refused, "validation")
