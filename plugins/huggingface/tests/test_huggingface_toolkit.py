@@ -121,3 +121,24 @@ async def test_plugin_against_the_inference_toolkit(toolkit_url: str, tmp_path: 
     assert statistics.median(par) >= 2 * SLEEP_MS
     assert failed.value.status_code == 400 and "CUDA out of memory" in str(failed.value)
     assert all(i.cold is False for i in invocations)
+
+
+async def test_emulator_refuses_as_the_toolkit_does(toolkit_url: str) -> None:
+    """The emulator's custom-handler route (``POST /`` with an object ``inputs``) answers a bad
+    body and a failing handler with the toolkit's statuses and ``{"error"}`` bodies."""
+    from gpubench_huggingface.emulator import make_app
+
+    from gpubench_sdk.testing import FleetConfig, SimulatedFleet, serve
+
+    hold = {"X-Scale-Up-Timeout": "10"}  # the emulator's proxy: wait for its replica
+    with serve(make_app(SimulatedFleet(FleetConfig()))) as emulated:
+        async with httpx.AsyncClient(timeout=30) as client:
+            for body in ({"nope": 1}, {"inputs": {"fail": "boom"}}, {"inputs": {"echo": "e"}}):
+                real = await client.post(toolkit_url, json=body)
+                ours = await client.post(emulated.url, json=body, headers=hold)
+                assert real.status_code == ours.status_code, (body, real.text, ours.text)
+                if real.status_code >= 400:
+                    assert set(real.json()) == set(ours.json()) == {"error"}
+                    assert "boom" in real.json()["error"] or "inputs" in real.json()["error"]
+                else:
+                    assert real.json()["echo"] == ours.json()["echo"] == "e"
