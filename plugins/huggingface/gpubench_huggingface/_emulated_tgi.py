@@ -1,15 +1,62 @@
-"""What the emulator's model server answers: toolkit and TGI bodies, TGI's SSE events and its
-timing headers, built from a simulated fleet's job (sources in ``_protocol``)."""
+"""What the emulator's model server answers: toolkit and TGI bodies, TGI's SSE events, its
+validation errors and timing headers, built from a simulated fleet's job (sources in
+``_protocol``; the shapes checked against ``huggingface_hub``'s ``TextGenerationOutput`` and
+``TextGenerationStreamOutput``, which parse them).
+
+TGI's bodies (text-generation-inference ``router/src/lib.rs``): ``GenerateResponse`` is
+``{"generated_text", "details"?}``, ``details`` only when the request asked for it
+(``parameters.details``), as ``{"finish_reason", "generated_tokens", "seed", "prefill",
+"tokens"}``; a ``StreamResponse`` event is ``{"index", "token", "generated_text", "details"}``,
+the last one carrying the text and, when asked, ``{"finish_reason", "generated_tokens", "seed",
+"input_length"}``. ``POST /`` (``compat_generate``) streams when the body says ``"stream":
+true`` and otherwise answers ``[GenerateResponse]``.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Literal
 
 from gpubench_sdk.testing import Job, JobStatus, SimulatedFleet
+
+REVISION = "0123456789abcdef0123456789abcdef01234567"  # the emulated model's commit
+
+
+async def until(condition: Callable[[], bool], interval_s: float = 0.002) -> None:
+    """The fleet signals neither a job's start nor its last worker's stop: poll for them."""
+    while True:
+        if condition():
+            return
+        await asyncio.sleep(interval_s)
+
+
+def validation_error(parameters: Any) -> str | None:
+    """TGI's 422 ``validation`` message for parameters it refuses, else ``None`` (the rules
+    and wording of text-generation-inference ``router/src/validation.rs``)."""
+    if not isinstance(parameters, dict):
+        return None if parameters is None else "`parameters` must be an object"
+
+    def number(name: str) -> float | None:
+        value = parameters.get(name)
+        return float(value) if isinstance(value, int | float) else None
+
+    temperature, top_p = number("temperature"), number("top_p")
+    top_k, max_new = number("top_k"), number("max_new_tokens")
+    repetition = number("repetition_penalty")
+    if temperature is not None and temperature <= 0:
+        return "`temperature` must be strictly positive"
+    if repetition is not None and repetition <= 0:
+        return "`repetition_penalty` must be strictly positive"
+    if top_p is not None and not 0 < top_p < 1:
+        return "`top_p` must be > 0.0 and < 1.0"
+    if top_k is not None and top_k <= 0:
+        return "`top_k` must be strictly positive"
+    if max_new is not None and max_new <= 0:
+        return "`max_new_tokens` must be strictly positive"
+    return None
 
 
 class TgiShapes:
@@ -46,26 +93,33 @@ class TgiShapes:
         return payload
 
     @staticmethod
-    def _tokens(job: Job) -> list[str]:
-        return [f" tok{i}" for i in range(len(job.stream))]
+    def _token(index: int) -> dict[str, Any]:
+        return {"id": 100 + index, "text": f" tok{index}", "logprob": -0.1, "special": False}
 
     def generated_text(self, job: Job) -> str:
         if job.stream:
-            return "".join(self._tokens(job))
+            return "".join(self._token(i)["text"] for i in range(len(job.stream)))
         output = job.output
         return output if isinstance(output, str) else json.dumps(output)
 
-    def toolkit_output(self, job: Job) -> Any:
-        """A prompt gets the text-generation pipeline's ``[{"generated_text"}]``; any other
-        input the handler's own answer."""
-        if "prompt" in job.input:
-            return [{"generated_text": self.generated_text(job)}]
-        return job.output
+    def root_output(self, job: Job, tgi: bool, details: bool) -> Any:
+        """``POST /``: a text ``inputs`` gets ``[GenerateResponse]`` (TGI's ``compat_generate``;
+        the toolkit's text-generation pipeline answers the same list); an object ``inputs`` the
+        custom handler's own answer."""
+        return [self.generate_output(job, details)] if tgi else job.output
 
-    def generate_output(self, job: Job) -> dict[str, Any]:
-        text = self.generated_text(job)
-        details = {"finish_reason": "length", "generated_tokens": max(1, len(job.stream))}
-        return {"generated_text": text, "details": {**details, "seed": None, "prefill": []}}
+    def generate_output(self, job: Job, details: bool) -> dict[str, Any]:
+        answer: dict[str, Any] = {"generated_text": self.generated_text(job)}
+        if details:
+            tokens = [self._token(i) for i in range(len(job.stream))]
+            answer["details"] = {
+                "finish_reason": "length",
+                "generated_tokens": max(1, len(tokens)),
+                "seed": None,
+                "prefill": [],
+                "tokens": tokens,
+            }
+        return answer
 
     def _boot_end_s(self, job: Job) -> float | None:
         for bill in self.fleet.billing.workers:
@@ -82,7 +136,6 @@ class TgiShapes:
         total_ms = (job.finished_s - seen_s) * 1e3
         inference_ms = (job.finished_s - job.started_s) * 1e3
         generated = max(1, len(job.stream))
-        prompt = job.input.get("prompt")
         seconds = self.compute_time_unit == "s"
         compute = repr(total_ms / 1e3) if seconds else str(int(total_ms))
         return {
@@ -94,20 +147,26 @@ class TgiShapes:
             "x-queue-time": str(int((job.started_s - seen_s) * 1e3)),
             "x-inference-time": str(int(inference_ms)),
             "x-time-per-token": str(int(inference_ms / generated)),
-            "x-prompt-tokens": str(len(prompt.split()) if isinstance(prompt, str) else 1),
+            "x-prompt-tokens": str(self.prompt_tokens(job)),
             "x-generated-tokens": str(generated),
         }
 
-    async def stream_events(self, job: Job) -> AsyncIterator[dict[str, Any]]:
+    @staticmethod
+    def prompt_tokens(job: Job) -> int:
+        prompt = job.input.get("prompt")
+        return len(prompt.split()) if isinstance(prompt, str) else 1
+
+    async def stream_events(self, job: Job, details: bool) -> AsyncIterator[dict[str, Any]]:
         """One event per token as the fleet produces it; the last token's event carries
-        ``generated_text`` and ``details`` (held back until the job ends, as TGI does)."""
+        ``generated_text`` (and ``details`` when asked), held back until the job ends, as TGI
+        does. A failed generation ends with TGI's ``{"error", "error_type"}`` event."""
         sent = 0
         pending: dict[str, Any] | None = None
         while True:
             while sent < len(job.stream):
                 if pending is not None:
                     yield pending
-                token = {"id": sent, "text": f" tok{sent}", "logprob": -0.1, "special": False}
+                token = self._token(sent)
                 pending = {"index": sent, "token": token, "generated_text": None, "details": None}
                 sent += 1
             if job.done.is_set() and sent >= len(job.stream):
@@ -118,7 +177,14 @@ class TgiShapes:
             yield {"error": job.error or f"request {job.status.value}", "error_type": "generation"}
             return
         if pending is None:  # nothing generated: only the end-of-sequence token
-            token = {"id": 0, "text": "</s>", "logprob": -0.1, "special": True}
-            pending = {"index": 0, "token": token}
-        details = {"finish_reason": "length", "generated_tokens": max(1, sent), "seed": None}
-        yield {**pending, "generated_text": self.generated_text(job), "details": details}
+            token = {"id": 2, "text": "</s>", "logprob": -0.1, "special": True}
+            pending = {"index": 0, "token": token, "generated_text": None, "details": None}
+        final = {**pending, "generated_text": self.generated_text(job)}
+        if details:
+            final["details"] = {
+                "finish_reason": "length",
+                "generated_tokens": max(1, sent),
+                "seed": None,
+                "input_length": self.prompt_tokens(job),
+            }
+        yield final

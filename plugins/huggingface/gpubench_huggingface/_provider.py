@@ -403,7 +403,14 @@ class HuggingFaceProvider(Provider):
         return await self._action("pause")
 
     async def resume(self) -> mgmt.EndpointStatus:
-        return await self._action("resume")
+        """Resume a paused endpoint; one already running (HF: 400 "already running") is left
+        as it is, as ``huggingface_hub``'s ``resume_inference_endpoint(running_ok=True)``."""
+        try:
+            return await self._action("resume")
+        except ClientHTTPError as exc:
+            if exc.status_code != 400 or "already running" not in str(exc):
+                raise
+        return await self.endpoint_status()
 
     async def state(self) -> FleetState:
         return (await self.endpoint_status()).fleet_state()

@@ -1,18 +1,24 @@
 """A Hugging Face Inference Endpoints emulator on the testing kit's simulated fleet.
 
-One ASGI app plays both hosts, as the real service splits them: the endpoint URL (the toolkit's
-``POST /``, TGI's ``POST /generate`` and ``/generate_stream``, ``GET /health``) behind HF's proxy,
-and the management API ``/v2/endpoint/{namespace}/{name}`` (GET, PUT ``compute.scaling``,
-POST ``pause``/``resume``/``scale-to-zero``). Point the provider at it with ``url=<url>`` and
-``management_url=<url>/v2``. The quirks users meet are reproduced:
+One ASGI app plays both hosts, as the real service splits them: the endpoint URL behind HF's
+proxy, and the management API ``/v2/endpoint/{namespace}/{name}`` (GET, PUT, POST
+``pause``/``resume``/``scale-to-zero``; see ``_emulated_endpoints``). The endpoint URL speaks
+TGI as ``huggingface_hub``'s ``InferenceClient`` expects it: ``POST /generate``, ``POST
+/generate_stream`` (SSE token events), ``POST /`` with a text ``inputs`` (TGI's
+``compat_generate``: ``"stream": true`` streams, else ``[GenerateResponse]``), ``details`` only
+when ``parameters.details`` asks, ``GET /health`` and ``GET /info``; ``POST /`` with an object
+``inputs`` is the inference toolkit's custom handler. Point the provider at it with
+``url=<url>`` and ``management_url=<url>/v2``. The quirks users meet are reproduced:
 
 - no ready replica: the proxy answers 503 (``initializing_status``; 502 in older docs) and wakes
   one; with ``X-Scale-Up-Timeout: <s>`` it holds the request until a replica is ready (503 if
   none is within the timeout);
-- TGI's ``max_concurrent_requests``: 429 ``{"error": "Model is overloaded", "error_type":
-  "overloaded"}``; TGI's timing headers in ms, ``x-compute-time`` in seconds or, as older TGI
-  did, whole milliseconds (``compute_time_unit``);
-- the toolkit answers a handler exception with 400 ``{"error"}``, TGI with 424 ``generation``;
+- TGI's errors as ``{"error", "error_type"}``: 422 ``validation`` (e.g. ``temperature`` 0),
+  424 ``generation``, 429 ``overloaded`` beyond ``max_concurrent_requests``; a body TGI cannot
+  deserialize is axum's plain-text 422; the toolkit answers a handler exception with 400
+  ``{"error"}``;
+- TGI's timing headers in ms, ``x-compute-time`` in seconds or, as older TGI did, whole
+  milliseconds (``compute_time_unit``);
 - a client that hangs up cancels its request (TGI drops the generation);
 - ``minute_s``: how long one ``scaleToZeroTimeout`` minute lasts here (tests run faster).
 
@@ -25,13 +31,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import hmac
 import json
-from collections.abc import AsyncIterator, Callable, MutableMapping
+from collections.abc import AsyncIterator, MutableMapping
 from typing import Any, Literal
 
-from gpubench_sdk import ScalingSettings
 from gpubench_sdk.testing import (
     INSTALL_HINT,
     ASGIApp,
@@ -44,7 +48,7 @@ from gpubench_sdk.testing import (
 )
 
 from . import _protocol as hf
-from ._emulated_tgi import TgiShapes
+from ._emulated_tgi import REVISION, TgiShapes, until, validation_error
 
 DEFAULT_NAMESPACE = "gpubench"
 DEFAULT_ENDPOINT_NAME = "emulated-endpoint"
@@ -66,17 +70,15 @@ def make_app(
     try:
         from starlette.applications import Starlette
         from starlette.requests import Request
-        from starlette.responses import JSONResponse, Response, StreamingResponse
+        from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
         from starlette.routing import Route
+
+        from ._emulated_endpoints import EndpointAPI
     except ImportError as exc:
         raise ImportError(f"the Hugging Face emulator: {INSTALL_HINT}") from exc
 
     shapes = TgiShapes(fleet, compute_time_unit, time_per_token_ms)
-    # The user's settings are the fleet's, except while paused or draining to zero: then the
-    # fleet runs with no minimum and no idle time, and the user's settings wait in ``saved``.
-    saved: list[ScalingSettings] = []
-    flags = {"paused": False, "draining": False, "inflight": 0}
-    tasks: set[asyncio.Task[None]] = set()
+    inflight = [0]
 
     def error(status: int, message: str, error_type: str | None = None) -> Response:
         body: dict[str, Any] = {"error": message}
@@ -90,14 +92,36 @@ def make_app(
         given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
         return hmac.compare_digest(given.encode(), api_key.encode())
 
-    async def body_of(request: Request) -> dict[str, Any] | Response:
+    api = EndpointAPI(
+        fleet,
+        namespace=namespace,
+        name=endpoint_name,
+        minute_s=minute_s,
+        authorized=authorized,
+        error=error,
+    )
+
+    async def body_of(request: Request, tgi: bool) -> dict[str, Any] | Response:
+        """The request body; TGI's routes (and ``POST /`` with a text ``inputs``) refuse what
+        TGI refuses: a body that is not a ``GenerateRequest`` (axum's 422 text), parameters
+        its validation rejects (422 ``validation``)."""
         try:
             body = json.loads(await request.body())
         except ValueError:
             return error(400, "body is not valid JSON")
+        if tgi and not (isinstance(body, dict) and isinstance(body.get("inputs"), str)):
+            text = "Failed to deserialize the JSON body into the target type: inputs: missing"
+            return PlainTextResponse(f"{text} or not a string", status_code=422)
         if not isinstance(body, dict) or "inputs" not in body:
-            return error(400, f"Body needs to provide a inputs key, recieved: {body!r}"[:200])
+            return error(400, f"Body needs to provide a inputs key, received: {body!r}"[:200])
+        refused = validation_error(body.get("parameters"))
+        if isinstance(body["inputs"], str) and refused is not None:
+            return error(422, refused, "validation")
         return body
+
+    def wants_details(body: dict[str, Any]) -> bool:
+        parameters = body.get("parameters")
+        return isinstance(parameters, dict) and parameters.get("details") is True
 
     async def until_ready(request: Request, job: Job) -> bool:
         """Wait until ``job`` is done; False (and the job cancelled) if the client hung up."""
@@ -122,9 +146,9 @@ def make_app(
         """HF's proxy, then TGI's admission: paused, cold (503 or hold), overloaded."""
         if not authorized(request):
             return error(401, "Invalid credentials in Authorization header")
-        if flags["paused"]:
+        if api.paused:
             return error(503, "endpoint is paused")
-        if flags["inflight"] >= max_concurrent_requests:
+        if inflight[0] >= max_concurrent_requests:
             return error(429, "Model is overloaded", "overloaded")
         counts = fleet.counts()
         hold = request.headers.get(hf.SCALE_UP_TIMEOUT_HEADER.lower(), "")
@@ -139,7 +163,7 @@ def make_app(
             # the proxy holds the request until a replica is ready, at most hold seconds
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(int(hold)):
-                    await _until(lambda: job.started_s is not None or job.done.is_set())
+                    await until(lambda: job.started_s is not None or job.done.is_set())
             if job.started_s is None:
                 fleet.cancel(job.id)
                 return error(503, "Service Unavailable: scale-up timeout reached")
@@ -151,209 +175,117 @@ def make_app(
         message = job.error or f"request {job.status.value}"
         return error(424, message, "generation") if tgi else error(400, message)
 
-    async def run(request: Request, tgi: bool) -> Job | Response:
-        body = await body_of(request)
-        if isinstance(body, Response):
-            return body
-        payload = shapes.payload(body)
-        job = await admit(request, payload)
+    async def run(request: Request, body: dict[str, Any], tgi: bool) -> Job | Response:
+        job = await admit(request, shapes.payload(body))
         if isinstance(job, Response):
             return job
-        flags["inflight"] += 1
+        inflight[0] += 1
         try:
             if not await until_ready(request, job):
                 return Response(status_code=499)  # nobody is listening any more
         finally:
-            flags["inflight"] -= 1
+            inflight[0] -= 1
         return failure(job, tgi) or job
 
-    async def toolkit(request: Request) -> Response:
-        job = await run(request, tgi=False)
-        if isinstance(job, Response):
-            return job
-        return JSONResponse(shapes.toolkit_output(job), headers={"x-request-id": job.id})
-
-    async def generate(request: Request) -> Response:
-        job = await run(request, tgi=True)
-        if isinstance(job, Response):
-            return job
-        return JSONResponse(shapes.generate_output(job), headers=shapes.headers(job))
-
-    async def generate_stream(request: Request) -> Response:
-        body = await body_of(request)
-        if isinstance(body, Response):
-            return body
+    async def stream(request: Request, body: dict[str, Any]) -> Response:
         job = await admit(request, shapes.payload(body))
         if isinstance(job, Response):
             return job
-        flags["inflight"] += 1
+        inflight[0] += 1
+        details = wants_details(body)
 
         async def events() -> AsyncIterator[str]:
             try:
-                async for event in shapes.stream_events(job):
-                    yield f"data: {json.dumps(event)}\n\n"
+                async for event in shapes.stream_events(job, details):
+                    yield f"data:{json.dumps(event, separators=(',', ':'))}\n\n"
             finally:
-                flags["inflight"] -= 1
+                inflight[0] -= 1
                 if not job.done.is_set():
                     fleet.cancel(job.id)  # the client hung up: TGI stops generating
 
-        headers = {"x-request-id": job.id, "x-compute-type": "gpu+optimized"}
+        headers = {
+            "x-request-id": job.id,
+            "x-compute-type": "gpu+optimized",
+            "x-accel-buffering": "no",
+        }
         return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
+
+    async def root(request: Request) -> Response:
+        """TGI's ``compat_generate`` for a text ``inputs`` (``stream`` honoured), else the
+        toolkit's custom handler (``{"inputs": {...}}``), which answers 400 on a failure."""
+        body = await body_of(request, tgi=False)
+        if isinstance(body, Response):
+            return body
+        if isinstance(body["inputs"], str) and body.get("stream") is True:
+            return await stream(request, body)
+        tgi = isinstance(body["inputs"], str)
+        job = await run(request, body, tgi=tgi)
+        if isinstance(job, Response):
+            return job
+        answer = shapes.root_output(job, tgi, wants_details(body))
+        headers = shapes.headers(job) if tgi else {"x-request-id": job.id}
+        return JSONResponse(answer, headers=headers)
+
+    async def generate(request: Request) -> Response:
+        body = await body_of(request, tgi=True)
+        if isinstance(body, Response):
+            return body
+        job = await run(request, body, tgi=True)
+        if isinstance(job, Response):
+            return job
+        answer = shapes.generate_output(job, wants_details(body))
+        return JSONResponse(answer, headers=shapes.headers(job))
+
+    async def generate_stream(request: Request) -> Response:
+        body = await body_of(request, tgi=True)
+        return body if isinstance(body, Response) else await stream(request, body)
 
     async def health(request: Request) -> Response:
         counts = fleet.counts()
         ready = counts.idle + counts.running
         return Response(status_code=200 if ready else initializing_status)
 
-    # ----- the management API ---------------------------------------------------------------
-
-    def state() -> str:
-        counts = fleet.counts()
-        if flags["paused"]:
-            return hf.PAUSED
-        if counts.idle + counts.running:
-            return hf.RUNNING
-        if counts.workers:
-            return hf.INITIALIZING
-        return hf.SCALED_TO_ZERO
-
-    def endpoint_body(request: Request) -> dict[str, Any]:
-        counts = fleet.counts()
-        user = user_scaling()
-        assert user.idle_timeout_s is not None
-        minutes = user.idle_timeout_s / minute_s
-        return {
-            "name": endpoint_name,
-            "type": "protected",
-            "provider": {"vendor": "aws", "region": "us-east-1"},
-            "compute": {
-                "accelerator": "gpu",
-                "instanceType": "nvidia-a10g",
-                "instanceSize": "x1",
-                "scaling": {
-                    "minReplica": user.min_workers,
-                    "maxReplica": user.max_workers,
-                    "scaleToZeroTimeout": round(minutes) if minutes == round(minutes) else minutes,
-                },
-            },
-            "model": {"repository": "gpubench/emulated", "framework": "pytorch", "task": "custom"},
-            "status": {
-                "state": state(),
-                "url": str(request.base_url).rstrip("/"),
-                "readyReplica": counts.idle + counts.running,
-                "targetReplica": counts.workers,
-                "createdAt": "2026-01-01T00:00:00.000Z",
-                "updatedAt": "2026-01-01T00:00:00.000Z",
-            },
-            "healthRoute": "/health",
-        }
-
-    def user_scaling() -> ScalingSettings:
-        return saved[0] if saved else fleet.scaling
-
-    def hold_back() -> None:
-        """Keep the user's settings aside and let every replica go (pause, scale-to-zero)."""
-        if not saved:
-            saved.append(fleet.scaling)
-        fleet.set_scaling(ScalingSettings(min_workers=0, idle_timeout_s=0))
-
-    def give_back() -> None:
-        if saved and not flags["paused"] and not flags["draining"]:
-            fleet.set_scaling(saved.pop())
-
-    def check(request: Request) -> Response | None:
-        p = request.path_params
-        if (p["namespace"], p["name"]) != (namespace, endpoint_name):
-            return error(404, "endpoint not found")
-        if not authorized(request):
-            return error(401, "Invalid credentials in Authorization header")
-        return None
-
-    async def endpoint(request: Request) -> Response:
-        if (denied := check(request)) is not None:
-            return denied
-        if request.method == "PUT":
-            try:
-                scaling = json.loads(await request.body())["compute"]["scaling"]
-            except (ValueError, KeyError, TypeError):
-                return error(400, "body must be {'compute': {'scaling': {...}}}")
-            user = user_scaling()
-            fields = {"minReplica": "min_workers", "maxReplica": "max_workers"}
-            changes = {name: scaling[f] for f, name in fields.items() if f in scaling}
-            if "scaleToZeroTimeout" in scaling:
-                changes["idle_timeout_s"] = scaling["scaleToZeroTimeout"] * minute_s
-            if any(not isinstance(v, int | float) or v < 0 for v in changes.values()):
-                return error(400, f"invalid scaling: {scaling}")
-            wanted = dataclasses.replace(user, **changes)
-            try:
-                if saved:
-                    fleet.set_scaling(dataclasses.replace(wanted, min_workers=0, idle_timeout_s=0))
-                    saved[0] = wanted
-                else:
-                    fleet.set_scaling(wanted)
-            except ValueError as exc:
-                return error(400, f"invalid scaling: {exc}")
-        return JSONResponse(endpoint_body(request))
-
-    async def drain() -> None:
-        flags["draining"] = True
-        hold_back()  # idle replicas stop now, busy ones after their request
-        try:
-            await _until(lambda: not fleet.counts().workers)
-        finally:
-            flags["draining"] = False
-            give_back()
-
-    async def action(request: Request) -> Response:
-        if (denied := check(request)) is not None:
-            return denied
-        name = request.path_params["action"]
-        if name == "scale-to-zero":
-            if user_scaling().min_workers:
-                return error(400, "minReplica must be 0 to scale an endpoint to zero")
-            if not flags["draining"]:
-                task = asyncio.get_running_loop().create_task(drain())
-                tasks.add(task)
-                task.add_done_callback(tasks.discard)
-        elif name == "pause":
-            flags["paused"] = True
-            hold_back()
-        elif name == "resume":
-            flags["paused"] = False
-            give_back()
-        else:
-            return error(404, f"unknown action {name!r}")
-        await asyncio.sleep(0)  # let the drain begin before the state is read
-        return JSONResponse(endpoint_body(request))
+    async def info(request: Request) -> Response:
+        """TGI's ``GET /info`` (the fields ``InferenceClient.get_endpoint_info`` shows)."""
+        return JSONResponse(
+            {
+                "model_id": "gpubench/emulated",
+                "model_sha": REVISION,
+                "model_pipeline_tag": "text-generation",
+                "max_concurrent_requests": max_concurrent_requests,
+                "max_best_of": 2,
+                "max_stop_sequences": 4,
+                "max_input_tokens": 1024,
+                "max_total_tokens": 2048,
+                "validation_workers": 2,
+                "max_client_batch_size": 4,
+                "router": "text-generation-router",
+                "version": "3.3.6",
+                "sha": None,
+                "docker_label": None,
+            }
+        )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with fleet:
             yield
-            for task in list(tasks):
-                task.cancel()
+            api.close()
 
     base = "/v2/endpoint/{namespace}/{name}"
     app = Starlette(
         routes=[
-            Route("/", toolkit, methods=["POST"]),
+            Route("/", root, methods=["POST"]),
             Route("/generate", generate, methods=["POST"]),
             Route("/generate_stream", generate_stream, methods=["POST"]),
             Route("/health", health, methods=["GET"]),
-            Route(base, endpoint, methods=["GET", "PUT"]),
-            Route(base + "/{action}", action, methods=["POST"]),
+            Route("/info", info, methods=["GET"]),
+            Route(base, api.endpoint, methods=["GET", "PUT"]),
+            Route(base + "/{action}", api.action, methods=["POST"]),
         ],
         lifespan=lifespan,
     )
     return FaultInjector(app, fleet, _route)
-
-
-async def _until(condition: Callable[[], bool], interval_s: float = 0.002) -> None:
-    """The fleet signals neither a job's start nor its last worker's stop: poll for them."""
-    while True:
-        if condition():
-            return
-        await asyncio.sleep(interval_s)
 
 
 def _route(scope: MutableMapping[str, Any]) -> str | None:

@@ -108,6 +108,60 @@ def decode_tensors(tensors: Any) -> dict[str, Any]:
     return values
 
 
+_TENSOR_FIELDS: Final[tuple[tuple[str, type], ...]] = (
+    ("name", str),
+    ("shape", list),
+    ("datatype", str),
+    ("data", list),
+)
+
+
+def request_problem(body: Any) -> tuple[int, Any] | None:
+    """What a v2 server refuses in an inference request, as ``(status, JSON body)``, else
+    ``None``. As kserve 0.21's ``ModelServer`` answers (observed; its pydantic
+    ``InferenceRequest``): a body that is not the schema (no ``inputs``, a tensor without
+    ``name``/``shape``/``datatype``/``data``, an ``id`` that is not text) is FastAPI's 422
+    ``{"detail": [{"type", "loc", "msg"}]}``; an unknown datatype is 400 ``{"error"}``; data
+    that does not fill its ``shape`` is refused too (400 here; kserve fails it with a 500,
+    Triton with a 400)."""
+
+    def invalid(loc: list[Any], kind: str, msg: str) -> tuple[int, Any]:
+        return 422, {"detail": [{"type": kind, "loc": ["body", *loc], "msg": msg}]}
+
+    if not isinstance(body, dict):
+        return invalid([], "model_attributes_type", "Input should be a valid dictionary")
+    if "id" in body and body["id"] is not None and not isinstance(body["id"], str):
+        return invalid(["id"], "string_type", "Input should be a valid string")
+    inputs = body.get("inputs")
+    if not isinstance(inputs, list):
+        kind = "missing" if inputs is None else "list_type"
+        return invalid(["inputs"], kind, "Field required" if inputs is None else "not a list")
+    for i, t in enumerate(inputs):
+        if not isinstance(t, dict):
+            return invalid(["inputs", i], "model_type", "Input should be a valid dictionary")
+        for field, expected in _TENSOR_FIELDS:
+            if field not in t:
+                return invalid(["inputs", i, field], "missing", "Field required")
+            if not isinstance(t[field], expected):
+                msg = f"Input should be a valid {expected.__name__}"
+                return invalid(["inputs", i, field], f"{expected.__name__}_type", msg)
+        shape = t["shape"]
+        if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+            return invalid(["inputs", i, "shape"], "int_type", "dimensions must be integers >= 0")
+        if t["datatype"] not in DATATYPES:
+            return 400, {"error": "invalid datatype in the input"}
+        size = _flat_size(t["data"])
+        if size != math.prod(shape):
+            why = f"cannot reshape array of size {size} into shape {tuple(shape)}"
+            return 400, {"error": f"input {t['name']!r}: {why}"}
+    return None
+
+
+def _flat_size(data: list[Any]) -> int:
+    """Elements in ``data``, nested lists flattened (v2 allows either layout)."""
+    return sum(_flat_size(d) if isinstance(d, list) else 1 for d in data)
+
+
 def encode_outputs(output: Any) -> list[dict[str, Any]]:
     """A model's answer as output tensors (a mapping: one per key; else one ``output``)."""
     if isinstance(output, Mapping):

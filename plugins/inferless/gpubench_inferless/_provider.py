@@ -218,8 +218,7 @@ class InferlessProvider(Provider):
     def _http_error(self, response: httpx.Response) -> ProviderError:
         status = response.status_code
         try:
-            data = response.json()
-            detail = data.get("error") if isinstance(data, dict) else None
+            detail = _error_text(response.json())
         except ValueError:
             detail = None
         message = redact(
@@ -231,6 +230,23 @@ class InferlessProvider(Provider):
         if status >= 500:
             return ServerHTTPError(message, **kw)
         return ClientHTTPError(message, **kw)
+
+
+def _error_text(data: Any) -> str | None:
+    """KServe's ``{"error"}``, or FastAPI's 422 ``{"detail": [{"loc", "msg"}]}`` (kserve's
+    answer to a body that is not v2) as ``inputs.0.shape: Field required``: the field named."""
+    if not isinstance(data, dict):
+        return None
+    if isinstance(data.get("error"), str):
+        return str(data["error"])
+    detail = data.get("detail")
+    if isinstance(detail, list) and detail and all(isinstance(d, dict) for d in detail):
+        first = detail[0]  # kserve adds a second, about the binary form nobody sent
+        loc = [
+            str(part) for part in first.get("loc", []) if part not in ("body", "InferenceRequest")
+        ]
+        return f"{'.'.join(loc)}: {first.get('msg')}"
+    return None
 
 
 def _decode(data: str) -> Any:

@@ -3,12 +3,17 @@
 ``POST /v2/models/{model}/versions/{version}/infer`` (and ``/v2/models/{model}/infer``) takes
 ``{"id"?, "inputs": [tensors]}``; the input tensors become the fleet's payload (by name), the
 model's answer comes back as ``{"model_name", "model_version", "id", "outputs": [tensors]}``.
+The request is checked as strictly as kserve's ``ModelServer`` checks it (``_kserve.
+request_problem``: a tensor without ``shape`` is a 422). The v2 health and metadata routes are
+served too: ``GET /v2``, ``/v2/health/live``, ``/v2/health/ready``, ``/v2/models/{model}``
+and ``/v2/models/{model}/ready`` (with or without ``/versions/{version}``).
 With ``Accept: text/event-stream`` the answer is SSE, one ``data:`` event per streamed piece (a
-model that streams). Errors are KServe's ``{"error": "<message>"}``: 400 for a body that is not
-v2, 401 without the workspace key, 404 for another model, 429 beyond ``max_concurrent``
-requests, 500 when the model fails. A request id in the body is the fleet's job id. Faults in
-``fleet.faults`` apply to every infer request (route ``submit``). Inferless has no control
-plane API to emulate. Run ``python -m gpubench_inferless.emulator --port 8688`` by hand.
+model that streams). Errors are KServe's ``{"error": "<message>"}`` (FastAPI's 422 ``{"detail"}``
+for a body that is not v2): 401 without the workspace key, 404 for another model, 429 beyond
+``max_concurrent`` requests, 500 when the model fails. A request id in the body is the fleet's
+job id. Faults in ``fleet.faults`` apply to every infer request (route ``submit``). Inferless
+has no control plane API to emulate. Run ``python -m gpubench_inferless.emulator --port 8688``
+by hand.
 Needs the testing extra (``pip install 'gpubench-sdk[testing]'``).
 """
 
@@ -66,16 +71,23 @@ def make_app(
         given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
         return hmac.compare_digest(given.encode(), api_key.encode())
 
+    def unknown(request: Request) -> Response | None:
+        name = request.path_params["model"]
+        return None if name == model else error(404, f"Model with name {name} does not exist.")
+
     async def infer(request: Request) -> Response:
-        if request.path_params["model"] != model:
-            return error(404, f"model {request.path_params['model']!r} not found")
+        if (missing := unknown(request)) is not None:
+            return missing
         if not authorized(request):
             return error(401, "invalid workspace API key")
         try:
             body = json.loads(await request.body())
-            payload = kserve.decode_tensors(body["inputs"])
-        except (ValueError, KeyError, TypeError) as exc:
-            return error(400, f"not a KServe v2 inference request: {exc}")
+        except ValueError:
+            detail = [{"type": "json_invalid", "loc": ["body", 0], "msg": "JSON decode error"}]
+            return JSONResponse({"detail": detail}, status_code=422)
+        if (problem := kserve.request_problem(body)) is not None:
+            return JSONResponse(problem[1], status_code=problem[0])
+        payload = kserve.decode_tensors(body["inputs"])
         if inflight[0] >= max_concurrent:
             return error(429, "too many concurrent requests for this model")
         request_id = body.get("id") if isinstance(body.get("id"), str) else None
@@ -83,7 +95,7 @@ def make_app(
             job = fleet.submit(payload, job_id=request_id)
         except QueueFull as exc:
             return error(429, f"too many queued requests: {exc}")
-        version = request.path_params.get("version", "1")
+        version = request.path_params.get("version")  # kserve: null when the URL has none
         if streams and "text/event-stream" in request.headers.get("accept", ""):
             inflight[0] += 1
 
@@ -118,15 +130,40 @@ def make_app(
             }
         )
 
+    async def server_metadata(request: Request) -> Response:
+        return JSONResponse({"name": "gpubench-inferless-emulator", "extensions": []})
+
+    async def live(request: Request) -> Response:
+        return JSONResponse({"live": True})
+
+    async def ready(request: Request) -> Response:
+        return JSONResponse({"ready": True})  # the gateway is; replicas start on demand
+
+    async def model_ready(request: Request) -> Response:
+        return unknown(request) or JSONResponse({"name": model, "ready": True})
+
+    async def model_metadata(request: Request) -> Response:
+        # the model's tensors are whatever its handler reads: none are declared
+        body = {"name": model, "versions": ["1"], "platform": "", "inputs": [], "outputs": []}
+        return unknown(request) or JSONResponse(body)
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with fleet:
             yield
 
+    models = "/v2/models/{model}"
     app = Starlette(
         routes=[
-            Route("/v2/models/{model}/versions/{version}/infer", infer, methods=["POST"]),
-            Route("/v2/models/{model}/infer", infer, methods=["POST"]),
+            Route("/v2", server_metadata, methods=["GET"]),
+            Route("/v2/health/live", live, methods=["GET"]),
+            Route("/v2/health/ready", ready, methods=["GET"]),
+            Route(models, model_metadata, methods=["GET"]),
+            Route(models + "/versions/{version}", model_metadata, methods=["GET"]),
+            Route(models + "/ready", model_ready, methods=["GET"]),
+            Route(models + "/versions/{version}/ready", model_ready, methods=["GET"]),
+            Route(models + "/versions/{version}/infer", infer, methods=["POST"]),
+            Route(models + "/infer", infer, methods=["POST"]),
         ],
         lifespan=lifespan,
     )

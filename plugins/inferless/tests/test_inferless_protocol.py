@@ -134,7 +134,7 @@ async def test_error_bodies_map_into_the_taxonomy(served: ServedApp) -> None:
     async with httpx.AsyncClient() as client:
         auth = {"Authorization": f"Bearer {KEY}"}
         bad = await client.post(infer_url(served.url, MODEL), json={"x": 1}, headers=auth)
-    assert bad.status_code == 400 and "KServe v2" in bad.json()["error"]
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "inputs"]
 
 
 async def test_too_many_concurrent_requests_are_throttled(fleet: SimulatedFleet) -> None:

@@ -1,0 +1,237 @@
+"""The emulator's Inference Endpoints management API (``/v2/endpoint/{namespace}/{name}``) over a
+simulated fleet: the endpoint object, ``PUT`` updates, ``pause``/``resume``/``scale-to-zero``.
+
+The endpoint object has every field ``huggingface_hub`` reads (``InferenceEndpoint.
+_populate_from_raw``: ``name``, ``type``, ``healthRoute``, ``model.{repository, framework,
+revision, task}``, ``status.{state, url, createdAt, updatedAt}``) and the ones the API
+documents around them (``accountId``, ``provider``, ``compute.{id, accelerator, instanceType,
+instanceSize, scaling}``, ``model.image``, ``status.{message, readyReplica, targetReplica,
+createdBy, updatedBy}``). ``PUT`` merges the fields given, as ``update_inference_endpoint``
+sends only those; ``resume`` of a running endpoint is refused 400 "already running" (what
+``resume_inference_endpoint(running_ok=True)`` expects). Sources: huggingface_hub 2.4
+``hf_api.py`` and ``_inference_endpoints.py``; https://huggingface.co/docs/inference-endpoints.
+Imported only by ``emulator.make_app`` (starlette is the testing extra's).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+from collections.abc import Callable
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from gpubench_sdk import ScalingSettings
+from gpubench_sdk.testing import SimulatedFleet
+
+from . import _protocol as hf
+from ._emulated_tgi import REVISION, until
+
+CREATED_AT = "2026-01-01T00:00:00.000Z"
+_USER = {"id": "6630e5f1d0c8a5b3e1f2a3b4", "name": "gpubench"}
+_MESSAGES = {
+    hf.RUNNING: "Endpoint is running",
+    hf.INITIALIZING: "Endpoint is initializing",
+    hf.SCALED_TO_ZERO: "Endpoint is scaled to zero",
+    hf.PAUSED: "Endpoint is paused",
+}
+
+Error = Callable[[int, str], Response]
+
+
+class EndpointAPI:
+    """One endpoint's management routes. While paused or draining to zero the fleet runs with
+    no minimum and no idle time, and the user's settings wait in ``saved``."""
+
+    def __init__(
+        self,
+        fleet: SimulatedFleet,
+        *,
+        namespace: str,
+        name: str,
+        minute_s: float,
+        authorized: Callable[[Request], bool],
+        error: Error,
+    ) -> None:
+        self.fleet = fleet
+        self.namespace, self.name = namespace, name
+        self.minute_s = minute_s
+        self.authorized, self.error = authorized, error
+        self.saved: list[ScalingSettings] = []
+        self.paused = False
+        self.draining = False
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.extra: dict[str, Any] = {"model": {}, "compute": {}, "route": {}}
+        self.updated_at = CREATED_AT
+
+    # ----- state --------------------------------------------------------------------------
+
+    def state(self) -> str:
+        counts = self.fleet.counts()
+        if self.paused:
+            return hf.PAUSED
+        if counts.idle + counts.running:
+            return hf.RUNNING
+        if counts.workers:
+            return hf.INITIALIZING
+        return hf.SCALED_TO_ZERO
+
+    def user_scaling(self) -> ScalingSettings:
+        return self.saved[0] if self.saved else self.fleet.scaling
+
+    def body(self, request: Request) -> dict[str, Any]:
+        counts = self.fleet.counts()
+        user = self.user_scaling()
+        assert user.idle_timeout_s is not None
+        minutes = user.idle_timeout_s / self.minute_s
+        state = self.state()
+        status: dict[str, Any] = {
+            "createdAt": CREATED_AT,
+            "createdBy": _USER,
+            "updatedAt": self.updated_at,
+            "updatedBy": _USER,
+            "private": None,
+            "state": state,
+            "message": _MESSAGES.get(state, state),
+            "readyReplica": counts.idle + counts.running,
+            "targetReplica": counts.workers,
+        }
+        if state != hf.PAUSED:  # a paused endpoint has no URL to call
+            status["url"] = str(request.base_url).rstrip("/")
+        model = {
+            "repository": "gpubench/emulated",
+            "revision": REVISION,
+            "task": "text-generation",
+            "framework": "pytorch",
+            "image": {"huggingface": {}},
+            "env": {},
+            "secrets": {},
+            **self.extra["model"],
+        }
+        return {
+            "accountId": None,
+            "name": self.name,
+            "type": "authenticated",
+            "provider": {"vendor": "aws", "region": "us-east-1"},
+            "compute": {
+                "id": "aws-us-east-1-nvidia-a10g-x1",
+                "accelerator": "gpu",
+                "instanceType": "nvidia-a10g",
+                "instanceSize": "x1",
+                **self.extra["compute"],
+                "scaling": {
+                    "minReplica": user.min_workers,
+                    "maxReplica": user.max_workers,
+                    "scaleToZeroTimeout": round(minutes) if minutes == round(minutes) else minutes,
+                },
+            },
+            "model": model,
+            "healthRoute": "/health",
+            "status": status,
+        }
+
+    # ----- scaling kept aside while paused or draining ----------------------------------------
+
+    def hold_back(self) -> None:
+        """Keep the user's settings aside and let every replica go (pause, scale-to-zero)."""
+        if not self.saved:
+            self.saved.append(self.fleet.scaling)
+        self.fleet.set_scaling(ScalingSettings(min_workers=0, idle_timeout_s=0))
+
+    def give_back(self) -> None:
+        if self.saved and not self.paused and not self.draining:
+            self.fleet.set_scaling(self.saved.pop())
+
+    async def drain(self) -> None:
+        self.draining = True
+        self.hold_back()  # idle replicas stop now, busy ones after their request
+        try:
+            await until(lambda: not self.fleet.counts().workers)
+        finally:
+            self.draining = False
+            self.give_back()
+
+    # ----- routes ---------------------------------------------------------------------------
+
+    def _denied(self, request: Request) -> Response | None:
+        p = request.path_params
+        if (p["namespace"], p["name"]) != (self.namespace, self.name):
+            return self.error(404, "endpoint not found")
+        if not self.authorized(request):
+            return self.error(401, "Invalid credentials in Authorization header")
+        return None
+
+    async def endpoint(self, request: Request) -> Response:
+        if (denied := self._denied(request)) is not None:
+            return denied
+        if request.method == "PUT":
+            try:
+                update = json.loads(await request.body())
+                if not isinstance(update, dict):
+                    raise TypeError("not an object")
+            except (ValueError, TypeError):
+                return self.error(400, "body must be a JSON object of the fields to update")
+            refused = self._update(update)
+            if refused is not None:
+                return self.error(400, refused)
+            self.updated_at = "2026-01-01T00:00:01.000Z"
+        return JSONResponse(self.body(request))
+
+    def _update(self, update: dict[str, Any]) -> str | None:
+        """Merge ``update`` (only the fields sent change); a message when it is refused."""
+        compute = update.get("compute") or {}
+        scaling = compute.get("scaling") or {} if isinstance(compute, dict) else {}
+        if not isinstance(scaling, dict):
+            return "compute.scaling must be an object"
+        fields = {"minReplica": "min_workers", "maxReplica": "max_workers"}
+        changes = {name: scaling[f] for f, name in fields.items() if f in scaling}
+        if "scaleToZeroTimeout" in scaling:
+            changes["idle_timeout_s"] = scaling["scaleToZeroTimeout"] * self.minute_s
+        if any(not isinstance(v, int | float) or v < 0 for v in changes.values()):
+            return f"invalid scaling: {scaling}"
+        wanted = dataclasses.replace(self.user_scaling(), **changes)
+        try:
+            if self.saved:
+                held = dataclasses.replace(wanted, min_workers=0, idle_timeout_s=0)
+                self.fleet.set_scaling(held)
+                self.saved[0] = wanted
+            else:
+                self.fleet.set_scaling(wanted)
+        except ValueError as exc:
+            return f"invalid scaling: {exc}"
+        for section in ("model", "compute", "route"):
+            given = update.get(section)
+            if isinstance(given, dict):
+                self.extra[section].update({k: v for k, v in given.items() if k != "scaling"})
+        return None
+
+    async def action(self, request: Request) -> Response:
+        if (denied := self._denied(request)) is not None:
+            return denied
+        name = request.path_params["action"]
+        if name == "scale-to-zero":
+            if self.user_scaling().min_workers:
+                return self.error(400, "minReplica must be 0 to scale an endpoint to zero")
+            if not self.draining:
+                task = asyncio.get_running_loop().create_task(self.drain())
+                self.tasks.add(task)
+                task.add_done_callback(self.tasks.discard)
+        elif name == "pause":
+            self.paused = True
+            self.hold_back()
+        elif name == "resume":
+            if not self.paused and self.state() == hf.RUNNING:
+                return self.error(400, "Endpoint is already running")
+            self.paused = False
+            self.give_back()
+        else:
+            return self.error(404, f"unknown action {name!r}")
+        await asyncio.sleep(0)  # let the drain begin before the state is read
+        return JSONResponse(self.body(request))
+
+    def close(self) -> None:
+        for task in list(self.tasks):
+            task.cancel()
