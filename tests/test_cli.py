@@ -134,7 +134,7 @@ def test_unknown_provider_exits_with_install_hint(tmp_path: Path) -> None:
     p = tmp_path / "p.toml"
     p.write_text(PLAN.format(total=1).replace('provider = "local"', 'provider = "runpodd"'))
     proc = gpubench("run", str(p), "-o", str(tmp_path / "x.sqlite"))
-    assert proc.returncode == 1
+    assert proc.returncode == 2  # a configuration error, like any other the plan has
     assert "pip install gpubench-runpodd" in proc.stderr
 
 

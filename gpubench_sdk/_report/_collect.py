@@ -402,7 +402,7 @@ def _costs(report: Report, store: Store, info: RunInfo) -> None:
         for t in info.config.get("targets", [])
     ):
         return
-    from .._cli_cost import priced_targets
+    from ..cost._priced import priced_targets
     from ..cost import load_catalog
 
     with warnings.catch_warnings(record=True) as caught:

@@ -1,0 +1,127 @@
+"""What every command shares: the consoles, exit codes, error printing, the store's location.
+
+Exit codes (the same table is in ``gpubench --help`` and docs/cli.md)::
+
+    0    every threshold held
+    1    a threshold failed (by default: a target whose every measured request failed)
+    2    configuration or usage error: a bad plan or option, an unknown plugin, a store or
+         run that cannot be read
+    130  interrupted (Ctrl-C): what was measured is kept, and the output says where
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import sys
+from collections.abc import Callable
+from typing import Any, NoReturn, TypeVar
+
+import click
+from rich.console import Console
+from rich.markup import escape
+
+from .._errors import CapabilityError, ConfigError, GpubenchError, PluginError, StoreError
+from .._results import sole_exception
+from .._secrets import redact
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# Wide when captured (pipes, CI logs): rich would otherwise squeeze tables into 80 columns.
+out = Console(width=None if sys.stdout.isatty() else 200)
+err = Console(stderr=True)
+
+
+class ExitCode(enum.IntEnum):
+    OK = 0
+    THRESHOLD_FAILED = 1
+    USAGE = 2
+    INTERRUPTED = 130
+
+
+EXIT_CODES_HELP = (
+    "\b\nExit codes:\n"
+    "  0    every threshold held\n"
+    "  1    a threshold failed (by default: a target whose every measured request failed)\n"
+    "  2    configuration or usage error (bad plan or option, unknown plugin, unreadable store)\n"
+    "  130  interrupted: the requests measured so far are kept"
+)
+
+# The store: --store, else $GPUBENCH_STORE, else the plan's run.output (run), else this.
+DEFAULT_STORE = "gpubench.sqlite"
+STORE_ENV = "GPUBENCH_STORE"
+
+
+def resolve_store(given: str | None, plan_output: str | None = None) -> str:
+    """The one rule every command uses to find the results store."""
+    return given or os.environ.get(STORE_ENV) or plan_output or DEFAULT_STORE
+
+
+def store_option(f: F) -> F:
+    return click.option(
+        "--store",
+        "store_path",
+        default=None,
+        metavar="FILE",
+        type=click.Path(dir_okay=False),
+        help=f"results store (SQLite file); default: ${STORE_ENV}, else {DEFAULT_STORE}",
+    )(f)
+
+
+def error(message: str) -> None:
+    """One ``error:`` line on stderr, secrets masked, never wrapped mid-word into markup."""
+    err.print(f"[bold red]error:[/] {escape(redact(message))}", highlight=False, soft_wrap=True)
+
+
+def warn(message: str) -> None:
+    err.print(f"[yellow]warning:[/] {escape(message)}", highlight=False, soft_wrap=True)
+
+
+def fail(exc: BaseException) -> NoReturn:
+    """Print ``exc`` as a person reads it and exit with its code; bugs say they are bugs."""
+    if isinstance(exc, BaseExceptionGroup):
+        exc = sole_exception(exc)
+    if isinstance(exc, KeyboardInterrupt):
+        error("interrupted")
+        sys.exit(ExitCode.INTERRUPTED)
+    if isinstance(exc, GpubenchError):
+        error(str(exc))
+        usage = isinstance(exc, ConfigError | PluginError | CapabilityError | StoreError)
+        sys.exit(ExitCode.USAGE if usage else 1)
+    if isinstance(exc, OSError) and exc.filename is not None:
+        # a file we were told to read or write: the user's to fix (a missing directory, a
+        # path under a regular file, no permission)
+        error(f"{exc.filename}: {exc.strerror or exc}")
+        sys.exit(ExitCode.USAGE)
+    if os.environ.get("GPUBENCH_DEBUG"):
+        raise exc
+    message = redact(f"{type(exc).__name__}: {exc}")
+    err.print(
+        f"[bold red]internal error:[/] {escape(message)} (GPUBENCH_DEBUG=1 shows where)",
+        highlight=False,
+        soft_wrap=True,
+    )
+    sys.exit(1)
+
+
+class Group(click.Group):
+    """Every command's errors end here: a clear line on stderr and an exit code, never a key."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit):
+            raise
+        except Exception as exc:
+            fail(exc)
+
+
+def json_safe(value: Any) -> Any:
+    """NaN (an undefined figure) as JSON null: strict JSON parsers reject NaN."""
+    if isinstance(value, float) and value != value:
+        return None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value

@@ -1,0 +1,219 @@
+"""``gpubench run`` and ``gpubench demo``: execute a plan, print its summary."""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from .._config import RunConfig, load_config, parse_config
+from .._errors import ConfigError
+from .._monitor import client_bound_spans
+from .._multiproc import run_blocking, run_processes
+from .._plan import build_run
+from .._results import RunResult
+from .._runner import Runner
+from .._store import RunInfo, Store
+from .._summary import render, summarize
+from .._types import Invocation
+from ._console import err, out
+
+# -- run / demo ---------------------------------------------------------------------------
+
+
+@click.command("run")
+@click.argument("config_path", metavar="CONFIG", type=click.Path(dir_okay=False))
+@click.option(
+    "-o", "--output", type=click.Path(dir_okay=False), help="store path (overrides run.output)"
+)
+@click.option("--otlp-endpoint", metavar="URL", help="export spans and metrics over OTLP/HTTP")
+@click.option(
+    "--prometheus-port",
+    metavar="[HOST:]PORT",
+    help="serve metrics for Prometheus at http://HOST:PORT/metrics (HOST default 0.0.0.0)",
+)
+@click.option("--quiet", is_flag=True, help="no progress bar")
+@click.option(
+    "-p",
+    "--processes",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 256),
+    help="load-generating processes (use the machine's cores)",
+)
+def run_cmd(
+    config_path: str,
+    output: str | None,
+    otlp_endpoint: str | None,
+    prometheus_port: str | None,
+    quiet: bool,
+    processes: int,
+) -> None:
+    """Run the benchmark plan in CONFIG (TOML)."""
+    config = load_config(config_path)
+    if prometheus_port and processes > 1:
+        raise ConfigError(
+            "--prometheus-port",
+            prometheus_port,
+            "a single process (-p 1); several processes export through --otlp-endpoint to a "
+            "collector, which Prometheus scrapes",
+        )
+    _execute(config, output, otlp_endpoint, quiet, processes, prometheus_port)
+
+
+@click.command("demo")
+@click.option(
+    "-o",
+    "--output",
+    default="gpubench-demo.sqlite",
+    show_default=True,
+    type=click.Path(dir_okay=False),
+    help="store path",
+)
+@click.option("--otlp-endpoint", metavar="URL", help="export spans and metrics over OTLP/HTTP")
+@click.option("--quiet", is_flag=True, help="no progress bar")
+def demo_cmd(output: str, otlp_endpoint: str | None, quiet: bool) -> None:
+    """Start the local serverless runtime and run the quickstart plan against it."""
+    config = load_config(_quickstart_path())
+    out.print(
+        f"[bold]gpubench demo[/]: {len(config.scenarios)} scenarios against the "
+        "embedded local runtime (real worker processes, real cold starts)"
+    )
+    _execute(config, output, otlp_endpoint, quiet)
+
+
+def _quickstart_path() -> Path:
+    bundled = resources.files("gpubench_sdk").joinpath("_quickstart.toml")
+    if bundled.is_file():
+        return Path(str(bundled))
+    # editable install: the file lives in the repository's examples/
+    return Path(__file__).resolve().parents[2] / "examples" / "quickstart.toml"
+
+
+def _progress(quiet: bool) -> Progress:
+    """One bar per scenario (or one for a multi-process run), on stderr."""
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[errors]} errors"),
+        TimeElapsedColumn(),
+        console=err,
+        disable=quiet,
+    )
+
+
+def _execute(
+    config: RunConfig,
+    output: str | None,
+    otlp_endpoint: str | None,
+    quiet: bool,
+    processes: int = 1,
+    prometheus_port: str | None = None,
+) -> None:
+    store = output or config.run.output
+    if processes > 1:
+        _execute_processes(config, store, otlp_endpoint, quiet, processes)
+        return
+    setup = None
+    if otlp_endpoint or prometheus_port:
+        from ..telemetry import configure, parse_prometheus_address
+
+        host, port = parse_prometheus_address(prometheus_port)
+        setup = configure(otlp_endpoint=otlp_endpoint, prometheus_port=port, prometheus_host=host)
+    progress = _progress(quiet)
+    tasks = [
+        progress.add_task(f"{i}:{s.kind}", total=s.planned(len(config.targets)), errors=0)
+        for i, s in enumerate(config.build_scenarios())
+    ]
+    errors = [0] * len(tasks)
+
+    def advance(inv: Invocation) -> None:
+        if not inv.ok:
+            errors[inv.scenario] += 1
+        progress.update(tasks[inv.scenario], advance=1, errors=errors[inv.scenario])
+
+    runner = build_run(
+        config, store=store, instruments=setup.instruments() if setup else None, observers=[advance]
+    )
+    try:
+        with progress:
+            result = run_blocking(runner)
+    finally:
+        if setup is not None:
+            setup.shutdown()
+    _report(result)
+
+
+def _build_for_process(
+    config: dict[str, Any], store: str, otlp_endpoint: str | None, processes: int
+) -> Runner:
+    """Runs in each load-generating process (it must be picklable, hence module level).
+
+    Each process meters only its own requests, so each gets 1/N of any ``max_cost_usd``."""
+    instruments = None
+    if otlp_endpoint:
+        from ..telemetry import configure
+
+        instruments = configure(otlp_endpoint=otlp_endpoint).instruments()
+    return build_run(
+        parse_config(config), store=store, instruments=instruments, budget_share=1 / processes
+    )
+
+
+def _execute_processes(
+    config: RunConfig, store: str, otlp_endpoint: str | None, quiet: bool, processes: int
+) -> None:
+    for i, t in enumerate(config.targets):
+        if t.provider == "local" and not t.provider_options().get("url"):
+            raise ConfigError(
+                f"targets[{i}].url",
+                None,
+                "the URL of a running local runtime when --processes > 1, so all processes "
+                "share one: start it with `gpubench local serve`",
+            )
+    total = sum(s.planned(len(config.targets)) for s in config.build_scenarios())
+    progress = _progress(quiet)
+    task = progress.add_task(f"{processes} processes", total=total, errors="-")
+    build = functools.partial(_build_for_process, config.stored(), store, otlp_endpoint, processes)
+    with progress:
+        result = run_processes(
+            build, processes, on_progress=lambda n: progress.update(task, completed=n)
+        )
+    _report(result)
+
+
+def _report(result: RunResult) -> None:
+    status = result.status + (f" ({result.stop_reason})" if result.stop_reason else "")
+    with Store(result.store_path, readonly=True) as store:
+        print_run(store, result.run, status)
+    out.print(
+        f"stored in {result.store_path} (run {result.run.uuid}); "
+        f"see: gpubench results show {result.run.id} --store {result.store_path}"
+    )
+
+
+def print_run(store: Store, run: RunInfo, status: str) -> None:
+    out.print(render(summarize(store, run), f"run {run.id} {run.name!r}: {status}"))
+    from ._cost import print_run_costs  # the cost catalog loads only when a plan has prices
+
+    print_run_costs(store, run)
+    workload = run.config.get("workload")
+    if isinstance(workload, dict) and workload.get("kind") == "gpu_probe":
+        from ..probe import print_probe_results  # reads every invocation: only for probe runs
+
+        print_probe_results(store, run, console=out)
+    spans = client_bound_spans(store.health_windows(run.id))
+    if spans:
+        total = sum(b - a for a, b in spans)
+        where = ", ".join(f"{a:.0f}-{b:.0f} s" for a, b in spans[:8])
+        more = f" and {len(spans) - 8} more" if len(spans) > 8 else ""
+        out.print(
+            f"[yellow]warning:[/] the client was the bottleneck for {total:.0f} s of this run "
+            f"({where}{more} from its start; event-loop lag or CPU): latencies then include the "
+            "load generator's own queueing; lower the load or add --processes"
+        )
