@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from .._errors import ConfigError
-from ._console import err, json_safe, out, resolve_store, store_option
+from ._console import EXIT_CODES_HELP, ExitCode, err, json_safe, out, resolve_store, store_option
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -276,7 +276,7 @@ def campaign_show(name: str | None, store_path: str | None, as_json: bool) -> No
         out.print(part)
 
 
-@click.command("compare")
+@click.command("compare", epilog=EXIT_CODES_HELP)
 @click.option("--baseline", required=True, metavar="RUN_OR_CAMPAIGN",
               help="run (id, uuid prefix, latest) or campaign (NAME or campaign:NAME)")  # fmt: skip
 @click.option("--candidate", default="latest", show_default=True, metavar="RUN_OR_CAMPAIGN",
@@ -285,8 +285,10 @@ def campaign_show(name: str | None, store_path: str | None, as_json: bool) -> No
     "--fail-on",
     "fail_on",
     required=True,
+    multiple=True,
     metavar="RULES",
-    help='e.g. "p95>+20%,cold_start.p50>+2s,cost_per_1k>+10%" (docs/campaigns.md)',
+    help='what fails the candidate: changes from the baseline, e.g. "p95>+20%,cold_start.p50>+2s"'
+    ', or limits on the candidate, e.g. "p95>500ms"; repeatable (docs/cli.md)',
 )
 @click.option("--target", default=None, help="compare only this target")
 @click.option("--scenario", type=click.IntRange(0), default=None,
@@ -302,15 +304,16 @@ def campaign_show(name: str | None, store_path: str | None, as_json: bool) -> No
 def compare(
     baseline: str,
     candidate: str,
-    fail_on: str,
+    fail_on: tuple[str, ...],
     target: str | None,
     scenario: int | None,
     significant_only: bool,
     store_path: str | None,
     as_json: bool,
 ) -> None:
-    """Gate on a regression: exit 1 when a --fail-on rule fails, 2 when one cannot be checked
-    (no data, bad rule, unknown run), 0 when all pass."""
+    """Gate on a regression: exit 1 when a --fail-on rule fails (a candidate with no data to
+    judge fails too), 2 when one cannot be checked (the baseline lacks the data, a bad rule,
+    an unknown run), 0 when all pass."""
     from .._store import Store
     from ..campaign import parse_fail_on, regression_gate
     from ..campaign._render import gate_table
@@ -338,13 +341,13 @@ def compare(
         if missing:
             rules_text = ", ".join(f"{r.target}: {r.threshold.metric}" for r in missing)
             err.print(
-                f"[yellow]cannot check[/] {escape(rules_text)}: one side has no such data "
+                f"[yellow]cannot check[/] {escape(rules_text)}: the baseline has no such data "
                 "(no cold start, no first byte, or no price in the plan)",
                 highlight=False,
             )
         if report.passed:
             out.print("[green]PASS[/]: every rule holds")
     if report.failed:
-        sys.exit(1)
+        sys.exit(ExitCode.THRESHOLD_FAILED)
     if report.missing:
-        sys.exit(2)
+        sys.exit(ExitCode.USAGE)

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import functools
+import sys
+from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import click
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .._config import RunConfig, load_config, parse_config
@@ -18,25 +22,68 @@ from .._plan import build_run
 from .._results import RunResult
 from .._runner import Runner
 from .._store import RunInfo, Store
-from .._summary import render, summarize
+from .._summary import error_groups, render, render_errors, render_thresholds, summarize
+from .._thresholds import SOME_REQUEST_SUCCEEDS, Threshold, check_thresholds, parse_fail_on
 from .._types import Invocation
-from ._console import err, out
+from ._console import EXIT_CODES_HELP, ExitCode, err, out, resolve_store, store_option, warn
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 # -- run / demo ---------------------------------------------------------------------------
 
 
-@click.command("run")
-@click.argument("config_path", metavar="CONFIG", type=click.Path(dir_okay=False))
-@click.option(
-    "-o", "--output", type=click.Path(dir_okay=False), help="store path (overrides run.output)"
+_FAIL_ON_HELP = (
+    'fail (exit 1) when this holds, e.g. "p95>500ms", "error_rate>1%"; repeatable; '
+    "adds to the plan's [thresholds] (docs/cli.md)"
 )
-@click.option("--otlp-endpoint", metavar="URL", help="export spans and metrics over OTLP/HTTP")
+
+
+def _output_as_store(ctx: click.Context, _: click.Parameter, value: str | None) -> str | None:
+    if value is not None:
+        warn(
+            "-o/--output naming the store is deprecated: use --store "
+            "(-o names an output file in every other command)"
+        )
+    return value
+
+
+def _otlp_url(_: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is not None:
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname or " " in value:
+            raise ConfigError(
+                "--otlp-endpoint", value, "an http(s) URL of an OTLP/HTTP collector, e.g. "
+                "http://localhost:4318",
+            )  # fmt: skip
+    return value
+
+
+def _legacy_output(f: F) -> F:
+    return click.option(
+        "-o", "--output", "legacy_store", hidden=True, callback=_output_as_store,
+        type=click.Path(dir_okay=False), expose_value=True,
+    )(f)  # fmt: skip
+
+
+_OTLP = click.option(
+    "--otlp-endpoint", metavar="URL", callback=_otlp_url,
+    help="export spans and metrics over OTLP/HTTP",
+)  # fmt: skip
+_QUIET = click.option("--quiet", is_flag=True, help="no progress bar")
+
+
+@click.command("run", epilog=EXIT_CODES_HELP)
+@click.argument("config_path", metavar="CONFIG", type=click.Path(dir_okay=False))
+@store_option
+@_legacy_output
+@click.option("--fail-on", "fail_on", multiple=True, metavar="RULE", help=_FAIL_ON_HELP)
+@_OTLP
 @click.option(
     "--prometheus-port",
     metavar="[HOST:]PORT",
     help="serve metrics for Prometheus at http://HOST:PORT/metrics (HOST default 0.0.0.0)",
 )
-@click.option("--quiet", is_flag=True, help="no progress bar")
+@_QUIET
 @click.option(
     "-p",
     "--processes",
@@ -47,13 +94,25 @@ from ._console import err, out
 )
 def run_cmd(
     config_path: str,
-    output: str | None,
+    store_path: str | None,
+    legacy_store: str | None,
+    fail_on: tuple[str, ...],
     otlp_endpoint: str | None,
     prometheus_port: str | None,
     quiet: bool,
     processes: int,
 ) -> None:
-    """Run the benchmark plan in CONFIG (TOML)."""
+    """Run the benchmark plan in CONFIG (TOML); judge it by its thresholds.
+
+    The store is --store, else $GPUBENCH_STORE, else the plan's run.output, else
+    gpubench.sqlite. After the summary, the plan's [thresholds] and each --fail-on rule are
+    checked per target; a target/scenario whose every request failed always fails the run.
+    """
+    rules = parse_fail_on(fail_on, allow_change=False)  # a typo fails before anything runs
+    if prometheus_port is not None:
+        from ..telemetry import parse_prometheus_address
+
+        parse_prometheus_address(prometheus_port)
     config = load_config(config_path)
     if prometheus_port and processes > 1:
         raise ConfigError(
@@ -62,28 +121,28 @@ def run_cmd(
             "a single process (-p 1); several processes export through --otlp-endpoint to a "
             "collector, which Prometheus scrapes",
         )
-    _execute(config, output, otlp_endpoint, quiet, processes, prometheus_port)
+    store = resolve_store(store_path or legacy_store, config.run.output)
+    _execute(config, store, otlp_endpoint, quiet, processes, prometheus_port, rules)
 
 
-@click.command("demo")
-@click.option(
-    "-o",
-    "--output",
-    default="gpubench-demo.sqlite",
-    show_default=True,
-    type=click.Path(dir_okay=False),
-    help="store path",
-)
-@click.option("--otlp-endpoint", metavar="URL", help="export spans and metrics over OTLP/HTTP")
-@click.option("--quiet", is_flag=True, help="no progress bar")
-def demo_cmd(output: str, otlp_endpoint: str | None, quiet: bool) -> None:
-    """Start the local serverless runtime and run the quickstart plan against it."""
+@click.command("demo", epilog=EXIT_CODES_HELP)
+@store_option
+@_legacy_output
+@_OTLP
+@_QUIET
+def demo_cmd(
+    store_path: str | None, legacy_store: str | None, otlp_endpoint: str | None, quiet: bool
+) -> None:
+    """Start the local serverless runtime and run the quickstart plan against it.
+
+    Its runs go where `gpubench results` looks: --store, else $GPUBENCH_STORE, else
+    gpubench.sqlite."""
     config = load_config(_quickstart_path())
     out.print(
         f"[bold]gpubench demo[/]: {len(config.scenarios)} scenarios against the "
         "embedded local runtime (real worker processes, real cold starts)"
     )
-    _execute(config, output, otlp_endpoint, quiet)
+    _execute(config, resolve_store(store_path or legacy_store), otlp_endpoint, quiet)
 
 
 def _quickstart_path() -> Path:
@@ -109,15 +168,15 @@ def _progress(quiet: bool) -> Progress:
 
 def _execute(
     config: RunConfig,
-    output: str | None,
+    store: str,
     otlp_endpoint: str | None,
     quiet: bool,
     processes: int = 1,
     prometheus_port: str | None = None,
+    rules: Sequence[Threshold] = (),
 ) -> None:
-    store = output or config.run.output
     if processes > 1:
-        _execute_processes(config, store, otlp_endpoint, quiet, processes)
+        _execute_processes(config, store, otlp_endpoint, quiet, processes, rules)
         return
     setup = None
     if otlp_endpoint or prometheus_port:
@@ -146,7 +205,7 @@ def _execute(
     finally:
         if setup is not None:
             setup.shutdown()
-    _report(result)
+    _report(result, rules)
 
 
 def _build_for_process(
@@ -166,7 +225,12 @@ def _build_for_process(
 
 
 def _execute_processes(
-    config: RunConfig, store: str, otlp_endpoint: str | None, quiet: bool, processes: int
+    config: RunConfig,
+    store: str,
+    otlp_endpoint: str | None,
+    quiet: bool,
+    processes: int,
+    rules: Sequence[Threshold] = (),
 ) -> None:
     for i, t in enumerate(config.targets):
         if t.provider == "local" and not t.provider_options().get("url"):
@@ -184,21 +248,47 @@ def _execute_processes(
         result = run_processes(
             build, processes, on_progress=lambda n: progress.update(task, completed=n)
         )
-    _report(result)
+    _report(result, rules)
 
 
-def _report(result: RunResult) -> None:
+def _report(result: RunResult, rules: Sequence[Threshold]) -> None:
+    """The summary, why requests failed, the thresholds; then the exit code they decide."""
     status = result.status + (f" ({result.stop_reason})" if result.stop_reason else "")
     with Store(result.store_path, readonly=True) as store:
         print_run(store, result.run, status)
+        report = check_thresholds(store, result.run.id, rules)
+    if report.rows and (any(r.rule is not SOME_REQUEST_SUCCEEDS for r in report.rows)
+                        or report.failed):  # fmt: skip
+        out.print(render_thresholds(report))
+    where = f"--store {result.store_path}"
     out.print(
         f"stored in {result.store_path} (run {result.run.uuid}); "
-        f"see: gpubench results show {result.run.id} --store {result.store_path}"
+        f"see: gpubench results show {result.run.id} {where}"
     )
+    if result.status == "cancelled" and (result.stop_reason or "").startswith("stopped by SIG"):
+        err.print(
+            f"interrupted: the {result.run.samples} requests measured so far are kept in "
+            f"{result.store_path} (run {result.run.id}, {result.run.uuid})",
+            highlight=False,
+            soft_wrap=True,
+        )
+        sys.exit(ExitCode.INTERRUPTED)
+    if report.failed:
+        failed = "; ".join(
+            f"{r.target}{'' if r.scenario == 'all' else ' ' + r.scenario}: {r.rule.describe()}"
+            + (f" ({r.note})" if r.note else f" (measured {r.shown})")
+            for r in report.failed
+        )
+        err.print(f"[bold red]FAIL[/]: {escape(failed)}", highlight=False, soft_wrap=True)
+        sys.exit(ExitCode.THRESHOLD_FAILED)
 
 
 def print_run(store: Store, run: RunInfo, status: str) -> None:
+    """The summary table, then why requests failed (if any did), cost, probe results."""
     out.print(render(summarize(store, run), f"run {run.id} {run.name!r}: {status}"))
+    groups = error_groups(store, run)
+    for line in render_errors(groups) if groups else ():
+        out.print(escape(line), highlight=False, soft_wrap=True)
     from ._cost import print_run_costs  # the cost catalog loads only when a plan has prices
 
     print_run_costs(store, run)
