@@ -11,6 +11,7 @@ Exit codes (the same table is in ``gpubench --help`` and docs/cli.md)::
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import os
 import sys
@@ -104,6 +105,16 @@ def fail(exc: BaseException) -> NoReturn:
     sys.exit(1)
 
 
+def quiet_broken_pipe() -> NoReturn:
+    """The reader of our output left (``| head``): stop quietly, as ripgrep does (exit 0).
+
+    stdout is pointed at /dev/null first, so the interpreter's last flush cannot fail again."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    os._exit(ExitCode.OK)  # no atexit flush of a pipe nobody reads
+
+
 class Group(click.Group):
     """Every command's errors end here: a clear line on stderr and an exit code, never a key."""
 
@@ -112,6 +123,12 @@ class Group(click.Group):
             return super().invoke(ctx)
         except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit):
             raise
+        except BrokenPipeError:
+            quiet_broken_pipe()
+        except KeyboardInterrupt:
+            # a second Ctrl-C (the first stops a run gracefully): what was committed is kept
+            err.print("interrupted", highlight=False)
+            sys.exit(ExitCode.INTERRUPTED)
         except Exception as exc:
             fail(exc)
 
