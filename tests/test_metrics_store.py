@@ -140,7 +140,10 @@ def test_cli_results_show_and_compare(tmp_path: Path) -> None:
     (entry,) = json.loads(as_json.stdout)
     assert entry["scenario"] == "1:burst" and entry["p95"]["diff_ms"] > 0
     bad = gpubench("results", "compare", "a", "zz", *at)
-    assert bad.returncode == 2 and "no target 'zz'" in bad.stderr
+    assert (
+        bad.returncode == 2
+        and "TARGET_B: got 'zz'; expected a target of run 1 (a, b)" in bad.stderr
+    )
     bad_scenario = gpubench("results", "compare", "a", "b", "--scenario", "7", *at)
     assert bad_scenario.returncode == 2 and "--scenario" in bad_scenario.stderr
 
