@@ -16,7 +16,16 @@ from rich.markup import escape
 from rich.table import Table
 
 from .._errors import ConfigError
-from ._console import EXIT_CODES_HELP, ExitCode, err, json_safe, out, resolve_store, store_option
+from ._console import (
+    EXIT_CODES_HELP,
+    ExitCode,
+    err,
+    existing_store,
+    json_safe,
+    out,
+    resolve_store,
+    store_option,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -131,7 +140,7 @@ def _run(
     from ..campaign import run_campaign
 
     reports = run_campaign(
-        resolve_store(store_path),
+        existing_store(store_path),
         name,
         once=once,
         heartbeat_s=heartbeat_s,
@@ -185,7 +194,7 @@ def campaign_list(store_path: str | None) -> None:
     table = Table()
     for col in ("name", "schedule", "slots", "done", "missed", "pending", "first", "last"):
         table.add_column(col)
-    with CampaignDB(resolve_store(store_path), readonly=True) as db:
+    with CampaignDB(existing_store(store_path), readonly=True) as db:
         for name in db.names():
             c = db.get(name)
             slots = db.slots(c)
@@ -209,7 +218,7 @@ def campaign_status(name: str | None, store_path: str | None, as_json: bool) -> 
 
     from ..campaign import CampaignDB
 
-    with CampaignDB(resolve_store(store_path), readonly=True) as db:
+    with CampaignDB(existing_store(store_path), readonly=True) as db:
         c = db.get(name)
         slots = db.slots(c)
         attempts = db.attempts(c)
@@ -267,7 +276,7 @@ def campaign_show(name: str | None, store_path: str | None, as_json: bool) -> No
     from ..campaign import campaign_summary
     from ..campaign._render import summary_renderables
 
-    with Store(resolve_store(store_path), readonly=True) as store:
+    with Store(existing_store(store_path), readonly=True) as store:
         summary = campaign_summary(store, name)
     if as_json:
         click.echo(json.dumps(json_safe(asdict(summary)), indent=2, default=str))
@@ -319,7 +328,7 @@ def compare(
     from ..campaign._render import gate_table
 
     rules = parse_fail_on(fail_on)  # before opening anything: a typo fails fast
-    with Store(resolve_store(store_path), readonly=True) as store:
+    with Store(existing_store(store_path), readonly=True) as store:
         base, cand, report = regression_gate(
             store, baseline, rules, candidate=candidate, target=target, scenario=scenario,
             significant_only=significant_only,

@@ -15,7 +15,8 @@ import contextlib
 import enum
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import click
@@ -56,6 +57,34 @@ STORE_ENV = "GPUBENCH_STORE"
 def resolve_store(given: str | None, plan_output: str | None = None) -> str:
     """The one rule every command uses to find the results store."""
     return given or os.environ.get(STORE_ENV) or plan_output or DEFAULT_STORE
+
+
+def existing_store(given: str | None) -> str:
+    """The store by the rule, which must exist: reading commands never create one."""
+    path = resolve_store(given)
+    if not Path(path).is_file():
+        raise ConfigError(
+            "--store",
+            path,
+            f"an existing results store: a run writes one (gpubench run PLAN --store FILE); "
+            f"name it with --store or ${STORE_ENV}",
+        )
+    return path
+
+
+def writable_path(path: str, option: str) -> None:
+    """Refuse, before any work, an output path that cannot be a file (checked, not guessed)."""
+    target = Path(path)
+    parent = target.parent
+    if target.is_dir():
+        raise ConfigError(option, path, "a file name, not a directory (e.g. report.html)")
+    for above in (parent, *parent.parents):
+        if above.exists():
+            if not above.is_dir():
+                raise ConfigError(option, path, f"a path in a directory: {above} is a regular file")
+            break
+    if not parent.exists():
+        raise ConfigError(option, path, f"a path in an existing directory (mkdir -p {parent})")
 
 
 def store_option(f: F) -> F:
@@ -115,8 +144,39 @@ def quiet_broken_pipe() -> NoReturn:
     os._exit(ExitCode.OK)  # no atexit flush of a pipe nobody reads
 
 
+def usage_error(exc: click.ClickException) -> NoReturn:
+    """A command line click refused, as one line: what is wrong, and where the help is."""
+    if isinstance(exc, click.exceptions.NoArgsIsHelpError):
+        exc.show()  # a group called bare: its help is the answer
+        sys.exit(ExitCode.USAGE)
+    ctx = getattr(exc, "ctx", None)
+    where = f" (see: {ctx.command_path} --help)" if ctx is not None else ""
+    error(" ".join(exc.format_message().split()) + where)
+    sys.exit(ExitCode.USAGE if isinstance(exc, click.UsageError) else exc.exit_code)
+
+
 class Group(click.Group):
     """Every command's errors end here: a clear line on stderr and an exit code, never a key."""
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        """click's, but a refused command line is one ``error:`` line (exit 2), not a page."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, False, **extra)
+        except click.ClickException as exc:
+            usage_error(exc)
+        except (click.Abort, KeyboardInterrupt):
+            err.print("interrupted", highlight=False)
+            sys.exit(ExitCode.INTERRUPTED)
+        sys.exit(code if isinstance(code, int) else ExitCode.OK)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:

@@ -38,7 +38,7 @@ from ..cost._tables import (
     run_cost_table,
     sweep_table,
 )
-from ._console import out, resolve_store, store_option, warn
+from ._console import existing_store, out, store_option, warn
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -208,7 +208,7 @@ def cost_run(
         if not sep:
             raise ConfigError("--price", text, "TARGET=provider[:SKU][,rate=USD_PER_S]")
         given[name] = parse_target_spec(rest)
-    with _price_warnings(), Store(resolve_store(store_path), readonly=True) as store:
+    with _price_warnings(), Store(existing_store(store_path), readonly=True) as store:
         catalog = load_catalog(prices, max_age_days=max_age_days)
         info = store.run(run_ref)
         costs = priced_targets(store, info, catalog, given, scale_down_s, require_price=True)
@@ -315,7 +315,7 @@ def cost_whatif(
     if from_run is not None:
         if run_target is None:
             raise ConfigError("--run-target", None, "the target of --from-run to take samples from")
-        with Store(resolve_store(store_path), readonly=True) as store:
+        with Store(existing_store(store_path), readonly=True) as store:
             dist = distributions_from_run(store, from_run, run_target)
             if rps is None:
                 arrivals = arrivals_from_run(store, from_run, run_target)

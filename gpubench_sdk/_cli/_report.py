@@ -6,9 +6,8 @@ from pathlib import Path
 
 import click
 
-from .._errors import ConfigError
 from .._store import Store
-from ._console import resolve_store, store_option
+from ._console import existing_store, store_option, writable_path
 
 _SUFFIX = {".html": "html", ".htm": "html", ".json": "json", ".csv": "csv", ".md": "markdown"}
 
@@ -38,11 +37,8 @@ def report_cmd(
     with the summary, latency box plots, cold-start phases, days, bursts, streaming and cost."""
     from .._report import build_report, render
 
-    store_path = resolve_store(store_path)
-    if not Path(store_path).exists():
-        raise ConfigError(
-            "--store", store_path, "an existing results file (gpubench run --store FILE)"
-        )
+    store_path = existing_store(store_path)
+    writable_path(output, "--output")
     chosen = fmt or _SUFFIX.get(Path(output).suffix.lower(), "html")
     with Store(store_path, readonly=True) as store:
         content = build_report(store, run_refs, title=title)

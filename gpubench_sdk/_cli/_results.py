@@ -17,7 +17,7 @@ from .._store import Store
 from .._summary import error_groups, render_thresholds, summarize
 from .._thresholds import SOME_REQUEST_SUCCEEDS, check_thresholds
 from .._types import Outcome
-from ._console import json_safe, out, quiet_broken_pipe, resolve_store, store_option
+from ._console import existing_store, json_safe, out, quiet_broken_pipe, store_option, writable_path
 from ._run import print_run
 
 
@@ -31,7 +31,7 @@ def results() -> None:
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 def results_list(store_path: str | None, as_json: bool) -> None:
     """List the runs in the store, newest first."""
-    with Store(resolve_store(store_path), readonly=True) as store:
+    with Store(existing_store(store_path), readonly=True) as store:
         runs = store.runs()
     if as_json:
         data = [
@@ -65,7 +65,7 @@ def _started(wall_ns: int) -> str:
 def results_show(run_ref: str, store_path: str | None, as_json: bool) -> None:
     """Summarize RUN (id, uuid prefix, or 'latest'): figures, why requests failed, and the
     plan's thresholds."""
-    with Store(resolve_store(store_path), readonly=True) as store:
+    with Store(existing_store(store_path), readonly=True) as store:
         run = store.run(run_ref)
         report = check_thresholds(store, run.id)
         if as_json:
@@ -106,7 +106,9 @@ def results_export(run_ref: str, store_path: str | None, fmt: str, output: str) 
     """Export every invocation of RUN as JSON lines, CSV or Parquet."""
     if fmt == "parquet" and output == "-":
         raise ConfigError("--output", output, "a file for Parquet (binary): -o run.parquet")
-    with Store(resolve_store(store_path), readonly=True) as store:
+    if output != "-":
+        writable_path(output, "--output")
+    with Store(existing_store(store_path), readonly=True) as store:
         run = store.run(run_ref)
         if fmt == "parquet":
             export = getattr(store, "export_parquet", None)
@@ -145,7 +147,7 @@ def results_compare(
     Mann-Whitney U test and a verdict (see docs/metrics.md)."""
     from ..metrics import compare, run_columns
 
-    with Store(resolve_store(store_path), readonly=True) as store:
+    with Store(existing_store(store_path), readonly=True) as store:
         run_a = store.run(run_ref)
         run_b = run_a if run_b_ref is None else store.run(run_b_ref)
         for target, run, option in ((target_a, run_a, "TARGET_A"), (target_b, run_b, "TARGET_B")):
