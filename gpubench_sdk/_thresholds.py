@@ -134,8 +134,10 @@ def parse_rule(
     raw_metric = m.group("metric") if m else re.split(r"[<>=\s]", rule, maxsplit=1)[0]
     metric = metric_name(raw_metric)
     if metric is None:
-        names = ", ".join([*METRICS, *ALIASES])
-        raise ConfigError(field, rule, f"a metric among: {names} (e.g. p95 < 500ms)")
+        names = [*METRICS, *ALIASES]
+        close = difflib.get_close_matches(raw_metric, names, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else " (e.g. p95 < 500ms)"
+        raise ConfigError(field, rule, f"a metric among: {', '.join(names)}{hint}")
     if m is None or m.group("op") not in _FLIP:
         raise ConfigError(
             field,
