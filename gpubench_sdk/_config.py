@@ -181,7 +181,7 @@ class RunConfig(_Strict):
             seen.add(t.name)
         from ._thresholds import plan_thresholds  # raises ConfigError naming the rule's field
 
-        plan_thresholds(self.thresholds, seen)
+        plan_thresholds(self.thresholds, [t.name for t in self.targets])
         return self
 
     def build_scenarios(self) -> list[Scenario]:

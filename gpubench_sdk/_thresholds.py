@@ -61,7 +61,7 @@ _CHANGE_UNITS = {
     "usd": {"%": 1.0, "$": 1.0},
 }
 _LIMIT_UNITS = {
-    "duration": {"ms": 1.0, "s": 1000.0, "m": 60_000.0},
+    "duration": {"ms": 1.0, "s": 1000.0, "m": 60_000.0, "h": 3_600_000.0},
     "fraction": {"%": 0.01},
     "rate": {"rps": 1.0},
     "usd": {"$": 1.0},
@@ -175,9 +175,7 @@ def parse_rule(
         return Threshold(metric, op, limit, relative, rule.replace(" ", ""), True, target, holds)
     units = _LIMIT_UNITS[kind]
     if unit not in units:
-        signed = (
-            " (for a change from a baseline: a signed change, e.g. +20%)" if allow_change else ""
-        )
+        signed = " (for a change from a baseline: a signed change, e.g. +20%)"
         raise ConfigError(
             field,
             rule,
