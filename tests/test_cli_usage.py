@@ -16,7 +16,9 @@ import pytest
 from _report_store import build_store
 from click.testing import CliRunner
 
+from gpubench_sdk import Invocation, Outcome, Phase, Store
 from gpubench_sdk._cli import main
+from gpubench_sdk._store import ScenarioRecord, TargetRecord
 
 PLAN = """
 [run]
@@ -26,6 +28,7 @@ name = "usage"
 name = "loc"
 provider = "local"
 handler = "gpubench_sdk._local.demo:echo"
+load = ""
 
 [[scenarios]]
 kind = "burst"
@@ -239,13 +242,28 @@ def test_help_lists_the_exit_codes() -> None:
     assert "95%%" not in gpubench("compare", "--help").stdout
 
 
+def _big_store(path: Path, rows: int) -> None:
+    """One run of ``rows`` invocations: an export far larger than a pipe's 64 KiB buffer."""
+    with Store(path) as store:
+        run = store.begin_run(
+            name="big", config={}, targets=(TargetRecord("t", "local"),),
+            scenarios=(ScenarioRecord("burst", {}),), origin_ns=0, started_wall_ns=10**18,
+        )  # fmt: skip
+        for seq in range(rows):
+            store.append(run.id, Invocation(
+                target="t", scenario=0, seq=seq, phase=Phase.MEASURE, scheduled_ns=seq,
+                start_ns=seq, end_ns=seq + 10**6, wall_start_ns=10**18, outcome=Outcome.OK,
+            ))  # fmt: skip
+        store.end_run(run.id, "completed")
+
+
 def test_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
     """`gpubench results export | head -1`: the reader leaves early; no traceback, exit 0."""
     store = tmp_path / "big.sqlite"
-    build_store(store, days=3)
+    _big_store(store, 5_000)  # ~2 MB of JSON lines
     for fmt in ("jsonl", "csv"):
         proc = subprocess.Popen(
-            [sys.executable, "-m", "gpubench_sdk", "results", "export", "1", "--format", fmt,
+            [sys.executable, "-m", "gpubench_sdk", "results", "export", "--format", fmt,
              "--store", str(store)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )  # fmt: skip
@@ -254,6 +272,23 @@ def test_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
         proc.stdout.close()  # as head -1 does after its line
         assert proc.wait(60) == 0
         assert proc.stderr.read() == b""
+    whole = gpubench("results", "export", "--store", str(store))
+    assert len(whole.stdout.splitlines()) == 5_000  # the same command, read to the end
+
+
+def test_store_rule_run_then_results(tmp_path: Path) -> None:
+    """$GPUBENCH_STORE wins over the plan's run.output, and results finds the run there."""
+    plan = tmp_path / "p.toml"
+    plan.write_text(PLAN.replace('name = "usage"', 'name = "usage"\noutput = "plan.sqlite"'))
+    env = {"GPUBENCH_STORE": str(tmp_path / "env.sqlite"), "PATH": "/usr/bin:/bin"}
+    done = gpubench("run", str(plan), "--quiet", env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert not (tmp_path / "plan.sqlite").exists()
+    listed = gpubench("results", "list", "--json", env=env, cwd=tmp_path)
+    assert [r["name"] for r in json.loads(listed.stdout)] == ["usage"]
+    legacy = gpubench("run", str(plan), "--quiet", "-o", "old.sqlite", env=env, cwd=tmp_path)
+    assert legacy.returncode == 0 and "deprecated: use --store" in legacy.stderr
+    assert (tmp_path / "old.sqlite").exists()
 
 
 def test_store_rule_env_and_results_list_json(tmp_path: Path) -> None:
