@@ -320,14 +320,16 @@ def render_errors(groups: Sequence[ErrorGroup]) -> list[str]:
     return lines
 
 
-def render_thresholds(report: ThresholdReport) -> Table:
-    """The rules and how the run fared: every rule given, and the default rule where it failed."""
+def render_thresholds(report: ThresholdReport) -> Table | None:
+    """Every rule given and how the run fared, with the default rule where it failed; None
+    when there is nothing to show (no rule given, none failed)."""
+    rows = [r for r in report.rows if r.rule is not SOME_REQUEST_SUCCEEDS or not r.passed]
+    if not rows:
+        return None
     table = Table(title="thresholds", title_justify="left")
     for name in ("rule", "target", "scenario", "measured", "result", "why"):
         table.add_column(name, justify="right" if name == "measured" else "left")
-    for r in report.rows:
-        if r.rule is SOME_REQUEST_SUCCEEDS and r.passed:
-            continue
+    for r in rows:
         table.add_row(
             escape(r.rule.describe()),
             r.target,

@@ -15,7 +15,7 @@ from .._errors import ConfigError
 from .._monitor import client_bound_spans
 from .._store import Store
 from .._summary import error_groups, render_thresholds, summarize
-from .._thresholds import SOME_REQUEST_SUCCEEDS, check_thresholds
+from .._thresholds import check_thresholds
 from .._types import Outcome
 from ._console import existing_store, json_safe, out, quiet_broken_pipe, store_option, writable_path
 from ._run import print_run
@@ -83,8 +83,9 @@ def results_show(run_ref: str, store_path: str | None, as_json: bool) -> None:
             click.echo(json.dumps(json_safe(data), indent=2, default=str))
             return
         print_run(store, run, run.status + (f" ({run.error})" if run.error else ""))
-    if any(r.rule is not SOME_REQUEST_SUCCEEDS for r in report.rows) or report.failed:
-        out.print(render_thresholds(report))
+    table = render_thresholds(report)
+    if table is not None:
+        out.print(table)
 
 
 @results.command("export")

@@ -23,7 +23,7 @@ from .._results import RunResult
 from .._runner import Runner
 from .._store import RunInfo, Store
 from .._summary import error_groups, render, render_errors, render_thresholds, summarize
-from .._thresholds import SOME_REQUEST_SUCCEEDS, Threshold, check_thresholds, parse_fail_on
+from .._thresholds import Threshold, check_thresholds, parse_fail_on
 from .._types import Invocation
 from ._console import EXIT_CODES_HELP, ExitCode, err, out, resolve_store, store_option, warn
 
@@ -47,7 +47,7 @@ def _output_as_store(ctx: click.Context, _: click.Parameter, value: str | None) 
     return value
 
 
-def _otlp_url(_: click.Context, param: click.Parameter, value: str | None) -> str | None:
+def _otlp_url(_: click.Context, __: click.Parameter, value: str | None) -> str | None:
     if value is not None:
         parts = urlsplit(value)
         if parts.scheme not in ("http", "https") or not parts.hostname or " " in value:
@@ -257,14 +257,14 @@ def _report(result: RunResult, rules: Sequence[Threshold]) -> None:
     with Store(result.store_path, readonly=True) as store:
         print_run(store, result.run, status)
         report = check_thresholds(store, result.run.id, rules)
-    if report.rows and (any(r.rule is not SOME_REQUEST_SUCCEEDS for r in report.rows)
-                        or report.failed):  # fmt: skip
-        out.print(render_thresholds(report))
-    where = f"--store {result.store_path}"
+    table = render_thresholds(report)
+    if table is not None:
+        out.print(table)
     out.print(
         f"stored in {result.store_path} (run {result.run.uuid}); "
-        f"see: gpubench results show {result.run.id} {where}"
+        f"see: gpubench results show {result.run.id} --store {result.store_path}"
     )
+    # "stopped by SIGINT/SIGTERM" is run_until_signal's reason; a budget stops for its own
     if result.status == "cancelled" and (result.stop_reason or "").startswith("stopped by SIG"):
         err.print(
             f"interrupted: the {result.run.samples} requests measured so far are kept in "
