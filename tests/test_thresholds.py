@@ -258,6 +258,19 @@ def test_example_thresholds_plan(tmp_path: Path) -> None:
     stricter = gpubench("run", str(plan), "--store", str(store), "--quiet", "--fail-on", "p50>0ms")
     assert stricter.returncode == 1
     assert "fail on p50 > 0ms" in stricter.stdout and "FAIL: " in stricter.stderr
+    # `gpubench run ... | head` in CI: the reader leaves (here before the first line), and
+    # the verdict still decides the exit code: 1 with the rule named, else 0
+    for extra, code in ((["--fail-on", "p50>0ms"], 1), ([], 0)):
+        piped = subprocess.Popen(
+            [sys.executable, "-m", "gpubench_sdk", "run", str(plan), "--store", str(store),
+             "--quiet", *extra],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert piped.stdout is not None and piped.stderr is not None
+        piped.stdout.close()
+        assert piped.wait(180) == code
+        said = piped.stderr.read()
+        assert said.startswith("FAIL: local-gate: fail on p50 > 0ms") if code else not said, said
     with Store(store, readonly=True) as s:
-        assert [r.status for r in s.runs()] == ["completed", "completed"]
+        assert [r.status for r in s.runs()] == ["completed"] * 4
         assert np.asarray(s.columns(1)["outcome"]).size > 0

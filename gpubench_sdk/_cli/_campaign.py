@@ -24,6 +24,7 @@ from ._console import (
     json_safe,
     out,
     resolve_store,
+    stdout_may_close,
     store_option,
 )
 
@@ -333,29 +334,31 @@ def compare(
             store, baseline, rules, candidate=candidate, target=target, scenario=scenario,
             significant_only=significant_only,
         )  # fmt: skip
-    if as_json:
-        data = {
-            "baseline": base.label,
-            "candidate": cand.label,
-            "passed": report.passed,
-            "rows": [asdict(r) for r in report.rows],
-        }
-        click.echo(json.dumps(json_safe(data), indent=2, default=str))
-    else:
-        out.print(gate_table(report.rows, f"{base.label} (baseline) vs {cand.label} (candidate)"))
-        failed, missing = report.failed, report.missing
-        if failed:
-            rules_text = ", ".join(f"{r.target}: {r.threshold.text}" for r in failed)
-            out.print(f"[bold red]FAIL[/]: {escape(rules_text)}", highlight=False)
-        if missing:
-            rules_text = ", ".join(f"{r.target}: {r.threshold.metric}" for r in missing)
-            err.print(
-                f"[yellow]cannot check[/] {escape(rules_text)}: the baseline has no such data "
-                "(no cold start, no first byte, or no price in the plan)",
-                highlight=False,
-            )
-        if report.passed:
-            out.print("[green]PASS[/]: every rule holds")
+    with stdout_may_close():  # the verdict is known: a closed pipe cannot change it
+        if as_json:
+            data = {
+                "baseline": base.label,
+                "candidate": cand.label,
+                "passed": report.passed,
+                "rows": [asdict(r) for r in report.rows],
+            }
+            click.echo(json.dumps(json_safe(data), indent=2, default=str))
+        else:
+            title = f"{base.label} (baseline) vs {cand.label} (candidate)"
+            out.print(gate_table(report.rows, title))
+            failed, missing = report.failed, report.missing
+            if failed:
+                rules_text = ", ".join(f"{r.target}: {r.threshold.text}" for r in failed)
+                out.print(f"[bold red]FAIL[/]: {escape(rules_text)}", highlight=False)
+            if missing:
+                rules_text = ", ".join(f"{r.target}: {r.threshold.metric}" for r in missing)
+                err.print(
+                    f"[yellow]cannot check[/] {escape(rules_text)}: the baseline has no such data "
+                    "(no cold start, no first byte, or no price in the plan)",
+                    highlight=False,
+                )
+            if report.passed:
+                out.print("[green]PASS[/]: every rule holds")
     if report.failed:
         sys.exit(ExitCode.THRESHOLD_FAILED)
     if report.missing:

@@ -15,7 +15,7 @@ import contextlib
 import enum
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
@@ -29,8 +29,26 @@ from .._secrets import redact
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+
+def _stdout_to_devnull() -> None:
+    """Point stdout at /dev/null, so no later write or the interpreter's last flush fails."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+
+
+class _Stdout(Console):
+    """rich's console, but a reader that left (``| head``) raises BrokenPipeError for the
+    command to handle (rich itself would exit 1, hiding the verdict the command computed)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True  # nothing more to print
+        _stdout_to_devnull()
+        raise BrokenPipeError
+
+
 # Wide when captured (pipes, CI logs): rich would otherwise squeeze tables into 80 columns.
-out = Console(width=None if sys.stdout.isatty() else 200)
+out = _Stdout(width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True)
 
 
@@ -135,13 +153,19 @@ def fail(exc: BaseException) -> NoReturn:
 
 
 def quiet_broken_pipe() -> NoReturn:
-    """The reader of our output left (``| head``): stop quietly, as ripgrep does (exit 0).
-
-    stdout is pointed at /dev/null first, so the interpreter's last flush cannot fail again."""
-    with contextlib.suppress(OSError, ValueError):
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+    """The reader of our output left (``| head``): stop quietly, as ripgrep does (exit 0)."""
+    _stdout_to_devnull()
     os._exit(ExitCode.OK)  # no atexit flush of a pipe nobody reads
+
+
+@contextlib.contextmanager
+def stdout_may_close() -> Iterator[None]:
+    """Printing a verdict's details: if the reader leaves (``| head``), stop printing but
+    keep going, so the exit code still says whether the thresholds held."""
+    try:
+        yield
+    except BrokenPipeError:
+        _stdout_to_devnull()
 
 
 def usage_error(exc: click.ClickException) -> NoReturn:

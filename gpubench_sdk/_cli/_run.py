@@ -25,7 +25,16 @@ from .._store import RunInfo, Store
 from .._summary import error_groups, render, render_errors, render_thresholds, summarize
 from .._thresholds import Threshold, check_thresholds, parse_fail_on
 from .._types import Invocation
-from ._console import EXIT_CODES_HELP, ExitCode, err, out, resolve_store, store_option, warn
+from ._console import (
+    EXIT_CODES_HELP,
+    ExitCode,
+    err,
+    out,
+    resolve_store,
+    stdout_may_close,
+    store_option,
+    warn,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -255,15 +264,16 @@ def _report(result: RunResult, rules: Sequence[Threshold]) -> None:
     """The summary, why requests failed, the thresholds; then the exit code they decide."""
     status = result.status + (f" ({result.stop_reason})" if result.stop_reason else "")
     with Store(result.store_path, readonly=True) as store:
-        print_run(store, result.run, status)
-        report = check_thresholds(store, result.run.id, rules)
-    table = render_thresholds(report)
-    if table is not None:
-        out.print(table)
-    out.print(
-        f"stored in {result.store_path} (run {result.run.uuid}); "
-        f"see: gpubench results show {result.run.id} --store {result.store_path}"
-    )
+        report = check_thresholds(store, result.run.id, rules)  # the verdict first
+        with stdout_may_close():
+            print_run(store, result.run, status)
+            table = render_thresholds(report)
+            if table is not None:
+                out.print(table)
+            out.print(
+                f"stored in {result.store_path} (run {result.run.uuid}); "
+                f"see: gpubench results show {result.run.id} --store {result.store_path}"
+            )
     # "stopped by SIGINT/SIGTERM" is run_until_signal's reason; a budget stops for its own
     if result.status == "cancelled" and (result.stop_reason or "").startswith("stopped by SIG"):
         err.print(
