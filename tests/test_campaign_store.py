@@ -246,7 +246,7 @@ def test_five_day_campaign_analysis_and_gate(tmp_path: Path) -> None:
     missing = cli.invoke(main, [*args, "--fail-on", "ttft.p50>+10%"])  # no first byte stored
     assert missing.exit_code == 1 and "FAIL" in missing.output  # no data never passes a gate
     limits = cli.invoke(
-        main, [*args, "--target", "a", "--fail-on", "p50>1ms", "--fail-on", "p50>1h"]
+        main, [*args, "--target", "a", "--fail-on", "p50>1ms", "--fail-on", "p50>1d"]
     )
     assert limits.exit_code == 2 and "a unit for a limit on p50" in limits.output
     limits = cli.invoke(
