@@ -7,6 +7,7 @@ their own table (tests/test_config.py); a few end-to-end cases run in subprocess
 
 from __future__ import annotations
 
+import errno
 import json
 import subprocess
 import sys
@@ -16,8 +17,9 @@ import pytest
 from _report_store import build_store
 from click.testing import CliRunner
 
-from gpubench_sdk import Invocation, Outcome, Phase, Store
+from gpubench_sdk import ConfigError, Invocation, Outcome, Phase, Store, StoreError
 from gpubench_sdk._cli import main
+from gpubench_sdk._cli._console import fail
 from gpubench_sdk._store import ScenarioRecord, TargetRecord
 
 PLAN = """
@@ -63,7 +65,7 @@ CASES: list[tuple[list[str], str]] = [
     (["nope"], "No such command 'nope'"),
     # run
     (["run"], "Missing argument 'CONFIG'"),
-    (["run", "MISSING"], "config: got"),
+    (["run", "MISSING"], "Invalid value for 'CONFIG': File"),
     (["run", "DIR"], "'CONFIG'"),
     (["run", "PLAN", "--stroe", "x"], "Did you mean '--store'"),
     (["run", "PLAN", "-p", "0"], "'--processes': 0 is not in the range"),
@@ -188,6 +190,7 @@ CASES: list[tuple[list[str], str]] = [
     # local
     (["local", "serve", "--port", "70000"], "'--port': 70000 is not in the range"),
     (["local", "serve", "--min-workers", "3", "--max-workers", "1"], "--max-workers: got 1"),
+    (["local", "serve", "--api-key-env", "GPUBENCH_TEST_NEVER_SET"], "--api-key-env: got"),
 ]
 
 
@@ -305,3 +308,27 @@ def test_store_rule_env_and_results_list_json(tmp_path: Path) -> None:
     (tmp_path / "gpubench.sqlite").write_bytes(store.read_bytes())
     found = gpubench("results", "list", "--json", cwd=tmp_path, env={"PATH": "/usr/bin:/bin"})
     assert len(json.loads(found.stdout)) == 2
+
+
+@pytest.mark.parametrize(
+    ("exc", "code", "says"),
+    [
+        (ExceptionGroup("unhandled errors in a TaskGroup", [ConfigError("f", 1, "a fix")]), 2,
+         "error: f: got 1; expected a fix"),
+        (BaseExceptionGroup("outer", [ExceptionGroup("inner", [StoreError("disk full")])]), 2,
+         "error: disk full"),
+        (OSError(errno.EMFILE, "Too many open files"), 2, "the open-files limit is"),
+        (NotADirectoryError(errno.ENOTDIR, "Not a directory", "a.txt/r.html"), 2,
+         "error: a.txt/r.html: Not a directory"),
+        (RuntimeError("a bug"), 1, "internal error: RuntimeError: a bug"),
+    ],
+)  # fmt: skip
+def test_causes_we_can_name_are_named(
+    exc: BaseException, code: int, says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A lone error inside task groups is shown as itself; never 'ExceptionGroup' for it."""
+    with pytest.raises(SystemExit) as info:
+        fail(exc)
+    said = capsys.readouterr().err
+    assert info.value.code == code and says in said and len(said.strip().splitlines()) == 1
+    assert "ExceptionGroup" not in said and "TaskGroup" not in said

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import errno
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -136,6 +137,15 @@ def fail(exc: BaseException) -> NoReturn:
         error(str(exc))
         usage = isinstance(exc, ConfigError | PluginError | CapabilityError | StoreError)
         sys.exit(ExitCode.USAGE if usage else 1)
+    if isinstance(exc, OSError) and exc.errno == errno.EMFILE:
+        import resource  # POSIX; EMFILE is too
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        error(
+            f"too many open files: the open-files limit is {soft} (hard {hard}); lower the "
+            "plan's concurrency or raise the limit (ulimit -n)"
+        )
+        sys.exit(ExitCode.USAGE)
     if isinstance(exc, OSError) and exc.filename is not None:
         # a file we were told to read or write: the user's to fix (a missing directory, a
         # path under a regular file, no permission)

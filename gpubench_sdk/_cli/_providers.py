@@ -92,7 +92,10 @@ def local_serve(
         fields["load"] = load_fn
     elif load_fn:
         fields["load"] = load_fn
-    fields["api_key"] = resolve_secret("api_key", env=api_key_env, file=None)
+    try:
+        fields["api_key"] = resolve_secret("api_key", env=api_key_env, file=None)
+    except ConfigError as exc:  # named after the option given, not the plan's field
+        raise ConfigError("--api-key-env", api_key_env, exc.expected) from None
     if max_workers < min_workers:
         raise ConfigError("--max-workers", max_workers, f">= --min-workers ({min_workers})")
     serve(LocalRuntimeConfig(**fields))

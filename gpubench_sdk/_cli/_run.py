@@ -82,7 +82,7 @@ _QUIET = click.option("--quiet", is_flag=True, help="no progress bar")
 
 
 @click.command("run", epilog=EXIT_CODES_HELP)
-@click.argument("config_path", metavar="CONFIG", type=click.Path(dir_okay=False))
+@click.argument("config_path", metavar="CONFIG", type=click.Path(exists=True, dir_okay=False))
 @store_option
 @_legacy_output
 @click.option("--fail-on", "fail_on", multiple=True, metavar="RULE", help=_FAIL_ON_HELP)
