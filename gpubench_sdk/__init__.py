@@ -45,6 +45,7 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     from ._scenarios import Burst, ColdStarts, Rate, Scenario
     from ._store import RunInfo, Store
     from ._summary import SummaryRow, summarize
+    from ._thresholds import Threshold, ThresholdReport, check_thresholds
     from ._types import (
         ColdCheck,
         FleetState,
@@ -105,6 +106,9 @@ _EXPORTS: dict[str, str] = {
     "Store": "._store",
     "SummaryRow": "._summary",
     "summarize": "._summary",
+    "Threshold": "._thresholds",
+    "ThresholdReport": "._thresholds",
+    "check_thresholds": "._thresholds",
     "ColdCheck": "._types",
     "FleetState": "._types",
     "Invocation": "._types",
@@ -165,12 +169,15 @@ __all__ = [
     "StoreError",
     "SummaryRow",
     "Target",
+    "Threshold",
+    "ThresholdReport",
     "ThrottledError",
     "TransportError",
     "Workload",
     "WorkloadOptions",
     "__version__",
     "build_run",
+    "check_thresholds",
     "first_byte_ns",
     "list_plugins",
     "load_config",

@@ -162,6 +162,8 @@ class RunConfig(_Strict):
     workload: WorkloadConfig = WorkloadConfig()
     targets: list[TargetConfig] = Field(min_length=1)
     scenarios: list[dict[str, Any]] = Field(min_length=1)
+    # rules the run must hold (grammar and checks: gpubench_sdk._thresholds)
+    thresholds: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("scenarios")
     @classmethod
@@ -177,6 +179,9 @@ class RunConfig(_Strict):
             if t.name in seen:
                 raise ConfigError(f"targets[{i}].name", t.name, "a name no other target uses")
             seen.add(t.name)
+        from ._thresholds import plan_thresholds  # raises ConfigError naming the rule's field
+
+        plan_thresholds(self.thresholds, [t.name for t in self.targets])
         return self
 
     def build_scenarios(self) -> list[Scenario]:

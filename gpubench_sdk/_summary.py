@@ -16,14 +16,20 @@ successful requests' output tokens (``usage`` where the server reported it) over
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
+from rich.markup import escape
 from rich.table import Table
 
+from ._secrets import redact
 from ._store import Columns, RunInfo, Store
+from ._thresholds import SOME_REQUEST_SUCCEEDS, ThresholdReport
 from ._types import Outcome
 from .metrics import (
     cold_starts_of,
@@ -222,3 +228,114 @@ _CAPTION = (
     "latency from the scheduled send, successful requests; CV = std/mean; "
     "cold start = latency - inference time (docs/metrics.md)"
 )
+
+
+# -- why requests failed -------------------------------------------------------------------
+
+# What varies between otherwise identical errors: ids, long numbers, hex. Masked for grouping.
+_VARYING = re.compile(
+    r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|\b[0-9a-f]{12,}\b|\d{4,}",
+    re.IGNORECASE,
+)
+_URL = re.compile(r"https?://[^\s'\"<>)\]]+")
+_URL_OPTIONS = ("url", "base_url", "endpoint_url", "api_base", "endpoint")
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorGroup:
+    """Failed requests of one target that failed the same way."""
+
+    target: str
+    outcome: str
+    message: str  # the first one's stored error text, secrets masked
+    count: int
+    method: str | None  # from the target's options, where they say
+    url: str | None  # from the error text, else the target's options; no query, no user info
+    request_id: str | None  # an example: the provider's id of one of these requests
+
+
+def shown_url(url: str) -> str:
+    """A URL fit to print: no user:password, and the query's values hidden (they may be keys)."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "") + (f":{parts.port}" if parts.port else "")
+    query = "&".join(f"{q.split('=', 1)[0]}=***" for q in parts.query.split("&") if q)
+    return redact(urlunsplit((parts.scheme, host, parts.path, query, "")))
+
+
+def _target_url(options: Mapping[str, Any]) -> str | None:
+    for key in _URL_OPTIONS:
+        value = options.get(key)
+        if isinstance(value, str) and value.startswith(("http://", "https://")):
+            return value
+    return None
+
+
+def error_groups(store: Store, run: RunInfo, top: int = 3) -> list[ErrorGroup]:
+    """Per target, its ``top`` most frequent distinct errors among measured requests."""
+    groups = []
+    for t in run.targets:
+        cols = store.columns(run.id, target=t.name, text=True)
+        outcome = np.asarray(cols["outcome"])
+        failed = np.flatnonzero(outcome != Outcome.OK.code)
+        if not failed.size:
+            continue
+        counts: Counter[tuple[int, str]] = Counter()
+        first: dict[tuple[int, str], int] = {}
+        rid: dict[tuple[int, str], str] = {}
+        for i in failed:
+            text = str(cols["error"][i] or "")
+            key = (int(outcome[i]), _VARYING.sub("…", text))
+            counts[key] += 1
+            first.setdefault(key, int(i))
+            if cols["request_id"][i] and key not in rid:
+                rid[key] = str(cols["request_id"][i])
+        method = t.options.get("method")
+        for key, n in counts.most_common(top):
+            text = str(cols["error"][first[key]] or "(no message stored)")
+            found = _URL.search(text)
+            url = found.group(0) if found else _target_url(t.options)
+            groups.append(
+                ErrorGroup(
+                    target=t.name,
+                    outcome=Outcome.from_code(key[0]).value,
+                    message=_URL.sub(lambda m: shown_url(m.group(0)), redact(text)),
+                    count=n,
+                    method=method if isinstance(method, str) else None,
+                    url=None if url is None else shown_url(url),
+                    request_id=rid.get(key),
+                )
+            )
+    return groups
+
+
+def render_errors(groups: Sequence[ErrorGroup]) -> list[str]:
+    """Why requests failed, as plain lines: per target, its most frequent errors first."""
+    lines = ["why requests failed (most frequent first, per target):"]
+    for g in groups:
+        where = " ".join(p for p in (g.method, g.url) if p)
+        lines.append(f"  {g.target}: {g.count} x {g.outcome}" + (f", {where}" if where else ""))
+        lines.append(f"    {g.message}")
+        if g.request_id:
+            lines.append(f"    e.g. request id {g.request_id}")
+    return lines
+
+
+def render_thresholds(report: ThresholdReport) -> Table | None:
+    """Every rule given and how the run fared, with the default rule where it failed; None
+    when there is nothing to show (no rule given, none failed)."""
+    rows = [r for r in report.rows if r.rule is not SOME_REQUEST_SUCCEEDS or not r.passed]
+    if not rows:
+        return None
+    table = Table(title="thresholds", title_justify="left")
+    for name in ("rule", "target", "scenario", "measured", "result", "why"):
+        table.add_column(name, justify="right" if name == "measured" else "left")
+    for r in rows:
+        table.add_row(
+            escape(r.rule.describe()),
+            r.target,
+            r.scenario,
+            r.shown,
+            "[green]PASS[/]" if r.passed else "[bold red]FAIL[/]",
+            escape(r.note),
+        )
+    return table

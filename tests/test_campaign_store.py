@@ -244,7 +244,17 @@ def test_five_day_campaign_analysis_and_gate(tmp_path: Path) -> None:
     assert r["verdict"] == "FAIL" and r["change_ci"][0] < r["change"] < r["change_ci"][1]
     assert r["change"] == pytest.approx(r["candidate"] / r["baseline"] - 1)
     missing = cli.invoke(main, [*args, "--fail-on", "ttft.p50>+10%"])  # no first byte stored
-    assert missing.exit_code == 2 and "NO DATA" in missing.output
+    assert missing.exit_code == 1 and "FAIL" in missing.output  # no data never passes a gate
+    limits = cli.invoke(
+        main, [*args, "--target", "a", "--fail-on", "p50>1ms", "--fail-on", "p50>1d"]
+    )
+    assert limits.exit_code == 2 and "a unit for a limit on p50" in limits.output
+    limits = cli.invoke(
+        main, [*args, "--target", "a", "--fail-on", "p50>1ms", "--fail-on", "p99>9m"]
+    )
+    assert limits.exit_code == 1, limits.output
+    (held,) = [line for line in limits.output.splitlines() if "p99" in line and "│" in line]
+    assert "PASS" in held and "FAIL" in limits.output
     bad = cli.invoke(main, [*args, "--fail-on", "p95>20%"])
     assert bad.exit_code == 2 and "signed change" in bad.output
     cost = cli.invoke(main, [*args, "--target", "a", "--fail-on", "cost_per_1k>+1000%"])

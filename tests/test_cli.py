@@ -97,7 +97,7 @@ def plan(tmp_path: Path) -> Path:
 
 def test_run_show_export(plan: Path, tmp_path: Path) -> None:
     store = tmp_path / "out.sqlite"
-    proc = gpubench("run", str(plan), "-o", str(store), "--quiet")
+    proc = gpubench("run", str(plan), "--store", str(store), "--quiet")
     assert proc.returncode == 0, proc.stderr
     assert "cli-test" in proc.stdout and "0:cold_starts" in proc.stdout and "1:burst" in proc.stdout
     with Store(store) as s:
@@ -124,7 +124,7 @@ def test_run_show_export(plan: Path, tmp_path: Path) -> None:
 def test_bad_config_exits_2_naming_the_field(tmp_path: Path) -> None:
     p = tmp_path / "bad.toml"
     p.write_text(PLAN.format(total=0))
-    proc = gpubench("run", str(p), "-o", str(tmp_path / "x.sqlite"))
+    proc = gpubench("run", str(p), "--store", str(tmp_path / "x.sqlite"))
     assert proc.returncode == 2
     assert "scenarios[1].burst.total: got 0" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -133,8 +133,8 @@ def test_bad_config_exits_2_naming_the_field(tmp_path: Path) -> None:
 def test_unknown_provider_exits_with_install_hint(tmp_path: Path) -> None:
     p = tmp_path / "p.toml"
     p.write_text(PLAN.format(total=1).replace('provider = "local"', 'provider = "runpodd"'))
-    proc = gpubench("run", str(p), "-o", str(tmp_path / "x.sqlite"))
-    assert proc.returncode == 1
+    proc = gpubench("run", str(p), "--store", str(tmp_path / "x.sqlite"))
+    assert proc.returncode == 2  # a configuration error, like any other the plan has
     assert "pip install gpubench-runpodd" in proc.stderr
 
 
@@ -149,7 +149,7 @@ def test_ctrl_c_keeps_what_was_measured(tmp_path: Path) -> None:
     p.write_text(PLAN.format(total=100_000))
     store = tmp_path / "long.sqlite"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gpubench_sdk", "run", str(p), "-o", str(store), "--quiet"],
+        [sys.executable, "-m", "gpubench_sdk", "run", str(p), "--store", str(store), "--quiet"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -157,8 +157,9 @@ def test_ctrl_c_keeps_what_was_measured(tmp_path: Path) -> None:
     assert _wait_for_samples(store, 50) >= 50  # the burst is under way
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 0, stderr
+    assert proc.returncode == 130, stderr  # interrupted: partial results kept, and said so
     assert "cancelled" in stdout
+    assert f"kept in {store}" in stderr and "(run 1," in stderr and "Traceback" not in stderr
     with Store(store) as s:
         (run,) = s.runs()
         invs = s.invocations(run.id)
@@ -176,7 +177,7 @@ def test_examples_quickstart_script_runs(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_demo_runs_the_quickstart(tmp_path: Path) -> None:
     proc = gpubench(
-        "demo", "-o", str(tmp_path / "demo.sqlite"), "--quiet", timeout=300, cwd=tmp_path
+        "demo", "--store", str(tmp_path / "demo.sqlite"), "--quiet", timeout=300, cwd=tmp_path
     )
     assert proc.returncode == 0, proc.stderr
     for part in ("0:cold_starts", "1:burst", "2:rate", "p95 ms", "cold start p50 ms"):
@@ -211,7 +212,7 @@ def test_sigkill_keeps_committed_samples_and_a_sound_database(tmp_path: Path) ->
     store = tmp_path / "killed.sqlite"
     runtimes_before = _local_runtimes()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gpubench_sdk", "run", str(p), "-o", str(store), "--quiet"],
+        [sys.executable, "-m", "gpubench_sdk", "run", str(p), "--store", str(store), "--quiet"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -270,7 +271,7 @@ def test_run_with_two_processes_against_a_shared_runtime(tmp_path: Path) -> None
         plan = tmp_path / "p.toml"
         with_url = f'provider = "local"\nurl = "{url}"'
         plan.write_text(PLAN.format(total=60).replace('provider = "local"', with_url))
-        proc = gpubench("run", str(plan), "-o", str(store), "-p", "2", "--quiet")
+        proc = gpubench("run", str(plan), "--store", str(store), "-p", "2", "--quiet")
         assert proc.returncode == 0, proc.stderr
     with Store(store) as s:
         (run,) = s.runs()
@@ -281,6 +282,6 @@ def test_run_with_two_processes_against_a_shared_runtime(tmp_path: Path) -> None
 
 
 def test_two_processes_need_a_shared_local_runtime(plan: Path, tmp_path: Path) -> None:
-    proc = gpubench("run", str(plan), "-o", str(tmp_path / "x.sqlite"), "-p", "2")
+    proc = gpubench("run", str(plan), "--store", str(tmp_path / "x.sqlite"), "-p", "2")
     assert proc.returncode == 2
     assert "targets[0].url" in proc.stderr and "gpubench local serve" in proc.stderr

@@ -135,12 +135,15 @@ def test_cli_results_show_and_compare(tmp_path: Path) -> None:
     assert data["summary"][0]["cold_rate"] == pytest.approx(1 / 3)
     compared = gpubench("results", "compare", "a", "b", *at)
     assert compared.returncode == 0, compared.stderr
-    assert "1:burst: a is faster at p95 by" in compared.stdout
+    assert "1:burst: a (run 1) is faster at p95 by" in compared.stdout  # which run, too
     as_json = gpubench("results", "compare", "a", "b", "--scenario", "1", "--json", *at)
     (entry,) = json.loads(as_json.stdout)
     assert entry["scenario"] == "1:burst" and entry["p95"]["diff_ms"] > 0
     bad = gpubench("results", "compare", "a", "zz", *at)
-    assert bad.returncode == 1 and "no target 'zz'" in bad.stderr
+    assert (
+        bad.returncode == 2
+        and "TARGET_B: got 'zz'; expected a target of run 1 (a, b)" in bad.stderr
+    )
     bad_scenario = gpubench("results", "compare", "a", "b", "--scenario", "7", *at)
     assert bad_scenario.returncode == 2 and "--scenario" in bad_scenario.stderr
 

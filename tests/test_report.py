@@ -109,7 +109,7 @@ def test_format_follows_the_suffix(
 
 def test_bad_references_are_clear_errors(store_path: Path, tmp_path: Path) -> None:
     proc = gpubench("report", "99", "--store", str(store_path), "-o", str(tmp_path / "r.html"))
-    assert proc.returncode == 1 and "99" in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.returncode == 2 and "99" in proc.stderr and "Traceback" not in proc.stderr
     missing = tmp_path / "none.sqlite"
     proc = gpubench("report", "1", "--store", str(missing), "-o", str(tmp_path / "r.html"))
     assert proc.returncode == 2 and "--store" in proc.stderr

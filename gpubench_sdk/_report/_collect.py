@@ -397,13 +397,11 @@ def _streaming(report: Report, store: Store, info: RunInfo) -> None:
 
 def _costs(report: Report, store: Store, info: RunInfo) -> None:
     """The estimated bill of each target whose plan names a price (the cost module's replay)."""
-    if not any(
-        isinstance(t, dict) and (t.get("price_sku") or t.get("price_per_s_usd") is not None)
-        for t in info.config.get("targets", [])
-    ):
-        return
-    from .._cli_cost import priced_targets
     from ..cost import load_catalog
+    from ..cost._priced import plan_has_prices, priced_targets
+
+    if not plan_has_prices(info):
+        return
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

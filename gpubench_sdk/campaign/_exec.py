@@ -169,8 +169,8 @@ def campaign_spend(db: CampaignDB, campaign: CampaignRecord) -> tuple[int, float
 
 def price_run(store_path: Path, run_id: int) -> float | None:
     """The estimated bill of a stored run's priced targets (``gpubench cost run``), in USD."""
-    from .._cli_cost import priced_targets
     from ..cost import load_catalog
+    from ..cost._priced import priced_targets
 
     with Store(store_path, readonly=True) as store:
         info = store.run(run_id)

@@ -1,17 +1,7 @@
 """The regression gate: ``--fail-on "p95>+20%,cold_start.p50>+2s,cost_per_1k>+10%"``.
 
-Grammar (whitespace allowed between tokens; rules separated by commas)::
-
-    rule   := METRIC OP CHANGE
-    OP     := ">"  (fail when the change is above the threshold: slower, dearer, more errors)
-            | "<"  (fail when the change is below it: e.g. throughput<-10%)
-    CHANGE := ("+" | "-") NUMBER UNIT     the change from baseline to candidate; the sign is
-                                          required, so a threshold is never mistaken for a limit
-    UNIT   := "%"  relative change, (candidate - baseline) / baseline
-            | "ms" | "s"   absolute, for durations
-            | "pp"         percentage points, for error_rate
-            | "rps"        requests per second, for throughput
-            | "$"          US dollars, for cost_per_1k (also written "+$0.50")
+The grammar of rules (changes from a baseline, and limits on the candidate's own figures) is
+``gpubench_sdk._thresholds``'s; this module judges them on two pooled samples.
 
 The change's CI is a percentile bootstrap (2,000 replicates, seeded): each side resampled
 independently with ``metrics``' exact order-statistic draw for quantiles, plain resampling for
@@ -23,94 +13,28 @@ rate. Throughput and cost have no CI (one figure per run, not per request).
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-from .._errors import ConfigError
+from .._thresholds import METRICS, Threshold, format_value, parse_fail_on
 from ..metrics._stats import DEFAULT_N_BOOT, bootstrap_quantile_replicates
+
+__all__ = [
+    "METRICS",
+    "GateReport",
+    "GateRow",
+    "Sample",
+    "Threshold",
+    "evaluate",
+    "format_value",
+    "parse_fail_on",
+]
 
 FloatArray = npt.NDArray[np.float64]
 _MEAN_NORMAL_ABOVE = 5_000  # values per side above which the mean's replicates are drawn normal
-
-# metric -> (kind, description). kind decides the units a threshold may use.
-METRICS: dict[str, tuple[str, str]] = {
-    "p50": ("duration", "median latency of successful requests (ms)"),
-    "p90": ("duration", "90th percentile latency (ms)"),
-    "p95": ("duration", "95th percentile latency (ms)"),
-    "p99": ("duration", "99th percentile latency (ms)"),
-    "mean": ("duration", "mean latency (ms)"),
-    "cold_start.p50": ("duration", "median cold start, latency - inference time (ms)"),
-    "cold_start.p95": ("duration", "95th percentile cold start (ms)"),
-    "ttft.p50": ("duration", "median time to first byte/token (ms)"),
-    "ttft.p95": ("duration", "95th percentile time to first byte/token (ms)"),
-    "error_rate": ("fraction", "share of measured requests that did not succeed"),
-    "throughput": ("rate", "successful requests per second over the runs' spans"),
-    "cost_per_1k": ("usd", "estimated USD per 1,000 requests (the plan's prices)"),
-}
-_UNITS = {
-    "duration": {"%": 1.0, "ms": 1.0, "s": 1000.0},
-    "fraction": {"%": 1.0, "pp": 0.01},
-    "rate": {"%": 1.0, "rps": 1.0},
-    "usd": {"%": 1.0, "$": 1.0},
-}
-_RULE = re.compile(
-    r"^\s*(?P<metric>[A-Za-z0-9_.]+)\s*(?P<op>[<>]=?|=)?\s*(?P<sign>[+-])?\s*(?P<dollar>\$)?"
-    r"\s*(?P<number>\d+(?:\.\d*)?|\.\d+)?\s*(?P<unit>[A-Za-z%$]+)?\s*$"
-)
-
-
-@dataclass(frozen=True, slots=True)
-class Threshold:
-    """One rule: fail when ``metric``'s change is beyond ``limit`` in ``op``'s direction.
-
-    ``relative``: ``limit`` is a fraction (0.2 for +20%); else it is in the metric's base unit
-    (ms, fraction, requests/s, USD)."""
-
-    metric: str
-    op: str  # ">" or "<"
-    limit: float
-    relative: bool
-    text: str
-
-
-def parse_fail_on(text: str) -> list[Threshold]:
-    """Parse a ``--fail-on`` expression strictly; a ``ConfigError`` says what is wrong."""
-    rules = []
-    for raw in text.split(","):
-        rule = raw.strip()
-        if not rule:
-            raise ConfigError("--fail-on", text, 'rules separated by single commas: "p95>+20%"')
-        m = _RULE.match(rule)
-        metric = m.group("metric") if m else rule.split(">")[0].split("<")[0].strip()
-        if metric not in METRICS:
-            raise ConfigError("--fail-on", rule, f"a metric among: {', '.join(METRICS)}")
-        if m is None or m.group("op") not in (">", "<"):
-            raise ConfigError(
-                "--fail-on", rule, f"{metric}>CHANGE or {metric}<CHANGE, e.g. {metric}>+20%"
-            )
-        if m.group("sign") is None or m.group("number") is None:
-            raise ConfigError(
-                "--fail-on", rule, f"a signed change with a unit after '{m.group('op')}', "
-                "e.g. +20% or +2s (the change from baseline to candidate)",
-            )  # fmt: skip
-        kind = METRICS[metric][0]
-        unit = "$" if m.group("dollar") else m.group("unit")
-        if m.group("dollar") and m.group("unit") not in (None, "$"):
-            unit = None
-        allowed = _UNITS[kind]
-        if unit not in allowed:
-            raise ConfigError(
-                "--fail-on", rule, f"a unit for {metric}: one of {', '.join(allowed)}"
-            )
-        value = float(m.group("number")) * (1 if m.group("sign") == "+" else -1)
-        relative = unit == "%"
-        limit = value / 100 if relative else value * allowed[unit]
-        rules.append(Threshold(metric, m.group("op"), limit, relative, rule.replace(" ", "")))
-    return rules
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,7 +113,8 @@ _DURATIONS: dict[str, tuple[str, float | None]] = {  # metric -> (sample field, 
 }
 
 
-def _point(metric: str, s: Sample) -> float:
+def point(metric: str, s: Sample) -> float:
+    """``metric`` of one side (NaN where it has nothing to measure it on)."""
     if metric in _DURATIONS:
         field, q = _DURATIONS[metric]
         values: FloatArray = getattr(s, field)
@@ -226,17 +151,22 @@ def evaluate(
     n_boot: int = DEFAULT_N_BOOT,
     seed: int = 0,
 ) -> list[GateRow]:
-    """Each threshold against the change from ``baseline`` to ``candidate``.
+    """Each threshold against the change from ``baseline`` to ``candidate`` (a change rule)
+    or against the candidate's own figure (a limit).
 
     A rule fails when the change is beyond its limit; with ``significant_only``, only when the
     whole 95% CI of the change is beyond it (rules without a CI still use the change itself).
-    A metric that one side lacks (no cold start measured, no price) is ``NO DATA``.
+    A metric the candidate lacks (no cold start measured, no price) fails the rule: a gate
+    must not pass on nothing. One only the baseline lacks cannot be judged: ``NO DATA``.
     """
     rows = []
     for th in thresholds:
         rng = np.random.default_rng(seed)
-        b, c = _point(th.metric, baseline), _point(th.metric, candidate)
+        b, c = point(th.metric, baseline), point(th.metric, candidate)
         ci = (math.nan, math.nan)
+        if not th.change:
+            rows.append(GateRow(target, th, b, c, c, ci, "FAIL" if th.fails(c) else "PASS"))
+            continue
         if math.isnan(b) or math.isnan(c) or (th.relative and b == 0 and c != 0):
             change = math.inf if not (math.isnan(b) or math.isnan(c)) else math.nan
         else:
@@ -250,7 +180,9 @@ def evaluate(
                 if diff.size:
                     lo, hi = np.quantile(diff, [0.025, 0.975])
                     ci = (float(lo), float(hi))
-        if math.isnan(change):
+        if math.isnan(c):
+            verdict = "FAIL"
+        elif math.isnan(change):
             verdict = "NO DATA"
         else:
             use_ci = significant_only and not math.isnan(ci[0])
@@ -263,21 +195,10 @@ def evaluate(
     return rows
 
 
-def format_value(metric: str, value: float) -> str:
-    if math.isnan(value):
-        return "-"
-    kind = METRICS[metric][0]
-    if kind == "duration":
-        return f"{value / 1000:.2f} s" if abs(value) >= 10_000 else f"{value:.1f} ms"
-    if kind == "fraction":
-        return f"{value * 100:.2f}%"
-    if kind == "rate":
-        return f"{value:.2f}/s"
-    return f"${value:.4f}"
-
-
 def format_change(th: Threshold, value: float) -> str:
     if math.isnan(value):
+        return "-"
+    if not th.change:  # a limit judges the candidate's own figure, not a change
         return "-"
     if math.isinf(value):
         return "new" if value > 0 else "gone"

@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.table import Table
 
+from .._thresholds import Threshold
 from ..metrics import Variability
 from ._analysis import CampaignSummary, TargetSeries, TimeOfDay
 from ._gate import GateRow, format_change, format_value
@@ -99,6 +100,14 @@ def summary_renderables(summary: CampaignSummary) -> list[Any]:
     return parts
 
 
+def _rule_cell(th: Threshold) -> str:
+    """The rule after its metric: "> +20%" (what fails), or the whole rule if it reads "holds"."""
+    text = th.text.replace(" ", "")
+    if th.holds or th.op not in text:
+        return th.describe()
+    return f"{th.op} {text.split(th.op, 1)[1]}"
+
+
 def gate_table(rows: list[GateRow] | tuple[GateRow, ...], title: str) -> Table:
     table = Table(title=title, title_justify="left")
     for col in ("target", "metric", "baseline", "candidate", "change", "threshold",
@@ -115,6 +124,6 @@ def gate_table(rows: list[GateRow] | tuple[GateRow, ...], title: str) -> Table:
         table.add_row(
             r.target, th.metric, format_value(th.metric, r.baseline),
             format_value(th.metric, r.candidate), format_change(th, r.change),
-            f"{th.op} {th.text.split(th.op, 1)[1]}", ci, style[r.verdict],
+            _rule_cell(th), ci, style[r.verdict],
         )  # fmt: skip
     return table

@@ -140,8 +140,8 @@ def _run_bills(store: Store, run_id: int) -> dict[str, float]:
     plans = [t for t in info.config.get("targets", []) if isinstance(t, dict)]
     if not any(t.get("price_sku") or t.get("price_per_s_usd") is not None for t in plans):
         return {}
-    from .._cli_cost import priced_targets
     from ..cost import load_catalog
+    from ..cost._priced import priced_targets
 
     costs = priced_targets(store, info, load_catalog(), {}, require_price=False)
     return {c.target: c.total_usd for c in costs}

@@ -6,35 +6,31 @@ import contextlib
 import json
 import math
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from typing import Any, TypeVar
 
 import click
-from rich.console import Console
-from rich.markup import escape
 
-from ._errors import ConfigError
-from ._store import RunInfo, Store
-from .cost import (
-    PriceCatalog,
-    RunCost,
+from .._errors import ConfigError
+from .._store import RunInfo, Store
+from ..cost import (
     arrivals_from_run,
     distributions_from_run,
     load_catalog,
     poisson_arrivals,
-    run_cost,
     scenario_bill,
     sweep,
 )
-from .cost._reference import (
+from ..cost._priced import plan_has_prices, priced_targets, target_rate
+from ..cost._reference import (
     REFERENCE_INFERENCE_S,
     REFERENCE_LINES,
     REFERENCE_REQUESTS_PER_DAY,
     REFERENCE_SCALE_DOWN_EVENTS,
     REFERENCE_SCALE_DOWN_S,
 )
-from .cost._tables import (
+from ..cost._tables import (
     TARGET_SPEC,
     TargetSpec,
     bill_table,
@@ -42,6 +38,7 @@ from .cost._tables import (
     run_cost_table,
     sweep_table,
 )
+from ._console import existing_store, out, store_option, warn
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -55,12 +52,6 @@ DEFAULT_TARGETS = (
 )
 
 
-def _consoles() -> tuple[Console, Console]:
-    from ._cli import err, out  # the CLI's own consoles (wide when captured); no import cycle
-
-    return out, err
-
-
 @contextlib.contextmanager
 def _price_warnings() -> Iterator[None]:
     """Stale-price warnings print once each, as 'warning:' lines on stderr, never silenced."""
@@ -68,9 +59,7 @@ def _price_warnings() -> Iterator[None]:
         warnings.simplefilter("always")
         yield
     for message in dict.fromkeys(str(w.message) for w in caught):
-        _consoles()[1].print(
-            f"[yellow]warning:[/] {escape(message)}", highlight=False, soft_wrap=True
-        )
+        warn(message)
 
 
 def _catalog_options(f: F) -> F:
@@ -87,13 +76,6 @@ def _catalog_options(f: F) -> F:
         type=click.FloatRange(0),
         help="warn about prices read longer ago than this",
     )(f)
-
-
-def _rate(catalog: PriceCatalog, spec: TargetSpec) -> float:
-    if spec.rate_usd_per_s is not None:
-        return spec.rate_usd_per_s
-    assert spec.sku is not None  # parse_target_spec demands a SKU or a rate
-    return catalog.rate_usd_per_s(spec.provider, spec.sku)
 
 
 @click.group("cost")
@@ -168,7 +150,7 @@ def cost_scenario(
         catalog = load_catalog(prices, max_age_days=max_age_days)
         for text in targets or (() if reference else DEFAULT_TARGETS):
             spec = parse_target_spec(text, cold_start_s)
-            lines.append((spec.label, spec.provider, _rate(catalog, spec), spec.cold_start_s))
+            lines.append((spec.label, spec.provider, target_rate(catalog, spec), spec.cold_start_s))
         bills = [
             scenario_bill(
                 label=label,
@@ -192,18 +174,12 @@ def cost_scenario(
         f"daily bill: {requests_per_day:,} requests x {inference_s:g} s, scale-down "
         f"{scale_down_s:g} s, {events} scale-down events ({method})"
     )
-    _consoles()[0].print(bill_table(bills, title, reported))
+    out.print(bill_table(bills, title, reported))
 
 
 @cost.command("run")
 @click.argument("run_ref", metavar="RUN", default="latest")
-@click.option(
-    "--store",
-    "store_path",
-    default="gpubench.sqlite",
-    show_default=True,
-    type=click.Path(dir_okay=False),
-)
+@store_option
 @click.option(
     "--price",
     "price_specs",
@@ -218,7 +194,7 @@ def cost_scenario(
 @_catalog_options
 def cost_run(
     run_ref: str,
-    store_path: str,
+    store_path: str | None,
     price_specs: tuple[str, ...],
     scale_down_s: float | None,
     as_json: bool,
@@ -232,7 +208,7 @@ def cost_run(
         if not sep:
             raise ConfigError("--price", text, "TARGET=provider[:SKU][,rate=USD_PER_S]")
         given[name] = parse_target_spec(rest)
-    with _price_warnings(), Store(store_path, readonly=True) as store:
+    with _price_warnings(), Store(existing_store(store_path), readonly=True) as store:
         catalog = load_catalog(prices, max_age_days=max_age_days)
         info = store.run(run_ref)
         costs = priced_targets(store, info, catalog, given, scale_down_s, require_price=True)
@@ -251,72 +227,17 @@ def cost_run(
         ]
         click.echo(json.dumps(rows, indent=2))
         return
-    _consoles()[0].print(run_cost_table(costs, f"run {info.id} {info.name!r}: estimated bill"))
-
-
-def priced_targets(
-    store: Store,
-    info: RunInfo,
-    catalog: PriceCatalog,
-    given: Mapping[str, TargetSpec],
-    scale_down_s: float | None = None,
-    *,
-    require_price: bool,
-) -> list[RunCost]:
-    """The estimated bill of each target of a stored run that has a price.
-
-    A target's price comes from ``given`` (``--price``), else from its plan entry
-    (``price_sku``/``price_per_s_usd``, ``billing``). Without one, a target is skipped, or is
-    an error naming the fix when ``require_price``.
-    """
-    plans = {t.get("name"): t for t in info.config.get("targets", []) if isinstance(t, dict)}
-    costs = []
-    for t in info.targets:
-        plan = plans.get(t.name, {})
-        spec = given.get(t.name) or TargetSpec(
-            t.name,
-            plan.get("billing") or t.provider,
-            plan.get("price_sku"),
-            0.0,
-            plan.get("price_per_s_usd"),
-        )
-        if spec.sku is None and spec.rate_usd_per_s is None:
-            if not require_price:
-                continue
-            raise ConfigError(
-                "--price",
-                t.name,
-                f"{t.name}=provider:SKU or {t.name}=provider,rate=USD_PER_S"
-                " (the plan names no price_sku or price_per_s_usd for it)",
-            )
-        billing = catalog.billing_model(spec.provider)
-        rate = _rate(catalog, spec)
-        # the delay the target ran with (e.g. the local runtime's idle_timeout_s), if stored
-        delay = scale_down_s if scale_down_s is not None else t.options.get("idle_timeout_s")
-        costs.append(
-            run_cost(
-                store,
-                info.id,
-                t.name,
-                billing=billing,
-                rate_usd_per_s=rate,
-                scale_down_s=None if delay is None else float(delay),
-            )
-        )
-    return costs
+    out.print(run_cost_table(costs, f"run {info.id} {info.name!r}: estimated bill"))
 
 
 def print_run_costs(store: Store, info: RunInfo) -> None:
     """After a run's summary: the estimated bill of the targets whose plan names a price."""
-    if not any(
-        isinstance(t, dict) and (t.get("price_sku") or t.get("price_per_s_usd") is not None)
-        for t in info.config.get("targets", [])
-    ):
+    if not plan_has_prices(info):
         return
     with _price_warnings():
         costs = priced_targets(store, info, load_catalog(), {}, require_price=False)
     if costs:
-        _consoles()[0].print(run_cost_table(costs, "estimated bill (from measured invocations)"))
+        out.print(run_cost_table(costs, "estimated bill (from measured invocations)"))
 
 
 def _numbers(text: str, name: str) -> list[float]:
@@ -352,13 +273,7 @@ def _numbers(text: str, name: str) -> list[float]:
     help="use RUN's measured cold starts and execution (and its arrivals without --rps)",
 )
 @click.option("--run-target", default=None, help="the target of --from-run")
-@click.option(
-    "--store",
-    "store_path",
-    default="gpubench.sqlite",
-    show_default=True,
-    type=click.Path(dir_okay=False),
-)
+@store_option
 @click.option("--scale-down", "scale_downs", default="5,30,60,300,900", show_default=True)
 @click.option("--min-workers", "min_workers", default="0,1", show_default=True)
 @click.option("--max-workers", default=10, show_default=True, type=click.IntRange(1))
@@ -381,7 +296,7 @@ def cost_whatif(
     cold_s: float | None,
     from_run: str | None,
     run_target: str | None,
-    store_path: str,
+    store_path: str | None,
     scale_downs: str,
     min_workers: str,
     max_workers: int,
@@ -400,7 +315,7 @@ def cost_whatif(
     if from_run is not None:
         if run_target is None:
             raise ConfigError("--run-target", None, "the target of --from-run to take samples from")
-        with Store(store_path, readonly=True) as store:
+        with Store(existing_store(store_path), readonly=True) as store:
             dist = distributions_from_run(store, from_run, run_target)
             if rps is None:
                 arrivals = arrivals_from_run(store, from_run, run_target)
@@ -425,7 +340,7 @@ def cost_whatif(
             execution_s=execution,
             cold_start_s=cold,
             billing=catalog.billing_model(spec.provider),
-            rate_usd_per_s=_rate(catalog, spec),
+            rate_usd_per_s=target_rate(catalog, spec),
             scale_down_s=_numbers(scale_downs, "--scale-down"),
             min_workers=mins,
             max_workers=max(max_workers, *mins),
@@ -435,7 +350,6 @@ def cost_whatif(
             horizon_s=hours * 3600 if rps is not None else None,
             seed=seed,
         )
-    out = _consoles()[0]
     out.print(sweep_table(result, f"what-if: {spec_text}, {len(arrivals):,} requests"))
     target = f"p{slo_percentile:g} <= {slo_s:g} s"
     if result.best is None:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from ._errors import ConfigError
-from ._store import Store
+from .._store import Store
+from ._console import existing_store, store_option, writable_path
 
 _SUFFIX = {".html": "html", ".htm": "html", ".json": "json", ".csv": "csv", ".md": "markdown"}
 
@@ -24,24 +24,21 @@ _SUFFIX = {".html": "html", ".htm": "html", ".json": "json", ".csv": "csv", ".md
     default=None,
     help="default: from the output's suffix (.html .json .csv .md), else html",
 )
-@click.option(
-    "--store",
-    "store_path",
-    default="gpubench.sqlite",
-    show_default=True,
-    type=click.Path(dir_okay=False),
-    help="results store (SQLite file)",
-)
+@store_option
 @click.option("--title", default=None, help="the page's title")
 def report_cmd(
-    run_refs: tuple[str, ...], output: str, fmt: str | None, store_path: str, title: str | None
+    run_refs: tuple[str, ...],
+    output: str,
+    fmt: str | None,
+    store_path: str | None,
+    title: str | None,
 ) -> None:
     """Write a report of RUN... (ids, uuid prefixes, 'latest'): one self-contained HTML file
     with the summary, latency box plots, cold-start phases, days, bursts, streaming and cost."""
-    from ._report import build_report, render
+    from .._report import build_report, render
 
-    if not Path(store_path).exists():
-        raise ConfigError("--store", store_path, "an existing results file (gpubench run -o FILE)")
+    store_path = existing_store(store_path)
+    writable_path(output, "--output")
     chosen = fmt or _SUFFIX.get(Path(output).suffix.lower(), "html")
     with Store(store_path, readonly=True) as store:
         content = build_report(store, run_refs, title=title)

@@ -12,35 +12,27 @@ from dataclasses import asdict
 from typing import Any, TypeVar
 
 import click
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ._errors import ConfigError
+from .._errors import ConfigError
+from ._console import (
+    EXIT_CODES_HELP,
+    ExitCode,
+    err,
+    existing_store,
+    json_safe,
+    out,
+    resolve_store,
+    stdout_may_close,
+    store_option,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
-_STORE_HELP = "results store (SQLite file)"
-
-
-def _consoles() -> tuple[Console, Console]:
-    from ._cli import err, out  # the CLI's own consoles (wide when captured); no import cycle
-
-    return out, err
-
-
-def _store_option(default: str | None = "gpubench.sqlite") -> Callable[[F], F]:
-    return click.option(
-        "--store",
-        "store_path",
-        default=default,
-        show_default=default is not None,
-        type=click.Path(dir_okay=False),
-        help=_STORE_HELP + ("" if default else " (default: the plan's run.output)"),
-    )
 
 
 def _when(t_ns: int, tz: str) -> str:
-    from .campaign._schedule import zone
+    from ..campaign._schedule import zone
 
     return dt.datetime.fromtimestamp(t_ns / 1e9, zone(tz)).strftime("%Y-%m-%d %H:%M:%S %Z")
 
@@ -48,7 +40,7 @@ def _when(t_ns: int, tz: str) -> str:
 def _start_ns(text: str, tz: str) -> int:
     if text == "now":
         return time.time_ns()
-    from .campaign._schedule import zone
+    from ..campaign._schedule import zone
 
     try:
         when = dt.datetime.fromisoformat(text)
@@ -86,7 +78,7 @@ def campaign() -> None:
 @click.option("--max-requests", type=click.IntRange(1), help="requests cap for the campaign")
 @click.option("--max-cost-usd", type=click.FloatRange(min=0, min_open=True),
               help="USD cap for the campaign (needs prices in the plan)")  # fmt: skip
-@_store_option(default=None)
+@store_option
 def campaign_create(
     plan_path: str,
     every: str | None,
@@ -105,7 +97,7 @@ def campaign_create(
     store_path: str | None,
 ) -> None:
     """Store a campaign: PLAN.toml's scenarios against every target at each slot."""
-    from .campaign import Budget, Schedule, create_campaign, parse_duration
+    from ..campaign import Budget, Schedule, create_campaign, parse_duration
 
     schedule = Schedule(
         start_ns=_start_ns(start, tz),
@@ -118,11 +110,11 @@ def campaign_create(
         grace_s=None if grace is None else parse_duration(grace, "--grace"),
     )
     budget = Budget(slot_max_requests, slot_max_cost_usd, max_requests, max_cost_usd)
+    store_path = _store_of(plan_path, store_path)
     record = create_campaign(plan_path, schedule, name=name, store=store_path, budget=budget)
-    out, _ = _consoles()
-    from .campaign import CampaignDB
+    from ..campaign import CampaignDB
 
-    with CampaignDB(_store_of(plan_path, store_path), readonly=True) as db:
+    with CampaignDB(store_path, readonly=True) as db:
         slots = db.slots(record)
         path = db.path
     out.print(
@@ -135,19 +127,21 @@ def campaign_create(
 
 
 def _store_of(plan_path: str, store_path: str | None) -> str:
+    """The store rule, with the plan's ``run.output`` below --store and $GPUBENCH_STORE."""
     if store_path is not None:
         return store_path
-    from ._config import load_config
+    from .._config import load_config
 
-    return load_config(plan_path).run.output
+    return resolve_store(None, load_config(plan_path).run.output)
 
 
-def _run(name: str | None, store_path: str, once: bool, heartbeat_s: float, attempts: int) -> None:
-    from .campaign import run_campaign
+def _run(
+    name: str | None, store_path: str | None, once: bool, heartbeat_s: float, attempts: int
+) -> None:
+    from ..campaign import run_campaign
 
-    out, _ = _consoles()
     reports = run_campaign(
-        store_path,
+        existing_store(store_path),
         name,
         once=once,
         heartbeat_s=heartbeat_s,
@@ -168,37 +162,40 @@ _ATTEMPTS = click.option("--max-attempts", "attempts", default=3, show_default=T
 
 @campaign.command("run")
 @click.argument("name", required=False)
-@_store_option()
+@store_option
 @_HEARTBEAT
 @_ATTEMPTS
-def campaign_run(name: str | None, store_path: str, heartbeat_s: float, attempts: int) -> None:
+def campaign_run(
+    name: str | None, store_path: str | None, heartbeat_s: float, attempts: int
+) -> None:
     """Run NAME's slots as they fall due until none is left; resumes after a crash."""
     _run(name, store_path, False, heartbeat_s, attempts)
 
 
 @campaign.command("tick")
 @click.argument("name", required=False)
-@_store_option()
+@store_option
 @_HEARTBEAT
 @_ATTEMPTS
-def campaign_tick(name: str | None, store_path: str, heartbeat_s: float, attempts: int) -> None:
+def campaign_tick(
+    name: str | None, store_path: str | None, heartbeat_s: float, attempts: int
+) -> None:
     """Run the slot that is due now, if any, and exit (for cron, timers, CronJobs, CI)."""
     _run(name, store_path, True, heartbeat_s, attempts)
 
 
 @campaign.command("list")
-@_store_option()
-def campaign_list(store_path: str) -> None:
+@store_option
+def campaign_list(store_path: str | None) -> None:
     """List the campaigns in the store."""
     from collections import Counter
 
-    from .campaign import CampaignDB
+    from ..campaign import CampaignDB
 
-    out, _ = _consoles()
     table = Table()
     for col in ("name", "schedule", "slots", "done", "missed", "pending", "first", "last"):
         table.add_column(col)
-    with CampaignDB(store_path, readonly=True) as db:
+    with CampaignDB(existing_store(store_path), readonly=True) as db:
         for name in db.names():
             c = db.get(name)
             slots = db.slots(c)
@@ -214,16 +211,15 @@ def campaign_list(store_path: str) -> None:
 
 @campaign.command("status")
 @click.argument("name", required=False)
-@_store_option()
+@store_option
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
-def campaign_status(name: str | None, store_path: str, as_json: bool) -> None:
+def campaign_status(name: str | None, store_path: str | None, as_json: bool) -> None:
     """Slots by status, the next slot, the running attempt, and spend against the caps."""
     from collections import Counter
 
-    from .campaign import CampaignDB
+    from ..campaign import CampaignDB
 
-    out, _ = _consoles()
-    with CampaignDB(store_path, readonly=True) as db:
+    with CampaignDB(existing_store(store_path), readonly=True) as db:
         c = db.get(name)
         slots = db.slots(c)
         attempts = db.attempts(c)
@@ -273,27 +269,24 @@ def campaign_status(name: str | None, store_path: str, as_json: bool) -> None:
 
 @campaign.command("show")
 @click.argument("name", required=False)
-@_store_option()
+@store_option
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
-def campaign_show(name: str | None, store_path: str, as_json: bool) -> None:
+def campaign_show(name: str | None, store_path: str | None, as_json: bool) -> None:
     """Per-slot series, per-day and per-hour variability tables, and drift, per target."""
-    from ._store import Store
-    from .campaign import campaign_summary
-    from .campaign._render import summary_renderables
+    from .._store import Store
+    from ..campaign import campaign_summary
+    from ..campaign._render import summary_renderables
 
-    out, _ = _consoles()
-    with Store(store_path, readonly=True) as store:
+    with Store(existing_store(store_path), readonly=True) as store:
         summary = campaign_summary(store, name)
     if as_json:
-        from ._cli import _json_safe
-
-        click.echo(json.dumps(_json_safe(asdict(summary)), indent=2, default=str))
+        click.echo(json.dumps(json_safe(asdict(summary)), indent=2, default=str))
         return
     for part in summary_renderables(summary):
         out.print(part)
 
 
-@click.command("compare")
+@click.command("compare", epilog=EXIT_CODES_HELP)
 @click.option("--baseline", required=True, metavar="RUN_OR_CAMPAIGN",
               help="run (id, uuid prefix, latest) or campaign (NAME or campaign:NAME)")  # fmt: skip
 @click.option("--candidate", default="latest", show_default=True, metavar="RUN_OR_CAMPAIGN",
@@ -302,8 +295,10 @@ def campaign_show(name: str | None, store_path: str, as_json: bool) -> None:
     "--fail-on",
     "fail_on",
     required=True,
+    multiple=True,
     metavar="RULES",
-    help='e.g. "p95>+20%,cold_start.p50>+2s,cost_per_1k>+10%" (docs/campaigns.md)',
+    help='what fails the candidate: changes from the baseline, e.g. "p95>+20%,cold_start.p50>+2s"'
+    ', or limits on the candidate, e.g. "p95>500ms"; repeatable (docs/cli.md)',
 )
 @click.option("--target", default=None, help="compare only this target")
 @click.option("--scenario", type=click.IntRange(0), default=None,
@@ -312,59 +307,59 @@ def campaign_show(name: str | None, store_path: str, as_json: bool) -> None:
     "--significant",
     "significant_only",
     is_flag=True,
-    help="fail only when the whole 95%% CI of the change is past the threshold",
+    help="fail only when the whole 95% CI of the change is past the threshold",
 )
-@_store_option()
+@store_option
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 def compare(
     baseline: str,
     candidate: str,
-    fail_on: str,
+    fail_on: tuple[str, ...],
     target: str | None,
     scenario: int | None,
     significant_only: bool,
-    store_path: str,
+    store_path: str | None,
     as_json: bool,
 ) -> None:
-    """Gate on a regression: exit 1 when a --fail-on rule fails, 2 when one cannot be checked
-    (no data, bad rule, unknown run), 0 when all pass."""
-    from ._store import Store
-    from .campaign import parse_fail_on, regression_gate
-    from .campaign._render import gate_table
+    """Gate on a regression: exit 1 when a --fail-on rule fails (a candidate with no data to
+    judge fails too), 2 when one cannot be checked (the baseline lacks the data, a bad rule,
+    an unknown run), 0 when all pass."""
+    from .._store import Store
+    from ..campaign import parse_fail_on, regression_gate
+    from ..campaign._render import gate_table
 
     rules = parse_fail_on(fail_on)  # before opening anything: a typo fails fast
-    out, err = _consoles()
-    with Store(store_path, readonly=True) as store:
+    with Store(existing_store(store_path), readonly=True) as store:
         base, cand, report = regression_gate(
             store, baseline, rules, candidate=candidate, target=target, scenario=scenario,
             significant_only=significant_only,
         )  # fmt: skip
-    if as_json:
-        from ._cli import _json_safe
-
-        data = {
-            "baseline": base.label,
-            "candidate": cand.label,
-            "passed": report.passed,
-            "rows": [asdict(r) for r in report.rows],
-        }
-        click.echo(json.dumps(_json_safe(data), indent=2, default=str))
-    else:
-        out.print(gate_table(report.rows, f"{base.label} (baseline) vs {cand.label} (candidate)"))
-        failed, missing = report.failed, report.missing
-        if failed:
-            rules_text = ", ".join(f"{r.target}: {r.threshold.text}" for r in failed)
-            out.print(f"[bold red]FAIL[/]: {escape(rules_text)}", highlight=False)
-        if missing:
-            rules_text = ", ".join(f"{r.target}: {r.threshold.metric}" for r in missing)
-            err.print(
-                f"[yellow]cannot check[/] {escape(rules_text)}: one side has no such data "
-                "(no cold start, no first byte, or no price in the plan)",
-                highlight=False,
-            )
-        if report.passed:
-            out.print("[green]PASS[/]: every rule holds")
+    with stdout_may_close():  # the verdict is known: a closed pipe cannot change it
+        if as_json:
+            data = {
+                "baseline": base.label,
+                "candidate": cand.label,
+                "passed": report.passed,
+                "rows": [asdict(r) for r in report.rows],
+            }
+            click.echo(json.dumps(json_safe(data), indent=2, default=str))
+        else:
+            title = f"{base.label} (baseline) vs {cand.label} (candidate)"
+            out.print(gate_table(report.rows, title))
+            failed, missing = report.failed, report.missing
+            if failed:
+                rules_text = ", ".join(f"{r.target}: {r.threshold.text}" for r in failed)
+                out.print(f"[bold red]FAIL[/]: {escape(rules_text)}", highlight=False)
+            if missing:
+                rules_text = ", ".join(f"{r.target}: {r.threshold.metric}" for r in missing)
+                err.print(
+                    f"[yellow]cannot check[/] {escape(rules_text)}: the baseline has no such data "
+                    "(no cold start, no first byte, or no price in the plan)",
+                    highlight=False,
+                )
+            if report.passed:
+                out.print("[green]PASS[/]: every rule holds")
     if report.failed:
-        sys.exit(1)
+        sys.exit(ExitCode.THRESHOLD_FAILED)
     if report.missing:
-        sys.exit(2)
+        sys.exit(ExitCode.USAGE)
