@@ -15,15 +15,14 @@ from typing import Any
 
 import httpx
 import pytest
+from google.api_core import exceptions as gexc
+from google.api_core.client_options import ClientOptions
+from google.auth.credentials import AnonymousCredentials
+from google.cloud import run_v2
+from google.protobuf import json_format
 from gpubench_cloudrun.emulator import DEFAULT_SERVICE, make_app
 
 from gpubench_sdk.testing import Duration, Fault, FleetConfig, ServedApp, SimulatedFleet, serve
-
-run_v2 = pytest.importorskip("google.cloud.run_v2")
-from google.api_core import exceptions as gexc  # noqa: E402
-from google.api_core.client_options import ClientOptions  # noqa: E402
-from google.auth.credentials import AnonymousCredentials  # noqa: E402
-from google.protobuf import json_format  # noqa: E402
 
 
 @pytest.fixture
@@ -121,6 +120,8 @@ def test_invalid_update_is_a_bad_request(served: ServedApp) -> None:
     ids=["429", "503"],
 )
 def test_admin_faults(served: ServedApp, fleet: SimulatedFleet, fault: Fault, error: type) -> None:
+    # retry=None: run_v2 retries a 503 on reads by itself (ServiceUnavailable is in its
+    # default retry), which would hide the error this checks
     services, _ = clients(served)
     fleet.faults.next(1, fault, on="control")
     with pytest.raises(error):

@@ -17,13 +17,12 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import openai  # the plugin's testing extra installs it: a missing client fails, not skips
 import pytest
 from gpubench_openai.emulator import make_app
+from openai.types import Completion
 
 from gpubench_sdk.testing import Duration, Fault, FleetConfig, ServedApp, SimulatedFleet, serve
-
-openai = pytest.importorskip("openai")
-from openai.types import Completion  # noqa: E402
 
 KEY = "sk-official-client-5b0e7c1d"
 MODEL = "m"
