@@ -17,6 +17,7 @@ sends no ``x-request-id`` (the chunk ``id`` is used), and its ``/v1/models`` ite
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import os
 import socket
@@ -111,41 +112,46 @@ def free_port() -> int:
         return port
 
 
-@pytest.fixture(scope="module")
-def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    folder = tmp_path_factory.mktemp("llama")
+@contextlib.contextmanager
+def llama_cpp_server(folder: Path, *options: str) -> Iterator[str]:
+    """``python -m llama_cpp.server`` on the tiny model and a free port, until the block ends."""
     model = folder / "tiny.gguf"
-    write_tiny_llama(model)
+    if not model.exists():
+        write_tiny_llama(model)
     port = free_port()
     args = ["--model", str(model), "--model_alias", MODEL, "--host", "127.0.0.1"]
-    args += ["--port", str(port), "--n_ctx", "512", "--n_threads", "1"]
+    args += ["--port", str(port), "--n_ctx", "512", "--n_threads", "1", *options]
+    log_path = folder / f"server-{port}.log"
+    with log_path.open("wb") as log:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "llama_cpp.server", *args], stdout=log, stderr=log
+        )
+        url = f"http://127.0.0.1:{port}/v1"
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                if server.poll() is not None:
+                    raise RuntimeError(f"llama_cpp.server exited: {log_path.read_text()}")
+                try:
+                    if httpx.get(f"{url}/models", timeout=1).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError("llama_cpp.server did not start within 60 s")
+                time.sleep(0.1)
+            yield url
+        finally:
+            server.terminate()
+            server.wait(10)
+
+
+@pytest.fixture(scope="module")
+def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     # one request at a time, in turn: by default the server cuts a running stream short when
     # the next request arrives (llama_cpp/server/settings.py, ServerSettings.interrupt_requests)
-    args += ["--interrupt_requests", "False"]
-    log = (folder / "server.log").open("wb")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", *args], stdout=log, stderr=log
-    )
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if server.poll() is not None:
-                log_text = (folder / "server.log").read_text()
-                raise RuntimeError(f"llama_cpp.server exited: {log_text}")
-            try:
-                if httpx.get(f"{url}/models", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("llama_cpp.server did not start within 60 s")
-            time.sleep(0.1)
+    with llama_cpp_server(tmp_path_factory.mktemp("llama"), "--interrupt_requests", "False") as url:
         yield url
-    finally:
-        server.terminate()
-        server.wait(10)
-        log.close()
 
 
 def target(url: str, **options: Any) -> OpenAIProvider:
@@ -184,3 +190,32 @@ def test_non_streamed_run_reads_the_servers_usage(llama_server: str, tmp_path: P
     for inv in run_and_read(llama_server, tmp_path / "n.sqlite", stream=False):
         assert inv.output_units == MAX_TOKENS and inv.input_units is not None
         assert inv.input_units > 0 and inv.detail is None
+
+
+def test_streams_cut_short_by_the_server_are_not_successes(tmp_path: Path) -> None:
+    """With its default ``interrupt_requests``, a request arriving mid-stream makes the server
+    end the running stream early with ``data: [DONE]`` and no ``finish_reason``: such a
+    partial answer is recorded as invalid, never as a success with fewer tokens."""
+    workload = LLMCompletion(prompt_tokens=12, max_tokens=64, stream=True)
+    with llama_cpp_server(tmp_path) as url:
+        outcome = asyncio.run(
+            run(
+                {"llama": target(url, api="completions")},
+                workload,
+                [Burst(total=20, concurrency=4)],
+                store=tmp_path / "cut.sqlite",
+            )
+        )
+    with Store(tmp_path / "cut.sqlite") as store:
+        invocations = store.invocations(outcome.run_id)
+    assert len(invocations) == 20
+    # 4 in flight against one slot: nearly every stream is cut (19 of 20 in trials; before
+    # the plugin checked finish_reason, all 20 were stored as successes with a few tokens)
+    assert sum(inv.outcome is not Outcome.OK for inv in invocations) >= 5
+    for inv in invocations:
+        if inv.outcome is Outcome.OK:
+            assert inv.output_units == 64 and len(inv.token_times_ns or ()) == 64
+        else:
+            assert inv.outcome is Outcome.INVALID_RESPONSE and "cut the answer short" in (
+                inv.error or ""
+            )
