@@ -41,6 +41,18 @@ from gpubench_sdk.testing import (
 
 DEFAULT_SERVICE = "projects/p/locations/us-central1/services/gpubench-emulated"
 SERVICE_TYPE = "type.googleapis.com/google.cloud.run.v2.Service"
+# google.rpc.Code names of the statuses faults produce (google/rpc/code.proto's HTTP mapping)
+_RPC_STATUS = {400: "INVALID_ARGUMENT", 404: "NOT_FOUND", 429: "RESOURCE_EXHAUSTED",
+               500: "INTERNAL", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED"}  # fmt: skip
+
+
+def google_error_body(status: int, message: str) -> tuple[bytes, str]:
+    """A Google API error (https://cloud.google.com/apis/design/errors): google-api-core reads
+    ``error.message``, and fails on any other shape (``{"error": "text"}`` raised an
+    AttributeError inside the official client instead of its 429/503 exception)."""
+    code = _RPC_STATUS.get(status, "INTERNAL" if status >= 500 else "UNKNOWN")
+    body = {"error": {"code": status, "message": message, "status": code}}
+    return json.dumps(body).encode(), "application/json"
 
 
 def fleet_scaling(fleet: SimulatedFleet) -> dict[str, Any]:
@@ -95,11 +107,9 @@ def make_app(
     state: dict[str, Any] = {"service": default_service(service_name, fleet), "revisions": []}
     operations: dict[str, tuple[float, dict[str, Any]]] = {}
 
-    def google_error(status: int, code: str, message: str) -> Response:
-        # the shape of Google API errors (https://cloud.google.com/apis/design/errors)
-        return JSONResponse(
-            {"error": {"code": status, "message": message, "status": code}}, status_code=status
-        )
+    def google_error(status: int, message: str) -> Response:
+        body, ctype = google_error_body(status, message)
+        return Response(body, status_code=status, media_type=ctype)
 
     def roll_revision() -> None:
         number = len(state["revisions"]) + 1
@@ -130,22 +140,20 @@ def make_app(
     async def service(request: Request) -> Response:
         name = f"{location}/services/{request.path_params['service']}"
         if name != service_name:
-            return google_error(404, "NOT_FOUND", f"Resource '{name}' was not found")
+            return google_error(404, f"Resource '{name}' was not found")
         if request.method == "GET":
             return JSONResponse(service_body(request))
         try:
             body = json.loads(await request.body())
         except ValueError:
-            return google_error(400, "INVALID_ARGUMENT", "body is not valid JSON")
+            return google_error(400, "body is not valid JSON")
         template = body.get("template") if isinstance(body, dict) else None
         if not isinstance(template, dict):
-            return google_error(400, "INVALID_ARGUMENT", "service.template is required")
+            return google_error(400, "service.template is required")
         scaling = template.get("scaling") or {}
         low, high = int(scaling.get("minInstanceCount", 0)), int(scaling.get("maxInstanceCount", 0))
         if low < 0 or (high and low > high):
-            return google_error(
-                400, "INVALID_ARGUMENT", "min_instance_count must be <= max_instance_count"
-            )
+            return google_error(400, "min_instance_count must be <= max_instance_count")
         state["service"]["template"]["scaling"] = fleet_scaling(fleet)
         if template != state["service"]["template"]:
             state["service"]["template"] = template
@@ -169,7 +177,7 @@ def make_app(
     async def operation(request: Request) -> Response:
         name = f"{location}/operations/{request.path_params['operation']}"
         if name not in operations:
-            return google_error(404, "NOT_FOUND", f"operation {name} not found")
+            return google_error(404, f"operation {name} not found")
         return JSONResponse(operation_body(name))
 
     async def revisions(request: Request) -> Response:
@@ -237,7 +245,7 @@ def make_app(
         ],
         lifespan=lifespan,
     )
-    return FaultInjector(app, fleet, _route)
+    return FaultInjector(app, fleet, _route, render_error=google_error_body)
 
 
 async def _disconnected(request: Any) -> None:

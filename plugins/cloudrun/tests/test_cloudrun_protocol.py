@@ -14,8 +14,14 @@ import pytest
 from gpubench_cloudrun import CloudRunProvider, IdToken
 from gpubench_cloudrun.emulator import DEFAULT_SERVICE, make_app
 
-from gpubench_sdk import ClientHTTPError, ProviderError, Request, ScalingSettings
-from gpubench_sdk.testing import Duration, FleetConfig, ServedApp, SimulatedFleet, serve
+from gpubench_sdk import (
+    ClientHTTPError,
+    ProviderError,
+    Request,
+    ScalingSettings,
+    ThrottledError,
+)
+from gpubench_sdk.testing import Duration, Fault, FleetConfig, ServedApp, SimulatedFleet, serve
 
 ADMIN_PATH = "/v2/" + DEFAULT_SERVICE
 FAST = FleetConfig(cold_start=Duration.fixed(0.2), max_workers=2, idle_timeout_s=0.3)
@@ -225,6 +231,24 @@ def test_admin_errors_are_mapped(served: ServedApp) -> None:
     with pytest.raises(ProviderError) as info:
         asyncio.run(go())
     assert isinstance(info.value, ClientHTTPError) and info.value.status_code == 404
+
+
+def test_admin_faults_are_mapped_by_status(served: ServedApp, fleet: SimulatedFleet) -> None:
+    """A 429 reaches the plugin through google-api-core's exceptions (not as a transport
+    failure); a 503 on a read is retried by the client itself (run_v2's default retry for
+    get_service and list_revisions covers ServiceUnavailable), so opening still succeeds."""
+
+    async def go() -> None:
+        async with provider(served):
+            pass
+
+    fleet.faults.next(1, Fault.throttle(), on="control")
+    with pytest.raises(ThrottledError) as info:
+        asyncio.run(go())
+    assert info.value.status_code == 429
+    fleet.faults.next(1, Fault.server_error(503), on="control")
+    asyncio.run(go())
+    assert [i.fault.status for i in fleet.faults.injected] == [429, 503]
 
 
 def test_billing_comes_from_the_cost_catalog() -> None:

@@ -39,7 +39,11 @@ def error_message(body: Any) -> tuple[str | None, str | None]:
         return None, None
     err = body.get("error")
     if isinstance(err, Mapping):  # OpenAI, newer vLLM, SGLang
-        kind = err.get("type") or err.get("code")
+        # OpenAI's string code is the specific one ("rate_limit_exceeded" under the type
+        # "requests", "invalid_api_key" under "invalid_request_error"); vLLM's code is the
+        # HTTP status again, so its type says more
+        code = err.get("code")
+        kind = code if isinstance(code, str) and code else err.get("type") or code
         return _text(err.get("message")), None if kind is None else str(kind)
     if isinstance(err, str):  # TGI: {"error": "...", "error_type": "..."}
         kind = body.get("error_type")

@@ -209,6 +209,15 @@ class OpenAIProvider(Provider):
             if not done:
                 where = "mid-event" if parser.pending else "without data: [DONE]"
                 raise self._invalid(f"the stream ended {where}", status)
+            if finish is None:
+                # OpenAI, vLLM, TGI, SGLang and llama.cpp all give the last choice chunk a
+                # finish_reason; llama-cpp-python (0.3) sends [DONE] without one when it cuts
+                # a stream short for the next request: a partial answer, not a success
+                raise self._invalid(
+                    "the stream ended (data: [DONE]) but no chunk had a finish_reason: "
+                    "the server cut the answer short",
+                    status,
+                )
         return self._streamed_result(resp, times, parts, usage, finish, chunk_id, model)
 
     def _streamed_result(

@@ -24,6 +24,7 @@ import contextlib
 import hmac
 import json
 import math
+import time
 from collections.abc import AsyncIterator, MutableMapping
 from dataclasses import dataclass
 from typing import Any
@@ -59,8 +60,11 @@ def error_body(status: int, message: str, kind: str, code: str | None = None) ->
 
 
 def _render_error(status: int, message: str) -> tuple[bytes, str]:
-    kind = "rate_limit_exceeded" if status == 429 else "server_error"
-    return error_body(status, message, kind), "application/json"
+    # OpenAI's 429 says what ran out in ``type`` ("requests", "tokens") and always has the
+    # code "rate_limit_exceeded"; its 5xx are type "server_error" (API reference, "Error codes")
+    if status == 429:
+        return error_body(status, message, "requests", "rate_limit_exceeded"), "application/json"
+    return error_body(status, message, "server_error"), "application/json"
 
 
 def make_app(
@@ -82,6 +86,7 @@ def make_app(
         raise ImportError(f"the OpenAI emulator: {INSTALL_HINT}") from exc
 
     pace = speed or ModelSpeed()
+    created_s = int(time.time())  # the model's "created" in /v1/models
     itl_s = 1.0 / pace.tokens_per_s
 
     def error(status: int, message: str, kind: str, code: str | None = None) -> Response:
@@ -128,9 +133,9 @@ def make_app(
             return error(400, "body must be a JSON object", "invalid_request_error")
         if body.get("model") != model:
             return error(404, f"The model `{body.get('model')}` does not exist.",
-                         "NotFoundError", "model_not_found")  # fmt: skip
+                         "invalid_request_error", "model_not_found")  # fmt: skip
         if chat and not isinstance(body.get("messages"), list):
-            return error(400, "messages: field required", "BadRequestError")
+            return error(400, "messages: field required", "invalid_request_error")
         stream = bool(body.get("stream"))
         payload, prefill, prompt_tokens = job_input(body, chat)
         if stream and "sleep_ms" in body and not payload.get("chunks"):
@@ -138,7 +143,7 @@ def make_app(
         try:
             job = fleet.submit(payload)
         except QueueFull as exc:
-            return error(429, f"server busy: {exc}", "rate_limit_exceeded")
+            return error(429, f"server busy: {exc}", "requests", "rate_limit_exceeded")
         kind = "chat.completion" if chat else "text_completion"
         headers = {"x-request-id": job.id}
         if stream:
@@ -157,7 +162,13 @@ def make_app(
             choice["message"] = {"role": "assistant", "content": text}
         else:
             choice["text"] = text
-        answer: dict[str, Any] = {"id": job.id, "object": kind, "model": model, "choices": [choice]}
+        answer: dict[str, Any] = {
+            "id": job.id,
+            "object": kind,
+            "created": int(time.time()),
+            "model": model,
+            "choices": [choice],
+        }
         if usage:
             answer["usage"] = _usage(prompt_tokens, max(n, 1))
         return JSONResponse(answer, headers=headers)
@@ -166,7 +177,13 @@ def make_app(
         job: Job, chat: bool, prefill: int, prompt_tokens: int, want_usage: bool, kind: str
     ) -> AsyncIterator[bytes]:
         sent = prefill
-        base = {"id": job.id, "object": f"{kind}.chunk" if chat else kind, "model": model}
+        # every chunk of one answer carries the same id and "created" (OpenAI, vLLM)
+        base = {
+            "id": job.id,
+            "object": f"{kind}.chunk" if chat else kind,
+            "created": int(time.time()),
+            "model": model,
+        }
         try:
             if chat:  # vLLM's first chunk: the role, no content
                 first = {**base, "choices": [{"index": 0, "delta": {"role": "assistant"}}]}
@@ -220,7 +237,9 @@ def make_app(
             return error(
                 401, "Incorrect API key provided", "invalid_request_error", "invalid_api_key"
             )
-        return JSONResponse({"object": "list", "data": [{"id": model, "object": "model"}]})
+        # the Model object's required fields: id, object, created, owned_by (vLLM owns "vllm")
+        entry = {"id": model, "object": "model", "created": created_s, "owned_by": "gpubench"}
+        return JSONResponse({"object": "list", "data": [entry]})
 
     async def health(request: Request) -> Response:
         return Response(status_code=200)

@@ -82,6 +82,11 @@ def token(text: str) -> bytes:
     return event({"id": "c1", "choices": [{"index": 0, "delta": {"content": text}}]})
 
 
+def last(reason: str = "length") -> bytes:
+    """The chunk that ends every complete answer: an empty delta with the finish_reason."""
+    return event({"id": "c1", "choices": [{"index": 0, "delta": {}, "finish_reason": reason}]})
+
+
 USAGE = event({"id": "c1", "choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 3}})
 
 
@@ -123,7 +128,7 @@ def test_parser_frames_events_however_the_bytes_are_split() -> None:
 def test_tokens_are_timed_as_they_arrive_and_usage_is_read() -> None:
     seen: list[dict[str, Any]] = []
     pieces: list[Piece] = [b": ping\n\n", 0.05, token("a"), 0.05, token("b")[:9], 0.05]
-    pieces += [token("b")[9:] + token("c"), USAGE, b"data: [DONE]\n\n"]
+    pieces += [token("b")[9:] + token("c"), last(), USAGE, b"data: [DONE]\n\n"]
     began = time.perf_counter_ns()
     result = run(scripted(pieces, headers=[(b"x-request-id", b"req-1")], seen=seen))
     times = result.token_times_ns
@@ -141,14 +146,15 @@ def test_tokens_are_timed_as_they_arrive_and_usage_is_read() -> None:
 
 
 def test_without_usage_the_chunks_are_counted_and_marked() -> None:
-    result = run(scripted([token("a"), token("b"), b"data: [DONE]\n\n"]), include_usage=False)
+    pieces: list[Piece] = [token("a"), token("b"), last(), b"data: [DONE]\n\n"]
+    result = run(scripted(pieces), include_usage=False)
     assert result.output_units == 2 and result.input_units is None
     assert result.detail == {"output_tokens_from": "chunks"}
 
 
 def test_reasoning_chunks_count_as_tokens_but_not_as_text() -> None:
     think = event({"choices": [{"delta": {"reasoning_content": "hmm"}}]})
-    result = run(scripted([think, token("x"), b"data: [DONE]\n\n"]))
+    result = run(scripted([think, token("x"), last("stop"), b"data: [DONE]\n\n"]))
     assert len(result.token_times_ns) == 2 and result.output["text"] == "x"
 
 
@@ -156,6 +162,8 @@ def test_reasoning_chunks_count_as_tokens_but_not_as_text() -> None:
     ("pieces", "cut", "error", "match"),
     [
         ([token("a")], False, InvalidResponseError, "without data: \\[DONE\\]"),
+        # llama-cpp-python's stream cut short for the next request: [DONE], no finish_reason
+        ([token("a"), b"data: [DONE]\n\n"], False, InvalidResponseError, "cut the answer short"),
         ([token("a"), b'data: {"cho'], False, InvalidResponseError, "mid-event"),
         ([token("a"), 0.02], True, TransportError, None),
         ([b"data: not json\n\n"], False, InvalidResponseError, "not JSON"),
@@ -171,7 +179,14 @@ def test_reasoning_chunks_count_as_tokens_but_not_as_text() -> None:
             "CUDA OOM",
         ),
     ],
-    ids=["no-done", "cut-mid-event", "connection-dropped", "not-json", "error-event"],
+    ids=[
+        "no-done",
+        "done-without-finish",
+        "cut-mid-event",
+        "connection-dropped",
+        "not-json",
+        "error-event",
+    ],
 )
 def test_broken_streams(pieces: list[Piece], cut: bool, error: type, match: str | None) -> None:
     with pytest.raises(error, match=match):
@@ -259,7 +274,7 @@ def test_non_streamed_answer_and_a_server_that_ignores_stream() -> None:
 
 def test_completions_api_body_and_extras() -> None:
     seen: list[dict[str, Any]] = []
-    text = event({"choices": [{"text": "x"}]})
+    text = event({"choices": [{"text": "x", "finish_reason": "length"}]})
     run(
         scripted([text, b"data: [DONE]\n\n"], seen=seen),
         api="completions",

@@ -49,6 +49,7 @@ NO_CAPACITY_MESSAGE = (
     "be in-progress (if configured) or try to increase the capacity by invoking "
     "UpdateInferenceComponentRuntimeConfig API."
 )
+ACCOUNT = "123456789012"
 _ERROR_CODES = {429: "ThrottlingException", 500: "InternalFailure", 503: "ServiceUnavailable"}
 
 
@@ -56,6 +57,11 @@ def aws_error(status: int, message: str) -> tuple[bytes, str]:
     """A REST-JSON error body; botocore reads the code from ``__type``."""
     code = _ERROR_CODES.get(status, "InternalFailure" if status >= 500 else "ValidationError")
     return json.dumps({"__type": code, "message": message}).encode(), "application/json"
+
+
+def arn(kind: str, name: str) -> str:
+    """The ARN SageMaker gives a resource of this kind (``endpoint``, ``inference-component``)."""
+    return f"arn:aws:sagemaker:us-east-1:{ACCOUNT}:{kind}/{name}"
 
 
 def make_app(
@@ -81,8 +87,11 @@ def make_app(
     no_capacity_failures = [0]  # the CloudWatch metric NoCapacityInvocationFailures
 
     def error(status: int, code: str, message: str, request_id: str | None = None) -> Response:
+        # the code in both places AWS puts it: botocore's REST-JSON parser (sagemaker-runtime)
+        # reads the x-amzn-ErrorType header, its JSON 1.1 parser (sagemaker) only ``__type``
         headers = {"x-amzn-ErrorType": code, "x-amzn-RequestId": request_id or str(uuid.uuid4())}
-        return JSONResponse({"message": message}, status_code=status, headers=headers)
+        body = {"__type": code, "message": message}
+        return JSONResponse(body, status_code=status, headers=headers)
 
     async def signed(request: Request) -> tuple[bytes, Response | None]:
         body = await request.body()
@@ -113,8 +122,8 @@ def make_app(
         body, denied = await signed(request)
         if denied is not None:
             return denied
-        if name != endpoint_name:
-            return error(400, "ValidationError", f"Endpoint {name} not found.")
+        if name != endpoint_name:  # sagemaker-runtime's words for an unknown endpoint
+            return error(400, "ValidationError", f"Endpoint {name} of account {ACCOUNT} not found.")
         component = request.headers.get("x-amzn-sagemaker-inference-component")
         if inference_component is not None:
             if component != inference_component:
@@ -178,10 +187,13 @@ def make_app(
         )
 
     def describe_endpoint(params: dict[str, Any]) -> dict[str, Any]:
+        name = params.get("EndpointName")
+        if name != endpoint_name:  # SageMaker's answer for a name it does not know
+            raise LookupError(f'Could not find endpoint "{arn("endpoint", str(name))}".')
         c = fleet.counts()
         return {
             "EndpointName": endpoint_name,
-            "EndpointArn": f"arn:aws:sagemaker:us-east-1:123456789012:endpoint/{endpoint_name}",
+            "EndpointArn": arn("endpoint", endpoint_name),
             "EndpointConfigName": f"{endpoint_name}-config",
             "EndpointStatus": "InService",
             "ProductionVariants": [
@@ -201,13 +213,16 @@ def make_app(
         }
 
     def describe_component(params: dict[str, Any]) -> dict[str, Any]:
-        if params.get("InferenceComponentName") != inference_component:
-            raise LookupError(f"Inference Component {params.get('InferenceComponentName')}")
+        name = params.get("InferenceComponentName")
+        if inference_component is None or name != inference_component:
+            where = arn("inference-component", str(name))
+            raise LookupError(f'Could not find inference component "{where}".')
+        # every member botocore's DescribeInferenceComponentOutput requires, and what we read
         return {
             "InferenceComponentName": inference_component,
-            "InferenceComponentArn": "arn:aws:sagemaker:us-east-1:123456789012:"
-            f"inference-component/{inference_component}",
+            "InferenceComponentArn": arn("inference-component", inference_component),
             "EndpointName": endpoint_name,
+            "EndpointArn": arn("endpoint", endpoint_name),
             "VariantName": VARIANT,
             "InferenceComponentStatus": "InService",
             "RuntimeConfig": {
@@ -242,7 +257,7 @@ def make_app(
         try:
             return JSONResponse(operation(json.loads(body or b"{}")))
         except LookupError as exc:
-            return _json11_error(400, "ValidationException", f"{exc} not found.")
+            return _json11_error(400, "ValidationException", str(exc))
         except ValueError as exc:
             return _json11_error(400, "ValidationException", str(exc))
 

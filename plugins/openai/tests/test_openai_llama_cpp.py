@@ -1,0 +1,221 @@
+"""The plugin, unchanged, against a real OpenAI-compatible server: llama-cpp-python's.
+
+``python -m llama_cpp.server`` (llama-cpp-python, the llama.cpp bindings from PyPI) serves a
+model the test writes itself with the ``gguf`` package: a llama-architecture network with one
+layer, 16-wide, random weights and a 339-token SentencePiece vocabulary, 60 KB, nothing
+downloaded. It runs on the CPU in well under a millisecond per token, so the test is about
+the protocol, not the model: sequential and burst runs, streamed (chat and completions) and
+not, must record no error, every token the server generated must be timed, and the plugin's
+counts must match the server's own ``usage``.
+
+What this server does differently from our emulator, and the plugin copes with: it ignores
+``stream_options.include_usage`` (no usage chunk: the plugin counts chunks and says so), it
+sends no ``x-request-id`` (the chunk ``id`` is used), and its ``/v1/models`` items have no
+``created`` (the official client's strict schema would refuse them; the plugin never reads it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from gpubench_openai import OpenAIProvider
+
+from gpubench_sdk import Burst, LLMCompletion, Outcome, Store, run
+
+
+def _need(module: str) -> Any:
+    """CI installs the extra (.ci/run), so a missing module fails there; a
+    developer without it gets a skip that says how to install it."""
+    if os.environ.get("CI"):
+        return importlib.import_module(module)
+    return pytest.importorskip(module, reason="pip install 'gpubench-openai[llama-server]'")
+
+
+_need("llama_cpp.server")
+gguf = _need("gguf")
+np = _need("numpy")
+
+MODEL = "tiny-llama"
+EMBED, HEADS, FFN = 16, 2, 32
+BYTES = [f"<0x{b:02X}>" for b in range(256)]
+WORDS = ["▁the", "▁model", "▁reads", "▁each", "▁document", "▁and", "▁writes", "▁a"]
+WORDS += [f"▁w{i}" for i in range(72)]
+TOKENS = ["<unk>", "<s>", "</s>", *BYTES, *WORDS]
+EOS = 2
+# Never end early and never emit a lone byte (a partial UTF-8 character streams as no text):
+# every generated token is then one word, one chunk. logit_bias is an OpenAI request field.
+NO_EOS_NO_BYTES = {str(t): -100 for t in range(EOS, 3 + len(BYTES))}
+MAX_TOKENS = 8
+
+
+def write_tiny_llama(path: Path) -> None:
+    """A llama-architecture GGUF with random weights (tensor names and metadata keys as
+    llama.cpp's loader reads them: gguf's ``MODEL_TENSORS[MODEL_ARCH.LLAMA]``)."""
+    rng = np.random.default_rng(0)
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_context_length(512)
+    writer.add_embedding_length(EMBED)
+    writer.add_block_count(1)
+    writer.add_feed_forward_length(FFN)
+    writer.add_head_count(HEADS)
+    writer.add_head_count_kv(HEADS)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_rope_dimension_count(EMBED // HEADS)
+    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+    writer.add_tokenizer_model("llama")
+    writer.add_token_list(TOKENS)
+    writer.add_token_scores([0.0] * (3 + len(BYTES)) + [-float(i) for i in range(len(WORDS))])
+    kinds = [gguf.TokenType.UNKNOWN, gguf.TokenType.CONTROL, gguf.TokenType.CONTROL]
+    writer.add_token_types(kinds + [gguf.TokenType.BYTE] * len(BYTES) + [1] * len(WORDS))
+    writer.add_bos_token_id(1)
+    writer.add_eos_token_id(EOS)
+    writer.add_unk_token_id(0)
+
+    def random(name: str, *shape: int) -> None:
+        writer.add_tensor(name, (rng.standard_normal(shape) * 0.2).astype(np.float32))
+
+    def ones(name: str) -> None:
+        writer.add_tensor(name, np.ones(EMBED, dtype=np.float32))
+
+    random("token_embd.weight", len(TOKENS), EMBED)
+    ones("output_norm.weight")
+    random("output.weight", len(TOKENS), EMBED)
+    ones("blk.0.attn_norm.weight")
+    for name in ("attn_q", "attn_k", "attn_v", "attn_output"):
+        random(f"blk.0.{name}.weight", EMBED, EMBED)
+    ones("blk.0.ffn_norm.weight")
+    random("blk.0.ffn_gate.weight", FFN, EMBED)
+    random("blk.0.ffn_up.weight", FFN, EMBED)
+    random("blk.0.ffn_down.weight", EMBED, FFN)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@contextlib.contextmanager
+def llama_cpp_server(folder: Path, *options: str) -> Iterator[str]:
+    """``python -m llama_cpp.server`` on the tiny model and a free port, until the block ends."""
+    model = folder / "tiny.gguf"
+    if not model.exists():
+        write_tiny_llama(model)
+    port = free_port()
+    args = ["--model", str(model), "--model_alias", MODEL, "--host", "127.0.0.1"]
+    args += ["--port", str(port), "--n_ctx", "512", "--n_threads", "1", *options]
+    log_path = folder / f"server-{port}.log"
+    with log_path.open("wb") as log:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "llama_cpp.server", *args], stdout=log, stderr=log
+        )
+        url = f"http://127.0.0.1:{port}/v1"
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                if server.poll() is not None:
+                    raise RuntimeError(f"llama_cpp.server exited: {log_path.read_text()}")
+                try:
+                    if httpx.get(f"{url}/models", timeout=1).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError("llama_cpp.server did not start within 60 s")
+                time.sleep(0.1)
+            yield url
+        finally:
+            server.terminate()
+            server.wait(10)
+
+
+@pytest.fixture(scope="module")
+def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    # one request at a time, in turn: by default the server cuts a running stream short when
+    # the next request arrives (llama_cpp/server/settings.py, ServerSettings.interrupt_requests)
+    with llama_cpp_server(tmp_path_factory.mktemp("llama"), "--interrupt_requests", "False") as url:
+        yield url
+
+
+def target(url: str, **options: Any) -> OpenAIProvider:
+    return OpenAIProvider(
+        base_url=url,
+        model=MODEL,
+        extra_body={"logit_bias": NO_EOS_NO_BYTES, "temperature": 0},
+        **options,
+    )
+
+
+def run_and_read(url: str, path: Path, stream: bool, **options: Any) -> list[Any]:
+    workload = LLMCompletion(prompt_tokens=12, max_tokens=MAX_TOKENS, stream=stream)
+    scenarios = [Burst(total=15, concurrency=1), Burst(total=15, concurrency=4)]
+    outcome = asyncio.run(run({"llama": target(url, **options)}, workload, scenarios, store=path))
+    assert outcome.status == "completed"
+    with Store(path) as store:
+        invocations = store.invocations(outcome.run_id)
+    assert len(invocations) == 30
+    assert [(i.outcome, i.error) for i in invocations if i.outcome is not Outcome.OK] == []
+    return invocations
+
+
+@pytest.mark.parametrize("api", ["chat", "completions"])
+def test_streamed_runs_time_every_token(llama_server: str, tmp_path: Path, api: str) -> None:
+    for inv in run_and_read(llama_server, tmp_path / "s.sqlite", stream=True, api=api):
+        # no usage chunk from this server: the plugin counted the chunks and said so
+        assert inv.output_units == MAX_TOKENS and inv.detail == {"output_tokens_from": "chunks"}
+        times = inv.token_times_ns
+        assert times is not None and len(times) == MAX_TOKENS and times == sorted(times)
+        assert inv.first_byte_ns <= times[0] <= inv.end_ns
+        assert inv.request_id  # the chunks' id: the server sends no x-request-id
+
+
+def test_non_streamed_run_reads_the_servers_usage(llama_server: str, tmp_path: Path) -> None:
+    for inv in run_and_read(llama_server, tmp_path / "n.sqlite", stream=False):
+        assert inv.output_units == MAX_TOKENS and inv.input_units is not None
+        assert inv.input_units > 0 and inv.detail is None
+
+
+def test_streams_cut_short_by_the_server_are_not_successes(tmp_path: Path) -> None:
+    """With its default ``interrupt_requests``, a request arriving mid-stream makes the server
+    end the running stream early with ``data: [DONE]`` and no ``finish_reason``: such a
+    partial answer is recorded as invalid, never as a success with fewer tokens."""
+    workload = LLMCompletion(prompt_tokens=12, max_tokens=64, stream=True)
+    with llama_cpp_server(tmp_path) as url:
+        outcome = asyncio.run(
+            run(
+                {"llama": target(url, api="completions")},
+                workload,
+                [Burst(total=20, concurrency=4)],
+                store=tmp_path / "cut.sqlite",
+            )
+        )
+    with Store(tmp_path / "cut.sqlite") as store:
+        invocations = store.invocations(outcome.run_id)
+    assert len(invocations) == 20
+    # 4 in flight against one slot: nearly every stream is cut (19 of 20 in trials; before
+    # the plugin checked finish_reason, all 20 were stored as successes with a few tokens)
+    assert sum(inv.outcome is not Outcome.OK for inv in invocations) >= 5
+    for inv in invocations:
+        if inv.outcome is Outcome.OK:
+            assert inv.output_units == 64 and len(inv.token_times_ns or ()) == 64
+        else:
+            assert inv.outcome is Outcome.INVALID_RESPONSE and "cut the answer short" in (
+                inv.error or ""
+            )
