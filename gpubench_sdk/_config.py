@@ -15,6 +15,7 @@ import typing
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
@@ -78,7 +79,9 @@ def config_error(
 _UNKNOWN = ("extra_forbidden", "unexpected_keyword_argument")
 
 
-def unknown_key(field: str, key: str, place: str, valid: Iterable[str], more: str = "") -> ConfigError:
+def unknown_key(
+    field: str, key: str, place: str, valid: Iterable[str], more: str = ""
+) -> ConfigError:
     """A key that is no field, named with the closest valid one. Its value is never shown:
     an unknown field may well be a misplaced secret."""
     names = sorted(valid)
@@ -201,7 +204,7 @@ def build_scenario(data: Mapping[str, Any], where: str) -> Scenario:
         inner = _wrapped_config_error(exc)
         if inner is not None:  # raised by the dataclass's own checks: "burst.total" etc.
             raise ConfigError(f"{where}.{inner.field}", inner.value, inner.expected) from None
-        cls = _SCENARIO_TYPES[kind]
+        cls = _SCENARIO_TYPES[str(kind)]
         raise config_error(exc, f"{where}.{kind}", cls, where=f"{where} ({kind})") from None
 
 
@@ -294,6 +297,27 @@ def load_config(path: str | Path) -> RunConfig:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(str(path), "(TOML syntax)", f"valid TOML: {exc}") from None
     return parse_config(data, str(path))
+
+
+def check_url(field: str, url: str, *, host_only_ok: bool = False) -> None:
+    """Refuse what is not an absolute http(s) URL with a host (``ConfigError`` naming
+    ``field``); ``host_only_ok`` also accepts a bare ``host[:port]`` (an API endpoint host)."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError as exc:
+        raise ConfigError(field, url, f"a URL like https://host/path ({exc})") from None
+    if any(c.isspace() for c in url) or not url:
+        problem = "no spaces" if url else "not empty"
+    elif host_only_ok and "://" not in url:
+        return
+    elif parts.scheme not in ("http", "https"):
+        problem = "a scheme, http:// or https://"
+    elif not parts.hostname:
+        problem = "a host after the scheme"
+    else:
+        return
+    raise ConfigError(field, url, f"a URL like https://host/path: {problem}")
 
 
 def provider_options(target: TargetConfig, options_model: type[M]) -> M:

@@ -8,6 +8,7 @@ Every error gpubench raises derives from ``GpubenchError``::
     │   ├── PluginNotFoundError   no installed plugin by that name (with an install hint)
     │   └── PluginLoadError       the plugin is installed but fails to import or has the wrong type
     ├── StoreError                the results store cannot be opened, written or read
+    ├── ResourceError             the machine ran out of something the run needs (open files)
     ├── CapabilityError           a provider was asked for an optional capability it lacks
     └── ProviderError             one request to a provider failed; ``outcome`` says how
         ├── ThrottledError        429 or a provider's own throttling signal (``retry_after_s``)
@@ -38,7 +39,9 @@ class GpubenchError(Exception):
 class ConfigError(GpubenchError, ValueError):
     """A configuration value is wrong. ``field`` is its dotted path, ``expected`` the fix."""
 
-    def __init__(self, field: str, value: Any, expected: str, *, message: str | None = None) -> None:
+    def __init__(
+        self, field: str, value: Any, expected: str, *, message: str | None = None
+    ) -> None:
         self.field = field
         self.value = value
         self.expected = expected
@@ -77,6 +80,10 @@ class PluginLoadError(PluginError, ImportError):
 
 class StoreError(GpubenchError):
     """The results store cannot be opened, written or read."""
+
+
+class ResourceError(GpubenchError):
+    """The machine ran out of something the run needs (open files...); says which and the fix."""
 
 
 class CapabilityError(GpubenchError, NotImplementedError):

@@ -98,6 +98,7 @@ def run_processes(
     parent = build()
     if processes == 1:
         return run_blocking(parent)
+    parent.check_resources(shards=processes)  # each process opens its share of the sockets
     info = parent.begin()
     store = parent.store
     ctx = multiprocessing.get_context("spawn")
@@ -154,4 +155,5 @@ def run_processes(
         status=final.status,
         requests=final.samples,
         health=health,
+        deadline_cut=tuple(i for i, sc in enumerate(final.scenarios) if sc.status == "deadline"),
     )

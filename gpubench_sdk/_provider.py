@@ -6,13 +6,13 @@ import json
 from collections.abc import Iterator
 from types import TracebackType
 from typing import Any, ClassVar, Self
-from urllib.parse import urlsplit
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from ._capabilities import Capabilities
-from ._errors import CapabilityError, ConfigError
+from ._config import check_url
+from ._errors import CapabilityError
 from ._http import make_client
 from ._secrets import remember, scrub, scrub_headers, scrub_url
 from ._types import ColdCheck, FleetState, Request, Result, ScalingSettings
@@ -66,27 +66,6 @@ class ProviderOptions(BaseModel):
 
 def _is_url_field(name: str) -> bool:
     return name in ("url", "endpoint") or name.endswith(("_url", "_endpoint"))
-
-
-def check_url(field: str, url: str, *, host_only_ok: bool = False) -> None:
-    """Refuse what is not an absolute http(s) URL with a host (``ConfigError`` naming
-    ``field``); ``host_only_ok`` also accepts a bare ``host[:port]`` (an API endpoint host)."""
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
-    except ValueError as exc:
-        raise ConfigError(field, url, f"a URL like https://host/path ({exc})") from None
-    if any(c.isspace() for c in url) or not url:
-        problem = "no spaces" if url else "not empty"
-    elif host_only_ok and "://" not in url:
-        return
-    elif parts.scheme not in ("http", "https"):
-        problem = "a scheme, http:// or https://"
-    elif not parts.hostname:
-        problem = "a host after the scheme"
-    else:
-        return
-    raise ConfigError(field, url, f"a URL like https://host/path: {problem}")
 
 
 class Provider:

@@ -14,13 +14,14 @@ which describe a request and cannot carry a credential, are kept in clear.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, quote_plus, urlencode, urlsplit, urlunsplit
 
 from pydantic import SecretStr
 
@@ -69,9 +70,15 @@ def remember(value: str) -> None:
 
 
 def _presume(value: str) -> str:
-    """A value default-deny masks: remembered when long enough to be a credential."""
-    if len(value) >= _PRESUMED_MIN:
-        remember(value)
+    """A value default-deny masks: remembered when long enough to be a credential, in every
+    form it may be echoed in (as sent, URL-encoded, and the token after an auth scheme)."""
+    forms = {value, quote(value, safe=""), quote_plus(value)}
+    scheme = _AUTH_VALUE.fullmatch(value.strip())
+    if scheme is not None:
+        forms.add(value.strip().split(None, 1)[1])
+    for form in forms:
+        if len(form) >= _PRESUMED_MIN:
+            remember(form)
     return MASK
 
 
@@ -83,6 +90,31 @@ def redact(text: str) -> str:
         if value in text:
             text = text.replace(value, MASK)
     return text
+
+
+def without_secrets(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` (an environment) without the variables that hold a remembered secret: a child
+    process running user code gets no credential it was not given (e.g. the variable that
+    ``api_key_env`` names)."""
+    with _lock:
+        known = tuple(_known)
+    return {k: v for k, v in env.items() if not any(secret in v for secret in known)}
+
+
+class RedactingFilter(logging.Filter):
+    """Masks remembered secrets in a log record: installed on the HTTP clients' loggers, which
+    log every request's full URL (query credentials included) at INFO."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        masked = redact(message)
+        if masked != message:
+            record.msg, record.args = masked, None
+        return True
+
+
+for _name in ("httpx", "httpcore"):
+    logging.getLogger(_name).addFilter(RedactingFilter())
 
 
 def mask_credentials(text: str) -> str:
@@ -148,6 +180,10 @@ def scrub_url(url: str) -> str:
                 remember(value)
             value = _presume(value)
         query.append((name, value))
+    for raw in parts.query.split("&"):  # the value as written, e.g. still percent-encoded
+        name, _, written = raw.partition("=")
+        if name.lower() not in PUBLIC_QUERY and len(written) >= _PRESUMED_MIN:
+            remember(written)
     return urlunsplit((parts.scheme, netloc, parts.path, urlencode(query, safe="*"), ""))
 
 
@@ -160,7 +196,7 @@ def scrub(data: Any) -> Any:
     query value but the public ones (``scrub_url``) never reach the store in clear.
     """
     if isinstance(data, dict):
-        out = {}
+        out: dict[Any, Any] = {}
         for key, value in data.items():
             name = str(key)
             if isinstance(value, str) and SENSITIVE.search(name) and not name.endswith(_REFS):

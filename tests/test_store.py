@@ -98,6 +98,7 @@ def every_variant() -> list[Invocation]:
     invs.append(make_inv(101, error='boom, "quoted"\nnew line, ünïcödé', setup_ms=0.1 + 0.2))
     invs.append(make_inv(102, scheduled_ns=2**62, start_ns=2**62 + 1, end_ns=2**62 + 2))
     invs.append(make_inv(103, queue_ms=12.0, execution_ms=1e-9, wall_start_ns=WALL0 - 5))
+    invs.append(make_inv(104, outcome=Outcome.THROTTLED, http_status=429, retry_after_s=2.5))
     return invs
 
 
@@ -210,7 +211,7 @@ def _from_text(field: str, value: Any) -> Any:
         return Outcome(value)
     if field in ("cold", "cold_confirmed"):
         return value if isinstance(value, bool) else value == "true"
-    if field in ("queue_ms", "execution_ms", "setup_ms"):
+    if field in ("queue_ms", "execution_ms", "setup_ms", "retry_after_s"):
         return float(value)
     if field in ("target", "error", "request_id", "worker_id"):
         return value
@@ -226,9 +227,17 @@ def test_export_jsonl_and_csv_parse_back(tmp_path: Path) -> None:
         s.export_csv(run.id, text)
     rows = [json.loads(line) for line in jsonl.getvalue().splitlines()]
     assert rows[0]["outcome"] == "ok" and rows[0]["target"] == "a"
+    derived = ("latency_ms", "scenario_kind")
+    for r in rows:
+        assert r.pop("scenario_kind") == ["steady", "burst"][r["scenario"]]
+        assert r.pop("latency_ms") == pytest.approx((r["end_ns"] - r["scheduled_ns"]) / 1e6)
     assert [Invocation(**{k: _from_text(k, v) for k, v in r.items()}) for r in rows] == invs
     reader = csv.DictReader(io.StringIO(text.getvalue()))
-    parsed = [Invocation(**{k: _from_text(k, v) for k, v in r.items()}) for r in reader]
+    assert reader.fieldnames is not None and tuple(reader.fieldnames[-2:]) == derived
+    parsed = [
+        Invocation(**{k: _from_text(k, v) for k, v in r.items() if k not in derived})
+        for r in reader
+    ]
     # CSV cannot tell an empty error string from None; every_variant has none of those.
     assert parsed == [replace(i, cold_confirmed=i.cold_confirmed) for i in invs]
 

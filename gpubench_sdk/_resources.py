@@ -1,0 +1,91 @@
+"""What a run needs from the operating system, checked before anything is sent.
+
+Every request in flight holds a socket, and a socket is a file descriptor. A plan asking for more
+requests in flight than the process may open files would fail mid-run, one request after
+another and possibly in the store itself, so the limit is raised as far as the system allows
+(the soft limit up to the hard one) and a plan that still does not fit is refused up front.
+"""
+
+from __future__ import annotations
+
+import errno
+from collections.abc import Sequence
+
+from ._errors import ConfigError, ResourceError
+from ._scenarios import Scenario
+
+try:  # POSIX only; elsewhere there is no such limit to raise or check
+    import resource
+except ImportError:  # pragma: no cover - Windows
+    resource = None  # type: ignore[assignment]
+
+#: Descriptors kept for everything but sockets: stdio, the store (two SQLite connections with
+#: their WAL and shared-memory files), the event loop, a local runtime's pipes, exporters.
+DESCRIPTOR_MARGIN = 64
+
+
+def raise_open_files_limit() -> int | None:
+    """Raise the soft RLIMIT_NOFILE to the hard limit; the soft limit now in force (None where
+    the platform has no such limit, or it is unlimited)."""
+    if resource is None:
+        return None
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != hard and (hard == resource.RLIM_INFINITY or soft < hard):
+            try:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+                soft = hard
+            except (ValueError, OSError):  # e.g. macOS caps the soft limit below "unlimited"
+                pass
+    except (ValueError, OSError):
+        return None
+    return None if soft == resource.RLIM_INFINITY else int(soft)
+
+
+def descriptors_needed(scenarios: Sequence[Scenario], targets: int, shards: int = 1) -> int:
+    """Open files one load-generating process (of ``shards``) needs for the plan at its peak:
+    its share of the most requests in flight at once, each target driven at the same time."""
+    peak = max((sc.inflight() for sc in scenarios), default=1)
+    return -(-peak * targets // shards) + DESCRIPTOR_MARGIN
+
+
+def check_open_files(scenarios: Sequence[Scenario], targets: int, shards: int = 1) -> None:
+    """Raise the open-files limit, then refuse (``ConfigError``) a plan that cannot fit in it."""
+    limit = raise_open_files_limit()
+    needed = descriptors_needed(scenarios, targets, shards)
+    if limit is None or needed <= limit:
+        return
+    worst = max(range(len(scenarios)), key=lambda i: scenarios[i].inflight())
+    sc = scenarios[worst]
+    knob = {"burst": "concurrency", "rate": "max_inflight"}.get(sc.kind, "concurrency")
+    fits = max(1, (limit - DESCRIPTOR_MARGIN) * shards // targets)
+    raise ConfigError(
+        f"scenarios[{worst}].{sc.kind}.{knob}",
+        getattr(sc, knob, sc.inflight()),
+        f"a plan that fits the open-files limit: {sc.inflight():,} requests in flight per "
+        f"target x {targets} target(s) need about {needed:,} open files, and this process may "
+        f"open {limit:,} (ulimit -n; the hard limit, it cannot raise it further). Raise it "
+        f"(ulimit -n {needed} in the shell, or LimitNOFILE= for a service) or set "
+        f"{knob} <= {fits:,}",
+    )
+
+
+def out_of_files(exc: BaseException) -> ResourceError | None:
+    """A ResourceError for an exception (or group) caused by running out of descriptors."""
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = out_of_files(inner)
+            if found is not None:
+                return found
+        return None
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, OSError) and cause.errno in (errno.EMFILE, errno.ENFILE):
+            limit = raise_open_files_limit()
+            shown = f"{limit:,}" if limit is not None else "the system's"
+            return ResourceError(
+                f"the run ran out of open files (limit {shown}: ulimit -n): lower the plan's "
+                "concurrency or max_inflight, or raise the limit (ulimit -n)"
+            )
+        cause = cause.__cause__ or cause.__context__
+    return None
