@@ -225,6 +225,9 @@ class RunSection(_Strict):
     output: str = "gpubench.sqlite"
     max_requests: int | None = Field(default=None, ge=1)
     max_cost_usd: float | None = Field(default=None, gt=0)  # all targets together (budget guard)
+    # The store's commit window: every request is on disk at most this long after it ends
+    # (0: committed as it ends, at a cost bench/store_bench.py measures).
+    flush_interval_s: float = Field(default=0.5, ge=0, le=60, allow_inf_nan=False)
 
 
 class RunConfig(_Strict):

@@ -218,15 +218,11 @@ class Runner:
         except BaseExceptionGroup as group:
             # Task groups wrap what their tasks raise; a lone error is re-raised as itself, and
             # a cause we can name (out of open files, a gpubench error) as that error.
-            inner = sole_exception(group)
-            named = out_of_files(group) or _first_gpubench_error(group)
-            status, error = "failed", redact(f"{type(inner).__name__}: {inner}")
-            if inner is group and named is None:
+            named = unwrap(group)
+            status, error = "failed", redact(f"{type(named).__name__}: {named}")
+            if named is group:
                 raise
-            if named is not None:
-                error = redact(str(named))
-                raise named from None
-            raise inner from None
+            raise named from None
         except anyio.get_cancelled_exc_class():
             status = "cancelled"  # the caller's own scope was cancelled
             raise
@@ -647,6 +643,13 @@ class Runner:
             return ColdCheck(False, time.perf_counter() - began, f"ensure_cold failed: {reason}")
 
 
+def unwrap(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """What a task group's exceptions should surface as: a cause we can name (out of open
+    files, a gpubench error such as ``ConfigError``), else a lone exception as itself, else
+    the group. No user should read "ExceptionGroup: unhandled errors in a TaskGroup"."""
+    return out_of_files(group) or _first_gpubench_error(group) or sole_exception(group)
+
+
 def _first_gpubench_error(group: BaseExceptionGroup[BaseException]) -> GpubenchError | None:
     """The first gpubench error among a task group's exceptions (nested groups included)."""
     for exc in group.exceptions:
@@ -697,10 +700,10 @@ def _validate(
     if max_requests is not None and max_requests < 1:
         raise ConfigError("max_requests", max_requests, "an integer >= 1")
     blind = [t.name for t in targets if not t.provider.capabilities.cold_start_control]
-    for sc in scenarios:
+    for i, sc in enumerate(scenarios):
         if isinstance(sc, ColdStarts) and blind and sc.idle_gap_s is None:
             raise ConfigError(
-                "cold_starts.idle_gap_s",
+                f"scenarios[{i}].cold_starts.idle_gap_s",
                 None,
                 f"seconds to wait between requests for targets without cold-start control "
                 f"({', '.join(blind)}): at least the platform's scale-down delay",

@@ -166,8 +166,8 @@ def scrub_url(url: str) -> str:
     try:
         parts = urlsplit(url)
         password, hostname, port = parts.password, parts.hostname, parts.port
-    except ValueError:  # a malformed URL (bad port, brackets): keep no part that could leak
-        return MASK
+    except ValueError:  # a malformed URL (bad port, brackets): no userinfo, query or fragment
+        return re.sub(r"//[^/@]*@", "//", re.split(r"[?#]", url, maxsplit=1)[0])
     if password:
         remember(password)
     netloc = hostname or ""
