@@ -23,8 +23,9 @@ from pathlib import Path
 import anyio
 
 from ._errors import ConfigError
+from ._resources import unwrap
 from ._results import RunResult
-from ._runner import Runner, SharedCounter, unwrap
+from ._runner import Runner, SharedCounter
 from ._store import RunInfo
 
 

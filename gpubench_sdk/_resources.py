@@ -1,4 +1,5 @@
-"""What a run needs from the operating system, checked before anything is sent.
+"""What a run needs from the operating system, checked before anything is sent, and the
+causes of a failure we can name instead of an ExceptionGroup.
 
 Every request in flight holds a socket, and a socket is a file descriptor. A plan asking for more
 requests in flight than the process may open files would fail mid-run, one request after
@@ -11,7 +12,7 @@ from __future__ import annotations
 import errno
 from collections.abc import Sequence
 
-from ._errors import ConfigError, ResourceError
+from ._errors import ConfigError, GpubenchError, ResourceError
 from ._scenarios import Scenario
 
 try:  # POSIX only; elsewhere there is no such limit to raise or check
@@ -88,4 +89,29 @@ def out_of_files(exc: BaseException) -> ResourceError | None:
                 "concurrency or max_inflight, or raise the limit (ulimit -n)"
             )
         cause = cause.__cause__ or cause.__context__
+    return None
+
+
+def unwrap(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """What a task group's exceptions should surface as: a cause we can name (out of open
+    files, a gpubench error such as ``ConfigError``), else a lone exception as itself, else
+    the group. No user should read "ExceptionGroup: unhandled errors in a TaskGroup"."""
+    named: BaseException | None = out_of_files(group) or _first_gpubench_error(group)
+    if named is not None:
+        return named
+    inner: BaseException = group  # a lone exception, however deeply nested, as itself
+    while isinstance(inner, BaseExceptionGroup) and len(inner.exceptions) == 1:
+        inner = inner.exceptions[0]
+    return inner
+
+
+def _first_gpubench_error(group: BaseExceptionGroup[BaseException]) -> GpubenchError | None:
+    """The first gpubench error among a task group's exceptions (nested groups included)."""
+    for exc in group.exceptions:
+        if isinstance(exc, GpubenchError):
+            return exc
+        if isinstance(exc, BaseExceptionGroup):
+            found = _first_gpubench_error(exc)
+            if found is not None:
+                return found
     return None

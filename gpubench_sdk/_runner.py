@@ -17,11 +17,11 @@ import anyio.lowlevel
 import anyio.to_thread
 import httpx
 
-from ._errors import ConfigError, GpubenchError
+from ._errors import ConfigError
 from ._monitor import HealthWindow, Monitor
 from ._provider import Provider
-from ._resources import check_open_files, out_of_files
-from ._results import RunResult, Target, classify, sole_exception
+from ._resources import check_open_files, out_of_files, unwrap
+from ._results import RunResult, Target, classify
 from ._scenarios import Burst, ColdStarts, Rate, Scenario
 from ._secrets import redact
 from ._store import DEFAULT_FLUSH_INTERVAL_S, RunInfo, ScenarioRecord, Store, TargetRecord
@@ -641,25 +641,6 @@ class Runner:
             reason = "timed out" if isinstance(exc, TimeoutError) else redact(str(exc))
             log.warning("%s: could not confirm a cold target: %s", lt.name, reason)
             return ColdCheck(False, time.perf_counter() - began, f"ensure_cold failed: {reason}")
-
-
-def unwrap(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """What a task group's exceptions should surface as: a cause we can name (out of open
-    files, a gpubench error such as ``ConfigError``), else a lone exception as itself, else
-    the group. No user should read "ExceptionGroup: unhandled errors in a TaskGroup"."""
-    return out_of_files(group) or _first_gpubench_error(group) or sole_exception(group)
-
-
-def _first_gpubench_error(group: BaseExceptionGroup[BaseException]) -> GpubenchError | None:
-    """The first gpubench error among a task group's exceptions (nested groups included)."""
-    for exc in group.exceptions:
-        if isinstance(exc, GpubenchError):
-            return exc
-        if isinstance(exc, BaseExceptionGroup):
-            found = _first_gpubench_error(exc)
-            if found is not None:
-                return found
-    return None
 
 
 def retry_after_s(exc: BaseException) -> float | None:
