@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import pytest
@@ -141,21 +142,38 @@ def test_key_echoed_in_an_error_is_scrubbed(tmp_path: Path) -> None:
 
 
 def test_cli_output_and_store_hold_no_key(tmp_path: Path) -> None:
+    """The CLI as a user runs it: its output, the store and the exports it writes hold none of
+    the secrets, in any of their forms (header, Azure Functions code, SAS sig, Basic, Bearer)."""
     plan = tmp_path / "p.toml"
     import tomli_w
 
-    plan.write_text(tomli_w.dumps(PLAN))
+    app = web.Application()
+    app.router.add_post("/run", _gatekeeper)
     store = tmp_path / "cli.sqlite"
-    proc = subprocess.run(
-        [sys.executable, "-m", "gpubench_sdk", "run", str(plan), "-o", str(store)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "GPB_TEST_KEY": KEY},
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert KEY not in proc.stdout + proc.stderr
-    assert KEY not in _files_text(store, Path(f"{store}-wal"))
+    env = {**os.environ, "GPB_TEST_KEY": KEY}
+    with LoopbackServer(app) as server:
+        plan.write_text(tomli_w.dumps(_with_gate(PLAN, server.url)))
+        proc = subprocess.run(
+            [sys.executable, "-m", "gpubench_sdk", "run", str(plan), "-o", str(store)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+        )
+    texts = {"run output": proc.stdout + proc.stderr}
+    assert "gate" in proc.stdout, proc.stdout + proc.stderr  # the run happened
+    for fmt in ("jsonl", "csv"):
+        export = subprocess.run(
+            [sys.executable, "-m", "gpubench_sdk", "results", "export", "latest",
+             "--store", str(store), "--format", fmt],
+            capture_output=True, text=True, timeout=60, env=env,
+        )  # fmt: skip
+        assert export.returncode == 0, export.stderr
+        texts[f"export {fmt}"] = export.stdout + export.stderr
+    texts["store"] = _files_text(store, Path(f"{store}-wal"))
+    for name, text in texts.items():
+        for what, secret in SECRETS.items():
+            assert secret not in text, f"the {what} leaked into the {name}"
 
 
 def test_a_key_written_in_the_plan_is_refused_without_echo() -> None:
@@ -296,6 +314,27 @@ async def _gatekeeper(request: web.Request) -> web.Response:
     return web.json_response(body)
 
 
+def _with_gate(plan: dict[str, Any], url: str) -> dict[str, Any]:
+    """``plan`` plus a target behind ``_gatekeeper`` holding every secret form, one burst."""
+    plan = json.loads(json.dumps(plan))
+    plan["targets"].append(
+        {
+            "name": "gate",
+            "provider": "http",
+            "url": f"{url}/run?code={CODE}&sig={quote(SIG, safe='')}&api-version=1",
+            "auth_scheme": "none",
+            "headers": {
+                "X-Authentication": HDR,
+                "Proxy-Authorization": f"Basic {BASIC}",
+                "X-Upstream": f"Bearer {BEARER}",
+                "Accept": "application/json",
+            },
+        }
+    )
+    plan["scenarios"] = [{"kind": "burst", "total": 9, "concurrency": 3}]
+    return plan
+
+
 def _worker_environments(root: int) -> dict[int, bytes]:
     """/proc environ of every descendant of ``root`` but its children (the local runtime,
     which receives its own key by environment), i.e. the runtime's workers."""
@@ -329,22 +368,7 @@ def test_every_secret_form_stays_out_of_every_artifact(
     app.router.add_post("/run", _gatekeeper)
     envs: dict[int, bytes] = {}
     with LoopbackServer(app) as server:
-        plan = json.loads(json.dumps(PLAN))
-        plan["targets"].append(
-            {
-                "name": "gate",
-                "provider": "http",
-                "url": f"{server.url}/run?code={CODE}&sig={quote(SIG, safe='')}&api-version=1",
-                "auth_scheme": "none",
-                "headers": {
-                    "X-Authentication": HDR,
-                    "Proxy-Authorization": f"Basic {BASIC}",
-                    "X-Upstream": f"Bearer {BEARER}",
-                    "Accept": "application/json",
-                },
-            }
-        )
-        plan["scenarios"] = [{"kind": "burst", "total": 9, "concurrency": 3}]
+        plan = _with_gate(PLAN, server.url)
         setup = telemetry.configure(in_memory=True, set_global=False)
         store_path = tmp_path / "s.sqlite"
         config = parse_config(plan)
