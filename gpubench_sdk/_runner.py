@@ -411,7 +411,7 @@ class Runner:
         start = time.perf_counter_ns()
         scheduled_ns = min(scheduled_ns, start)  # a timer may fire a hair early
         result: Result | None = None
-        status = error = None
+        status = error = failed_id = None
         outcome = Outcome.OK
         cancelled: BaseException | None = None
         retry_after: float | None = None
@@ -429,6 +429,7 @@ class Runner:
         except Exception as exc:
             result = None
             outcome, status, error = classify(exc, lt.provider.name)
+            failed_id = getattr(exc, "request_id", None)  # the job a failed poll was about
             retry_after = retry_after_s(exc)
         end = time.perf_counter_ns()
         self._inflight -= 1
@@ -483,7 +484,7 @@ class Runner:
             first_byte_ns=None if fb is None else fb - origin,
             http_status=status,
             error=error,
-            request_id=None if result is None else result.request_id,
+            request_id=failed_id if result is None else result.request_id,
             queue_ms=None if result is None else result.queue_ms,
             execution_ms=None if result is None else result.execution_ms,
             setup_ms=None if result is None else result.setup_ms,
