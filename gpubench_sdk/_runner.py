@@ -427,10 +427,10 @@ class Runner:
             cancelled, result = exc, None
             outcome, error = Outcome.CANCELLED, self._stop_reason or self._cancel_reason()
         except Exception as exc:
+            retry_after = retry_after_s(exc)
             result = None
             outcome, status, error = classify(exc, lt.provider.name)
             failed_id = getattr(exc, "request_id", None)  # the job a failed poll was about
-            retry_after = retry_after_s(exc)
         end = time.perf_counter_ns()
         self._inflight -= 1
         units: tuple[int | None, int | None] = (None, None)
