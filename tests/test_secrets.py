@@ -391,6 +391,13 @@ def test_every_secret_form_stays_out_of_every_artifact(
             == ["http_5xx"] * 3 + ["ok"] * 3 + ["throttled"] * 3
         )  # every credential was accepted; the errors quote them back
         assert {i.retry_after_s for i in gate if i.outcome is Outcome.THROTTLED} == {2.0}
+        assert setup.spans is not None
+        waits = [
+            sp.attributes.get("gpubench.retry_after_s")
+            for sp in setup.spans.get_finished_spans()
+            if sp.attributes and sp.attributes.get("gpubench.outcome") == "throttled"
+        ]
+        assert waits == [2.0] * 3  # the span says it too
         exports = {
             "jsonl": tmp_path / "e.jsonl",
             "csv": tmp_path / "e.csv",
