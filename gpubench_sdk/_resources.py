@@ -13,7 +13,7 @@ import errno
 from collections.abc import Sequence
 
 from ._errors import ConfigError, GpubenchError, ResourceError
-from ._scenarios import Scenario
+from ._scenarios import Rate, Scenario
 
 try:  # POSIX only; elsewhere there is no such limit to raise or check
     import resource
@@ -45,21 +45,31 @@ def raise_open_files_limit() -> int | None:
 
 def descriptors_needed(scenarios: Sequence[Scenario], targets: int, shards: int = 1) -> int:
     """Open files one load-generating process (of ``shards``) needs for the plan at its peak:
-    its share of the most requests in flight at once, each target driven at the same time."""
-    peak = max((sc.inflight() for sc in scenarios), default=1)
+    its share of the most requests in flight at once, each target driven at the same time.
+    A ``Rate`` without ``max_inflight`` is left out: its bound adapts to the limit."""
+    peak = max((sc.inflight() for sc in scenarios if not _adapts(sc)), default=1)
     return -(-peak * targets // shards) + DESCRIPTOR_MARGIN
 
 
-def check_open_files(scenarios: Sequence[Scenario], targets: int, shards: int = 1) -> None:
-    """Raise the open-files limit, then refuse (``ConfigError``) a plan that cannot fit in it."""
+def _adapts(sc: Scenario) -> bool:
+    return isinstance(sc, Rate) and sc.max_inflight is None
+
+
+def check_open_files(scenarios: Sequence[Scenario], targets: int, shards: int = 1) -> int | None:
+    """Raise the open-files limit, then refuse (``ConfigError``) a plan that cannot fit in it.
+    Returns how many requests each target may have in flight in this process (None: no limit),
+    the bound of a ``Rate`` without ``max_inflight``."""
     limit = raise_open_files_limit()
+    if limit is None:
+        return None
     needed = descriptors_needed(scenarios, targets, shards)
-    if limit is None or needed <= limit:
-        return
-    worst = max(range(len(scenarios)), key=lambda i: scenarios[i].inflight())
-    sc = scenarios[worst]
-    knob = {"burst": "concurrency", "rate": "max_inflight"}.get(sc.kind, "concurrency")
     fits = max(1, (limit - DESCRIPTOR_MARGIN) * shards // targets)
+    if needed <= limit:
+        return max(1, (limit - DESCRIPTOR_MARGIN) // targets)
+    fixed = [i for i, sc in enumerate(scenarios) if not _adapts(sc)]
+    worst = max(fixed, key=lambda i: scenarios[i].inflight())
+    sc = scenarios[worst]
+    knob = "max_inflight" if isinstance(sc, Rate) else "concurrency"
     raise ConfigError(
         f"scenarios[{worst}].{sc.kind}.{knob}",
         getattr(sc, knob, sc.inflight()),

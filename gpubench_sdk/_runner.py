@@ -22,7 +22,7 @@ from ._monitor import HealthWindow, Monitor
 from ._provider import Provider
 from ._resources import check_open_files, out_of_files, unwrap
 from ._results import RunResult, Target, classify
-from ._scenarios import Burst, ColdStarts, Rate, Scenario
+from ._scenarios import DEFAULT_MAX_INFLIGHT, Burst, ColdStarts, Rate, Scenario
 from ._secrets import redact
 from ._store import DEFAULT_FLUSH_INTERVAL_S, RunInfo, ScenarioRecord, Store, TargetRecord
 from ._telemetry import Instruments
@@ -122,6 +122,7 @@ class Runner:
         self._abort: Callable[[], None] | None = None
         self._shared_sent: SharedCounter | None = None
         self._cut: list[int] = []  # scenarios cut short by their deadline_s
+        self._fd_cap: int | None = None  # requests in flight per target the files limit holds
         self._scenario_scope: anyio.CancelScope | None = None
         self.result: RunResult | None = None
 
@@ -186,7 +187,7 @@ class Runner:
         """Raise the open-files limit and refuse (``ConfigError``) a plan that cannot fit in it;
         ``run`` calls it before anything is sent or stored."""
         n = self._shard[1] if shards is None else shards
-        check_open_files(self._scenarios, len(self._targets), n)
+        self._fd_cap = check_open_files(self._scenarios, len(self._targets), n)
 
     async def run(self) -> RunResult:
         self.check_resources()
@@ -573,7 +574,16 @@ class Runner:
 
     async def _rate_target(self, lt: _Live, sidx: int, sc: Rate, t0: int) -> None:
         k, n = self._shard
-        limiter = anyio.Semaphore(max(1, sc.max_inflight // n))  # the run's total, shared out
+        cap = max(1, (sc.max_inflight or DEFAULT_MAX_INFLIGHT) // n)  # the run's total, shared
+        if sc.max_inflight is None and self._fd_cap is not None and cap > self._fd_cap:
+            log.warning(
+                "%s: at most %d requests in flight (the open-files limit, ulimit -n); "
+                "set rate.max_inflight to choose",
+                lt.name,
+                self._fd_cap,
+            )
+            cap = self._fd_cap
+        limiter = anyio.Semaphore(cap)
 
         async def fire(seq: int, due: int) -> None:
             try:

@@ -38,6 +38,8 @@ MAX_DURATION_S = 30 * 86_400.0
 """Longest ``Rate.duration_s``, ``deadline_s`` and other waits: 30 days."""
 MAX_CONCURRENCY = 1_000_000
 """Most requests in flight a scenario may ask for per target (each needs an open socket)."""
+DEFAULT_MAX_INFLIGHT = 10_000
+"""``Rate.max_inflight`` when the plan sets none (lowered to what the open-files limit holds)."""
 
 
 def _check_deadline(kind: str, deadline_s: float | None) -> None:
@@ -94,7 +96,9 @@ class Rate:
     Latency counts from each request's scheduled time, so when the client or the provider falls
     behind, the wait shows up in latency instead of silently thinning the load (no coordinated
     omission). ``arrivals="poisson"`` draws exponential gaps from ``seed``. Every arrival goes
-    to every target at once, so all targets see the same conditions.
+    to every target at once, so all targets see the same conditions. ``max_inflight`` bounds the
+    requests in flight per target (then the schedule waits, and the wait counts in latency);
+    unset, it is ``DEFAULT_MAX_INFLIGHT`` or what the open-files limit holds, if less.
     """
 
     kind: ClassVar[str] = "rate"
@@ -104,7 +108,7 @@ class Rate:
     arrivals: Literal["constant", "poisson"] = "constant"
     seed: Count = 0
     warmup: Count = 0
-    max_inflight: Count = 10_000
+    max_inflight: Count | None = None
     deadline_s: float | None = None
 
     def __post_init__(self) -> None:
@@ -122,7 +126,8 @@ class Rate:
             "'constant' or 'poisson'",
         )
         _check_count("rate.warmup", self.warmup, 0, MAX_REQUESTS)
-        _check_count("rate.max_inflight", self.max_inflight, 1, MAX_CONCURRENCY)
+        if self.max_inflight is not None:
+            _check_count("rate.max_inflight", self.max_inflight, 1, MAX_CONCURRENCY)
         _check_deadline("rate", self.deadline_s)
         arrivals = self.rps * self.duration_s
         _check(
@@ -160,7 +165,8 @@ class Rate:
 
     def inflight(self) -> int:
         """Most requests in flight at once per target (an open socket each)."""
-        return max(1, min(self.max_inflight, math.ceil(self.rps * self.duration_s)))
+        cap = DEFAULT_MAX_INFLIGHT if self.max_inflight is None else self.max_inflight
+        return max(1, min(cap, math.ceil(self.rps * self.duration_s)))
 
 
 @dataclass(frozen=True, slots=True)

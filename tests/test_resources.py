@@ -83,6 +83,57 @@ def test_a_plan_above_the_open_files_limit_is_refused_and_one_under_it_runs(
     assert len(invs) == 2 * FITS and all(i.outcome is Outcome.OK for i in invs)
 
 
+RATE_PLAN = """
+[workload]
+kind = "probe"
+
+[[targets]]
+name = "slow"
+provider = "http"
+url = "{url}/work"
+auth_scheme = "none"
+
+[[scenarios]]
+kind = "rate"
+rps = 1000
+duration_s = 0.5
+{extra}
+"""
+
+
+@pytest.mark.skipif(resource.getrlimit(resource.RLIMIT_NOFILE)[1] < 1024, reason="low hard limit")
+def test_a_rate_without_max_inflight_fits_itself_to_the_limit(tmp_path: Path) -> None:
+    """Open loop: ~300 requests would be in flight (1,000/s x 0.3 s), more than 256 files hold.
+    Unset, max_inflight is lowered to fit (the schedule waits, counted in latency); set above
+    the limit, it is refused like a burst's concurrency."""
+    app = web.Application()
+    app.router.add_post("/work", _slow)
+    runs = {}
+    with LoopbackServer(app) as server:
+        for name, extra in (("adapts", ""), ("explicit", "max_inflight = 300")):
+            plan = tmp_path / f"{name}.toml"
+            plan.write_text(RATE_PLAN.format(url=server.url, extra=extra))
+            runs[name] = subprocess.run(
+                [sys.executable, "-m", "gpubench_sdk", "run", str(plan), "-o",
+                 str(tmp_path / f"{name}.sqlite"), "--quiet"],
+                capture_output=True, text=True, timeout=180, preexec_fn=lambda: _limited(LIMIT),
+            )  # fmt: skip
+    assert runs["adapts"].returncode == 0, runs["adapts"].stderr
+    assert f"at most {FITS} requests in flight" in runs["adapts"].stderr
+    with Store(tmp_path / "adapts.sqlite", readonly=True) as store:
+        invs = store.invocations(store.run("latest").id)
+    assert len(invs) == 500 and all(i.outcome is Outcome.OK for i in invs)
+    events = sorted([(i.start_ns, 1) for i in invs] + [(i.end_ns, -1) for i in invs])
+    peak, now = 0, 0
+    for _, step in events:
+        now += step
+        peak = max(peak, now)
+    assert FITS // 2 < peak <= FITS  # the cap was reached, never passed
+    refused = runs["explicit"]
+    assert refused.returncode == 2 and "scenarios[0].rate.max_inflight" in refused.stderr
+    assert "ulimit -n" in refused.stderr
+
+
 def test_descriptors_needed_counts_every_target_and_shard() -> None:
     burst = Burst(total=1000, concurrency=100)
     assert descriptors_needed([burst], targets=3) == 300 + DESCRIPTOR_MARGIN
@@ -98,10 +149,12 @@ class _Ok(Provider):
 
 
 def test_the_check_runs_before_anything_is_stored(tmp_path: Path) -> None:
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     if hard == resource.RLIM_INFINITY or hard >= 900_000:
         pytest.skip("the hard limit here would hold the plan")
-    runner = Runner({"a": _Ok()}, EchoProbe(), [Burst(1_000_000, 1_000_000)], store=tmp_path / "s.sqlite")
+    runner = Runner(
+        {"a": _Ok()}, EchoProbe(), [Burst(1_000_000, 1_000_000)], store=tmp_path / "s.sqlite"
+    )
     with pytest.raises(ConfigError, match=r"ulimit -n") as info:
         run_blocking(runner)
     assert info.value.field == "scenarios[0].burst.concurrency"
