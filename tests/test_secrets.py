@@ -456,3 +456,23 @@ def test_a_config_error_masks_before_it_shortens() -> None:
         text = str(ConfigError(field, value, "a fix"))
         assert long_key[:12] not in text, (field, text)
         assert text.startswith(field)
+
+
+def test_a_campaign_refuses_a_plan_it_could_only_store_masked(tmp_path: Path) -> None:
+    """A campaign reruns its stored plan: a header or query value that default-deny masks
+    would be rerun as '***', so the plan is refused up front (the value never shown)."""
+    from gpubench_sdk import ConfigError
+    from gpubench_sdk.campaign import Schedule, create_campaign
+
+    schedule = Schedule(1_700_000_000_000_000_000, 2, every_s=60)
+    clean = {"url": "https://fn.example.test/api/run?api-version=1", "headers": {}}
+    for where, change in (
+        ("targets[1].headers.X-Authentication", {"headers": {"X-Authentication": HDR}}),
+        ("targets[1].url", {"url": f"https://fn.example.test/api/run?code={CODE}"}),
+    ):
+        plan = _with_gate(PLAN, "http://127.0.0.1:9")
+        plan["targets"][1].update(clean | change)
+        with pytest.raises(ConfigError) as info:
+            create_campaign(parse_config(plan), schedule, store=tmp_path / "c.sqlite")
+        assert info.value.field == where and "api_key_env" in str(info.value)
+        assert HDR not in str(info.value) and CODE not in str(info.value)
