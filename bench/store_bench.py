@@ -1,11 +1,17 @@
 """Write throughput and size of the results store, with realistic invocations.
 
     python bench/store_bench.py [-n 200000] [--flush-interval 0.5] [--keep PATH]
+    python bench/store_bench.py --intervals 0,0.05,0.5 [-n 50000] [--rate 2000 --paced-s 3]
 
 Measures what the runner's hot path costs (``Store.append`` on the calling thread, while the
 writer thread commits concurrently), end-to-end committed samples/s (first append to the return
 of ``flush``), bytes per stored sample (file size incl. WAL and indexes, after a checkpoint), and
 how fast a run reads back. Targets: >= 50,000 samples/s committed, <= 300 bytes/sample.
+
+``--intervals`` measures what a shorter commit window (``flush_interval_s``; 0 = every request
+is committed as it ends) costs, against the default 0.5 s: the firehose figures above, and a
+paced run at ``--rate`` requests/s (as a benchmark appends them) counting the commits and the
+process's CPU time per 1,000 requests (appending, committing and the pacing loop together).
 """
 
 from __future__ import annotations
@@ -68,12 +74,94 @@ def realistic(n: int) -> list[Invocation]:
     return out
 
 
+def _begin(store: Store, n: int) -> int:
+    return store.begin_run(
+        name="bench",
+        config={"n": n},
+        targets=[TargetRecord("modal-h100", "modal"), TargetRecord("runpod-a100", "runpod")],
+        scenarios=[ScenarioRecord(k, {}) for k in ("cold", "steady", "burst")],
+        origin_ns=0,
+        started_wall_ns=WALL0,
+    ).id
+
+
+def firehose(invs: list[Invocation], interval: float, tmp: Path) -> tuple[float, float, float]:
+    """Committed samples/s end to end, append p50 and p99 (us), appending as fast as possible."""
+    path = tmp / f"firehose-{interval}.sqlite"
+    store = Store(path, flush_interval_s=interval)
+    run_id, clock, n = _begin(store, len(invs)), time.perf_counter_ns, len(invs)
+    per_call = [0] * n
+    t0 = clock()
+    for i, inv in enumerate(invs):
+        a = clock()
+        store.append(run_id, inv)
+        per_call[i] = clock() - a
+    store.flush()
+    t2 = clock()
+    store.close()
+    per_call.sort()
+    return n / ((t2 - t0) / 1e9), per_call[n // 2] / 1e3, per_call[n * 99 // 100] / 1e3
+
+
+def paced(invs: list[Invocation], interval: float, rate: float, tmp: Path) -> tuple[int, float]:
+    """Commits made and CPU ms per 1,000 requests, appending at ``rate`` per second."""
+    path = tmp / f"paced-{interval}.sqlite"
+    commits = [0]
+    store = Store(path, flush_interval_s=interval)
+    original = store._commit
+
+    def counted(*args: object) -> None:
+        commits[0] += 1
+        original(*args)  # type: ignore[arg-type]
+
+    store._commit = counted  # type: ignore[method-assign]
+    run_id = _begin(store, len(invs))
+    gap = 1.0 / rate
+    cpu0, start = time.process_time(), time.perf_counter()
+    for i, inv in enumerate(invs):
+        due = start + i * gap
+        while (now := time.perf_counter()) < due:
+            time.sleep(min(due - now, 0.001))
+        store.append(run_id, inv)
+    store.flush()
+    cpu = time.process_time() - cpu0
+    store.close()
+    return commits[0], cpu * 1e3 / (len(invs) / 1000)
+
+
+def compare_intervals(intervals: list[float], n: int, rate: float, paced_s: float) -> None:
+    invs = realistic(n)
+    slow = realistic(max(1, int(rate * paced_s)))
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for interval in intervals:
+            results[interval] = (*firehose(invs, interval, Path(tmp)),
+                                 *paced(slow, interval, rate, Path(tmp)))  # fmt: skip
+    base = results[max(intervals)]
+    print(f"flush_interval_s cost  (n={n:,} firehose; {len(slow):,} at {rate:,.0f}/s paced; "
+          f"python {sys.version.split()[0]}, sqlite {sqlite3.sqlite_version}, "
+          f"{os.cpu_count()} cpus; ratios against {max(intervals):g} s)")  # fmt: skip
+    print(f"  {'interval':>9} {'committed/s':>12} {'ratio':>6} {'append p50':>11} "
+          f"{'p99':>8} {'ratio':>6} {'commits':>8} {'CPU ms/1k':>10} {'ratio':>6}")  # fmt: skip
+    for interval, (rate_, p50, p99, commits, cpu) in results.items():
+        print(f"  {interval:>8g}s {rate_:>12,.0f} {rate_ / base[0]:>6.2f} {p50:>9.2f}us "
+              f"{p99:>6.1f}us {p99 / base[2]:>6.2f} {commits:>8,} {cpu:>10.1f} "
+              f"{cpu / base[4]:>6.2f}")  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-n", type=int, default=200_000)
     ap.add_argument("--flush-interval", type=float, default=0.5)
     ap.add_argument("--keep", type=Path, help="write the store here instead of a temp dir")
+    ap.add_argument("--intervals", help="compare commit windows, e.g. 0,0.05,0.5")
+    ap.add_argument("--rate", type=float, default=2000.0, help="paced appends per second")
+    ap.add_argument("--paced-s", type=float, default=3.0, help="seconds of paced appends")
     args = ap.parse_args()
+    if args.intervals:
+        intervals = [float(x) for x in args.intervals.split(",")]
+        compare_intervals(intervals, args.n, args.rate, args.paced_s)
+        return
     n: int = args.n
     invs = realistic(n)
     with tempfile.TemporaryDirectory() as tmp:

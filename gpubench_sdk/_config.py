@@ -8,10 +8,14 @@ printed config never holds a key.
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import tomllib
-from collections.abc import Mapping
+import typing
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
@@ -37,29 +41,93 @@ def _location(loc: tuple[int | str, ...]) -> str:
     return out
 
 
-def config_error(exc: ValidationError, prefix: str = "") -> ConfigError:
-    """The first problem of a pydantic ValidationError as a ConfigError; the count of the rest."""
+def config_error(
+    exc: ValidationError,
+    prefix: str = "",
+    model: Any = None,
+    where: str | None = None,
+    also: Iterable[str] = (),
+) -> ConfigError:
+    """The clearest problem of a pydantic ValidationError as a ConfigError, with the count of
+    the rest: a ConfigError a validator raised first, then an unknown key (named with the
+    closest valid one of ``model``, the model or dataclass validated), then the first error."""
     errors = exc.errors(include_url=False)
-    first = errors[0]
+    more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
+    for err in errors:
+        inner = (err.get("ctx") or {}).get("error")
+        if isinstance(inner, ConfigError):  # raised by a validator: it names its own field
+            loc = _location(tuple(err["loc"]))
+            field = ".".join(p for p in (prefix, loc, inner.field) if p)
+            return ConfigError(field, inner.value, inner.expected)
+    extra = [e for e in errors if e["type"] in _UNKNOWN]
+    first = extra[0] if extra else errors[0]
     loc = _location(tuple(first["loc"]))
     field = f"{prefix}.{loc}" if prefix and loc else (prefix or loc or "config")
+    if extra:
+        *parent, key = first["loc"]
+        inside, base = _location(tuple(parent)), where or prefix
+        place = f"{base}.{inside}" if base and inside else (base or inside or "the plan")
+        valid = {*_keys_at(model, parent), *also} - {"api_key"}  # api_key: never in a plan
+        return unknown_key(field, str(key), place, valid, more)
     expected = first["msg"]
     value = first.get("input")
-    if first["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
-        # the value is not shown: an unknown field may well be a misplaced secret
-        value, expected = "(not shown)", "no such field: remove it or check its spelling"
-    elif first["type"] in ("missing", "missing_argument"):
+    if first["type"] in ("missing", "missing_argument"):
         value, expected = "(nothing)", "a value: this field is required"
-    if len(errors) > 1:
-        expected += f" (and {len(errors) - 1} more problem(s))"
-    return ConfigError(field, value, expected)
+    return ConfigError(field, value, expected + more)
 
 
-def validate_options(model: type[M], data: Mapping[str, Any], prefix: str) -> M:
+_UNKNOWN = ("extra_forbidden", "unexpected_keyword_argument")
+
+
+def unknown_key(
+    field: str, key: str, place: str, valid: Iterable[str], more: str = ""
+) -> ConfigError:
+    """A key that is no field, named with the closest valid one. Its value is never shown:
+    an unknown field may well be a misplaced secret."""
+    names = sorted(valid)
+    close = difflib.get_close_matches(key, names, n=1, cutoff=0.6)
+    if close:
+        fix = f"did you mean {close[0]!r}?"
+    elif names:
+        fix = f"remove it (valid keys: {', '.join(names)})"
+    else:
+        fix = "remove it"
+    message = f"unknown key {key!r} in {place}; {fix}{more}"
+    return ConfigError(field, "(not shown)", f"no such field: {fix}", message=message)
+
+
+def _keys_at(model: Any, loc: Sequence[int | str]) -> list[str]:
+    """The field names of ``model`` (a pydantic model or dataclass) at the path ``loc``."""
+    for part in loc:
+        if model is None:
+            return []
+        if isinstance(part, int):
+            args = [a for a in typing.get_args(model) if a is not type(None)]
+            model = args[0] if args else None
+            continue
+        model = _field_types(model).get(str(part))
+        args = [a for a in typing.get_args(model) if a is not type(None)]
+        if args and typing.get_origin(model) is not list:
+            model = args[0]  # Optional[X] -> X
+    return list(_field_types(model)) if model is not None else []
+
+
+def _field_types(model: Any) -> dict[str, Any]:
+    if isinstance(model, type) and issubclass(model, BaseModel):
+        return {n: f.annotation for n, f in model.model_fields.items()}
+    if dataclasses.is_dataclass(model):
+        return {f.name: f.type for f in dataclasses.fields(model)}
+    return {}
+
+
+def validate_options(
+    model: type[M], data: Mapping[str, Any], prefix: str, also: Iterable[str] = ()
+) -> M:
+    """``model`` from ``data``; ``also`` are other keys valid where ``data`` was written."""
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise config_error(exc, prefix) from None
+        raise config_error(exc, prefix, model, also=also) from None
 
 
 class _Strict(BaseModel):
@@ -136,7 +204,11 @@ def build_scenario(data: Mapping[str, Any], where: str) -> Scenario:
         inner = _wrapped_config_error(exc)
         if inner is not None:  # raised by the dataclass's own checks: "burst.total" etc.
             raise ConfigError(f"{where}.{inner.field}", inner.value, inner.expected) from None
-        raise config_error(exc, f"{where}.{kind}") from None
+        cls = _SCENARIO_TYPES[str(kind)]
+        raise config_error(exc, f"{where}.{kind}", cls, where=f"{where} ({kind})") from None
+
+
+_SCENARIO_TYPES: dict[str, type[Any]] = {"burst": Burst, "rate": Rate, "cold_starts": ColdStarts}
 
 
 def _wrapped_config_error(exc: ValidationError) -> ConfigError | None:
@@ -153,6 +225,9 @@ class RunSection(_Strict):
     output: str = "gpubench.sqlite"
     max_requests: int | None = Field(default=None, ge=1)
     max_cost_usd: float | None = Field(default=None, gt=0)  # all targets together (budget guard)
+    # The store's commit window: every request is on disk at most this long after it ends
+    # (0: committed as it ends, at a cost bench/store_bench.py measures).
+    flush_interval_s: float = Field(default=0.5, ge=0, le=60, allow_inf_nan=False)
 
 
 class RunConfig(_Strict):
@@ -203,21 +278,54 @@ def parse_config(data: Mapping[str, Any], source: str = "config") -> RunConfig:
         inner = _wrapped_config_error(exc)
         if inner is not None:
             raise inner from None
-        raise config_error(exc) from None
+        raise config_error(exc, model=RunConfig) from None
 
 
 def load_config(path: str | Path) -> RunConfig:
     """Read and validate a TOML plan. Relative ``run.output`` resolves against the CWD."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except OSError as exc:
         raise ConfigError("config", str(path), f"a readable TOML file ({exc.strerror})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        kind = "binary data" if b"\0" in raw else "text in another encoding"
+        raise ConfigError(
+            str(path),
+            "(not UTF-8)",
+            f"a UTF-8 TOML file: byte {exc.start} is {raw[exc.start : exc.start + 1]!r}, "
+            f"not UTF-8 ({kind}); save it as UTF-8",
+        ) from None
+    if "\0" in text:
+        raise ConfigError(str(path), "(binary data)", "a TOML text file: it holds NUL bytes")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(str(path), "(TOML syntax)", f"valid TOML: {exc}") from None
     return parse_config(data, str(path))
+
+
+def check_url(field: str, url: str, *, host_only_ok: bool = False) -> None:
+    """Refuse what is not an absolute http(s) URL with a host (``ConfigError`` naming
+    ``field``); ``host_only_ok`` also accepts a bare ``host[:port]`` (an API endpoint host)."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError as exc:
+        raise ConfigError(field, url, f"a URL like https://host/path ({exc})") from None
+    if any(c.isspace() for c in url) or not url:
+        problem = "no spaces" if url else "not empty"
+    elif host_only_ok and "://" not in url:
+        return
+    elif parts.scheme not in ("http", "https"):
+        problem = "a scheme, http:// or https://"
+    elif not parts.hostname:
+        problem = "a host after the scheme"
+    else:
+        return
+    raise ConfigError(field, url, f"a URL like https://host/path: {problem}")
 
 
 def provider_options(target: TargetConfig, options_model: type[M]) -> M:
@@ -229,4 +337,4 @@ def provider_options(target: TargetConfig, options_model: type[M]) -> M:
     key = resolve_secret(f"{prefix}.api_key", env=target.api_key_env, file=target.api_key_file)
     if key is not None:
         data["api_key"] = key
-    return validate_options(options_model, data, prefix)
+    return validate_options(options_model, data, prefix, also=TargetConfig.model_fields)

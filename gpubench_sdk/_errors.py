@@ -8,6 +8,7 @@ Every error gpubench raises derives from ``GpubenchError``::
     │   ├── PluginNotFoundError   no installed plugin by that name (with an install hint)
     │   └── PluginLoadError       the plugin is installed but fails to import or has the wrong type
     ├── StoreError                the results store cannot be opened, written or read
+    ├── ResourceError             the machine ran out of something the run needs (open files)
     ├── CapabilityError           a provider was asked for an optional capability it lacks
     └── ProviderError             one request to a provider failed; ``outcome`` says how
         ├── ThrottledError        429 or a provider's own throttling signal (``retry_after_s``)
@@ -38,14 +39,31 @@ class GpubenchError(Exception):
 class ConfigError(GpubenchError, ValueError):
     """A configuration value is wrong. ``field`` is its dotted path, ``expected`` the fix."""
 
-    def __init__(self, field: str, value: Any, expected: str) -> None:
+    def __init__(
+        self, field: str, value: Any, expected: str, *, message: str | None = None
+    ) -> None:
         self.field = field
         self.value = value
         self.expected = expected
-        shown = repr(value)
-        if len(shown) > 80:
-            shown = shown[:77] + "..."
-        super().__init__(f"{field}: got {shown}; expected {expected}")
+        super().__init__(message or f"{field}: got {_shown(field, value)}; expected {expected}")
+
+
+def _shown(field: str, value: Any) -> str:
+    """``value`` as an error may show it: masked by the field's name, by the secrets this
+    process knows and by credential patterns *before* it is shortened, so that a cut can never
+    leave a prefix of a key that the mask would no longer recognise."""
+    from ._secrets import SENSITIVE, is_public_header, mask_credentials, scrub
+
+    parts = field.split(".")
+    last = parts[-1].split("[", 1)[0]
+    in_headers = len(parts) > 1 and parts[-2].lower().endswith("headers")
+    if isinstance(value, str) and (
+        (SENSITIVE.search(last) and not last.endswith(("_env", "_file")))
+        or (in_headers and not is_public_header(last))
+    ):
+        return "'(hidden)'"
+    shown = mask_credentials(repr(scrub(value)))
+    return shown if len(shown) <= 80 else shown[:77] + "..."
 
 
 class PluginError(GpubenchError):
@@ -62,6 +80,10 @@ class PluginLoadError(PluginError, ImportError):
 
 class StoreError(GpubenchError):
     """The results store cannot be opened, written or read."""
+
+
+class ResourceError(GpubenchError):
+    """The machine ran out of something the run needs (open files...); says which and the fix."""
 
 
 class CapabilityError(GpubenchError, NotImplementedError):

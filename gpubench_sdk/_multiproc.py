@@ -23,6 +23,7 @@ from pathlib import Path
 import anyio
 
 from ._errors import ConfigError
+from ._resources import unwrap
 from ._results import RunResult
 from ._runner import Runner, SharedCounter
 from ._store import RunInfo
@@ -39,10 +40,16 @@ async def run_until_signal(runner: Runner) -> RunResult:
         # a second Ctrl-C aborts at once; everything committed so far stays in the store
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(watch)
-        result = await runner.run()
-        tg.cancel_scope.cancel()
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(watch)
+            result = await runner.run()
+            tg.cancel_scope.cancel()
+    except BaseExceptionGroup as group:  # anyio wraps even the host task's own exception
+        named = unwrap(group)
+        if named is group:
+            raise
+        raise named from None
     return result
 
 
@@ -57,6 +64,7 @@ def _loop_options() -> dict[str, bool]:
 
 def run_blocking(runner: Runner) -> RunResult:
     """Run in a fresh event loop (uvloop when installed), stopping gracefully on signals."""
+    runner.check_resources()  # a plan that cannot fit is refused before the loop starts
     result: RunResult = anyio.run(
         run_until_signal, runner, backend="asyncio", backend_options=_loop_options()
     )
@@ -98,6 +106,7 @@ def run_processes(
     parent = build()
     if processes == 1:
         return run_blocking(parent)
+    parent.check_resources(shards=processes)  # each process opens its share of the sockets
     info = parent.begin()
     store = parent.store
     ctx = multiprocessing.get_context("spawn")
@@ -154,4 +163,5 @@ def run_processes(
         status=final.status,
         requests=final.samples,
         health=health,
+        deadline_cut=tuple(i for i, sc in enumerate(final.scenarios) if sc.status == "deadline"),
     )

@@ -46,6 +46,7 @@ def build_run(
         instruments=instruments,
         observers=observers,
         max_requests=config.run.max_requests,
+        flush_interval_s=config.run.flush_interval_s,  # used when store is a path
         cost_guard=budget_guard(
             config, {t.name: t.provider.capabilities.billing for t in targets}, share=budget_share
         ),  # None unless the plan sets a max_cost_usd

@@ -11,9 +11,10 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from ._capabilities import Capabilities
+from ._config import check_url
 from ._errors import CapabilityError
 from ._http import make_client
-from ._secrets import MASK, SENSITIVE, remember, scrub, scrub_url
+from ._secrets import remember, scrub, scrub_headers, scrub_url
 from ._types import ColdCheck, FleetState, Request, Result, ScalingSettings
 
 
@@ -39,17 +40,32 @@ class ProviderOptions(BaseModel):
         scrub(dict(self))  # remembers credential values: headers', options', URLs'.
         return self
 
+    @model_validator(mode="after")
+    def _urls_valid(self) -> Self:
+        # Every plugin's URL options, checked here so that none needs code of its own: a
+        # URL without a scheme or host would only fail later, as an opaque transport error.
+        for name, value in self:
+            if isinstance(value, str) and _is_url_field(name):
+                check_url(name, value, host_only_ok=not name.endswith("url"))
+        return self
+
     def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
         for name, value in super().__repr_args__():
             if name == "headers" and isinstance(value, dict):
-                value = {k: MASK if SENSITIVE.search(k) else v for k, v in value.items()}
+                value = scrub_headers(value)
+            elif isinstance(value, str) and _is_url_field(str(name)):
+                value = scrub_url(value)
             yield name, value
 
     def public(self) -> dict[str, Any]:
-        """The options as stored with a run: no api_key, credential headers masked."""
-        data: dict[str, Any] = json.loads(self.model_dump_json())
-        data["headers"] = {k: MASK if SENSITIVE.search(k) else v for k, v in self.headers.items()}
+        """The options as stored with a run: no api_key; header values (all but a few public
+        ones), credential-named options and URL query values masked (``_secrets.scrub``)."""
+        data: dict[str, Any] = scrub(json.loads(self.model_dump_json()))
         return data
+
+
+def _is_url_field(name: str) -> bool:
+    return name in ("url", "endpoint") or name.endswith(("_url", "_endpoint"))
 
 
 class Provider:

@@ -33,6 +33,7 @@ class RunResult:
     requests: int
     stop_reason: str | None = None
     health: list[HealthWindow] = field(default_factory=list)
+    deadline_cut: tuple[int, ...] = ()  # indexes of scenarios cut short by their deadline_s
 
     @property
     def run_id(self) -> int:

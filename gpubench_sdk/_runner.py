@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import email.utils
 import logging
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, AsyncExitStack
@@ -13,14 +15,16 @@ from typing import Any, Protocol
 import anyio
 import anyio.lowlevel
 import anyio.to_thread
+import httpx
 
 from ._errors import ConfigError
 from ._monitor import HealthWindow, Monitor
 from ._provider import Provider
-from ._results import RunResult, Target, classify, sole_exception
-from ._scenarios import Burst, ColdStarts, Rate, Scenario
+from ._resources import check_open_files, out_of_files, unwrap
+from ._results import RunResult, Target, classify
+from ._scenarios import DEFAULT_MAX_INFLIGHT, Burst, ColdStarts, Rate, Scenario
 from ._secrets import redact
-from ._store import RunInfo, ScenarioRecord, Store, TargetRecord
+from ._store import DEFAULT_FLUSH_INTERVAL_S, RunInfo, ScenarioRecord, Store, TargetRecord
 from ._telemetry import Instruments
 from ._types import ColdCheck, Invocation, Outcome, Phase, Result
 from ._workload import Workload
@@ -40,6 +44,7 @@ class SharedCounter(Protocol):
 
 
 BUDGET_SPENT = "max_requests reached"
+DEADLINE_CUT = "deadline"  # ScenarioRecord.status of a scenario cut short by its deadline_s
 CLOSE_TIMEOUT_S = 60.0  # how long a provider may take to restore settings when a run ends
 
 
@@ -80,6 +85,7 @@ class Runner:
         cost_guard: BudgetGuard | None = None,
         monitor: bool = True,
         fleet_interval_s: float | None = 0.5,
+        flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S,
     ) -> None:
         if isinstance(targets, Mapping):
             targets = [Target(n, p) for n, p in targets.items()]
@@ -88,7 +94,9 @@ class Runner:
         self._workload = workload
         self._scenarios = list(scenarios)
         self._own_store = not isinstance(store, Store)
-        self._store = store if isinstance(store, Store) else Store(store)
+        self._store = (
+            store if isinstance(store, Store) else Store(store, flush_interval_s=flush_interval_s)
+        )
         self._name = name
         self._config = dict(config or {})
         self._instruments = instruments or Instruments()
@@ -113,6 +121,9 @@ class Runner:
         self._sync: Callable[[], object] | None = None
         self._abort: Callable[[], None] | None = None
         self._shared_sent: SharedCounter | None = None
+        self._cut: list[int] = []  # scenarios cut short by their deadline_s
+        self._fd_cap: int | None = None  # requests in flight per target the files limit holds
+        self._scenario_scope: anyio.CancelScope | None = None
         self.result: RunResult | None = None
 
     @property
@@ -172,7 +183,14 @@ class Runner:
         self._sync, self._abort = sync, abort
         self._shared_sent = sent
 
+    def check_resources(self, shards: int | None = None) -> None:
+        """Raise the open-files limit and refuse (``ConfigError``) a plan that cannot fit in it;
+        ``run`` calls it before anything is sent or stored."""
+        n = self._shard[1] if shards is None else shards
+        self._fd_cap = check_open_files(self._scenarios, len(self._targets), n)
+
     async def run(self) -> RunResult:
+        self.check_resources()
         info = self._joined or self.begin()
         self._run_id = info.id
         status, error = "completed", None
@@ -180,6 +198,9 @@ class Runner:
             origin_ns=self._origin_ns, inflight=lambda: self._inflight, sink=self._health
         )
         try:
+            # Before the first request opens a socket: the writer's file must not compete with
+            # the run's sockets for descriptors (or a run that used them all would keep none).
+            await anyio.to_thread.run_sync(self._store.open_writer)
             async with AsyncExitStack() as stack:
                 live = [await self._open(stack, t) for t in self._targets]
                 # Providers close outside this scope (and shielded), so a stopped run still
@@ -196,17 +217,22 @@ class Runner:
                 if scope.cancelled_caught:
                     status = "cancelled"
         except BaseExceptionGroup as group:
-            # Task groups wrap what their tasks raise; a lone error is re-raised as itself.
-            inner = sole_exception(group)
-            status, error = "failed", redact(f"{type(inner).__name__}: {inner}")
-            if inner is group:
+            # Task groups wrap what their tasks raise; a lone error is re-raised as itself, and
+            # a cause we can name (out of open files, a gpubench error) as that error.
+            named = unwrap(group)
+            status, error = "failed", redact(f"{type(named).__name__}: {named}")
+            if named is group:
                 raise
-            raise inner from None
+            raise named from None
         except anyio.get_cancelled_exc_class():
             status = "cancelled"  # the caller's own scope was cancelled
             raise
         except BaseException as exc:
             status, error = "failed", redact(f"{type(exc).__name__}: {exc}")
+            resource = out_of_files(exc) if isinstance(exc, Exception) else None
+            if resource is not None:
+                error = str(resource)
+                raise resource from exc
             raise
         finally:
             self._scope = None
@@ -227,6 +253,7 @@ class Runner:
                 requests=self._sent,
                 stop_reason=self._stop_reason,
                 health=monitor.windows,
+                deadline_cut=tuple(self._cut),
             )
             if self._own_store:
                 self._store.close()
@@ -343,7 +370,8 @@ class Runner:
 
     async def _scenario(self, live: list[_Live], sidx: int, scenario: Scenario) -> None:
         deadline = scenario.deadline_s
-        with anyio.move_on_after(deadline if deadline is not None else float("inf")):
+        with anyio.move_on_after(deadline if deadline is not None else float("inf")) as scope:
+            self._scenario_scope = scope
             if isinstance(scenario, Burst):
                 await self._burst(live, sidx, scenario)
             elif isinstance(scenario, Rate):
@@ -352,6 +380,19 @@ class Runner:
                 await self._cold_starts(live, sidx, scenario)
             else:  # pragma: no cover - the Scenario union is closed
                 raise ConfigError("scenario", scenario, "Burst, Rate or ColdStarts")
+        self._scenario_scope = None
+        if scope.cancelled_caught:
+            # Said as such, never as "completed": the scenario sent less than it planned.
+            self._cut.append(sidx)
+            log.warning(
+                "scenario %d (%s) was cut short by its deadline_s=%g",
+                sidx,
+                scenario.kind,
+                deadline,
+            )
+            await anyio.to_thread.run_sync(
+                self._store.set_scenario_status, self._run_id, sidx, DEADLINE_CUT
+            )
 
     # -- the hot path ---------------------------------------------------------------------
 
@@ -374,6 +415,7 @@ class Runner:
         status = error = failed_id = None
         outcome = Outcome.OK
         cancelled: BaseException | None = None
+        retry_after: float | None = None
         deadline = anyio.move_on_after(lt.deadline_s)
         try:
             with deadline:
@@ -384,8 +426,9 @@ class Runner:
                 raise TypeError(f"invoke returned {type(result).__name__}, not Result")
         except anyio.get_cancelled_exc_class() as exc:
             cancelled, result = exc, None
-            outcome, error = Outcome.CANCELLED, self._stop_reason or "cancelled"
+            outcome, error = Outcome.CANCELLED, self._stop_reason or self._cancel_reason()
         except Exception as exc:
+            retry_after = retry_after_s(exc)
             result = None
             outcome, status, error = classify(exc, lt.provider.name)
             failed_id = getattr(exc, "request_id", None)  # the job a failed poll was about
@@ -396,6 +439,8 @@ class Runner:
         origin = self._origin_ns
         tokens: list[int] | None = None
         detail: Mapping[str, Any] | None = None
+        if outcome is not Outcome.THROTTLED or result is not None:
+            retry_after = None
         if result is not None:
             status = result.http_status
             units = (result.input_units, result.output_units)
@@ -451,6 +496,7 @@ class Runner:
             worker_id=None if result is None else result.worker_id,
             token_times_ns=tokens,
             detail=detail,
+            retry_after_s=retry_after,
         )
         self._store.append(self._run_id, inv)
         if self._guard is not None:
@@ -463,6 +509,12 @@ class Runner:
                 log.exception("observer %r failed", observer)
         if cancelled is not None:
             raise cancelled
+
+    def _cancel_reason(self) -> str:
+        scope = self._scenario_scope
+        if scope is not None and scope.cancel_called:
+            return "cancelled: the scenario's deadline_s passed"
+        return "cancelled"
 
     # -- scenarios ------------------------------------------------------------------------
 
@@ -522,7 +574,16 @@ class Runner:
 
     async def _rate_target(self, lt: _Live, sidx: int, sc: Rate, t0: int) -> None:
         k, n = self._shard
-        limiter = anyio.Semaphore(max(1, sc.max_inflight // n))  # the run's total, shared out
+        cap = max(1, (sc.max_inflight or DEFAULT_MAX_INFLIGHT) // n)  # the run's total, shared
+        if sc.max_inflight is None and self._fd_cap is not None and cap > self._fd_cap:
+            log.warning(
+                "%s: at most %d requests in flight (the open-files limit, ulimit -n); "
+                "set rate.max_inflight to choose",
+                lt.name,
+                self._fd_cap,
+            )
+            cap = self._fd_cap
+        limiter = anyio.Semaphore(cap)
 
         async def fire(seq: int, due: int) -> None:
             try:
@@ -593,6 +654,29 @@ class Runner:
             return ColdCheck(False, time.perf_counter() - began, f"ensure_cold failed: {reason}")
 
 
+def retry_after_s(exc: BaseException) -> float | None:
+    """How long a throttled request was told to wait: ``ThrottledError.retry_after_s``, or an
+    ``httpx`` 429's ``Retry-After`` header (seconds or an HTTP date, RFC 9110 section 10.2.3)."""
+    given = getattr(exc, "retry_after_s", None)
+    if isinstance(given, int | float) and math.isfinite(given) and given >= 0:
+        return float(given)
+    response = getattr(exc, "response", None)
+    if not isinstance(exc, httpx.HTTPStatusError) or response is None:
+        return None
+    header = response.headers.get("Retry-After")
+    if not header:
+        return None
+    try:
+        seconds = float(header)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(header)
+        except (TypeError, ValueError):
+            return None
+        seconds = when.timestamp() - time.time()
+    return max(0.0, seconds) if math.isfinite(seconds) else None
+
+
 def _validate(
     targets: Sequence[Target], scenarios: Sequence[Scenario], max_requests: int | None
 ) -> None:
@@ -608,10 +692,10 @@ def _validate(
     if max_requests is not None and max_requests < 1:
         raise ConfigError("max_requests", max_requests, "an integer >= 1")
     blind = [t.name for t in targets if not t.provider.capabilities.cold_start_control]
-    for sc in scenarios:
+    for i, sc in enumerate(scenarios):
         if isinstance(sc, ColdStarts) and blind and sc.idle_gap_s is None:
             raise ConfigError(
-                "cold_starts.idle_gap_s",
+                f"scenarios[{i}].cold_starts.idle_gap_s",
                 None,
                 f"seconds to wait between requests for targets without cold-start control "
                 f"({', '.join(blind)}): at least the platform's scale-down delay",

@@ -28,6 +28,38 @@ def _finite(value: float | None) -> bool:
     return value is None or math.isfinite(value)
 
 
+# Bounds that only an absurd plan passes (a typo, a unit mistake): refused with the field
+# named instead of running for years or hanging while the schedule is built.
+MAX_REQUESTS = 1_000_000_000
+"""Most requests one scenario may plan per target (a day at 10,000 req/s is 864 million)."""
+MAX_RPS = 1_000_000.0
+"""Most requests per second a ``Rate`` may ask for (beyond any one client machine)."""
+MAX_DURATION_S = 30 * 86_400.0
+"""Longest ``Rate.duration_s``, ``deadline_s`` and other waits: 30 days."""
+MAX_CONCURRENCY = 1_000_000
+"""Most requests in flight a scenario may ask for per target (each needs an open socket)."""
+DEFAULT_MAX_INFLIGHT = 10_000
+"""``Rate.max_inflight`` when the plan sets none (lowered to what the open-files limit holds)."""
+
+
+def _check_deadline(kind: str, deadline_s: float | None) -> None:
+    _check(
+        deadline_s is None or (_finite(deadline_s) and 0 < deadline_s <= MAX_DURATION_S),
+        f"{kind}.deadline_s",
+        deadline_s,
+        f"seconds > 0 (at most {MAX_DURATION_S:.0f}), or no deadline_s for none",
+    )
+
+
+def _check_count(field: str, value: int, low: int, high: int) -> None:
+    _check(low <= value <= high, field, value, f"an integer >= {low}, at most {high:,}")
+
+
+def _check_seconds(field: str, value: float, *, zero_ok: bool = False) -> None:
+    ok = _finite(value) and (value >= 0 if zero_ok else value > 0) and value <= MAX_DURATION_S
+    _check(ok, field, value, f"seconds {'>=' if zero_ok else '>'} 0, at most {MAX_DURATION_S:.0f}")
+
+
 @dataclass(frozen=True, slots=True)
 class Burst:
     """Closed loop, hey-style: ``total`` requests per target, ``concurrency`` in flight at once.
@@ -44,18 +76,17 @@ class Burst:
     deadline_s: float | None = None
 
     def __post_init__(self) -> None:
-        _check(self.total >= 1, "burst.total", self.total, "an integer >= 1")
-        _check(self.concurrency >= 1, "burst.concurrency", self.concurrency, "an integer >= 1")
-        _check(self.warmup >= 0, "burst.warmup", self.warmup, "an integer >= 0")
-        _check(
-            self.deadline_s is None or (_finite(self.deadline_s) and self.deadline_s > 0),
-            "burst.deadline_s",
-            self.deadline_s,
-            "seconds > 0",
-        )
+        _check_count("burst.total", self.total, 1, MAX_REQUESTS)
+        _check_count("burst.concurrency", self.concurrency, 1, MAX_CONCURRENCY)
+        _check_count("burst.warmup", self.warmup, 0, MAX_REQUESTS)
+        _check_deadline("burst", self.deadline_s)
 
     def planned(self, targets: int) -> int:
         return (self.total + self.warmup) * targets
+
+    def inflight(self) -> int:
+        """Most requests in flight at once per target (an open socket each)."""
+        return min(self.concurrency, max(self.total, self.warmup))
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +96,9 @@ class Rate:
     Latency counts from each request's scheduled time, so when the client or the provider falls
     behind, the wait shows up in latency instead of silently thinning the load (no coordinated
     omission). ``arrivals="poisson"`` draws exponential gaps from ``seed``. Every arrival goes
-    to every target at once, so all targets see the same conditions.
+    to every target at once, so all targets see the same conditions. ``max_inflight`` bounds the
+    requests in flight per target (then the schedule waits, and the wait counts in latency);
+    unset, it is ``DEFAULT_MAX_INFLIGHT`` or what the open-files limit holds, if less.
     """
 
     kind: ClassVar[str] = "rate"
@@ -75,31 +108,40 @@ class Rate:
     arrivals: Literal["constant", "poisson"] = "constant"
     seed: Count = 0
     warmup: Count = 0
-    max_inflight: Count = 10_000
+    max_inflight: Count | None = None
     deadline_s: float | None = None
 
     def __post_init__(self) -> None:
-        _check(_finite(self.rps) and self.rps > 0, "rate.rps", self.rps, "requests per second > 0")
         _check(
-            _finite(self.duration_s) and self.duration_s > 0,
-            "rate.duration_s",
-            self.duration_s,
-            "seconds > 0",
+            _finite(self.rps) and 0 < self.rps <= MAX_RPS,
+            "rate.rps",
+            self.rps,
+            f"requests per second > 0, at most {MAX_RPS:,.0f}",
         )
+        _check_seconds("rate.duration_s", self.duration_s)
         _check(
             self.arrivals in ("constant", "poisson"),
             "rate.arrivals",
             self.arrivals,
             "'constant' or 'poisson'",
         )
-        _check(self.warmup >= 0, "rate.warmup", self.warmup, "an integer >= 0")
-        _check(self.max_inflight >= 1, "rate.max_inflight", self.max_inflight, "an integer >= 1")
+        _check_count("rate.warmup", self.warmup, 0, MAX_REQUESTS)
+        if self.max_inflight is not None:
+            _check_count("rate.max_inflight", self.max_inflight, 1, MAX_CONCURRENCY)
+        _check_deadline("rate", self.deadline_s)
+        arrivals = self.rps * self.duration_s
+        _check(
+            arrivals <= MAX_REQUESTS,
+            "rate.duration_s",
+            self.duration_s,
+            f"a schedule of at most {MAX_REQUESTS:,} requests per target: rps x duration_s "
+            f"is {arrivals:,.0f}; lower rps or duration_s",
+        )
 
     def offsets_s(self) -> Iterator[float]:
-        """Scheduled send times in seconds from the start of the scenario."""
+        """Scheduled send times in seconds from the start of the scenario (lazily)."""
         if self.arrivals == "constant":
-            count = int(self.rps * self.duration_s)
-            for i in range(count):
+            for i in range(self._constant_count()):
                 yield i / self.rps
             return
         rng = random.Random(self.seed)
@@ -108,9 +150,23 @@ class Rate:
             yield t
             t += rng.expovariate(self.rps)
 
+    def _constant_count(self) -> int:
+        return int(self.rps * self.duration_s)
+
     def planned(self, targets: int) -> int:
-        arrivals = sum(1 for _ in self.offsets_s())  # exact: the Poisson draw is seeded
+        """Requests planned over all ``targets``, in O(1): exact for constant arrivals; for
+        Poisson arrivals the expected count ``rps * duration_s`` (the seeded draw differs by
+        about its square root), which is what progress bars and estimates need."""
+        if self.arrivals == "constant":
+            arrivals = self._constant_count()
+        else:
+            arrivals = round(self.rps * self.duration_s)
         return (arrivals + self.warmup) * targets
+
+    def inflight(self) -> int:
+        """Most requests in flight at once per target (an open socket each)."""
+        cap = DEFAULT_MAX_INFLIGHT if self.max_inflight is None else self.max_inflight
+        return max(1, min(cap, math.ceil(self.rps * self.duration_s)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,23 +188,25 @@ class ColdStarts:
     deadline_s: float | None = None
 
     def __post_init__(self) -> None:
-        _check(self.n >= 1, "cold_starts.n", self.n, "an integer >= 1")
+        _check_count("cold_starts.n", self.n, 1, MAX_REQUESTS)
+        if self.idle_gap_s is not None:
+            _check_seconds("cold_starts.idle_gap_s", self.idle_gap_s, zero_ok=True)
+        _check_count("cold_starts.warm_after", self.warm_after, 0, MAX_REQUESTS)
+        _check_seconds("cold_starts.cold_timeout_s", self.cold_timeout_s)
+        _check_deadline("cold_starts", self.deadline_s)
         _check(
-            self.idle_gap_s is None or self.idle_gap_s >= 0,
-            "cold_starts.idle_gap_s",
-            self.idle_gap_s,
-            "seconds >= 0",
-        )
-        _check(self.warm_after >= 0, "cold_starts.warm_after", self.warm_after, "an integer >= 0")
-        _check(
-            self.cold_timeout_s > 0,
-            "cold_starts.cold_timeout_s",
-            self.cold_timeout_s,
-            "seconds > 0",
+            self.n * (1 + self.warm_after) <= MAX_REQUESTS,
+            "cold_starts.warm_after",
+            self.warm_after,
+            f"n x (1 + warm_after) at most {MAX_REQUESTS:,} requests per target",
         )
 
     def planned(self, targets: int) -> int:
         return self.n * (1 + self.warm_after) * targets
+
+    def inflight(self) -> int:
+        """Most requests in flight at once per target: cold starts are sequential."""
+        return 1
 
 
 Scenario = Burst | Rate | ColdStarts

@@ -14,6 +14,7 @@ import atexit
 import contextlib
 import importlib
 import json
+import math
 import os
 import socket
 import sqlite3
@@ -23,6 +24,7 @@ import time
 import uuid
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TextIO
@@ -30,9 +32,10 @@ from typing import Any, TextIO
 import numpy as np
 import numpy.typing as npt
 
-from ._errors import StoreError
+from ._errors import ConfigError, StoreError
 from ._monitor import HealthWindow
 from ._secrets import redact
+from ._store_export import write_csv, write_jsonl, write_parquet
 from ._store_schema import (
     INSERT_FLEET,
     INSERT_HEALTH,
@@ -56,23 +59,32 @@ from ._store_schema import (
     pid_alive,
     stored_version,
     to_json,
-    write_csv,
-    write_jsonl,
 )
 from ._types import FleetState, Invocation, Phase
 
 _HEALTH_FIELDS = ("t_ns", "window_ms", "loop_lag_ms", "cpu_pct", "inflight", "client_bound")
 
-__all__ = ["Columns", "RunInfo", "ScenarioRecord", "Store", "StoreError", "TargetRecord"]
+__all__ = [
+    "Columns",
+    "RetryAfter",
+    "RunInfo",
+    "ScenarioRecord",
+    "Store",
+    "StoreError",
+    "TargetRecord",
+]
 
 Columns = dict[str, npt.NDArray[Any]]
 _READ_COLUMNS = (  # in Invocation's positional order
     "target, scenario, seq, phase, scheduled_ns, start_ns, end_ns, wall_start_ns, outcome,"
     " first_byte_ns, http_status, error, request_id, queue_ms, execution_ms, setup_ms, cold,"
-    " cold_confirmed, input_units, output_units, worker_id, token_us, detail"
+    " cold_confirmed, input_units, output_units, worker_id, token_us, detail, retry_after_s"
 )
-# A read-only store of schema version 1 has neither column: it reads them as NULL.
-_READ_COLUMNS_V1 = _READ_COLUMNS.replace("token_us, detail", "NULL, NULL")
+# A read-only store of an older schema version lacks the newer columns: it reads them as NULL.
+_READ_COLUMNS_BY_VERSION = {
+    1: _READ_COLUMNS.replace("token_us, detail, retry_after_s", "NULL, NULL, NULL"),
+    2: _READ_COLUMNS.replace("retry_after_s", "NULL"),
+}
 _CHUNK = 5_000  # rows per write transaction: keeps the file lock short for other processes
 _RUN_SELECT = (
     "SELECT id, uuid, name, status, error, started_wall_ns, ended_wall_ns, origin_ns, config_json,"
@@ -81,6 +93,16 @@ _RUN_SELECT = (
 )
 
 _writing: weakref.WeakSet[Store] = weakref.WeakSet()  # stores with a writer, for the exit hook
+
+DEFAULT_FLUSH_INTERVAL_S = 0.5
+
+
+def check_flush_interval(value: float) -> None:
+    """``flush_interval_s`` must be a number of seconds from 0 (commit at every request) up."""
+    if not (isinstance(value, int | float) and math.isfinite(value) and 0 <= value <= 60):
+        raise ConfigError(
+            "flush_interval_s", value, "seconds from 0 (commit every request) to 60 (default 0.5)"
+        )
 
 
 @atexit.register
@@ -100,18 +122,19 @@ class Store:
         self,
         path: str | os.PathLike[str],
         *,
-        flush_interval_s: float = 0.5,
+        flush_interval_s: float = DEFAULT_FLUSH_INTERVAL_S,
         readonly: bool = False,
         busy_timeout_s: float = 30.0,
     ) -> None:
-        if not flush_interval_s > 0:
-            raise ValueError(f"flush_interval_s must be > 0, got {flush_interval_s!r}")
+        check_flush_interval(flush_interval_s)
         self.path = Path(path)
         self.readonly = readonly
-        self._interval = flush_interval_s
+        self.flush_interval_s = flush_interval_s
+        self._interval = flush_interval_s or None  # 0: the writer waits for each append
         self._busy_timeout_s = busy_timeout_s
         self._conn = self._connect()
-        self._read_columns = _READ_COLUMNS if stored_version(self._conn) >= 2 else _READ_COLUMNS_V1
+        self._version = stored_version(self._conn)
+        self._read_columns = _READ_COLUMNS_BY_VERSION.get(self._version, _READ_COLUMNS)
         self._conn_lock = threading.RLock()  # the caller-side connection: runs, reads
         self._cond = threading.Condition(threading.Lock())  # buffers, counters, state below
         self._wake = threading.Event()
@@ -125,6 +148,7 @@ class Store:
         self._cause: BaseException | None = None
         self._closed = self._stopping = False
         self._writer: threading.Thread | None = None
+        self._writer_ready = threading.Event()  # set once the writer's connection is open
         self._run_cache: dict[int, tuple[dict[str, int], int]] = {}
 
     def _connect(self) -> sqlite3.Connection:
@@ -190,8 +214,9 @@ class Store:
                 ],
             )
             conn.executemany(
-                "INSERT INTO scenarios VALUES (?, ?, ?, ?)",
-                [(run_id, i, s.kind, to_json(s.params)) for i, s in enumerate(scenarios)],
+                "INSERT INTO scenarios (run_id, idx, kind, params_json, status)"
+                " VALUES (?, ?, ?, ?, ?)",
+                [(run_id, i, s.kind, to_json(s.params), s.status) for i, s in enumerate(scenarios)],
             )
         self._run_cache[run_id] = ({n: i for i, n in enumerate(names)}, started_wall_ns)
         return self.run(run_id)
@@ -219,6 +244,7 @@ class Store:
             inv.request_id, inv.queue_ms, inv.execution_ms, inv.setup_ms, inv.cold,
             inv.cold_confirmed, inv.input_units, inv.output_units, inv.worker_id,
             encode_token_times(inv.start_ns, inv.token_times_ns), encode_detail(inv.detail),
+            inv.retry_after_s,
         )  # fmt: skip
         with self._cond:
             if self._refuse is not None:
@@ -227,6 +253,8 @@ class Store:
             self._appended += 1
         if self._writer is None:
             self._start_writer()
+        if self._interval is None:
+            self._wake.set()  # flush_interval_s=0: commit now (with whatever else is queued)
 
     def append_health(self, run_id: int, window: HealthWindow) -> None:
         """Queue one self-monitoring window of the runner (``t_ns`` relative to the origin)."""
@@ -253,6 +281,37 @@ class Store:
             self._appended += 1
         if self._writer is None:
             self._start_writer()
+        if self._interval is None:
+            self._wake.set()
+
+    def open_writer(self, timeout_s: float = 30.0) -> None:
+        """Start the writer and wait until its connection to the file is open.
+
+        The runner calls it before the first request: opened on the first append, the
+        connection would compete with the run's sockets for file descriptors, and a run that
+        took them all would lose every result. Raises ``StoreError`` if it cannot open.
+        """
+        self._check_writable()
+        self._start_writer()
+        deadline = time.monotonic() + timeout_s
+        while not self._writer_ready.wait(0.05):
+            if self._error is not None or not self._writer_alive():
+                break
+            if time.monotonic() > deadline:
+                raise StoreError(f"{self.path}: the store's writer did not open the file")
+        if self._error is not None:
+            raise StoreError(self._error) from self._cause
+
+    def set_scenario_status(self, run_id: int, index: int, status: str | None) -> None:
+        """Record how scenario ``index`` of a run ended (``'deadline'``: cut by its deadline_s)."""
+        self._check_writable()
+        if self._version < 3:  # pragma: no cover - a writable store is always migrated
+            return
+        with self._write_txn() as conn:
+            conn.execute(
+                "UPDATE scenarios SET status = ? WHERE run_id = ? AND idx = ?",
+                (status, run_id, index),
+            )
 
     def flush(self) -> None:
         """Block until everything appended so far is committed; raise if the writer failed."""
@@ -363,6 +422,7 @@ class Store:
         conn: sqlite3.Connection | None = None
         try:
             conn = self._connect()
+            self._writer_ready.set()
             while True:
                 self._wake.wait(self._interval)
                 self._wake.clear()
@@ -459,10 +519,12 @@ class Store:
                 (run_id,),
             )
         )
+        ended = "status" if self._version >= 3 else "NULL"
         scenarios = tuple(
-            ScenarioRecord(s[0], json.loads(s[1]))
+            ScenarioRecord(s[0], json.loads(s[1]), s[2])
             for s in self._query(
-                "SELECT kind, params_json FROM scenarios WHERE run_id = ? ORDER BY idx", (run_id,)
+                f"SELECT kind, params_json, {ended} FROM scenarios WHERE run_id = ? ORDER BY idx",
+                (run_id,),
             )
         )
         if status == "running" and host == socket.gethostname() and pid and not pid_alive(pid):
@@ -488,7 +550,7 @@ class Store:
                         names[r[0]], r[1], r[2], PHASES[r[3]], r[4], r[5], r[6], r[7] + wall0,
                         OUTCOMES[r[8]], r[9], r[10], r[11], r[12], r[13], r[14], r[15],
                         None if r[16] is None else bool(r[16]), bool(r[17]), r[18], r[19], r[20],
-                        tokens, None if r[22] is None else json.loads(r[22]),
+                        tokens, None if r[22] is None else json.loads(r[22]), r[23],
                     )  # fmt: skip
         finally:
             cur.close()  # an abandoned export must not pin the WAL
@@ -519,7 +581,7 @@ class Store:
         """
         info = self.run(run_id)
         where, params = self._filter(info, target, scenario, phase)
-        spec = [(n, e, d) for n, e, d in NUMERIC_COLUMNS] + [
+        spec = [(n, e if self._has(e) else "NULL", d) for n, e, d in NUMERIC_COLUMNS] + [
             (n, n, object) for n in TEXT_COLUMNS if text
         ]
         rows = self._query(
@@ -548,7 +610,7 @@ class Store:
         the same order; empty where a request streamed no tokens (or in a version 1 file)."""
         info = self.run(run_id)
         where, params = self._filter(info, target, scenario, phase)
-        blob = "NULL" if self._read_columns is _READ_COLUMNS_V1 else "token_us"
+        blob = "token_us" if self._version >= 2 else "NULL"
         rows = self._query(
             f"SELECT start_ns, {blob} FROM invocations WHERE {where} ORDER BY rowid", params
         )
@@ -627,10 +689,52 @@ class Store:
         names = [t.name for t in self.run(run_id).targets]
         return dataframe(pd, self.columns(run_id, phase=None, text=True), names)
 
+    def _has(self, column: str) -> bool:
+        """Whether this file has ``column`` (a read-only older file may lack newer ones)."""
+        return column != "retry_after_s" or self._version >= 3
+
+    def retry_after(self, run_id: int) -> dict[str, RetryAfter]:
+        """Per target: how many throttled requests were told to wait (``Retry-After``), and
+        the median and longest wait they were told, in seconds. Targets without any are left
+        out; warm-up requests count too (a throttle is a throttle)."""
+        info = self.run(run_id)
+        if not self._has("retry_after_s"):
+            return {}
+        rows = self._query(
+            "SELECT target, retry_after_s FROM invocations"
+            " WHERE run_id = ? AND retry_after_s IS NOT NULL ORDER BY target",
+            (run_id,),
+        )
+        waits: dict[int, list[float]] = {}
+        for target, wait in rows:
+            waits.setdefault(target, []).append(float(wait))
+        return {
+            info.targets[t].name: RetryAfter(len(w), float(np.median(w)), max(w))
+            for t, w in waits.items()
+        }
+
+    def _scenario_kinds(self, run_id: int) -> list[str]:
+        return [s.kind for s in self.run(run_id).scenarios]
+
     def export_jsonl(self, run_id: int, fp: TextIO) -> None:
-        """Write one JSON object per invocation: Invocation's fields, enums as their strings."""
-        write_jsonl(self._iter_invocations(run_id), fp)
+        """Write one JSON object per invocation: Invocation's fields, enums as their strings,
+        then ``latency_ms`` and ``scenario_kind`` (see ``_store_export``)."""
+        write_jsonl(self._iter_invocations(run_id), self._scenario_kinds(run_id), fp)
 
     def export_csv(self, run_id: int, fp: TextIO) -> None:
-        """Write a CSV with a header of Invocation's fields; empty for None, ``true``/``false``."""
-        write_csv(self._iter_invocations(run_id), fp)
+        """Write a CSV with a header of Invocation's fields then ``latency_ms`` and
+        ``scenario_kind``; empty for None, ``true``/``false``."""
+        write_csv(self._iter_invocations(run_id), self._scenario_kinds(run_id), fp)
+
+    def export_parquet(self, run_id: int, path: str | os.PathLike[str]) -> None:
+        """Write a Parquet file of the same columns (needs the ``parquet`` extra: pyarrow)."""
+        write_parquet(self._iter_invocations(run_id), self._scenario_kinds(run_id), path)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryAfter:
+    """The ``Retry-After`` waits a target's throttled requests were told, in seconds."""
+
+    count: int
+    median_s: float
+    max_s: float

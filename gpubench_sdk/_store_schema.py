@@ -10,6 +10,10 @@ Version history:
 
 * 1: the first format.
 * 2: ``invocations.token_us`` (per-token arrival times) and ``invocations.detail`` (JSON).
+* 3: ``invocations.retry_after_s`` (REAL: the wait a throttled request was told, from its
+  ``Retry-After``; NULL when none was given) and ``scenarios.status`` (TEXT: ``'deadline'``
+  when the scenario's ``deadline_s`` cut it short; NULL when it ran to its end or was not
+  reached).
 
 ``invocations.token_us`` encoding (version 2), for tools that read the file without gpubench:
 a BLOB of little-endian unsigned 32-bit integers, one per streamed token (or chunk), each the
@@ -23,7 +27,6 @@ request's structured result as compact JSON text (sorted keys), NULL when there 
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import importlib.metadata
 import json
@@ -32,10 +35,10 @@ import math
 import os
 import sqlite3
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 from urllib.parse import quote
 
 import numpy as np
@@ -46,7 +49,7 @@ from ._types import Invocation, Outcome, Phase
 
 log = logging.getLogger("gpubench.store")
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: Stored ``invocations.phase`` codes. Append only: the index is the on-disk value.
 PHASES: tuple[Phase, ...] = (Phase.MEASURE, Phase.WARMUP)
@@ -93,6 +96,7 @@ CREATE TABLE scenarios (
     idx INTEGER NOT NULL,
     kind TEXT NOT NULL,
     params_json TEXT NOT NULL,
+    status TEXT,
     PRIMARY KEY (run_id, idx)
 ) WITHOUT ROWID;
 CREATE TABLE invocations (
@@ -119,7 +123,8 @@ CREATE TABLE invocations (
     output_units INTEGER,
     worker_id TEXT,
     token_us BLOB,
-    detail TEXT
+    detail TEXT,
+    retry_after_s REAL
 );
 CREATE INDEX invocations_run ON invocations(run_id);
 CREATE TABLE health (
@@ -147,18 +152,22 @@ CREATE INDEX fleet_run ON fleet(run_id);
 INVOCATION_COLUMNS = (
     "run_id, target, scenario, seq, phase, scheduled_ns, start_ns, first_byte_ns, end_ns, "
     "wall_start_ns, outcome, http_status, error, request_id, queue_ms, execution_ms, setup_ms, "
-    "cold, cold_confirmed, input_units, output_units, worker_id, token_us, detail"
+    "cold, cold_confirmed, input_units, output_units, worker_id, token_us, detail, retry_after_s"
 )
-INSERT_INVOCATION = f"INSERT INTO invocations ({INVOCATION_COLUMNS}) VALUES ({', '.join('?' * 24)})"
+INSERT_INVOCATION = f"INSERT INTO invocations ({INVOCATION_COLUMNS}) VALUES ({', '.join('?' * 25)})"
 #: Upgrades from each older version to the next, run in one write transaction on open.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: (
         "ALTER TABLE invocations ADD COLUMN token_us BLOB",
         "ALTER TABLE invocations ADD COLUMN detail TEXT",
     ),
+    2: (
+        "ALTER TABLE invocations ADD COLUMN retry_after_s REAL",
+        "ALTER TABLE scenarios ADD COLUMN status TEXT",
+    ),
 }
 #: The columns each version added to ``invocations``: a read-only older file reads NULL there.
-ADDED_COLUMNS: dict[int, tuple[str, ...]] = {2: ("token_us", "detail")}
+ADDED_COLUMNS: dict[int, tuple[str, ...]] = {2: ("token_us", "detail"), 3: ("retry_after_s",)}
 TOKEN_DTYPE = np.dtype("<u4")
 _TOKEN_US_MAX = 2**32 - 1
 
@@ -332,6 +341,7 @@ class ScenarioRecord:
 
     kind: str
     params: Mapping[str, Any] = field(default_factory=dict)
+    status: str | None = None  # "deadline": cut short by its deadline_s; None: ran to its end
 
 
 @dataclass(frozen=True)
@@ -376,43 +386,9 @@ NUMERIC_COLUMNS: tuple[tuple[str, str, Any], ...] = (
     ("cold_confirmed", "cold_confirmed", np.bool_),
     ("input_units", "coalesce(input_units, -1)", np.int64),
     ("output_units", "coalesce(output_units, -1)", np.int64),
+    ("retry_after_s", "retry_after_s", np.float64),
 )
 TEXT_COLUMNS = ("error", "request_id", "worker_id")
-
-
-def plain_values(inv: Invocation) -> list[Any]:
-    """``inv``'s field values in declaration order, enums as their strings, token times as a
-    list of ints and ``detail`` as a plain dict."""
-    values = [getattr(inv, f) for f in INVOCATION_FIELDS]
-    out = [v.value if isinstance(v, Phase | Outcome) else v for v in values]
-    out[_TOKENS_AT] = None if inv.token_times_ns is None else [int(t) for t in inv.token_times_ns]
-    out[_DETAIL_AT] = None if inv.detail is None else dict(inv.detail)
-    return out
-
-
-_TOKENS_AT = INVOCATION_FIELDS.index("token_times_ns")
-_DETAIL_AT = INVOCATION_FIELDS.index("detail")
-
-
-def write_jsonl(invs: Iterable[Invocation], fp: TextIO) -> None:
-    for inv in invs:
-        values = plain_values(inv)
-        fp.write(json.dumps(dict(zip(INVOCATION_FIELDS, values, strict=True)), default=str) + "\n")
-
-
-def write_csv(invs: Iterable[Invocation], fp: TextIO) -> None:
-    """CSV: token times as one cell of space-separated ns offsets, ``detail`` as JSON text."""
-    w = csv.writer(fp, lineterminator="\n")
-    w.writerow(INVOCATION_FIELDS)
-    for inv in invs:
-        values = plain_values(inv)
-        tokens = values[_TOKENS_AT]
-        values[_TOKENS_AT] = None if tokens is None else " ".join(map(str, tokens))
-        values[_DETAIL_AT] = encode_detail(inv.detail)
-        w.writerow(
-            "" if v is None else ("true" if v else "false") if isinstance(v, bool) else v
-            for v in values
-        )
 
 
 def dataframe(pd: Any, cols: dict[str, Any], target_names: list[str]) -> Any:

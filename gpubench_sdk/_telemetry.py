@@ -192,6 +192,8 @@ class Instruments:
             span.set_attribute("http.response.status_code", inv.http_status)
         if inv.worker_id:
             span.set_attribute("gpubench.worker_id", inv.worker_id)
+        if inv.retry_after_s is not None:
+            span.set_attribute("gpubench.retry_after_s", inv.retry_after_s)
         ttfc_ms = first_chunk_ms(inv)
         if ttfc_ms is not None:
             span.set_attribute("gpubench.ttft_ms", ttfc_ms)

@@ -106,6 +106,7 @@ class Invocation:
     ``token_times_ns`` are the streamed tokens' arrival times relative to the run's origin, like
     ``first_byte_ns`` (stored at microsecond resolution, see ``_store_schema``); ``detail`` is
     the request's structured result (``Result.detail`` or ``Workload.detail``), JSON-able.
+    ``retry_after_s`` is how long a throttled request was told to wait (``Retry-After``).
     """
 
     target: str
@@ -131,6 +132,7 @@ class Invocation:
     worker_id: str | None = None
     token_times_ns: Sequence[int] | None = None
     detail: Mapping[str, Any] | None = None
+    retry_after_s: float | None = None
 
     @property
     def ok(self) -> bool:

@@ -16,6 +16,10 @@ Span and metric names are listed in ``docs/observability.md``.
 from __future__ import annotations
 
 import contextlib
+import logging
+import math
+import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +40,7 @@ from opentelemetry.sdk.trace.export import (
 )
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from ._config import check_url
 from ._errors import ConfigError
 from ._telemetry import (
     METRIC_COLD_START,
@@ -60,6 +65,7 @@ __all__ = [
     "METRIC_GENAI_TPOC",
     "METRIC_GENAI_TTFC",
     "METRIC_REQUESTS",
+    "PROMETHEUS_LINGER_S",
     "SPAN_COLD_START",
     "SPAN_EXECUTION",
     "SPAN_INVOKE",
@@ -70,6 +76,9 @@ __all__ = [
 ]
 
 _EXPORT_TIMEOUT_S = 5.0
+PROMETHEUS_LINGER_S = 5.0
+"""How long ``shutdown`` keeps ``/metrics`` served for a final scrape (default)."""
+log = logging.getLogger("gpubench.telemetry")
 
 
 @dataclass
@@ -81,13 +90,32 @@ class TelemetrySetup:
     spans: InMemorySpanExporter | None = None
     metric_reader: InMemoryMetricReader | None = None
     prometheus_address: tuple[str, int] | None = None  # where /metrics is served, if it is
+    prometheus_linger_s: float = PROMETHEUS_LINGER_S
     _prometheus_server: Any = None
+    _prometheus_registry: Any = None
 
     def instruments(self) -> Instruments:
         return Instruments(tracer_provider=self.tracer_provider, meter_provider=self.meter_provider)
 
+    def final_scrape(self) -> bool:
+        """Keep ``/metrics`` served until a scrape that began now has been answered, or for
+        ``prometheus_linger_s``, so the run's final totals can be scraped. True when a final
+        scrape came; immediately True without a Prometheus endpoint."""
+        registry = self._prometheus_registry
+        if registry is None:
+            return True
+        log.info(
+            "waiting up to %g s for a final Prometheus scrape of %s",
+            self.prometheus_linger_s,
+            self.prometheus_address,
+        )
+        return bool(registry.wait_for_scrape(time.monotonic(), self.prometheus_linger_s))
+
     def shutdown(self) -> None:
-        """Flush and stop exporters; bounded by the export timeout, never raises."""
+        """Serve a final Prometheus scrape (``final_scrape``), then flush and stop exporters;
+        bounded by the linger and the export timeout, never raises."""
+        with contextlib.suppress(Exception):
+            self.final_scrape()
         for stop in (self.tracer_provider.shutdown, self.meter_provider.shutdown):
             # an unreachable collector must not fail the run
             with contextlib.suppress(Exception):
@@ -97,7 +125,7 @@ class TelemetrySetup:
             server.shutdown()
             server.server_close()
             thread.join(5)
-            self._prometheus_server = None
+            self._prometheus_server = self._prometheus_registry = None
 
 
 def configure(
@@ -111,16 +139,25 @@ def configure(
     metric_interval_s: float = 10.0,
     prometheus_port: int | None = None,
     prometheus_host: str = "0.0.0.0",
+    prometheus_linger_s: float = PROMETHEUS_LINGER_S,
 ) -> TelemetrySetup:
     """Build tracer and meter providers with the chosen exporters.
 
     ``otlp_endpoint`` is the collector's OTLP/HTTP base URL (``/v1/traces`` and
     ``/v1/metrics`` are appended). ``prometheus_port`` serves the metrics for Prometheus to
     scrape at ``http://HOST:PORT/metrics`` (``0``: any free port, see
-    ``setup.prometheus_address``; needs the ``prometheus`` extra). ``set_global`` installs the
+    ``setup.prometheus_address``; needs the ``prometheus`` extra); ``shutdown`` keeps serving
+    until one more scrape or ``prometheus_linger_s`` passes (set it to at least the scrape
+    interval so the run's final totals are scraped; 0: stop at once). ``set_global`` installs the
     providers process-wide (possible once per process); otherwise pass
     ``setup.instruments()`` to the Runner.
     """
+    if otlp_endpoint is not None:
+        check_url("otlp_endpoint", otlp_endpoint)
+    if not (math.isfinite(prometheus_linger_s) and 0 <= prometheus_linger_s <= 3600):
+        raise ConfigError("prometheus_linger_s", prometheus_linger_s, "seconds from 0 to 3600")
+    if not (math.isfinite(metric_interval_s) and metric_interval_s > 0):
+        raise ConfigError("metric_interval_s", metric_interval_s, "seconds > 0")
     resource = Resource.create({"service.name": service_name})
     tracer_provider = TracerProvider(resource=resource)
     readers: list[MetricReader] = []
@@ -165,7 +202,9 @@ def configure(
     if set_global:
         trace.set_tracer_provider(tracer_provider)
         metrics.set_meter_provider(meter_provider)
-    return TelemetrySetup(tracer_provider, meter_provider, **setup_kw)
+    return TelemetrySetup(
+        tracer_provider, meter_provider, prometheus_linger_s=prometheus_linger_s, **setup_kw
+    )
 
 
 def _prometheus(readers: list[MetricReader], host: str, port: int) -> dict[str, Any]:
@@ -180,7 +219,7 @@ def _prometheus(readers: list[MetricReader], host: str, port: int) -> dict[str, 
             port,
             "the Prometheus exporter: pip install 'gpubench-sdk[prometheus]'",
         ) from exc
-    registry = CollectorRegistry(auto_describe=True)
+    registry = _scrape_watching_registry(CollectorRegistry)
     readers.append(PrometheusMetricReader(registry=registry))
     try:
         server, thread = start_http_server(port, addr=host, registry=registry)
@@ -188,7 +227,31 @@ def _prometheus(readers: list[MetricReader], host: str, port: int) -> dict[str, 
         raise ConfigError("prometheus_port", port, f"a free port on {host} ({exc})") from exc
     bound_host, bound_port = server.server_address[:2]
     return {"prometheus_address": (str(bound_host), int(bound_port)),
-            "_prometheus_server": (server, thread)}  # fmt: skip
+            "_prometheus_server": (server, thread), "_prometheus_registry": registry}  # fmt: skip
+
+
+def _scrape_watching_registry(base: type[Any]) -> Any:
+    """A ``CollectorRegistry`` that knows when a scrape began and ended, so ``shutdown`` can
+    wait for one that began after the run (and so saw its final totals)."""
+
+    class Registry(base):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__(auto_describe=True)
+            self._done = threading.Condition()
+            self._last_began = -math.inf  # monotonic start of the last answered scrape
+
+        def collect(self) -> Any:
+            began = time.monotonic()
+            yield from super().collect()
+            with self._done:
+                self._last_began = max(self._last_began, began)
+                self._done.notify_all()
+
+        def wait_for_scrape(self, after: float, timeout_s: float) -> bool:
+            with self._done:
+                return bool(self._done.wait_for(lambda: self._last_began >= after, timeout_s))
+
+    return Registry()
 
 
 def parse_prometheus_address(text: str | None) -> tuple[str, int | None]:

@@ -65,7 +65,12 @@ def _with(**changes: object) -> dict[str, object]:
         (
             _with(scenarios=[{"kind": "burst", "total": 1, "concurrency": 1, "concurency": 2}]),
             "scenarios[0].burst.concurency",
-            "no such field",
+            "unknown key 'concurency' in scenarios[0] (burst); did you mean 'concurrency'?",
+        ),
+        (  # the typo is named, not the required field it left missing
+            _with(scenarios=[{"kind": "burst", "total": 1, "concurency": 2}]),
+            "scenarios[0].burst.concurency",
+            "unknown key 'concurency' in scenarios[0] (burst); did you mean 'concurrency'?",
         ),
         (_with(targets=[]), "targets", "at least 1"),
         (
@@ -73,7 +78,8 @@ def _with(**changes: object) -> dict[str, object]:
             "targets[1].name",
             "no other target",
         ),
-        (_with(run={"nmae": "x"}), "run.nmae", "no such field"),
+        (_with(run={"nmae": "x"}), "run.nmae", "unknown key 'nmae' in run; did you mean 'name'?"),
+        (_with(runn={}), "runn", "unknown key 'runn' in the plan; did you mean 'run'?"),
     ],
 )
 def test_bad_config_names_field_and_fix(data: dict[str, object], field: str, fragment: str) -> None:

@@ -11,6 +11,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -104,6 +105,10 @@ def test_prometheus_scrapes_a_running_benchmark(tmp_path: Path) -> None:
                 p50 = float(median["value"][1])
         _, err = bench.communicate(timeout=60)
         assert bench.returncode == 0, err
+        # the endpoint served a final scrape after the run: Prometheus holds every request
+        # (over the last minute: once the endpoint is gone its series are marked stale)
+        (total,) = query(api, 'sum(max_over_time(gpubench_requests_total{job="gpubench"}[1m]))')
+        final = float(total["value"][1])
     finally:
         if bench.poll() is None:
             bench.kill()
@@ -120,6 +125,7 @@ def test_prometheus_scrapes_a_running_benchmark(tmp_path: Path) -> None:
     assert p50 is not None and math.isfinite(p50)
     with Store(store, readonly=True) as s:
         lat_s = sorted(i.latency_ms / 1e3 for i in s.invocations(s.run("latest").id))
+    assert final == len(lat_s)  # end-of-run totals, not the last scrape during the run
     stored = lat_s[len(lat_s) // 2]
     edges = sorted(float(k) for k in by_le if k != "+Inf")
     upper = next(e for e in edges if e >= stored)
@@ -179,3 +185,52 @@ def test_prometheus_port_is_checked(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "--prometheus-port" in proc.stderr
     proc = gpubench("run", str(plan), "--prometheus-port", "9464", "-p", "2")
     assert proc.returncode == 2 and "--otlp-endpoint" in proc.stderr
+
+
+def _requests_total(text: str) -> float:
+    return sum(
+        float(m.group(1))
+        for m in re.finditer(r"^gpubench_requests_total\{[^}]*\} ([0-9.e+]+)$", text, re.M)
+    )
+
+
+def test_the_endpoint_serves_a_final_scrape_after_the_run() -> None:
+    """``shutdown`` keeps /metrics up until a scrape that began after the run has been
+    answered (it then sees the final totals), or until the linger passes without one."""
+    setup = telemetry.configure(
+        prometheus_port=0, prometheus_host="127.0.0.1", set_global=False, prometheus_linger_s=30
+    )
+    assert setup.prometheus_address is not None
+    host, port = setup.prometheus_address
+    instruments = setup.instruments()
+    ms = 1_000_000
+    for seq in range(7):  # the run's last requests, recorded just before it ends
+        inv = Invocation(
+            target="t", scenario=0, seq=seq, phase=Phase.MEASURE, scheduled_ns=0,
+            start_ns=ms, end_ns=5 * ms, wall_start_ns=1, outcome=Outcome.OK, http_status=200,
+        )  # fmt: skip
+        instruments.record(inv, {"gpubench.target": "t", "gpubench.workload": "probe"})
+    scraped: list[str] = []
+
+    def scrape_later() -> None:
+        time.sleep(0.5)  # Prometheus's next scrape comes after the run has ended
+        with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=5) as resp:
+            scraped.append(resp.read().decode())
+
+    scraper = threading.Thread(target=scrape_later)
+    began = time.monotonic()
+    scraper.start()
+    setup.shutdown()
+    waited = time.monotonic() - began
+    scraper.join(10)
+    assert scraped and _requests_total(scraped[0]) == 7  # the final totals, all of them
+    assert 0.4 < waited < 15  # waited for that scrape, not for the whole 30 s linger
+    with pytest.raises(OSError):  # and then stopped serving
+        urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=2)
+
+    quiet = telemetry.configure(
+        prometheus_port=0, prometheus_host="127.0.0.1", set_global=False, prometheus_linger_s=0.3
+    )
+    began = time.monotonic()
+    quiet.shutdown()  # nobody scrapes: the linger bounds the wait
+    assert 0.25 < time.monotonic() - began < 10

@@ -26,8 +26,10 @@ from gpubench_sdk import (
     Runner,
     RunResult,
     Store,
+    ThrottledError,
     run,
 )
+from gpubench_sdk._store import RetryAfter
 
 pytestmark = pytest.mark.anyio
 
@@ -94,6 +96,8 @@ async def test_failures_map_to_the_taxonomy(
     assert [i.outcome for i in invs] == [outcome] * 3
     assert all(i.http_status == status for i in invs)
     assert all(i.error for i in invs)
+    # the server's Retry-After: 1 on its 429s is kept, per request
+    assert [i.retry_after_s for i in invs] == [1.0 if mode == "429" else None] * 3
 
 
 async def test_connection_refused_is_transport(tmp_path: Path) -> None:
@@ -470,3 +474,97 @@ def test_rate_never_sends_ahead_of_schedule_under_uvloop(tmp_path: Path) -> None
     scheduled = sorted(i.scheduled_ns for i in invs)
     planned = [scheduled[0] + int((o - offsets[0]) * 1e9) for o in offsets]
     assert max(abs(a - b) for a, b in zip(scheduled, planned, strict=True)) < 20_000  # 20 us
+
+
+# -- signals kept, deadlines said, plans sized in O(1) ---------------------------------------
+
+
+async def test_retry_after_is_stored_per_request_and_summarised(tmp_path: Path) -> None:
+    waits = iter([2.0, None, 4.0, 3.0])
+
+    async def throttle(request: Request) -> Result:
+        raise ThrottledError("slow down", provider="p", status_code=429, retry_after_s=next(waits))
+
+    result = await run(
+        {"a": Scripted(throttle), "b": Scripted(_ok)},
+        EchoProbe(),
+        [Burst(4, 1)],
+        store=tmp_path / "r.sqlite",
+    )
+    with Store(tmp_path / "r.sqlite") as s:
+        invs = [i for i in s.invocations(result.run_id) if i.target == "a"]
+        summary = s.retry_after(result.run_id)
+        cols = s.columns(result.run_id, target="a")
+    assert sorted(i.retry_after_s or 0 for i in invs) == [0, 2.0, 3.0, 4.0]
+    assert summary == {"a": RetryAfter(count=3, median_s=3.0, max_s=4.0)}  # b: none
+    assert np.nansum(cols["retry_after_s"]) == 9.0
+
+
+def test_retry_after_header_in_seconds_or_as_a_date() -> None:
+    from datetime import UTC, datetime, timedelta
+    from email.utils import format_datetime
+
+    import httpx
+
+    from gpubench_sdk._runner import retry_after_s
+
+    def throttled(value: str) -> httpx.HTTPStatusError:
+        request = httpx.Request("POST", "http://h.test/")
+        response = httpx.Response(429, headers={"Retry-After": value}, request=request)
+        return httpx.HTTPStatusError("429", request=request, response=response)
+
+    assert retry_after_s(throttled("7")) == 7.0
+    later = format_datetime(datetime.now(UTC) + timedelta(seconds=120), usegmt=True)
+    assert 100 < (retry_after_s(throttled(later)) or 0) <= 121
+    assert retry_after_s(throttled("soon")) is None
+    assert retry_after_s(ValueError("not throttled")) is None
+
+
+async def test_a_scenario_cut_by_its_deadline_is_said_to_be(tmp_path: Path) -> None:
+    async def slow(request: Request) -> Result:
+        await anyio.sleep(0.2)
+        return Result(output={"echo": request.payload["echo"]})
+
+    result = await run(
+        {"a": Scripted(slow)},
+        EchoProbe(),
+        [Burst(1_000, 4, deadline_s=0.5), Burst(2, 1)],
+        store=tmp_path / "r.sqlite",
+    )
+    assert result.status == "completed" and result.deadline_cut == (0,)
+    with Store(tmp_path / "r.sqlite") as s:
+        info = s.run(result.run_id)
+        invs = s.invocations(result.run_id)
+    assert [sc.status for sc in info.scenarios] == ["deadline", None]
+    cut = [i for i in invs if i.scenario == 0 and i.outcome is Outcome.CANCELLED]
+    assert cut and all("deadline_s" in (i.error or "") for i in cut)
+    assert len([i for i in invs if i.scenario == 0]) < 1_000
+    assert len([i for i in invs if i.scenario == 1 and i.ok]) == 2
+
+
+def test_planned_counts_are_o1_and_absurd_plans_are_refused() -> None:
+    began = time.perf_counter()
+    day = Rate(rps=10_000, duration_s=86_400)  # 864 million arrivals: counted, not drawn
+    assert day.planned(2) == 2 * 864_000_000
+    poisson = Rate(rps=1_000, duration_s=3_600, arrivals="poisson", seed=7)
+    assert poisson.planned(1) == 3_600_000  # the expected count
+    assert time.perf_counter() - began < 0.5  # was minutes (one Python step per arrival)
+    drawn = sum(1 for _ in Rate(rps=200, duration_s=5, arrivals="poisson", seed=3).offsets_s())
+    assert abs(drawn - Rate(rps=200, duration_s=5, arrivals="poisson").planned(1)) < 5 * 32
+    for kwargs, field in (
+        ({"rps": 1e9, "duration_s": 1e9}, "rate.rps"),
+        ({"rps": 1e6, "duration_s": 1e6, "arrivals": "poisson"}, "rate.duration_s"),
+        ({"rps": 5, "duration_s": 1, "deadline_s": 0}, "rate.deadline_s"),
+        ({"rps": 5, "duration_s": 1, "deadline_s": -1}, "rate.deadline_s"),
+    ):
+        with pytest.raises(ConfigError) as info:
+            Rate(**kwargs)  # type: ignore[arg-type]
+        assert info.value.field == field
+    for make, field in (
+        (lambda: ColdStarts(1, idle_gap_s=0, deadline_s=0), "cold_starts.deadline_s"),
+        (lambda: ColdStarts(1, idle_gap_s=0, deadline_s=-1), "cold_starts.deadline_s"),
+        (lambda: Burst(10**10, 1), "burst.total"),
+    ):
+        with pytest.raises(ConfigError) as info:
+            make()
+        assert info.value.field == field

@@ -23,9 +23,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gpubench_sdk._errors import StoreError
+from gpubench_sdk._errors import ConfigError, StoreError
 from gpubench_sdk._monitor import HealthWindow
 from gpubench_sdk._store import RunInfo, ScenarioRecord, Store, TargetRecord
+from gpubench_sdk._store_export import EXPORT_FIELDS
 from gpubench_sdk._types import Invocation, Outcome, Phase
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -98,6 +99,7 @@ def every_variant() -> list[Invocation]:
     invs.append(make_inv(101, error='boom, "quoted"\nnew line, ünïcödé', setup_ms=0.1 + 0.2))
     invs.append(make_inv(102, scheduled_ns=2**62, start_ns=2**62 + 1, end_ns=2**62 + 2))
     invs.append(make_inv(103, queue_ms=12.0, execution_ms=1e-9, wall_start_ns=WALL0 - 5))
+    invs.append(make_inv(104, outcome=Outcome.THROTTLED, http_status=429, retry_after_s=2.5))
     return invs
 
 
@@ -210,7 +212,7 @@ def _from_text(field: str, value: Any) -> Any:
         return Outcome(value)
     if field in ("cold", "cold_confirmed"):
         return value if isinstance(value, bool) else value == "true"
-    if field in ("queue_ms", "execution_ms", "setup_ms"):
+    if field in ("queue_ms", "execution_ms", "setup_ms", "retry_after_s"):
         return float(value)
     if field in ("target", "error", "request_id", "worker_id"):
         return value
@@ -226,9 +228,17 @@ def test_export_jsonl_and_csv_parse_back(tmp_path: Path) -> None:
         s.export_csv(run.id, text)
     rows = [json.loads(line) for line in jsonl.getvalue().splitlines()]
     assert rows[0]["outcome"] == "ok" and rows[0]["target"] == "a"
+    derived = ("latency_ms", "scenario_kind")
+    for r in rows:
+        assert r.pop("scenario_kind") == ["steady", "burst"][r["scenario"]]
+        assert r.pop("latency_ms") == pytest.approx((r["end_ns"] - r["scheduled_ns"]) / 1e6)
     assert [Invocation(**{k: _from_text(k, v) for k, v in r.items()}) for r in rows] == invs
     reader = csv.DictReader(io.StringIO(text.getvalue()))
-    parsed = [Invocation(**{k: _from_text(k, v) for k, v in r.items()}) for r in reader]
+    assert reader.fieldnames is not None and tuple(reader.fieldnames[-2:]) == derived
+    parsed = [
+        Invocation(**{k: _from_text(k, v) for k, v in r.items() if k not in derived})
+        for r in reader
+    ]
     # CSV cannot tell an empty error string from None; every_variant has none of those.
     assert parsed == [replace(i, cold_confirmed=i.cold_confirmed) for i in invs]
 
@@ -260,6 +270,48 @@ def test_committed_within_flush_interval_without_flush(tmp_path: Path) -> None:
             assert time.monotonic() < deadline, "not committed within 5 s"
             time.sleep(0.02)
         reader.close()
+
+
+def test_flush_interval_zero_commits_each_request_as_it_ends(tmp_path: Path) -> None:
+    path = tmp_path / "r.sqlite"
+    reader = sqlite3.connect(path)
+    with Store(path, flush_interval_s=0) as s:  # a 60 s window would hold them for a minute
+        run = begin(s)
+        for i in range(3):
+            s.append(run.id, make_inv(i))
+            deadline = time.monotonic() + 5
+            query = "SELECT count(*) FROM invocations"
+            while reader.execute(query).fetchone()[0] < i + 1:
+                assert time.monotonic() < deadline, f"request {i} not committed within 5 s"
+                time.sleep(0.005)
+    reader.close()
+
+
+@pytest.mark.parametrize("bad", [-0.1, float("nan"), float("inf"), 61, "0.5"])
+def test_flush_interval_is_checked(tmp_path: Path, bad: Any) -> None:
+    with pytest.raises(ConfigError, match="flush_interval_s"):
+        Store(tmp_path / "r.sqlite", flush_interval_s=bad)
+
+
+def test_parquet_export_has_every_column(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    invs = every_variant()
+    with Store(tmp_path / "r.sqlite") as s:
+        run = begin_with(s, invs)
+        with monkeypatch.context() as m:
+            m.setitem(sys.modules, "pyarrow", None)  # import fails as if not installed
+            with pytest.raises(StoreError, match=r"gpubench-sdk\[parquet\]"):
+                s.export_parquet(run.id, tmp_path / "x.parquet")
+        pq = pytest.importorskip("pyarrow.parquet")
+        s.export_parquet(run.id, tmp_path / "r.parquet")
+    table = pq.read_table(tmp_path / "r.parquet")
+    assert table.column_names == list(EXPORT_FIELDS)
+    rows = table.to_pylist()
+    assert [r["seq"] for r in rows] == [i.seq for i in invs]
+    assert [r["outcome"] for r in rows] == [i.outcome.value for i in invs]
+    assert [r["latency_ms"] for r in rows] == [i.latency_ms for i in invs]
+    assert [r["scenario_kind"] for r in rows] == [SCENARIOS[i.scenario].kind for i in invs]
+    assert [r["retry_after_s"] for r in rows] == [i.retry_after_s for i in invs]
+    assert [r["error"] for r in rows] == [i.error for i in invs]
 
 
 def test_readers_start_no_writer_and_refuse_writes(tmp_path: Path) -> None:

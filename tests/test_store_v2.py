@@ -30,9 +30,13 @@ from gpubench_sdk.metrics import SLO, run_stream_metrics, run_throughput
 
 pytestmark = pytest.mark.anyio
 
-# The v1 DDL is today's without the two columns v2 added (checked below, so it cannot drift).
-V1_DDL = DDL.replace(",\n    token_us BLOB,\n    detail TEXT\n", "\n")
-V1_INSERT = INSERT_INVOCATION.replace(", token_us, detail", "").replace(", ?, ?)", ")")
+# The v1 DDL is today's without the columns v2 and v3 added (checked below, so it cannot drift).
+V1_DDL = DDL.replace(
+    ",\n    token_us BLOB,\n    detail TEXT,\n    retry_after_s REAL\n", "\n"
+).replace("    status TEXT,\n", "")
+V1_INSERT = INSERT_INVOCATION.replace(", token_us, detail, retry_after_s", "").replace(
+    ", ?, ?, ?)", ")"
+)
 
 
 def with_tokens(i: int, n_tokens: int, **changes: Any) -> Invocation:
@@ -115,6 +119,7 @@ def test_exports_carry_tokens_and_detail(tmp_path: Path) -> None:
 def make_v1_file(path: Path, invs: list[Invocation]) -> None:
     """A results file exactly as gpubench 1 wrote it: its DDL, its meta, its 22-column rows."""
     assert V1_DDL != DDL and "token_us" not in V1_DDL and "token_us" not in V1_INSERT
+    assert "retry_after_s" not in V1_DDL and "status TEXT,\n    PRIMARY" not in V1_DDL
     conn = sqlite3.connect(path, isolation_level=None)
     conn.executescript(V1_DDL)
     conn.executemany(
@@ -183,7 +188,7 @@ def test_v1_file_reads_as_is_read_only_and_migrates_when_writable(tmp_path: Path
         assert [a.size for a in s.token_times(1, target="a")] == [0, 0, 0]
     assert _version(path) == "1"  # a reader never changes the file
     with Store(path) as s:
-        assert _version(path) == "2"
+        assert _version(path) == "3"
         assert s.invocations(1) == old
         new = begin_with(s, [with_tokens(7, 4)])
         assert s.invocations(new.id) == [with_tokens(7, 4)]
@@ -199,9 +204,9 @@ def test_a_newer_file_is_still_refused(tmp_path: Path) -> None:
     with Store(path) as s:
         begin(s)
     conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+    conn.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
     conn.close()
-    with pytest.raises(StoreError, match="version 3 is newer"):
+    with pytest.raises(StoreError, match="version 4 is newer"):
         Store(path, readonly=True)
 
 

@@ -8,6 +8,7 @@ import json
 import os
 from pathlib import Path
 
+from .._secrets import remember, without_secrets
 from ._config import API_KEY_ENV, LocalRuntimeConfig
 
 # How long a worker gets to exit after its stdin closes, then after SIGTERM, before SIGKILL.
@@ -26,8 +27,12 @@ BOOTSTRAP = (
 
 
 def worker_env(config: LocalRuntimeConfig) -> dict[str, str]:
-    """The environment of every worker: ours plus ``config.env``, never the API key."""
-    env = {**os.environ, **config.env}
+    """The environment of every worker: ours plus ``config.env``, never the API key nor any
+    variable holding it or another secret this process knows (``_secrets.without_secrets``);
+    ``config.env`` is given to workers explicitly, so it is kept as it is."""
+    if config.api_key is not None:
+        remember(config.api_key.get_secret_value())
+    env = {**without_secrets(os.environ), **config.env}
     env.pop(API_KEY_ENV, None)  # a worker runs user code: it never needs the gateway's key
     return env
 

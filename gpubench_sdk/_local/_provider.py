@@ -32,7 +32,6 @@ from ._config import (
     LocalRuntimeConfig,
     MaxWorkers,
     MinWorkers,
-    check_bounds,
 )
 from ._spawn import RuntimeProcess, spawn_runtime
 
@@ -57,7 +56,9 @@ class LocalOptions(ProviderOptions):
 
     @model_validator(mode="after")
     def _bounds(self) -> Self:
-        check_bounds(self.min_workers, self.max_workers)
+        if self.min_workers > self.max_workers:  # named, so the plan's error points at it
+            expected = f"at most max_workers ({self.max_workers}): min_workers must not exceed it"
+            raise ConfigError("min_workers", self.min_workers, expected)
         return self
 
 

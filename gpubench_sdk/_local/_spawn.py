@@ -10,6 +10,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+from .._secrets import without_secrets
 from ._config import API_KEY_ENV, LocalRuntimeConfig
 from ._gateway import LISTENING_LINE
 
@@ -18,7 +19,9 @@ _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _runtime_env(config: LocalRuntimeConfig) -> dict[str, str]:
-    env = dict(os.environ)
+    # Never a secret this process holds (the variable api_key_env names, a cloud key...): the
+    # runtime's workers run user code. Its own key travels in API_KEY_ENV, popped on arrival.
+    env = without_secrets(os.environ)
     env.pop(API_KEY_ENV, None)
     if config.api_key is not None:
         env[API_KEY_ENV] = config.api_key.get_secret_value()

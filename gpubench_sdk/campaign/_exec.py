@@ -84,7 +84,8 @@ def create_campaign(
         raise ConfigError(
             masked,
             "(hidden)",
-            "no credential written in the plan (a header, option or URL password): a campaign "
+            "no credential written in the plan (a header, option, URL password or query "
+            "value): a campaign "
             "stores its plan and reruns it, so reference secrets with api_key_env / api_key_file",
         )
     regions: dict[str, str | None] = {}
@@ -117,7 +118,7 @@ def _masked_path(plain: Any, stored: Any, where: str = "") -> str | None:
     elif (
         isinstance(plain, str)
         and plain != stored
-        and (stored == MASK or urlsplit(plain).password is not None)
+        and (MASK in str(stored) or urlsplit(plain).password is not None)  # a query value too
     ):
         return where
     return None
