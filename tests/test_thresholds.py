@@ -6,6 +6,7 @@ import math
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -274,3 +275,43 @@ def test_example_thresholds_plan(tmp_path: Path) -> None:
     with Store(store, readonly=True) as s:
         assert [r.status for r in s.runs()] == ["completed"] * 4
         assert np.asarray(s.columns(1)["outcome"]).size > 0
+
+
+THROTTLED_AND_CUT = """
+[run]
+name = "throttled-and-cut"
+
+[[targets]]
+name = "busy"
+provider = "http"
+url = "{url}/invoke?mode=429"
+
+[[targets]]
+name = "slow"
+provider = "http"
+url = "{url}/invoke?delay_ms=400"
+
+[[scenarios]]
+kind = "burst"
+total = 3
+concurrency = 1
+
+[[scenarios]]
+kind = "rate"
+rps = 10
+duration_s = 5
+deadline_s = 0.5
+"""
+
+
+def test_run_says_retry_after_and_a_deadline_cut(tmp_path: Path, echo_server: Any) -> None:
+    """What the store keeps (Retry-After per request, a scenario cut by its deadline_s) is on
+    screen after the run and in `results show`, not only in an export."""
+    plan = tmp_path / "p.toml"
+    plan.write_text(THROTTLED_AND_CUT.format(url=echo_server.url))
+    store = str(tmp_path / "s.sqlite")
+    done = gpubench("run", str(plan), "--store", store, "--quiet")
+    assert done.returncode == 1, done.stdout + done.stderr  # "busy" never succeeds
+    for out in (done.stdout, gpubench("results", "show", "--store", store).stdout):
+        assert "busy: " in out and "asked to retry after median 1 s, max 1 s" in out, out
+        assert "scenario 1 (rate) was cut by its deadline_s=0.5" in out, out

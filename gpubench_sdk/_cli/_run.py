@@ -252,7 +252,10 @@ def _execute_processes(
     total = sum(s.planned(len(config.targets)) for s in config.build_scenarios())
     progress = _progress(quiet)
     task = progress.add_task(f"{processes} processes", total=total, errors="-")
-    build = functools.partial(_build_for_process, config.stored(), store, otlp_endpoint, processes)
+    # The plan as written, not as stored: stored() masks header and query values, which the
+    # processes must send. Each process stores its own masked copy.
+    plan = config.model_dump(mode="json")
+    build = functools.partial(_build_for_process, plan, store, otlp_endpoint, processes)
     with progress:
         result = run_processes(
             build, processes, on_progress=lambda n: progress.update(task, completed=n)
@@ -299,6 +302,20 @@ def print_run(store: Store, run: RunInfo, status: str) -> None:
     groups = error_groups(store, run)
     for line in render_errors(groups) if groups else ():
         out.print(escape(line), highlight=False, soft_wrap=True)
+    for i, sc in enumerate(run.scenarios):
+        if sc.status == "deadline":
+            out.print(
+                f"[yellow]note:[/] scenario {i} ({sc.kind}) was cut by its deadline_s="
+                f"{sc.params.get('deadline_s', '?')}: its requests in flight are stored as "
+                "cancelled and it did not run to its planned end",
+                highlight=False,
+            )
+    for target, wait in store.retry_after(run.id).items():
+        out.print(
+            f"{escape(target)}: {wait.count} throttled answer(s) asked to retry after "
+            f"median {wait.median_s:g} s, max {wait.max_s:g} s (Retry-After)",
+            highlight=False,
+        )
     from ._cost import print_run_costs  # the cost catalog loads only when a plan has prices
 
     print_run_costs(store, run)
