@@ -10,7 +10,8 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import EchoProvider
+from aiohttp import web
+from conftest import EchoProvider, LoopbackServer
 
 from gpubench_sdk import Burst, ColdStarts, EchoProbe, Outcome, Phase, Rate, Runner, Store
 from gpubench_sdk._multiproc import run_processes
@@ -148,3 +149,40 @@ def test_max_requests_is_one_budget_across_processes(external_server: str, tmp_p
     with Store(store) as s:
         invs = s.invocations(result.run_id)
     assert len(invs) == 10 and all(i.outcome is Outcome.OK for i in invs)
+
+
+def _header_checking_app() -> web.Application:
+    async def invoke(request: web.Request) -> web.Response:
+        if request.headers.get("X-Authentication") != "s3cret-token-4711":
+            return web.json_response({"error": "bad credential"}, status=401)
+        body = await request.json()
+        return web.json_response({"echo": body.get("echo")})
+
+    app = web.Application()
+    app.router.add_post("/invoke", invoke)
+    return app
+
+
+def test_cli_processes_send_the_headers_as_written(tmp_path: Path) -> None:
+    """Each process gets the plan as written: the stored copy masks header values, and a
+    process built from it would send '***' (every request a 401)."""
+    plan = tmp_path / "p.toml"
+    store = tmp_path / "s.sqlite"
+    with LoopbackServer(_header_checking_app()) as server:
+        plan.write_text(
+            f'[[targets]]\nname = "h"\nprovider = "http"\nurl = "{server.url}/invoke"\n'
+            'headers = {"X-Authentication" = "s3cret-token-4711"}\n'
+            '[[scenarios]]\nkind = "burst"\ntotal = 8\nconcurrency = 2\n'
+        )
+        done = subprocess.run(
+            [sys.executable, "-m", "gpubench_sdk", "run", str(plan), "--store", str(store),
+             "--processes", "2", "--quiet"],
+            capture_output=True, text=True, timeout=180,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "s3cret-token-4711" not in done.stdout + done.stderr
+    with Store(store, readonly=True) as s:
+        (run,) = s.runs()
+        invs = s.invocations(run.id)
+    assert len(invs) == 8 and all(i.outcome is Outcome.OK for i in invs)
+    assert b"s3cret-token-4711" not in store.read_bytes()
