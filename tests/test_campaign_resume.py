@@ -138,9 +138,13 @@ def test_example_campaign_ticked_compressed(tmp_path: Path) -> None:
     """examples/campaign.toml, two slots 2 s apart, run by two `campaign tick`s as cron would."""
     store = tmp_path / "example.sqlite"
     config = load_config(EXAMPLE)
-    schedule = Schedule(time.time_ns(), 4, every_s=2, grace_s=600, seed=3)
+    start_ns = time.time_ns()
+    schedule = Schedule(start_ns, 4, every_s=2, grace_s=600, seed=3)
     create_campaign(config, schedule, store=store, name="example")
     for slot in (0, 1):
+        # cron ticks after the slot is due: on a fast machine slot 0's tick ends before
+        # slot 1's time, and a tick then would rightly find nothing due
+        time.sleep(max(0.0, (start_ns + slot * 2_000_000_000 - time.time_ns()) / 1e9 + 0.05))
         tick = gpubench("campaign", "tick", "example", "--store", str(store))
         out, _ = tick.communicate(timeout=120)
         assert tick.returncode == 0, out
