@@ -15,6 +15,8 @@ import anyio.lowlevel
 import anyio.to_thread
 
 from ._errors import ConfigError
+from ._http import record_retries
+from ._input import check_inputs
 from ._monitor import HealthWindow, Monitor
 from ._provider import Provider
 from ._results import RunResult, Target, classify, sole_exception
@@ -84,6 +86,7 @@ class Runner:
         if isinstance(targets, Mapping):
             targets = [Target(n, p) for n, p in targets.items()]
         _validate(targets, scenarios, max_requests)
+        check_inputs(targets, workload)  # ConfigError before anything is sent
         self._targets = list(targets)
         self._workload = workload
         self._scenarios = list(scenarios)
@@ -375,6 +378,7 @@ class Runner:
         outcome = Outcome.OK
         cancelled: BaseException | None = None
         deadline = anyio.move_on_after(lt.deadline_s)
+        resent = record_retries()  # filled by the transport if it resends (rare)
         try:
             with deadline:
                 result = await lt.provider.invoke(request)
@@ -418,6 +422,8 @@ class Runner:
             # len(), not truth: a plugin may hand a numpy array. Off our clock: dropped.
             if times is not None and len(times) and start <= min(times) and max(times) <= end:
                 tokens = [t - origin for t in times]
+        if resent:  # the request went out again on a fresh connection: say so with it
+            detail = {**(detail or {}), "transport_retries": resent}
         # Confirmed only on evidence: the provider reported it as a fact, or the target was
         # verified cold just before this request. A timing-based guess stays inferred.
         confirmed = cold is True and result is not None and result.cold_confirmed
