@@ -101,9 +101,9 @@ class _Connector(aiohttp.TCPConnector):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if hasattr(self, "_factory"):  # aiohttp >= 3.9 builds protocols with it
-            self._factory = functools.partial(_Handler, loop=self._loop)
+            self._factory = functools.partial(_Handler, loop=self._loop)  # type: ignore[assignment]
 
-    async def connect(self, req: Any, traces: Any, timeout: Any) -> Any:
+    async def connect(self, req: Any, traces: Any, timeout: Any) -> Any:  # noqa: ASYNC109
         conn = await super().connect(req, traces, timeout)
         proto = conn.protocol
         if isinstance(proto, _Handler):
@@ -111,6 +111,9 @@ class _Connector(aiohttp.TCPConnector):
             proto.heard = False
             _ATTEMPT.set(proto)
         return conn
+
+
+_DIED = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, ConnectionError)
 
 
 def _never_ran(exc: Exception) -> bool:
@@ -122,7 +125,7 @@ def _never_ran(exc: Exception) -> bool:
         proto is not None
         and proto.uses > 1
         and not proto.heard
-        and isinstance(exc, aiohttp.ServerDisconnectedError | ConnectionError | aiohttp.ClientOSError)
+        and isinstance(exc, _DIED)
         and not isinstance(exc, aiohttp.ClientConnectorError | TimeoutError)
     )
 

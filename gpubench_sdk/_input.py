@@ -175,7 +175,8 @@ def _lookup(payload: Payload, name: str, field: str) -> Any:
     try:
         return payload[name]
     except KeyError:
-        raise ConfigError(field, f"{{{name}}}", f"a field of the request ({sorted(payload)})")
+        have = f"a field of the request ({sorted(payload)})"
+        raise ConfigError(field, f"{{{name}}}", have) from None
 
 
 def _placeholders(template: Any, field: str) -> Iterator[tuple[str, str]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextvars import ContextVar
 from types import TracebackType
 from typing import Any, ClassVar, Self
@@ -58,7 +58,7 @@ class ProviderOptions(BaseModel):
         return data
 
 
-Invoke = Callable[["Provider", Request], Awaitable[Result]]
+Invoke = Callable[["Provider", Request], Coroutine[Any, Any, Result]]
 # The provider whose invoke boundary the current call is inside: a subclass's invoke calling
 # super().invoke() must not map the input or the errors a second time.
 _INSIDE: ContextVar[Provider | None] = ContextVar("gpubench_invoke", default=None)
@@ -109,7 +109,7 @@ class Provider:
         super().__init_subclass__(**kwargs)
         invoke = cls.__dict__.get("invoke")
         if callable(invoke) and not getattr(invoke, "__gpubench_boundary__", False):
-            cls.invoke = _boundary(invoke)  # type: ignore[method-assign]
+            cls.invoke = _boundary(invoke)  # type: ignore[method-assign,assignment]
 
     name: ClassVar[str] = ""
     capabilities: ClassVar[Capabilities] = Capabilities()
