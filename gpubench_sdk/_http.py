@@ -87,13 +87,20 @@ class _Handler(ResponseHandler):
     uses = 0  # requests sent on this connection so far
     heard = False  # a byte arrived since the current request was sent
 
+    def set_response_params(self, *args: Any, **kwargs: Any) -> None:
+        # aiohttp calls this once per request, on the connection it was given (from the pool
+        # or new), just before sending: the request is now this connection's.
+        self.uses += 1
+        self.heard = False
+        _ATTEMPT.set(self)  # same task as the transport's call: it sees the value
+        super().set_response_params(*args, **kwargs)
+
     def data_received(self, data: bytes) -> None:
         self.heard = True
         super().data_received(data)
 
 
-# The connection the current task's latest request went out on (set by _Connector.connect,
-# awaited inline by the request, so the transport sees it in the same context).
+# The connection the current task's latest request went out on.
 _ATTEMPT: ContextVar[_Handler | None] = ContextVar("gpubench_http_attempt", default=None)
 
 
@@ -102,15 +109,6 @@ class _Connector(aiohttp.TCPConnector):
         super().__init__(**kwargs)
         if hasattr(self, "_factory"):  # aiohttp >= 3.9 builds protocols with it
             self._factory = functools.partial(_Handler, loop=self._loop)  # type: ignore[assignment]
-
-    async def connect(self, req: Any, traces: Any, timeout: Any) -> Any:  # noqa: ASYNC109
-        conn = await super().connect(req, traces, timeout)
-        proto = conn.protocol
-        if isinstance(proto, _Handler):
-            proto.uses += 1
-            proto.heard = False
-            _ATTEMPT.set(proto)
-        return conn
 
 
 _DIED = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, ConnectionError)
