@@ -155,9 +155,7 @@ class FlakyKeepAlive:
 
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
-        server = self._loop.run_until_complete(
-            asyncio.start_server(self._serve, "127.0.0.1", 0)
-        )
+        server = self._loop.run_until_complete(asyncio.start_server(self._serve, "127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
         self._ready.set()
         self._loop.run_forever()
@@ -255,3 +253,32 @@ async def test_the_runner_records_the_server_failures_not_transport(tmp_path: Pa
     assert server.dropped == 5 and len(server.handled) == 12
     resent = [r for r in rows if r.detail and "transport_retries" in r.detail]
     assert len(resent) == 5
+
+
+async def test_uvicorn_closing_after_an_unhandled_exception_costs_no_request() -> None:
+    """The case as met: uvicorn answers an app's unhandled exception with a 500 that keeps the
+    connection open, then resets it when the next request arrives on it."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request as HTTPRequest
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    from gpubench_sdk.testing import serve
+
+    seen: list[int] = []
+
+    async def predict(request: HTTPRequest) -> JSONResponse:
+        await request.body()
+        seen.append(len(seen))
+        if len(seen) % 2 == 0:
+            raise RuntimeError("the model failed")
+        return JSONResponse({"n": len(seen)})
+
+    app = Starlette(routes=[Route("/predict", predict, methods=["POST"])])
+    with serve(app) as served:
+        async with make_client() as client:
+            answers = [await client.post(f"{served.url}/predict", json={}) for _ in range(6)]
+    assert [r.status_code for r in answers] == [200, 500] * 3
+    assert "connection" not in answers[1].headers  # no warning that the socket is done for
+    assert len(seen) == 6  # every request ran once: none lost to the dead socket
+    assert [retried(r) is not None for r in answers] == [False, False, True, False, True, False]
