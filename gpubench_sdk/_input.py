@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from ._errors import ConfigError
+from ._secrets import SENSITIVE
 from ._types import Request
 
 if TYPE_CHECKING:
@@ -71,6 +72,12 @@ class InputMap(BaseModel):
         both = sorted(frozenset(self.drop) & self.rename.keys())
         if both:
             raise ValueError(f"fields both dropped and renamed: {both}")
+        for where, key in _constants(self.set, "set") + _constants(self.template, "template"):
+            if SENSITIVE.search(key):
+                raise ValueError(
+                    f"{where}: a credential written here would be stored with the run; keep it "
+                    "in the endpoint's own configuration"
+                )
         if self.template is not None:
             self._render = _compile(self.template, "template")
         return self
@@ -190,6 +197,21 @@ def _placeholders(template: Any, field: str) -> Iterator[tuple[str, str]]:
     elif isinstance(template, list):
         for i, v in enumerate(template):
             yield from _placeholders(v, f"{field}[{i}]")
+
+
+def _constants(value: Any, field: str) -> list[tuple[str, str]]:
+    """(where, key) of every literal string under a key, placeholders excepted."""
+    found: list[tuple[str, str]] = []
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            if isinstance(v, str) and not _PLACEHOLDER.search(v):
+                found.append((f"{field}.{k}", str(k)))
+            else:
+                found += _constants(v, f"{field}.{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            found += _constants(v, f"{field}[{i}]")
+    return found
 
 
 def _text(value: Any) -> str:

@@ -70,6 +70,8 @@ def test_a_template_keeps_the_types_of_whole_placeholders() -> None:
         ({"rename": {"a": "x"}, "drop": ["a"]}, "both dropped and renamed"),
         ({"template": {"a": "{prompt"}}, "balanced braces"),
         ({"renames": {}}, "Extra inputs"),
+        ({"set": {"hf_token": "hf_abc123"}}, "stored with the run"),
+        ({"template": {"auth": {"api_key": "k-1234"}, "p": "{prompt}"}}, "stored with the run"),
     ],
 )
 def test_contradictions_are_refused_when_built(fields: dict[str, Any], words: str) -> None:

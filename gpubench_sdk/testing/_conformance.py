@@ -15,14 +15,11 @@ declares switch on the matching tests; the others are skipped, saying why.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import json
 import logging
 import time
-import urllib.parse
 from collections.abc import Coroutine, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -31,19 +28,17 @@ import pytest
 from .. import telemetry
 from .._errors import (
     ClientHTTPError,
-    ColdTimeoutError,
-    InvalidResponseError,
     ProviderError,
     ServerHTTPError,
     ThrottledError,
-    TransportError,
 )
 from .._provider import Provider
 from .._results import classify
 from .._runner import run
 from .._scenarios import Burst, ColdStarts
-from .._types import Outcome, Request, Result, ScalingSettings
+from .._types import Request, Result, ScalingSettings
 from .._workload import EchoProbe
+from ._cases import FAULT_CASES, POLL_FAULT_CASES, FaultCase, leak_forms
 from ._faults import ASGIApp, Fault
 from ._fleet import FleetConfig, SimulatedFleet
 from ._harness import ServedApp, serve
@@ -53,89 +48,7 @@ from ._timing import Duration
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
-class FaultCase:
-    """An injected fault and the errors a provider may map it to."""
-
-    name: str
-    fault: Fault
-    errors: tuple[type[ProviderError], ...]
-    outcomes: frozenset[Outcome]
-
-
-FAULT_CASES = (
-    FaultCase("throttle", Fault.throttle(), (ThrottledError,), frozenset({Outcome.THROTTLED})),
-    FaultCase(
-        "throttle_retry_after",
-        Fault.throttle(retry_after_s=3),
-        (ThrottledError,),
-        frozenset({Outcome.THROTTLED}),
-    ),
-    FaultCase(
-        "server_error_500",
-        Fault.server_error(500),
-        (ServerHTTPError,),
-        frozenset({Outcome.HTTP_5XX}),
-    ),
-    FaultCase(
-        "server_error_502",
-        Fault.server_error(502),
-        (ServerHTTPError,),
-        frozenset({Outcome.HTTP_5XX}),
-    ),
-    FaultCase(
-        "unavailable_while_cold",
-        Fault.unavailable_while_cold(),
-        (ServerHTTPError, ColdTimeoutError),
-        frozenset({Outcome.HTTP_5XX, Outcome.COLD_TIMEOUT}),
-    ),
-    FaultCase(
-        "malformed",
-        Fault.malformed(),
-        (InvalidResponseError,),
-        frozenset({Outcome.INVALID_RESPONSE}),
-    ),
-    FaultCase(
-        "truncated",
-        Fault.truncated(),
-        (TransportError, InvalidResponseError),
-        frozenset({Outcome.TRANSPORT, Outcome.INVALID_RESPONSE}),
-    ),
-    FaultCase("reset", Fault.reset(), (TransportError,), frozenset({Outcome.TRANSPORT})),
-    FaultCase(
-        "job_failed",
-        Fault.job_failed(),
-        (ServerHTTPError, InvalidResponseError),
-        frozenset({Outcome.HTTP_5XX, Outcome.INVALID_RESPONSE}),
-    ),
-)
-
-# Faults a polling provider must survive or report on its poll route ("poll"): everything an
-# HTTP answer can do wrong there. A reset is armed twice: the transport resends a request once
-# when its reused connection died before answering (see gpubench_sdk.make_client).
-POLL_FAULT_CASES = tuple(
-    c
-    for c in FAULT_CASES
-    if c.name in ("throttle", "server_error_500", "malformed", "truncated", "reset")
-)
-
 ECHO = "conformance-echo"
-
-
-def leak_forms(key: str) -> list[str]:
-    """The ways ``key`` can appear in text: as is, URL-encoded, and inside base64 (an HTTP
-    Basic ``user:key`` credential, at any of base64's three alignments, in either alphabet)."""
-    forms = {key, urllib.parse.quote(key, safe=""), urllib.parse.quote_plus(key)}
-    raw = key.encode()
-    for offset in range(3):
-        encoded = base64.b64encode(b"\0" * offset + raw).decode()
-        # the characters that depend on the key's bytes alone, whatever precedes them
-        first = -(-8 * offset // 6)
-        last = (8 * (offset + len(raw))) // 6
-        core = encoded[first:last]
-        if len(core) >= 8:
-            forms |= {core, core.replace("+", "-").replace("/", "_")}
-    return sorted(forms)
 
 
 class ProviderConformance:
@@ -244,7 +157,7 @@ class ProviderConformance:
         self, case: FaultCase, served: ServedApp, fleet: SimulatedFleet
     ) -> None:
         route = "job" if case.fault.default_route == "job" else self.fault_route
-        fleet.faults.next(1, case.fault, on=route)
+        fleet.faults.next(case.times, case.fault, on=route)
 
         async def go() -> BaseException:
             async with self.make_provider(served) as provider:
@@ -270,7 +183,7 @@ class ProviderConformance:
     ) -> None:
         """A fault on the poll route either fails the request with the right error, naming
         the job it was polling (``request_id``), or is outlived: the right output comes back."""
-        fleet.faults.next(2 if case.name == "reset" else 1, case.fault, on="poll")
+        fleet.faults.next(case.times, case.fault, on="poll")
 
         async def go() -> Result | ProviderError:
             async with self.make_provider(served) as provider:
