@@ -44,7 +44,7 @@ def config_error(exc: ValidationError, prefix: str = "") -> ConfigError:
     loc = _location(tuple(first["loc"]))
     field = f"{prefix}.{loc}" if prefix and loc else (prefix or loc or "config")
     expected = first["msg"]
-    value = first.get("input")
+    value = scrub(first.get("input"))  # a nested credential-named value is never shown
     if first["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
         # the value is not shown: an unknown field may well be a misplaced secret
         value, expected = "(not shown)", "no such field: remove it or check its spelling"

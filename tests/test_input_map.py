@@ -187,3 +187,26 @@ def test_the_example_maps_sdxls_schema(tmp_path: Path) -> None:
     assert "as sent: 6 requests, outcomes ['http_4xx'], 0 images" in done.stdout
     assert "'num_images'" in done.stdout  # the model's own refusal, kept in the error
     assert "mapped: 6 requests, outcomes ['ok'], 12 images" in done.stdout
+
+
+def test_a_credential_constant_is_refused_without_being_shown(tmp_path: Path) -> None:
+    plan = tmp_path / "plan.toml"
+    plan.write_text(
+        """
+[[targets]]
+name = "m"
+provider = "echo-test"
+url = "http://127.0.0.1:9"
+input = { set = { hf_token = "hf_Zq8rT5vLm2nP0x" } }
+
+[[scenarios]]
+kind = "burst"
+total = 1
+concurrency = 1
+"""
+    )
+    (target,) = load_config(plan).targets
+    with pytest.raises(ConfigError) as info:
+        provider_options(target, EchoOptions)
+    assert "set.hf_token" in str(info.value) and "stored with the run" in str(info.value)
+    assert "hf_Zq8rT5vLm2nP0x" not in str(info.value)
