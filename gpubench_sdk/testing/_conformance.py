@@ -32,6 +32,7 @@ from .._errors import (
     ServerHTTPError,
     ThrottledError,
 )
+from .._input import InputMap
 from .._provider import Provider
 from .._results import classify
 from .._runner import run
@@ -124,6 +125,24 @@ class ProviderConformance:
         assert isinstance(result, Result)
         assert result.output == {"echo": ECHO}
         assert self.truth_of(fleet, result).status is JobStatus.COMPLETED
+
+    def test_input_map_reaches_the_server(self, served: ServedApp, fleet: SimulatedFleet) -> None:
+        """The provider's ``input`` option (``InputMap``, applied by ``Provider`` itself) shapes
+        what the job receives: the payload's ``text`` arrives as ``echo``, with a constant."""
+        mapping = InputMap(rename={"text": "echo"}, set={"sleep_ms": 20})
+
+        async def go() -> Result:
+            made = self.make_provider(served)
+            async with type(made)(made.options, input=mapping) as provider:
+                request = Request(seq=0, payload={"text": ECHO})
+                result, _, _ = await self.timed_invoke(provider, request)
+            return result
+
+        result = self.run_async(go())
+        job = fleet.job(self.truth_of(fleet, result).job_id)
+        assert job is not None and job.status is JobStatus.COMPLETED
+        assert job.input.get("echo") == ECHO and "text" not in job.input, job.input
+        assert job.input.get("sleep_ms") == 20, job.input
 
     def test_timings_are_consistent(self, served: ServedApp, fleet: SimulatedFleet) -> None:
         tol = self.timing_tolerance_ms
