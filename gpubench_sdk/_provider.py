@@ -71,7 +71,7 @@ def _boundary(invoke: Invoke) -> Invoke:
     async def bounded(self: Provider, request: Request) -> Result:
         if _INSIDE.get() is self:
             return await invoke(self, request)
-        mapping = self.options.input
+        mapping: InputMap | None = getattr(self.options, "input", None)
         if mapping is not None:
             request = mapping.map_request(request)
         token = _INSIDE.set(self)
