@@ -193,14 +193,16 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=timeouts.get("connect"), sock_read=timeouts.get("read")
         )
-        url, head = str(request.url), list(request.headers.multi_items())
+        url, head = request.url, list(request.headers.multi_items())
+        if url.userinfo:  # httpx already sent it as an Authorization header; aiohttp refuses both
+            url = url.copy_with(userinfo=b"")
         resent: str | None = None
         _ATTEMPT.set(None)
         try:
             try:
                 response = await session.request(
                     request.method,
-                    url,
+                    str(url),
                     headers=head,
                     data=body or None,
                     allow_redirects=False,
@@ -216,7 +218,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                     seen.append(resent)
                 response = await self._fresh_session().request(
                     request.method,
-                    url,
+                    str(url),
                     headers=head,
                     data=body or None,
                     allow_redirects=False,

@@ -49,6 +49,13 @@ def _app() -> web.Application:
     async def see_other(request: web.Request) -> web.Response:
         raise web.HTTPSeeOther("/plain")
 
+    async def echo_error(request: web.Request) -> web.Response:
+        asked = await request.json()
+        key = request.query.get("token", "")
+        return web.json_response(
+            {"error": f"invalid key {key}"}, status=asked["status"], headers=asked["headers"]
+        )
+
     async def set_cookie(request: web.Request) -> web.Response:
         return web.Response(text="ok", headers={"Set-Cookie": "session=abc"})
 
@@ -59,6 +66,7 @@ def _app() -> web.Application:
     app.router.add_post("/see-other", see_other)
     app.router.add_get("/slow-sized", slow_sized)
     app.router.add_get("/cookie", set_cookie)
+    app.router.add_post("/echo-error", echo_error)
     return app
 
 
@@ -282,3 +290,44 @@ async def test_uvicorn_closing_after_an_unhandled_exception_costs_no_request() -
     assert "connection" not in answers[1].headers  # no warning that the socket is done for
     assert len(seen) == 6  # every request ran once: none lost to the dead socket
     assert [retried(r) is not None for r in answers] == [False, False, True, False, True, False]
+
+
+async def test_as_provider_error_names_method_url_status_and_keeps_the_body(
+    server: LoopbackServer,
+) -> None:
+    from gpubench_sdk import (
+        ClientHTTPError,
+        InvalidResponseError,
+        ThrottledError,
+        TransportError,
+        as_provider_error,
+        remember,
+    )
+
+    remember("sk-live-7c1e2f9a")
+    async with make_client() as client:
+        url = server.url.replace("://", "://user:pw-4f2a9c@") + "/echo-error?token=sk-live-7c1e2f9a"
+        r = await client.post(url, json={"status": 403, "headers": {"Retry-After": "2"}})
+        with pytest.raises(httpx.HTTPStatusError) as info:
+            r.raise_for_status()
+    err = as_provider_error(info.value, provider="p")
+    assert isinstance(err, ClientHTTPError) and err.status_code == 403 and err.provider == "p"
+    text = str(err)
+    assert text.startswith(f"[p] POST {server.url}/echo-error: HTTP 403 Forbidden: ")
+    assert "invalid key ***" in text  # the server's words, the echoed key masked
+    assert "sk-live" not in text and "pw-4f2a9c" not in text and "token" not in text
+
+    throttled = httpx.Response(429, headers={"Retry-After": "2"}, request=r.request)
+    exc = httpx.HTTPStatusError("429", request=r.request, response=throttled)
+    mapped = as_provider_error(exc, provider="p")
+    assert isinstance(mapped, ThrottledError) and mapped.retry_after_s == 2.0
+
+    async with make_client(timeout_s=1) as client:
+        with pytest.raises(httpx.ConnectError) as refused:
+            await client.get("http://127.0.0.1:9/x")
+    gone = as_provider_error(refused.value, provider="p")
+    assert isinstance(gone, TransportError) and str(gone).startswith(
+        "[p] GET http://127.0.0.1:9/x: "
+    )
+    bad = as_provider_error(ValueError("Expecting value: line 1"), provider="p")
+    assert isinstance(bad, InvalidResponseError) and "ValueError: Expecting value" in str(bad)
