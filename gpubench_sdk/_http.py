@@ -328,7 +328,9 @@ def make_client(
 _BODY_SHOWN = 300
 
 
-def as_provider_error(exc: BaseException, *, provider: str) -> ProviderError:
+def as_provider_error(
+    exc: BaseException, *, provider: str, request_id: str | None = None
+) -> ProviderError:
     """The ``ProviderError`` an exception escaping ``invoke`` stands for.
 
     ``Provider`` applies it to whatever its ``invoke`` raises, so ``raise_for_status()`` and a
@@ -338,7 +340,17 @@ def as_provider_error(exc: BaseException, *, provider: str) -> ProviderError:
     becomes ``ThrottledError`` with ``Retry-After``'s seconds. Parsing errors (and plugin bugs)
     become ``InvalidResponseError`` with the exception's type in the message. Secrets the
     process knows are masked (``ProviderError`` redacts every message).
+
+    ``request_id`` (e.g. the job a failed poll was reading) is set on the error unless it
+    already names one: ``raise as_provider_error(exc, provider=..., request_id=job) from exc``.
     """
+    error = _as_provider_error(exc, provider)
+    if error.request_id is None:
+        error.request_id = request_id
+    return error
+
+
+def _as_provider_error(exc: BaseException, provider: str) -> ProviderError:
     if isinstance(exc, ProviderError):
         return exc
     where = ""

@@ -331,3 +331,13 @@ async def test_as_provider_error_names_method_url_status_and_keeps_the_body(
     )
     bad = as_provider_error(ValueError("Expecting value: line 1"), provider="p")
     assert isinstance(bad, InvalidResponseError) and "ValueError: Expecting value" in str(bad)
+
+
+def test_as_provider_error_names_the_job_unless_the_error_already_does() -> None:
+    from gpubench_sdk import ServerHTTPError, TransportError, as_provider_error
+
+    polled = as_provider_error(httpx.ReadError("reset"), provider="p", request_id="job-1")
+    assert isinstance(polled, TransportError) and polled.request_id == "job-1"
+    named = ServerHTTPError("failed", provider="p", request_id="job-0")
+    assert as_provider_error(named, provider="p", request_id="job-1") is named
+    assert named.request_id == "job-0"
