@@ -9,8 +9,10 @@ keep the httpx API they know while the sockets are aiohttp's. ``bench/loadgen.py
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import functools
 import http.cookiejar
+import math
 import time
 from collections.abc import AsyncIterator
 from contextvars import ContextVar
@@ -390,9 +392,15 @@ def _body_text(response: httpx.Response) -> str:
 
 
 def retry_after_s(response: httpx.Response) -> float | None:
-    """``Retry-After`` in seconds when it is a number (the HTTP-date form is rare in APIs)."""
+    """``Retry-After`` in seconds: a number, or an HTTP date (RFC 9110 section 10.2.3)."""
     value = response.headers.get("retry-after")
-    try:
-        return max(0.0, float(value)) if value is not None else None
-    except ValueError:
+    if not value:
         return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            seconds = email.utils.parsedate_to_datetime(value).timestamp() - time.time()
+        except (TypeError, ValueError):
+            return None
+    return max(0.0, seconds) if math.isfinite(seconds) else None

@@ -341,3 +341,29 @@ def test_as_provider_error_names_the_job_unless_the_error_already_does() -> None
     named = ServerHTTPError("failed", provider="p", request_id="job-0")
     assert as_provider_error(named, provider="p", request_id="job-1") is named
     assert named.request_id == "job-0"
+
+
+@pytest.mark.parametrize(
+    ("header", "low", "high"),
+    [
+        ("7", 7, 7),
+        ("Wed, 21 Oct 2015 07:28:00 GMT", 0, 0),
+        ("soon", None, None),
+        ("inf", None, None),
+    ],
+)
+def test_retry_after_reads_seconds_and_http_dates(
+    header: str, low: float | None, high: float | None
+) -> None:
+    import email.utils
+    import time
+
+    from gpubench_sdk._http import retry_after_s
+
+    def read(value: str) -> float | None:
+        return retry_after_s(httpx.Response(429, headers={"Retry-After": value}))
+
+    got = read(header)
+    assert got == low if low is None else low <= (got or 0) <= high
+    later = read(email.utils.formatdate(time.time() + 30, usegmt=True))
+    assert later is not None and 25 <= later <= 31
