@@ -15,7 +15,7 @@ __version__ = "0.1.0"
 
 if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     from ._capabilities import BillingModel, Capabilities
-    from ._config import RunConfig, load_config
+    from ._config import RunConfig, load_config, validate_options
     from ._errors import (
         CapabilityError,
         ClientHTTPError,
@@ -34,15 +34,17 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
         ThrottledError,
         TransportError,
     )
-    from ._http import first_byte_ns, make_client
+    from ._http import as_provider_error, first_byte_ns, make_client
+    from ._input import InputMap
     from ._local import LocalProvider, LocalRuntime, LocalRuntimeConfig
     from ._multiproc import run_processes
     from ._plan import build_run
     from ._plugins import PluginInfo, list_plugins, load_provider, provider_class, workload_class
     from ._provider import Provider, ProviderOptions
-    from ._results import RunResult, Target
+    from ._results import RunResult, Target, classify
     from ._runner import Runner, run
     from ._scenarios import Burst, ColdStarts, Rate, Scenario
+    from ._secrets import redact, remember, scrub_url
     from ._store import RunInfo, Store
     from ._summary import SummaryRow, summarize
     from ._thresholds import Threshold, ThresholdReport, check_thresholds
@@ -64,6 +66,7 @@ _EXPORTS: dict[str, str] = {
     "Capabilities": "._capabilities",
     "RunConfig": "._config",
     "load_config": "._config",
+    "validate_options": "._config",
     "CapabilityError": "._errors",
     "ClientHTTPError": "._errors",
     "ColdTimeoutError": "._errors",
@@ -80,7 +83,9 @@ _EXPORTS: dict[str, str] = {
     "StoreError": "._errors",
     "ThrottledError": "._errors",
     "TransportError": "._errors",
+    "as_provider_error": "._http",
     "first_byte_ns": "._http",
+    "InputMap": "._input",
     "make_client": "._http",
     "LocalProvider": "._local",
     "LocalRuntime": "._local",
@@ -96,12 +101,16 @@ _EXPORTS: dict[str, str] = {
     "ProviderOptions": "._provider",
     "RunResult": "._results",
     "Target": "._results",
+    "classify": "._results",
     "Runner": "._runner",
     "run": "._runner",
     "Burst": "._scenarios",
     "ColdStarts": "._scenarios",
     "Rate": "._scenarios",
     "Scenario": "._scenarios",
+    "redact": "._secrets",
+    "remember": "._secrets",
+    "scrub_url": "._secrets",
     "RunInfo": "._store",
     "Store": "._store",
     "SummaryRow": "._summary",
@@ -139,6 +148,7 @@ __all__ = [
     "GpubenchError",
     "HTTPStatusError",
     "ImageGeneration",
+    "InputMap",
     "InvalidResponseError",
     "Invocation",
     "LLMCompletion",
@@ -176,17 +186,23 @@ __all__ = [
     "Workload",
     "WorkloadOptions",
     "__version__",
+    "as_provider_error",
     "build_run",
     "check_thresholds",
+    "classify",
     "first_byte_ns",
     "list_plugins",
     "load_config",
     "load_provider",
     "make_client",
     "provider_class",
+    "redact",
+    "remember",
     "run",
     "run_processes",
+    "scrub_url",
     "summarize",
+    "validate_options",
     "workload_class",
 ]
 

@@ -70,7 +70,7 @@ def config_error(
         valid = {*_keys_at(model, parent), *also} - {"api_key"}  # api_key: never in a plan
         return unknown_key(field, str(key), place, valid, more)
     expected = first["msg"]
-    value = first.get("input")
+    value = scrub(first.get("input"))  # a nested credential-named value is never shown
     if first["type"] in ("missing", "missing_argument"):
         value, expected = "(nothing)", "a value: this field is required"
     return ConfigError(field, value, expected + more)

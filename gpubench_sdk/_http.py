@@ -9,16 +9,34 @@ keep the httpx API they know while the sockets are aiohttp's. ``bench/loadgen.py
 from __future__ import annotations
 
 import asyncio
+import email.utils
+import functools
 import http.cookiejar
+import math
 import time
 from collections.abc import AsyncIterator
+from contextvars import ContextVar
 from typing import Any
 
 import aiohttp
 import httpx
+from aiohttp.client_proto import ResponseHandler
+
+from ._errors import (
+    ClientHTTPError,
+    HTTPStatusError,
+    InvalidResponseError,
+    ProviderError,
+    RequestTimeoutError,
+    ServerHTTPError,
+    ThrottledError,
+    TransportError,
+)
+from ._secrets import redact, scrub_url
 
 FIRST_BYTE_EXT = "gpubench.first_byte_ns"
 STREAM_EXT = "gpubench.stream"
+RETRIED_EXT = "gpubench.retried"
 _EAGER_BODY_MAX = 1 << 20
 
 
@@ -65,6 +83,70 @@ def _map_error(exc: BaseException) -> Exception:
     return httpx.TransportError(f"{type(exc).__name__}: {text}")
 
 
+class _Handler(ResponseHandler):
+    """aiohttp's connection protocol, counting requests sent and noting any byte answered."""
+
+    uses = 0  # requests sent on this connection so far
+    heard = False  # a byte arrived since the current request was sent
+
+    def set_response_params(self, *args: Any, **kwargs: Any) -> None:
+        # aiohttp calls this once per request, on the connection it was given (from the pool
+        # or new), just before sending: the request is now this connection's.
+        self.uses += 1
+        self.heard = False
+        _ATTEMPT.set(self)  # same task as the transport's call: it sees the value
+        super().set_response_params(*args, **kwargs)
+
+    def data_received(self, data: bytes) -> None:
+        self.heard = True
+        super().data_received(data)
+
+
+# The connection the current task's latest request went out on.
+_ATTEMPT: ContextVar[_Handler | None] = ContextVar("gpubench_http_attempt", default=None)
+
+
+class _Connector(aiohttp.TCPConnector):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if hasattr(self, "_factory"):  # aiohttp >= 3.9 builds protocols with it
+            self._factory = functools.partial(_Handler, loop=self._loop)  # type: ignore[assignment]
+
+
+_DIED = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, ConnectionError)
+
+
+def _never_ran(exc: Exception) -> bool:
+    """True when the request went out on a kept-alive connection that died before answering
+    anything: the server had closed it (uvicorn does after an unhandled exception, without
+    ``Connection: close``), so the request provably never reached the application."""
+    proto = _ATTEMPT.get()
+    return (
+        proto is not None
+        and proto.uses > 1
+        and not proto.heard
+        and isinstance(exc, _DIED)
+        and not isinstance(exc, aiohttp.ClientConnectorError | TimeoutError)
+    )
+
+
+def retried(response: httpx.Response) -> str | None:
+    """Why the transport resent this request once on a fresh connection, if it did."""
+    value = response.extensions.get(RETRIED_EXT)
+    return value if isinstance(value, str) else None
+
+
+_RETRIES: ContextVar[list[str] | None] = ContextVar("gpubench_http_retries", default=None)
+
+
+def record_retries() -> list[str]:
+    """Start collecting, for the current context, why requests were resent; the list fills as
+    the transport resends (the runner reads it into each invocation's ``detail``)."""
+    seen: list[str] = []
+    _RETRIES.set(seen)
+    return seen
+
+
 class AiohttpTransport(httpx.AsyncBaseTransport):
     """An httpx transport that sends requests through one ``aiohttp.ClientSession``.
 
@@ -75,16 +157,33 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
     def __init__(self, *, verify: bool = True) -> None:
         self._verify = verify
         self._session: aiohttp.ClientSession | None = None
+        self._fresh: aiohttp.ClientSession | None = None
 
     def _open(self) -> aiohttp.ClientSession:
-        connector = aiohttp.TCPConnector(limit=0, ssl=self._verify)
-        self._session = aiohttp.ClientSession(
+        self._session = self._new_session(_Connector(limit=0, ssl=self._verify))
+        return self._session
+
+    def _fresh_session(self) -> aiohttp.ClientSession:
+        """A session whose every request opens its own connection: for the rare resend."""
+        if self._fresh is None:
+            self._fresh = self._new_session(
+                aiohttp.TCPConnector(limit=0, ssl=self._verify, force_close=True)
+            )
+        return self._fresh
+
+    @staticmethod
+    def _new_session(connector: aiohttp.BaseConnector) -> aiohttp.ClientSession:
+        session = aiohttp.ClientSession(
             connector=connector,
             auto_decompress=False,  # httpx decodes Content-Encoding itself
             skip_auto_headers=("User-Agent", "Accept-Encoding", "Accept"),
             cookie_jar=aiohttp.DummyCookieJar(),
         )
-        return self._session
+        # aiohttp silently resends idempotent requests after any connection error, fresh
+        # connection or not; ours resends only what provably never ran, and says so.
+        if hasattr(session, "_retry_connection"):
+            session._retry_connection = False
+        return session
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         session = self._session or self._open()
@@ -93,24 +192,47 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             body = request.content
         except httpx.RequestNotRead:  # a streaming request body
             body = await request.aread()
+        timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=timeouts.get("connect"), sock_read=timeouts.get("read")
+        )
+        url, head = request.url, list(request.headers.multi_items())
+        if url.userinfo:  # httpx already sent it as an Authorization header; aiohttp refuses both
+            url = url.copy_with(userinfo=b"")
+        resent: str | None = None
+        _ATTEMPT.set(None)
         try:
-            response = await session.request(
-                request.method,
-                str(request.url),
-                headers=list(request.headers.multi_items()),
-                data=body or None,
-                allow_redirects=False,
-                timeout=aiohttp.ClientTimeout(
-                    total=None,
-                    sock_connect=timeouts.get("connect"),
-                    sock_read=timeouts.get("read"),
-                ),
-            )
+            try:
+                response = await session.request(
+                    request.method,
+                    str(url),
+                    headers=head,
+                    data=body or None,
+                    allow_redirects=False,
+                    timeout=timeout,
+                )
+            except Exception as exc:
+                if not _never_ran(exc):
+                    raise
+                # Once, on a connection of its own (the pool may hold more dead ones).
+                resent = f"{type(exc).__name__} on a reused connection before any response byte"
+                seen = _RETRIES.get()
+                if seen is not None:
+                    seen.append(resent)
+                response = await self._fresh_session().request(
+                    request.method,
+                    str(url),
+                    headers=head,
+                    data=body or None,
+                    allow_redirects=False,
+                    timeout=timeout,
+                )
         except Exception as exc:
             raise _map_error(exc) from exc
         arrived = time.perf_counter_ns()
         headers = [(k, v) for k, v in response.raw_headers]
-        extensions = {"http_version": b"HTTP/1.1", FIRST_BYTE_EXT: arrived}
+        extensions: dict[str, Any] = {"http_version": b"HTTP/1.1", FIRST_BYTE_EXT: arrived}
+        if resent is not None:
+            extensions[RETRIED_EXT] = resent
         length = response.content_length
         streamed = request.extensions.get(STREAM_EXT, False)
         if length is not None and length <= _EAGER_BODY_MAX and not streamed:
@@ -138,9 +260,10 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         )
 
     async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        for session in (self._session, self._fresh):
+            if session is not None:
+                await session.close()
+        self._session = self._fresh = None
 
 
 class _RefusingJar(http.cookiejar.CookieJar):
@@ -202,3 +325,82 @@ def make_client(
         follow_redirects=follow_redirects,
         transport=AiohttpTransport(verify=verify),
     )
+
+
+_BODY_SHOWN = 300
+
+
+def as_provider_error(
+    exc: BaseException, *, provider: str, request_id: str | None = None
+) -> ProviderError:
+    """The ``ProviderError`` an exception escaping ``invoke`` stands for.
+
+    ``Provider`` applies it to whatever its ``invoke`` raises, so ``raise_for_status()`` and a
+    failed ``response.json()`` are enough in a plugin; the runner's ``classify`` and the testing
+    kit see the same errors. An HTTP status error names the method, the URL (without
+    credentials or query) and the status, and keeps the start of the server's body; a 429
+    becomes ``ThrottledError`` with ``Retry-After``'s seconds. Parsing errors (and plugin bugs)
+    become ``InvalidResponseError`` with the exception's type in the message. Secrets the
+    process knows are masked (``ProviderError`` redacts every message).
+
+    ``request_id`` (e.g. the job a failed poll was reading) is set on the error unless it
+    already names one: ``raise as_provider_error(exc, provider=..., request_id=job) from exc``.
+    """
+    error = _as_provider_error(exc, provider)
+    if error.request_id is None:
+        error.request_id = request_id
+    return error
+
+
+def _as_provider_error(exc: BaseException, provider: str) -> ProviderError:
+    if isinstance(exc, ProviderError):
+        return exc
+    where = ""
+    request = getattr(exc, "_request", None)  # httpx.RequestError.request raises when unset
+    if isinstance(request, httpx.Request):
+        where = f"{request.method} {scrub_url(str(request.url)).split('?', 1)[0]}: "
+    if isinstance(exc, httpx.HTTPStatusError):
+        response = exc.response
+        status = response.status_code
+        text = f"{where}HTTP {status} {response.reason_phrase}".rstrip()
+        body = _body_text(response)
+        if body:
+            text += f": {body}"
+        kw: dict[str, Any] = {"provider": provider, "status_code": status}
+        if status == 429:
+            return ThrottledError(text, retry_after_s=retry_after_s(response), **kw)
+        if 400 <= status < 500:
+            return ClientHTTPError(text, **kw)
+        if status >= 500:
+            return ServerHTTPError(text, **kw)
+        return HTTPStatusError(text, **kw)  # an unfollowed 3xx: not an answer
+    detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    if isinstance(exc, httpx.TimeoutException | TimeoutError):
+        return RequestTimeoutError(where + detail, provider=provider)
+    if isinstance(exc, httpx.TransportError | OSError):
+        return TransportError(where + detail, provider=provider)
+    return InvalidResponseError(where + detail, provider=provider)
+
+
+def _body_text(response: httpx.Response) -> str:
+    try:
+        text = response.text
+    except httpx.ResponseNotRead:  # a streamed body nobody read: say nothing rather than block
+        return ""
+    text = " ".join(redact(text).split())
+    return text if len(text) <= _BODY_SHOWN else text[: _BODY_SHOWN - 3] + "..."
+
+
+def retry_after_s(response: httpx.Response) -> float | None:
+    """``Retry-After`` in seconds: a number, or an HTTP date (RFC 9110 section 10.2.3)."""
+    value = response.headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            seconds = email.utils.parsedate_to_datetime(value).timestamp() - time.time()
+        except (TypeError, ValueError):
+            return None
+    return max(0.0, seconds) if math.isfinite(seconds) else None

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
+from contextvars import ContextVar
 from types import TracebackType
 from typing import Any, ClassVar, Self
 
@@ -12,8 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from ._capabilities import Capabilities
 from ._config import check_url
-from ._errors import CapabilityError
-from ._http import make_client
+from ._errors import CapabilityError, ProviderError
+from ._http import as_provider_error, make_client
+from ._input import InputMap
 from ._secrets import remember, scrub, scrub_headers, scrub_url
 from ._types import ColdCheck, FleetState, Request, Result, ScalingSettings
 
@@ -30,6 +33,9 @@ class ProviderOptions(BaseModel):
     api_key: SecretStr | None = Field(default=None, exclude=True, repr=False)
     timeout_s: float = Field(default=300.0, gt=0, description="per-request deadline in seconds")
     headers: dict[str, str] = Field(default_factory=dict, description="extra request headers")
+    input: InputMap | None = Field(
+        default=None, description="how the workload's request maps onto the model's input"
+    )
 
     @model_validator(mode="after")
     def _remember_secrets(self) -> Self:
@@ -68,6 +74,36 @@ def _is_url_field(name: str) -> bool:
     return name in ("url", "endpoint") or name.endswith(("_url", "_endpoint"))
 
 
+Invoke = Callable[["Provider", Request], Coroutine[Any, Any, Result]]
+# The provider whose invoke boundary the current call is inside: a subclass's invoke calling
+# super().invoke() must not map the input or the errors a second time.
+_INSIDE: ContextVar[Provider | None] = ContextVar("gpubench_invoke", default=None)
+
+
+def _boundary(invoke: Invoke) -> Invoke:
+    """Wrap a plugin's ``invoke``: map the input on the way in, errors on the way out."""
+
+    @functools.wraps(invoke)
+    async def bounded(self: Provider, request: Request) -> Result:
+        if _INSIDE.get() is self:
+            return await invoke(self, request)
+        mapping: InputMap | None = getattr(self.options, "input", None)
+        if mapping is not None:
+            request = mapping.map_request(request)
+        token = _INSIDE.set(self)
+        try:
+            return await invoke(self, request)
+        except ProviderError:
+            raise
+        except Exception as exc:
+            raise as_provider_error(exc, provider=self.name) from exc
+        finally:
+            _INSIDE.reset(token)
+
+    bounded.__gpubench_boundary__ = True  # type: ignore[attr-defined]
+    return bounded
+
+
 class Provider:
     """Adapter for one serverless platform.
 
@@ -78,7 +114,18 @@ class Provider:
 
     A provider is an async context manager around one ``httpx.AsyncClient`` (``self.client``),
     which the runner may hand in; otherwise it makes its own with ``gpubench_sdk.make_client``.
+
+    Every subclass's ``invoke`` is wrapped once, where it is defined, so that whoever calls it
+    (the runner, the testing kit, a script) gets the same behaviour: the request's payload is
+    first mapped by ``options.input`` (``InputMap``), and any exception other than a
+    ``ProviderError`` leaves as the ``ProviderError`` it stands for (``as_provider_error``).
     """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        invoke = cls.__dict__.get("invoke")
+        if callable(invoke) and not getattr(invoke, "__gpubench_boundary__", False):
+            cls.invoke = _boundary(invoke)  # type: ignore[method-assign,assignment]
 
     name: ClassVar[str] = ""
     capabilities: ClassVar[Capabilities] = Capabilities()

@@ -5,9 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
-
 from ._errors import ProviderError
+from ._http import as_provider_error
 from ._monitor import HealthWindow, client_bound_spans
 from ._provider import Provider
 from ._secrets import redact
@@ -51,30 +50,15 @@ class RunResult:
 
 
 def classify(exc: BaseException, provider: str) -> tuple[Outcome, int | None, str]:
-    """Place an exception from ``invoke`` in the outcome taxonomy, with a safe message."""
-    status: int | None = None
-    if isinstance(exc, ProviderError):
-        outcome, status = exc.outcome, exc.status_code
-    elif isinstance(exc, httpx.HTTPStatusError):
-        status = exc.response.status_code
-        if status == 429:
-            outcome = Outcome.THROTTLED
-        elif status >= 500:
-            outcome = Outcome.HTTP_5XX
-        else:
-            outcome = Outcome.HTTP_4XX
-    elif isinstance(exc, httpx.TimeoutException | TimeoutError):
-        outcome = Outcome.TIMEOUT
-    elif isinstance(exc, httpx.TransportError | OSError):
-        outcome = Outcome.TRANSPORT
-    else:
-        # JSON/Key/Type errors while parsing a response, or a plugin bug: either way the
-        # answer could not be used. The exception type is kept so bugs stay visible.
-        outcome = Outcome.INVALID_RESPONSE
-    message = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    if not isinstance(exc, ProviderError):
-        message = f"[{provider}] {message}"
-    return outcome, status, redact(message)[:500]
+    """Place an exception from ``invoke`` in the outcome taxonomy, with a safe message.
+
+    ``Provider`` already maps what its ``invoke`` raises (``as_provider_error``); the same
+    function maps anything else that reaches here (e.g. from ``Workload.read``). A mapped
+    non-provider exception keeps its original type name, so plugin bugs stay visible.
+    """
+    mapped = exc if isinstance(exc, ProviderError) else as_provider_error(exc, provider=provider)
+    message = f"{type(mapped).__name__}: {mapped}" if str(mapped) else type(mapped).__name__
+    return mapped.outcome, mapped.status_code, redact(message)[:500]
 
 
 def sole_exception(group: BaseExceptionGroup[BaseException]) -> BaseException:

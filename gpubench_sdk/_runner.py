@@ -18,6 +18,8 @@ import anyio.to_thread
 import httpx
 
 from ._errors import ConfigError
+from ._http import record_retries
+from ._input import check_inputs
 from ._monitor import HealthWindow, Monitor
 from ._provider import Provider
 from ._resources import check_open_files, out_of_files, unwrap
@@ -90,6 +92,7 @@ class Runner:
         if isinstance(targets, Mapping):
             targets = [Target(n, p) for n, p in targets.items()]
         _validate(targets, scenarios, max_requests)
+        check_inputs(targets, workload)  # ConfigError before anything is sent
         self._targets = list(targets)
         self._workload = workload
         self._scenarios = list(scenarios)
@@ -417,6 +420,7 @@ class Runner:
         cancelled: BaseException | None = None
         retry_after: float | None = None
         deadline = anyio.move_on_after(lt.deadline_s)
+        resent = record_retries()  # filled by the transport if it resends (rare)
         try:
             with deadline:
                 result = await lt.provider.invoke(request)
@@ -464,6 +468,8 @@ class Runner:
             # len(), not truth: a plugin may hand a numpy array. Off our clock: dropped.
             if times is not None and len(times) and start <= min(times) and max(times) <= end:
                 tokens = [t - origin for t in times]
+        if resent:  # the request went out again on a fresh connection: say so with it
+            detail = {**(detail or {}), "transport_retries": resent}
         # Confirmed only on evidence: the provider reported it as a fact, or the target was
         # verified cold just before this request. A timing-based guess stays inferred.
         confirmed = cold is True and result is not None and result.cold_confirmed

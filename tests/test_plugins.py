@@ -109,3 +109,91 @@ def test_load_provider_validates_options() -> None:
 
     with pytest.raises(ConfigError, match=r"provider 'local'\.max_workers"):
         load_provider("local", max_workers="many")
+
+
+ROOT = Path(__file__).resolve().parents[1]
+# every distribution of the repository -> the providers it registers
+DISTRIBUTIONS = {
+    ".": {"local"},
+    "plugins/runpod": {"runpod"},
+    "plugins/replicate": {"replicate", "cog"},
+    "plugins/huggingface": {"huggingface"},
+    "plugins/inferless": {"inferless"},
+    "plugins/openai": {"openai"},
+    "plugins/sagemaker": {"sagemaker"},
+    "plugins/cloudrun": {"cloudrun"},
+    "plugins/http": {"http"},
+}
+
+
+def _dependencies_without_gpubench(tmp: Path) -> Path:
+    """This environment's installed packages minus every gpubench distribution (editable or
+    not): what a clean environment would have pip fetch, without the network."""
+    import sysconfig
+
+    view = tmp / "deps"
+    view.mkdir()
+    for entry in Path(sysconfig.get_paths()["purelib"]).iterdir():
+        if "gpubench" not in entry.name and entry.suffix != ".pth":
+            (view / entry.name).symlink_to(entry)
+    return view
+
+
+@pytest.mark.slow
+def test_every_distribution_builds_a_wheel_that_installs_and_registers(tmp_path: Path) -> None:
+    """As a user would: `pip wheel` each distribution, install the wheels into a fresh venv
+    (dependencies from this environment, gpubench itself only from the wheels), and list the
+    providers with the installed `gpubench` command."""
+    wheels = tmp_path / "wheels"
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels)]
+        + [str(ROOT / d) for d in DISTRIBUTIONS],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert built.returncode == 0, built.stderr[-3000:]
+    assert len(list(wheels.glob("*.whl"))) == len(DISTRIBUTIONS), sorted(wheels.iterdir())
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    (Path(site) / "_deps.pth").write_text(f"{_dependencies_without_gpubench(tmp_path)}\n")
+    pip = [sys.executable, "-m", "pip", "--python", str(python)]
+    installed = subprocess.run(
+        [*pip, "install", "-q", "--no-index", "--no-deps", *map(str, wheels.glob("*.whl"))],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert installed.returncode == 0, installed.stderr[-3000:]
+
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    listed = subprocess.run(
+        [str(venv / "bin" / "gpubench"), "providers", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=tmp_path,  # not the checkout: nothing may be imported from the source tree
+    )
+    assert listed.returncode == 0, listed.stderr[-3000:]
+    providers = {p["name"]: p for p in json.loads(listed.stdout)["providers"]}
+    for directory, names in DISTRIBUTIONS.items():
+        for name in names:
+            assert name in providers, f"{directory} did not register {name!r}"
+            assert providers[name]["error"] is None, providers[name]
+    where = subprocess.run(
+        [str(python), "-c", "import gpubench_sdk, gpubench_runpod; print(gpubench_sdk.__file__)"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert where.stdout.startswith(str(venv)), where  # the wheel's copy, not the checkout's

@@ -1,9 +1,9 @@
 """The conformance suite passes a correct provider and catches broken ones.
 
 It runs in a child pytest (the suite is itself a set of tests) on ``tests/conformance_toy``:
-a toy protocol whose emulator and provider are written as the plugin guide says, and three
-providers broken on purpose: one leaks its key in an error, one maps 429 to a 5xx, one
-reports a queue time the server did not.
+a toy protocol whose emulator and provider are written as the plugin guide says, and four
+providers broken on purpose: two leak their key in a log line (as is, and base64-encoded in a
+Basic credential), one maps 429 to a 5xx, one reports a queue time the server did not.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ PYTEST = (sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA", "-q")
 @pytest.mark.slow
 def test_the_suite_passes_a_good_provider_and_fails_broken_ones() -> None:
     selection = (
-        "TestToy or (TestLeaky and leaks) or (TestThrottleAs5xx and fault_is_mapped)"
-        " or (TestLyingTimings and timings)"
+        "TestToy or (TestLeaky and leaks) or (TestBase64Leaky and leaks)"
+        " or (TestThrottleAs5xx and fault_is_mapped) or (TestLyingTimings and timings)"
     )
     done = subprocess.run(
         [*PYTEST, "--rootdir", str(TOY), "-k", selection, str(TOY / "suite_toy.py")],
@@ -42,6 +42,7 @@ def test_the_suite_passes_a_good_provider_and_fails_broken_ones() -> None:
     assert good["TestToy::test_timings_are_consistent"] == "PASSED"
     assert good["TestToy::test_cold_start_detection"] == "PASSED"
     assert outcomes["TestLeaky::test_api_key_never_leaks"] == "FAILED"
+    assert outcomes["TestBase64Leaky::test_api_key_never_leaks"] == "FAILED"
     throttles = {n: o for n, o in outcomes.items() if n.startswith("TestThrottleAs5xx::")}
     assert throttles["TestThrottleAs5xx::test_fault_is_mapped[throttle]"] == "FAILED"
     assert throttles["TestThrottleAs5xx::test_fault_is_mapped[throttle_retry_after]"] == "FAILED"

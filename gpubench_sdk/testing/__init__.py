@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._billing import BillingMeter, WorkerBill
+from ._cases import FAULT_CASES, POLL_FAULT_CASES, FaultCase
 from ._faults import ASGIApp, Fault, FaultInjector, FaultKind, FaultPlan, Injected, json_error
 from ._fleet import FleetConfig, SimulatedFleet, echo_handler
 from ._harness import INSTALL_HINT, ServedApp, serve, serve_forever
@@ -25,11 +26,12 @@ from ._jobs import FleetCounts, Job, JobStatus, JobTruth, QueueFull, WorkerState
 from ._timing import Duration
 
 if TYPE_CHECKING:
-    from ._conformance import FAULT_CASES, FaultCase, ProviderConformance
+    from ._conformance import ProviderConformance
 
 __all__ = [
     "FAULT_CASES",
     "INSTALL_HINT",
+    "POLL_FAULT_CASES",
     "ASGIApp",
     "BillingMeter",
     "Duration",
@@ -56,7 +58,7 @@ __all__ = [
     "serve_forever",
 ]
 
-_NEEDS_PYTEST = {"FAULT_CASES", "FaultCase", "ProviderConformance"}
+_NEEDS_PYTEST = {"ProviderConformance"}
 
 
 def __getattr__(name: str) -> Any:

@@ -20,7 +20,6 @@ import json
 import logging
 import time
 from collections.abc import Coroutine, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -29,19 +28,18 @@ import pytest
 from .. import telemetry
 from .._errors import (
     ClientHTTPError,
-    ColdTimeoutError,
-    InvalidResponseError,
     ProviderError,
     ServerHTTPError,
     ThrottledError,
-    TransportError,
 )
+from .._input import InputMap
 from .._provider import Provider
 from .._results import classify
 from .._runner import run
 from .._scenarios import Burst, ColdStarts
-from .._types import Outcome, Request, Result, ScalingSettings
+from .._types import Request, Result, ScalingSettings
 from .._workload import EchoProbe
+from ._cases import FAULT_CASES, POLL_FAULT_CASES, FaultCase, leak_forms
 from ._faults import ASGIApp, Fault
 from ._fleet import FleetConfig, SimulatedFleet
 from ._harness import ServedApp, serve
@@ -50,63 +48,6 @@ from ._timing import Duration
 
 T = TypeVar("T")
 
-
-@dataclass(frozen=True, slots=True)
-class FaultCase:
-    """An injected fault and the errors a provider may map it to."""
-
-    name: str
-    fault: Fault
-    errors: tuple[type[ProviderError], ...]
-    outcomes: frozenset[Outcome]
-
-
-FAULT_CASES = (
-    FaultCase("throttle", Fault.throttle(), (ThrottledError,), frozenset({Outcome.THROTTLED})),
-    FaultCase(
-        "throttle_retry_after",
-        Fault.throttle(retry_after_s=3),
-        (ThrottledError,),
-        frozenset({Outcome.THROTTLED}),
-    ),
-    FaultCase(
-        "server_error_500",
-        Fault.server_error(500),
-        (ServerHTTPError,),
-        frozenset({Outcome.HTTP_5XX}),
-    ),
-    FaultCase(
-        "server_error_502",
-        Fault.server_error(502),
-        (ServerHTTPError,),
-        frozenset({Outcome.HTTP_5XX}),
-    ),
-    FaultCase(
-        "unavailable_while_cold",
-        Fault.unavailable_while_cold(),
-        (ServerHTTPError, ColdTimeoutError),
-        frozenset({Outcome.HTTP_5XX, Outcome.COLD_TIMEOUT}),
-    ),
-    FaultCase(
-        "malformed",
-        Fault.malformed(),
-        (InvalidResponseError,),
-        frozenset({Outcome.INVALID_RESPONSE}),
-    ),
-    FaultCase(
-        "truncated",
-        Fault.truncated(),
-        (TransportError, InvalidResponseError),
-        frozenset({Outcome.TRANSPORT, Outcome.INVALID_RESPONSE}),
-    ),
-    FaultCase("reset", Fault.reset(), (TransportError,), frozenset({Outcome.TRANSPORT})),
-    FaultCase(
-        "job_failed",
-        Fault.job_failed(),
-        (ServerHTTPError, InvalidResponseError),
-        frozenset({Outcome.HTTP_5XX, Outcome.INVALID_RESPONSE}),
-    ),
-)
 
 ECHO = "conformance-echo"
 
@@ -129,6 +70,9 @@ class ProviderConformance:
     cancels_remote_jobs: ClassVar[bool] = True
     fault_route: ClassVar[str] = "submit"
     invoke_timeout_s: ClassVar[float] = 30.0
+    # A failed poll's error names the job it was polling (request_id). False only for a
+    # protocol whose client never learns a job id (e.g. a redirect to a result URL, followed).
+    poll_errors_name_the_job: ClassVar[bool] = True
 
     # -- what a plugin provides -----------------------------------------------------------
 
@@ -185,6 +129,24 @@ class ProviderConformance:
         assert result.output == {"echo": ECHO}
         assert self.truth_of(fleet, result).status is JobStatus.COMPLETED
 
+    def test_input_map_reaches_the_server(self, served: ServedApp, fleet: SimulatedFleet) -> None:
+        """The provider's ``input`` option (``InputMap``, applied by ``Provider`` itself) shapes
+        what the job receives: the payload's ``text`` arrives as ``echo``, with a constant."""
+        mapping = InputMap(rename={"text": "echo"}, set={"sleep_ms": 20})
+
+        async def go() -> Result:
+            made = self.make_provider(served)
+            async with type(made)(made.options, input=mapping) as provider:
+                request = Request(seq=0, payload={"text": ECHO})
+                result, _, _ = await self.timed_invoke(provider, request)
+            return result
+
+        result = self.run_async(go())
+        job = fleet.job(self.truth_of(fleet, result).job_id)
+        assert job is not None and job.status is JobStatus.COMPLETED
+        assert job.input.get("echo") == ECHO and "text" not in job.input, job.input
+        assert job.input.get("sleep_ms") == 20, job.input
+
     def test_timings_are_consistent(self, served: ServedApp, fleet: SimulatedFleet) -> None:
         tol = self.timing_tolerance_ms
         timings = self.provider_class.capabilities.server_timings
@@ -217,7 +179,7 @@ class ProviderConformance:
         self, case: FaultCase, served: ServedApp, fleet: SimulatedFleet
     ) -> None:
         route = "job" if case.fault.default_route == "job" else self.fault_route
-        fleet.faults.next(1, case.fault, on=route)
+        fleet.faults.next(case.times, case.fault, on=route)
 
         async def go() -> BaseException:
             async with self.make_provider(served) as provider:
@@ -236,6 +198,36 @@ class ProviderConformance:
             assert exc.status_code == case.fault.status
         if isinstance(exc, ThrottledError):
             assert exc.retry_after_s == case.fault.retry_after_s
+
+    @pytest.mark.parametrize("case", POLL_FAULT_CASES, ids=[c.name for c in POLL_FAULT_CASES])
+    def test_poll_fault_is_mapped(
+        self, case: FaultCase, served: ServedApp, fleet: SimulatedFleet
+    ) -> None:
+        """A fault on the poll route either fails the request with the right error, naming
+        the job it was polling (``request_id``), or is outlived: the right output comes back."""
+        fleet.faults.next(case.times, case.fault, on="poll")
+
+        async def go() -> Result | ProviderError:
+            async with self.make_provider(served) as provider:
+                try:
+                    result, _, _ = await self.timed_invoke(provider, self.request(300))
+                except ProviderError as exc:
+                    return exc
+            return result
+
+        outcome = self.run_async(go())
+        if fleet.faults.count("poll") == 0:
+            pytest.skip("the provider did not poll (or its emulator names no route 'poll')")
+        assert fleet.faults.injected, f"{case.name} was never injected on the poll route"
+        job = fleet.truths()[0].job_id
+        if isinstance(outcome, Result):
+            assert outcome.output == {"echo": ECHO} and outcome.request_id == job, outcome
+            return
+        assert isinstance(outcome, case.errors), f"{case.name}: {type(outcome).__name__}"
+        assert classify(outcome, self.provider_class.name)[0] in case.outcomes
+        assert outcome.provider == self.provider_class.name
+        if self.poll_errors_name_the_job:
+            assert outcome.request_id == job, f"a failed poll lost the job id: {outcome!r}"
 
     def test_slow_response_is_waited_for(self, served: ServedApp, fleet: SimulatedFleet) -> None:
         fleet.faults.next(1, Fault.slow(0.3), on=self.fault_route)
@@ -358,8 +350,9 @@ class ProviderConformance:
         for path in tmp_path.glob("leak.sqlite*"):
             artifacts.append(path.read_bytes().decode("latin-1"))
         assert any("invalid header" in a for a in artifacts), "the echoed error was not kept"
-        leaks = [a[:200] for a in artifacts if key in a]
-        assert not leaks, f"the API key appears in: {leaks}"
+        forms = leak_forms(key)
+        leaks = [a[:200] for a in artifacts if any(form in a for form in forms)]
+        assert not leaks, f"the API key (or an encoding of it) appears in: {leaks}"
 
     # -- capability checks ----------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import logging
 from typing import Any
 
@@ -35,6 +36,19 @@ class LeakyProvider(ToyProvider):
 
 class TestLeaky(TestToy):
     provider_class = LeakyProvider
+
+
+class Base64LeakyProvider(ToyProvider):
+    # The key inside an HTTP Basic credential, as a debug log line might show the header.
+    def throttled(self, retry_after_s: float | None, kw: dict[str, Any]) -> Exception:
+        assert self.options.api_key is not None
+        basic = base64.b64encode(f"user:{self.options.api_key.get_secret_value()}".encode())
+        logging.getLogger("toy").warning("sent Authorization: Basic %s", basic.decode())
+        return ThrottledError("throttled", retry_after_s=retry_after_s, **kw)
+
+
+class TestBase64Leaky(TestToy):
+    provider_class = Base64LeakyProvider
 
 
 class ThrottleAs5xxProvider(ToyProvider):

@@ -28,8 +28,8 @@ from gpubench_sdk import (
     ThrottledError,
     TransportError,
     first_byte_ns,
+    redact,
 )
-from gpubench_sdk._secrets import redact
 from gpubench_sdk.testing import ASGIApp, FaultInjector, JobStatus, SimulatedFleet
 
 
