@@ -24,8 +24,8 @@ from gpubench_sdk import (
     ServerHTTPError,
     ThrottledError,
     TransportError,
+    redact,
 )
-from gpubench_sdk._secrets import redact
 
 T = TypeVar("T")
 PROVIDER = "cloudrun"

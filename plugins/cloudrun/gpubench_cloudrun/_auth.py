@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 import anyio
 
-from gpubench_sdk._secrets import remember
+from gpubench_sdk import remember
 
 # Google ID tokens live one hour; google-auth itself refreshes 3 min 45 s before expiry
 # (google.auth._helpers.REFRESH_THRESHOLD). Five minutes keeps a request that is slow to be

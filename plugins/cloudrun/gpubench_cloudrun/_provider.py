@@ -30,8 +30,9 @@ from gpubench_sdk import (
     ThrottledError,
     TransportError,
     first_byte_ns,
+    redact,
+    scrub_url,
 )
-from gpubench_sdk._secrets import redact, scrub_url
 from gpubench_sdk.cost import load_catalog
 
 from ._admin import ServiceAdmin, ServiceInfo

@@ -6,8 +6,7 @@ from typing import Any
 
 import httpx
 
-from gpubench_sdk import ClientHTTPError, ProviderError, ServerHTTPError, ThrottledError
-from gpubench_sdk._secrets import redact
+from gpubench_sdk import ClientHTTPError, ProviderError, ServerHTTPError, ThrottledError, redact
 
 
 class HandlerError(ServerHTTPError):

@@ -29,8 +29,9 @@ from gpubench_sdk import (
     ServerHTTPError,
     TransportError,
     first_byte_ns,
+    redact,
+    scrub_url,
 )
-from gpubench_sdk._secrets import redact, scrub_url
 from gpubench_sdk.cost import load_catalog
 
 from . import _management as mgmt

@@ -23,10 +23,10 @@ from gpubench_sdk import (
     ScalingSettings,
     ServerHTTPError,
     ThrottledError,
+    classify,
     list_plugins,
     load_provider,
 )
-from gpubench_sdk._results import classify
 from gpubench_sdk.cost import load_catalog
 from gpubench_sdk.testing import Duration, FleetConfig, ServedApp, SimulatedFleet, serve
 

@@ -23,6 +23,7 @@ from gpubench_sdk import (
     ConfigError,
     FleetState,
     InvalidResponseError,
+    Outcome,
     Provider,
     ProviderError,
     ProviderOptions,
@@ -33,10 +34,10 @@ from gpubench_sdk import (
     ServerHTTPError,
     ThrottledError,
     TransportError,
+    redact,
+    scrub_url,
 )
 from gpubench_sdk import first_byte_ns as arrived_ns
-from gpubench_sdk._secrets import redact, scrub_url
-from gpubench_sdk._types import Outcome
 
 from . import _protocol as rp
 from ._wire import invalid, job_of, json_object, number, send

@@ -19,8 +19,9 @@ from gpubench_sdk import (
     ServerHTTPError,
     ThrottledError,
     TransportError,
+    redact,
+    scrub_url,
 )
-from gpubench_sdk._secrets import redact, scrub_url
 
 from . import _protocol as rp
 

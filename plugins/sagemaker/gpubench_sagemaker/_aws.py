@@ -3,7 +3,7 @@
 Credentials come from boto3's standard chain (environment, shared config/profile, container
 or instance role: https://boto3.amazonaws.com/v1/documentation/api/latest/guide/credentials.html)
 unless the target names an access key id and a secret (``api_key_env``). Whatever the source,
-the secret and any session token are remembered by ``gpubench_sdk._secrets`` so they are
+the secret and any session token are remembered by ``gpubench_sdk.remember`` so they are
 scrubbed from error text, and botocore's DEBUG log lines (which print response bodies, where
 a server may echo a credential) pass through the same scrubber.
 """
@@ -23,8 +23,9 @@ from gpubench_sdk import (
     ServerHTTPError,
     ThrottledError,
     TransportError,
+    redact,
+    remember,
 )
-from gpubench_sdk._secrets import redact, remember
 
 PROVIDER = "sagemaker"
 # Error codes AWS uses for throttling across services (botocore's retry handler lists them:
