@@ -64,22 +64,15 @@ def tensor(name: str, value: Any, datatype: str | None = None) -> dict[str, Any]
     return {"name": name, "shape": [len(data)], "datatype": dtype, "data": data}
 
 
-def encode_inputs(
-    payload: Mapping[str, Any],
-    names: Mapping[str, str],
-    datatypes: Mapping[str, str],
-    omit: frozenset[str],
-) -> list[dict[str, Any]]:
-    """A workload payload as KServe inputs: one tensor per key (``None`` values and ``omit``
-    keys left out), renamed by ``names`` (payload key -> input name), typed by ``datatypes``
-    (input name -> datatype) or by ``datatype_of``."""
-    inputs = []
-    for key, value in payload.items():
-        if value is None or key in omit:
-            continue
-        name = names.get(key, key)
-        inputs.append(tensor(name, value, datatypes.get(name)))
-    return inputs
+def encode_inputs(payload: Mapping[str, Any], datatypes: Mapping[str, str]) -> list[dict[str, Any]]:
+    """A payload as KServe inputs: one tensor per key, named by it (``None`` values left out:
+    a tensor cannot hold one), typed by ``datatypes`` (input name -> datatype) or by
+    ``datatype_of``."""
+    return [
+        tensor(name, value, datatypes.get(name))
+        for name, value in payload.items()
+        if value is not None
+    ]
 
 
 def _value(t: Mapping[str, Any]) -> Any:

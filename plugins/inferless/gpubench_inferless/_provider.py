@@ -12,14 +12,16 @@ import statistics
 import time
 import uuid
 from collections import deque
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import httpx
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from gpubench_sdk import (
     Capabilities,
     ClientHTTPError,
+    ConfigError,
     InvalidResponseError,
     Provider,
     ProviderError,
@@ -31,8 +33,8 @@ from gpubench_sdk import (
     ThrottledError,
     TransportError,
     first_byte_ns,
+    redact,
 )
-from gpubench_sdk._secrets import redact
 from gpubench_sdk.cost import load_catalog
 
 from . import _kserve as kserve
@@ -44,22 +46,28 @@ BILLING = load_catalog().billing_model("inferless")
 WARM_WINDOW = 50  # warm latencies the running median is taken over
 
 
+# Options this plugin once had of its own, now the shared ``input`` map's (``InputMap``) work.
+_MOVED = {"input_names": "rename", "omit": "drop"}
+
+
 class InferlessOptions(ProviderOptions):
-    """One Inferless model: its ``infer`` URL and how the workload's payload maps to tensors."""
+    """One Inferless model: its ``infer`` URL and how its inputs are typed and outputs read.
+
+    The workload's payload is first mapped onto the model's input names by the ``input``
+    option every provider has (``InputMap``: rename, drop, set, template); each key of what
+    comes out is one input tensor, typed by ``datatypes``.
+    """
 
     url: str = Field(
         pattern=r"^https?://",
         description="the model's infer URL, e.g. https://m-<id>-m.default.model-v2.inferless.com"
         "/v2/models/<name>_<id>/versions/1/infer",
     )
-    input_names: dict[str, str] = Field(
-        default_factory=dict, description="payload key -> input tensor name (default: the key)"
-    )
     datatypes: dict[str, kserve.DataType] = Field(
         default_factory=dict,
-        description="input name -> KServe datatype (default: BYTES for text, INT64, FP32, BOOL)",
+        description="input name (after the input map) -> KServe datatype "
+        "(default: BYTES for text, INT64, FP32, BOOL)",
     )
-    omit: frozenset[str] = Field(default=frozenset(), description="payload keys not sent")
     output_name: str | None = Field(
         default=None, description="return only this output tensor (default: all, by name)"
     )
@@ -69,6 +77,23 @@ class InferlessOptions(ProviderOptions):
     cold_factor: float = Field(
         default=3.0, ge=1.0, description="...and at least this many times the warm median"
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _moved_to_input(cls, data: Any) -> Any:
+        # Removed, not aliased: one way to map inputs, the same on every provider. A plan that
+        # still uses the old names learns the exact replacement instead of "unknown key".
+        if isinstance(data, Mapping):
+            for old, new in _MOVED.items():
+                if old in data:
+                    raise ConfigError(
+                        old,
+                        data[old],
+                        f"the shared input map: write it as input.{new} "
+                        f"([targets.input] {new} = ... in a plan; "
+                        f"input=InputMap({new}=...) in Python)",
+                    )
+        return data
 
 
 class InferlessProvider(Provider):
@@ -101,7 +126,7 @@ class InferlessProvider(Provider):
     async def invoke(self, request: Request) -> Result:
         o = self._opts
         request_id = uuid.uuid4().hex
-        inputs = kserve.encode_inputs(request.payload, o.input_names, o.datatypes, o.omit)
+        inputs = kserve.encode_inputs(request.payload, o.datatypes)  # already input-mapped
         body = {"id": request_id, "inputs": inputs}
         send_ns = time.perf_counter_ns()
         if request.stream:

@@ -28,7 +28,7 @@ import httpx
 import pytest
 from gpubench_inferless import InferlessProvider
 
-from gpubench_sdk import Burst, EchoProbe, Store, run
+from gpubench_sdk import Burst, EchoProbe, Store, load_provider, run
 
 pytestmark = pytest.mark.anyio
 MODEL = "sleepy"
@@ -173,6 +173,27 @@ async def test_v2_health_and_metadata_routes_match_the_emulator(kserve_url: str)
                 real = await client.post(f"{kserve_url}/v2/models/{MODEL}/infer", json=body)
                 ours = await client.post(f"{emulated.url}/v2/models/{MODEL}/infer", json=body)
                 assert real.status_code == ours.status_code, body
+
+
+async def test_kserve_receives_the_input_map_s_names_and_types(kserve_url: str) -> None:
+    """The shared input map (as a plan's ``[targets.input]`` gives it) and ``datatypes``, on
+    kserve's own server: its pydantic request model accepts the typed tensors, and the model,
+    which answers its inputs back, got exactly the mapped names and values."""
+    provider = load_provider(
+        "inferless",
+        url=f"{kserve_url}/v2/models/{MODEL}/infer",
+        input={"rename": {"echo": "prompt"}, "set": {"adapter_name": "sql", "max_new_tokens": 256}},
+        datatypes={"max_new_tokens": "INT16"},
+    )
+    request = EchoProbe(sleep_ms=1).request(0)
+    async with provider:
+        result = await provider.invoke(request)
+    assert result.output == {
+        "sleep_ms": 1.0,
+        "prompt": request.payload["echo"],
+        "adapter_name": "sql",
+        "max_new_tokens": 256,
+    }
 
 
 def test_gpubench_run_of_the_kserve_example(kserve_url: str, tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from gpubench_sdk import (
     ColdStarts,
     ConfigError,
     EchoProbe,
+    InputMap,
     InvalidResponseError,
     Request,
     ServerHTTPError,
@@ -28,6 +29,7 @@ from gpubench_sdk import (
     list_plugins,
     load_provider,
     run,
+    workload_class,
 )
 from gpubench_sdk.cost import load_catalog
 from gpubench_sdk.testing import Duration, FleetConfig, ServedApp, SimulatedFleet, serve
@@ -76,12 +78,14 @@ def test_datatypes_follow_json_types() -> None:
     ]
 
 
-async def test_request_body_is_kserve_v2_with_names_types_and_omissions(served: ServedApp) -> None:
+async def test_request_body_is_kserve_v2_mapped_by_the_shared_input_map(served: ServedApp) -> None:
+    # inferless/mistral-7b-v0-1-multi-lora-adapter's input_schema.py: prompt, adapter_name
+    # (required), temperature, repetition_penalty, max_new_tokens (INT16)
+    mistral = InputMap(
+        rename={"max_tokens": "max_new_tokens"}, drop=["stream"], set={"adapter_name": "sql"}
+    )
     async with provider(
-        served,
-        input_names={"max_tokens": "max_new_tokens"},
-        datatypes={"max_new_tokens": "INT16", "temperature": "FP64"},
-        omit=["stream"],
+        served, input=mistral, datatypes={"max_new_tokens": "INT16", "temperature": "FP64"}
     ) as p:
         payload = {
             "prompt": "hi",
@@ -98,7 +102,9 @@ async def test_request_body_is_kserve_v2_with_names_types_and_omissions(served: 
         "max_new_tokens": 4,
         "temperature": 0.7,
         "stop": ["a", "b"],
+        "adapter_name": "sql",
     }
+    assert payload["max_tokens"] == 4 and "adapter_name" not in payload  # the caller's, intact
     assert result.cold is not None and result.cold_confirmed is False
     body = {
         "id": "req-1",
@@ -208,6 +214,9 @@ def test_plugin_is_registered_and_options_checked() -> None:
         load_provider("inferless", url="ftp://nope")
     with pytest.raises(ConfigError, match="datatypes"):
         load_provider("inferless", url="https://x.example/infer", datatypes={"p": "STRING"})
+    for old, new in (("input_names", "input.rename"), ("omit", "input.drop")):
+        with pytest.raises(ConfigError, match=rf"{old}: .*write it as {new}"):
+            load_provider("inferless", url="https://x.example/infer", **{old: {}})
     p = load_provider("inferless", url="https://x.example/infer", api_key="inf_secret_24680")
     assert "inf_secret_24680" not in repr(p.options) + str(p.options.public())
 
@@ -225,13 +234,21 @@ async def test_billing_is_the_catalogs_per_second_rule(fleet: SimulatedFleet) ->
 
 
 def test_the_doc_pages_targets_are_valid_options() -> None:
+    """Every target on the page loads, and an input map fits its block's workload."""
     import re
     import tomllib
 
     page = Path(__file__).resolve().parents[3] / "docs" / "providers" / "inferless.md"
-    blocks = re.findall(r"```toml\n(.*?)```", page.read_text(), flags=re.S)
-    targets = [t for block in blocks for t in tomllib.loads(block).get("targets", [])]
-    assert targets
-    for target in targets:
-        options = {k: v for k, v in target.items() if k not in ("name", "provider", "api_key_env")}
-        assert load_provider("inferless", api_key="inf_doc_check_1234", **options).name
+    blocks = [tomllib.loads(b) for b in re.findall(r"```toml\n(.*?)```", page.read_text(), re.S)]
+    mapped = 0
+    for plan in blocks:
+        for target in plan.get("targets", []):
+            options = {k: v for k, v in target.items() if k not in ("name", "provider")}
+            options.pop("api_key_env", None)
+            p = load_provider("inferless", api_key="inf_doc_check_1234", **options)
+            if p.options.input is not None:
+                workload = dict(plan["workload"])
+                kind = workload.pop("kind")
+                p.options.input.check(workload_class(kind)(**workload).request(0).payload)
+                mapped += 1
+    assert mapped, "the page shows an input map"
