@@ -31,8 +31,8 @@ from gpubench_sdk import (
     Request,
     RequestTimeoutError,
     ThrottledError,
+    validate_options,
 )
-from gpubench_sdk._config import validate_options
 from gpubench_sdk.testing import (
     Duration,
     Fault,
