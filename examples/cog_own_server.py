@@ -3,10 +3,14 @@
 Run: python examples/cog_own_server.py [STORE]
 
 Needs ``pip install cog`` (0.23 or later: ``python -m cog.server.http`` starts its ``coglet``
-server, which reads the predictor from ``COG_PREDICT_TYPE_STUB``). The container's setup() is
-still running when the benchmark starts, as right after a deploy: the first prediction gets
-Cog's ``503 Setup has not finished yet``, waits for /health-check to say READY, and is stored
-as the cold start with Cog's own setup time. Twenty sequential predictions follow.
+server, which reads the model from ``COG_PREDICT_TYPE_STUB``). The model
+(``cog_predictor/predict.py``) takes ``prompt`` and ``sleep_ms``, as a real model declares its
+own inputs; the ``probe`` workload sends ``echo`` and ``sleep_ms``, so the target maps ``echo``
+onto ``prompt`` with an ``InputMap`` (sent as is, Cog refuses it: ``unexpected keyword argument
+'echo'``). The container's setup() is still running when the benchmark starts, as right after a
+deploy: the first prediction gets Cog's ``503 Setup has not finished yet``, waits for
+/health-check to say READY, and is stored as the cold start with Cog's own setup time. Twenty
+sequential predictions follow.
 """
 
 from __future__ import annotations
@@ -27,13 +31,15 @@ from gpubench_replicate import CogProvider
 import gpubench_sdk as gb
 
 PREDICTOR_DIR = Path(__file__).resolve().parent / "cog_predictor"
+# The probe's request ({"sleep_ms", "echo"}) onto the model's inputs ({"prompt", "sleep_ms"}).
+PROBE_TO_MODEL = gb.InputMap(rename={"echo": "prompt"})
 
 
 def start_cog_server(port: int) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
         "PORT": str(port),
-        "COG_PREDICT_TYPE_STUB": "predict.py:Predictor",
+        "COG_PREDICT_TYPE_STUB": "predict.py:Runner",
         # coglet starts its worker as `python`: make it this interpreter, which has cog
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }
@@ -68,7 +74,7 @@ async def main(store: str) -> None:
     try:
         wait_until_listening(url)
         result = await gb.run(
-            {"cog": CogProvider(url=url, timeout_s=60)},
+            {"cog": CogProvider(url=url, timeout_s=60, input=PROBE_TO_MODEL)},
             gb.EchoProbe(sleep_ms=50),
             [gb.Burst(total=20, concurrency=1)],
             store=store,
@@ -88,7 +94,7 @@ async def main(store: str) -> None:
         f"first prediction: cold={first.cold} confirmed={first.cold_confirmed} "
         f"setup_ms={first.setup_ms:.0f} latency_ms={(first.end_ns - first.start_ns) / 1e6:.0f}"
     )
-    print(f"warm: p50={p50:.1f} ms execution p50={exec_p50:.1f} ms (predict() sleeps 50 ms)")
+    print(f"warm: p50={p50:.1f} ms execution p50={exec_p50:.1f} ms (the model sleeps 50 ms)")
 
 
 if __name__ == "__main__":

@@ -32,14 +32,15 @@ from gpubench_sdk import (
     ColdTimeoutError,
     FleetState,
     InvalidResponseError,
+    ProviderError,
     ProviderOptions,
     Request,
     Result,
     ServerHTTPError,
     ThrottledError,
     first_byte_ns,
+    redact,
 )
-from gpubench_sdk._secrets import redact
 
 from . import _prediction as p
 
@@ -87,6 +88,7 @@ class _Waits:
     setup_wait_s: float = 0.0
     slot_retries: int = 0
     slot_wait_s: float = 0.0
+    cold_check_error: str | None = None  # /health-check failed after the prediction succeeded
 
     def detail(self) -> dict[str, Any] | None:
         out: dict[str, Any] = {}
@@ -95,6 +97,8 @@ class _Waits:
         if self.slot_retries:
             out["slot_retries"] = self.slot_retries
             out["slot_wait_ms"] = round(self.slot_wait_s * 1e3, 3)
+        if self.cold_check_error is not None:
+            out["cold_check_error"] = self.cold_check_error
         return out or None
 
 
@@ -272,7 +276,9 @@ class CogProvider(p.PredictionProvider):
             # The container itself answered "setup has not finished" to this very request.
             cold, confirmed, setup_ms = True, True, _setup_ms(waits.setup_health)
         elif first or waited_ms >= self._opts.cold_threshold_ms:
-            cold, confirmed, setup_ms = await self._setup_before(prediction, sent_wall, waited_ms)
+            cold, confirmed, setup_ms = await self._setup_before(
+                prediction, sent_wall, waited_ms, waits
+            )
         return Result(
             output=prediction.get("output"),
             http_status=200,
@@ -287,13 +293,21 @@ class CogProvider(p.PredictionProvider):
         )
 
     async def _setup_before(
-        self, prediction: dict[str, Any], sent_wall: float, waited_ms: float
+        self, prediction: dict[str, Any], sent_wall: float, waited_ms: float, waits: _Waits
     ) -> tuple[bool | None, bool, float | None]:
         """``(cold, confirmed, setup_ms)``: whether the container's setup ended after
         ``prediction`` was created. With the container's own ``created_at`` both stamps are
         its clock (a fact); without it (Cog 0.23) the send time on this machine's clock
-        stands in, and only a prediction that waited ``cold_threshold_ms`` can be cold."""
-        health = self._json(await self._send("GET", self._health_url))
+        stands in, and only a prediction that waited ``cold_threshold_ms`` can be cold.
+
+        The prediction itself has succeeded: a ``/health-check`` that fails (a proxy's 429 or
+        5xx, a reset, a body that is not JSON) leaves its cold start unknown (``cold`` None,
+        ``detail["cold_check_error"]`` says why), rather than recording a failed request."""
+        try:
+            health = self._json(await self._send("GET", self._health_url))
+        except ProviderError as exc:
+            waits.cold_check_error = str(exc)
+            return None, False, None
         setup = health.get("setup")
         setup_end = p.parse_time_s(setup.get("completed_at")) if isinstance(setup, dict) else None
         created = p.parse_time_s(prediction.get("created_at"))

@@ -26,15 +26,15 @@ from gpubench_sdk import (
     ClientHTTPError,
     ColdTimeoutError,
     InvalidResponseError,
+    Outcome,
     Provider,
     ProviderError,
     RequestTimeoutError,
     ServerHTTPError,
     ThrottledError,
     TransportError,
+    redact,
 )
-from gpubench_sdk._secrets import redact
-from gpubench_sdk._types import Outcome
 
 STARTING: Final = "starting"
 PROCESSING: Final = "processing"
@@ -178,17 +178,27 @@ class PredictionProvider(Provider):
     def _invalid(self, message: str, response: httpx.Response) -> InvalidResponseError:
         return InvalidResponseError(message, provider=self.name, status_code=response.status_code)
 
-    async def _poll(self, url: httpx.URL | str, max_wait_s: float) -> httpx.Response:
-        """One GET; a prediction that runs fine is not failed for a passing 429/5xx/blip."""
-        for attempt in range(POLL_RETRIES + 1):
-            try:
-                return await self._send("GET", url)
-            except (ThrottledError, ServerHTTPError, TransportError) as exc:
-                if attempt == POLL_RETRIES:
-                    raise
-                wait_s = getattr(exc, "retry_after_s", None) or max_wait_s
-                await asyncio.sleep(min(wait_s, 5.0))
-        raise AssertionError("unreachable")  # pragma: no cover
+    async def _poll(
+        self, url: httpx.URL | str, max_wait_s: float, job_id: str
+    ) -> tuple[dict[str, Any], httpx.Response]:
+        """One read of prediction ``job_id``: a prediction that runs fine is not failed for a
+        passing 429/5xx/blip, and an error that does end it names the job (``request_id``),
+        so a failed poll can be told from a failed create and traced to its prediction."""
+        try:
+            for attempt in range(POLL_RETRIES + 1):
+                try:
+                    response = await self._send("GET", url)
+                    break
+                except (ThrottledError, ServerHTTPError, TransportError) as exc:
+                    if attempt == POLL_RETRIES:
+                        raise
+                    wait_s = getattr(exc, "retry_after_s", None) or max_wait_s
+                    await asyncio.sleep(min(wait_s, 5.0))
+            return self._prediction(response), response
+        except ProviderError as exc:
+            if exc.request_id is None:
+                exc.request_id = job_id
+            raise
 
     async def _cancel_quietly(self, url: httpx.URL | str) -> None:
         with anyio.move_on_after(CANCEL_GRACE_S, shield=True):

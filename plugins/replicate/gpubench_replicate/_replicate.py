@@ -42,8 +42,8 @@ from gpubench_sdk import (
     ServerHTTPError,
     TransportError,
     first_byte_ns,
+    redact,
 )
-from gpubench_sdk._secrets import redact
 
 from . import _prediction as p
 
@@ -228,8 +228,9 @@ class ReplicateProvider(p.PredictionProvider):
         while prediction["status"] not in p.TERMINAL_STATES:
             await asyncio.sleep(delay_s)
             delay_s = min(delay_s * o.poll_backoff, o.poll_max_interval_s)
-            response = await self._poll(self._url(prediction, "get"), o.poll_max_interval_s)
-            prediction = self._prediction(response)
+            prediction, response = await self._poll(
+                self._url(prediction, "get"), o.poll_max_interval_s, prediction["id"]
+            )
         return prediction, response
 
     async def _follow_stream(self, prediction: dict[str, Any], began: float) -> Result:
@@ -249,7 +250,9 @@ class ReplicateProvider(p.PredictionProvider):
             async with self.client.stream("GET", stream_url, headers=headers) as response:
                 if response.status_code >= 400:
                     await response.aread()
-                    raise self._http_error(response)
+                    error = self._http_error(response)
+                    error.request_id = prediction["id"]
+                    raise error
                 async for event, data in _sse_events(response):
                     if event == "output":
                         if first_ns is None:
@@ -264,9 +267,13 @@ class ReplicateProvider(p.PredictionProvider):
                     elif event == "done":
                         break
         except httpx.HTTPError as exc:
-            raise TransportError(p.describe(exc), provider=self.name) from exc
-        response = await self._poll(self._url(prediction, "get"), self._opts.poll_max_interval_s)
-        final, _ = await self._until_terminal(self._prediction(response), response)
+            raise TransportError(
+                p.describe(exc), provider=self.name, request_id=prediction["id"]
+            ) from exc
+        polled = await self._poll(
+            self._url(prediction, "get"), self._opts.poll_max_interval_s, prediction["id"]
+        )
+        final, _ = await self._until_terminal(*polled)
         result = self._result(final, first_ns, began)
         result.output = chunks
         return result

@@ -31,11 +31,13 @@ import contextlib
 import hmac
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, MutableMapping
 from datetime import UTC, datetime
 from typing import Any
 
 from gpubench_sdk.testing import (
+    INSTALL_HINT,
+    ASGIApp,
     FaultInjector,
     FleetConfig,
     Job,
@@ -44,8 +46,6 @@ from gpubench_sdk.testing import (
     SimulatedFleet,
     WorkerBill,
 )
-from gpubench_sdk.testing._faults import ASGIApp, Scope
-from gpubench_sdk.testing._harness import require
 
 from . import _cog
 from . import _prediction as p
@@ -84,11 +84,13 @@ def make_app(
     """The emulator app for ``fleet`` (see the module docstring for the two deployments);
     ``timestamps`` adds ``created_at``/``started_at``/``completed_at`` to predictions, as Cog
     before 0.23 sent them."""
-    require("starlette")
-    from starlette.applications import Starlette
-    from starlette.requests import Request
-    from starlette.responses import JSONResponse, Response
-    from starlette.routing import Route
+    try:
+        from starlette.applications import Starlette
+        from starlette.requests import Request
+        from starlette.responses import JSONResponse, Response
+        from starlette.routing import Route
+    except ImportError as exc:
+        raise ImportError(f"the Cog emulator: {INSTALL_HINT}") from exc
 
     clock = WallClock()
     offset_s = clock.offset_s
@@ -262,7 +264,7 @@ def make_app(
     return FaultInjector(app, fleet, _route, render_error=error_body)
 
 
-def _route(scope: Scope) -> str | None:
+def _route(scope: MutableMapping[str, Any]) -> str | None:
     """Which fault route a request belongs to (see ``gpubench_sdk.testing.FaultPlan``)."""
     path: str = scope.get("path", "")
     if path.endswith("/cancel"):

@@ -21,13 +21,19 @@ import contextlib
 import hmac
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, MutableMapping
 from typing import Any
 
 from gpubench_sdk import ScalingSettings
-from gpubench_sdk.testing import FaultInjector, FleetConfig, Job, QueueFull, SimulatedFleet
-from gpubench_sdk.testing._faults import ASGIApp, Scope
-from gpubench_sdk.testing._harness import require
+from gpubench_sdk.testing import (
+    INSTALL_HINT,
+    ASGIApp,
+    FaultInjector,
+    FleetConfig,
+    Job,
+    QueueFull,
+    SimulatedFleet,
+)
 
 from . import _prediction as p
 from ._emulation import WallClock, prediction_body
@@ -84,12 +90,14 @@ def make_app(
 ) -> ASGIApp:
     """The emulator app for ``fleet``; ``wait_cap_s`` shortens how long ``Prefer: wait`` holds
     a create before answering with the incomplete prediction (the service's 60 s)."""
-    require("starlette")
-    from starlette.applications import Starlette
-    from starlette.exceptions import HTTPException
-    from starlette.requests import Request
-    from starlette.responses import JSONResponse, Response, StreamingResponse
-    from starlette.routing import Route
+    try:
+        from starlette.applications import Starlette
+        from starlette.exceptions import HTTPException
+        from starlette.requests import Request
+        from starlette.responses import JSONResponse, Response, StreamingResponse
+        from starlette.routing import Route
+    except ImportError as exc:
+        raise ImportError(f"the Replicate emulator: {INSTALL_HINT}") from exc
 
     clock = WallClock()
     ended_by: dict[str, str] = {}  # prediction id -> "aborted"/"canceled" set by Cancel-After
@@ -376,7 +384,7 @@ def _event(name: str, event_id: int, data: str) -> bytes:
     return f"event: {name}\nid: {event_id}\ndata: {data}\n\n".encode()
 
 
-def _route(scope: Scope) -> str | None:
+def _route(scope: MutableMapping[str, Any]) -> str | None:
     """Which fault route a request belongs to (see ``gpubench_sdk.testing.FaultPlan``)."""
     path: str = scope.get("path", "")
     method: str = scope.get("method", "GET")

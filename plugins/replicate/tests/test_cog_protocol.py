@@ -16,7 +16,7 @@ from gpubench_replicate import CogProvider
 from gpubench_replicate.cog_emulator import AT_CAPACITY, SETUP_RUNNING, make_app
 
 from gpubench_sdk import ColdTimeoutError, Request, ThrottledError
-from gpubench_sdk.testing import Duration, FleetConfig, ServedApp, SimulatedFleet, serve
+from gpubench_sdk.testing import Duration, Fault, FleetConfig, ServedApp, SimulatedFleet, serve
 
 SETUP_S = 0.3
 
@@ -167,6 +167,24 @@ def test_proxy_holding_the_request_through_setup(proxied: ServedApp, fleet: Simu
     assert cold.cold is True and not cold.cold_confirmed  # our clock against the container's
     assert cold.setup_ms == pytest.approx(_setup_ms(fleet), abs=1)
     assert warm.cold is False and warm.setup_ms is None
+
+
+def test_failed_health_check_leaves_the_prediction_standing(
+    proxied: ServedApp, fleet: SimulatedFleet
+) -> None:
+    """The cold-start read of /health-check fails after the prediction succeeded: the
+    prediction stands (its output, its id), the cold start is unknown, and detail says why."""
+    fleet.faults.next(1, Fault.server_error(502), on="poll")
+
+    async def go() -> Any:
+        async with CogProvider(url=proxied.url, cold_threshold_ms=150) as provider:
+            return await provider.invoke(_probe(20))
+
+    result = asyncio.run(go())
+    assert fleet.faults.injected and fleet.truth(result.request_id).cold
+    assert result.output == {"echo": "x"} and result.execution_ms is not None
+    assert result.cold is None and result.setup_ms is None and not result.cold_confirmed
+    assert result.detail is not None and "HTTP 502" in result.detail["cold_check_error"]
 
 
 def test_older_cog_timestamps_give_queue_and_a_confirmed_cold(fleet: SimulatedFleet) -> None:

@@ -1,13 +1,16 @@
 """``CogProvider``, unchanged, against Cog's own HTTP server (PyPI ``cog`` 0.23, whose
 ``python -m cog.server.http`` starts the Rust ``coglet`` server; no docker).
 
-The predictor is written here: ``setup()`` sleeps ``SETUP_S``, ``predict()`` sleeps the
-request's ``sleep_ms`` and echoes ``echo``, the keys ``EchoProbe`` sends (once the shared
-input mapping lands, a predictor with a real schema, e.g. ``prompt``, plus a rename belongs here).
-The server starts as a subprocess and the run begins while ``setup()`` still runs, as after a
-container start: the first prediction gets Cog's 503 and must come back as the cold start, with
-Cog's own setup time; a sequential run must record no error at all (Cog frees its slot just
-after answering, so a request sent at once can get 409), and a burst on the one-slot container
+The model is written here with a schema as a real one declares it (Cog 0.23's ``BaseRunner``:
+``prompt``, required, and ``sleep_ms``, each an ``Input`` with its constraints, and a typed
+``Output``): ``setup()`` sleeps ``SETUP_S``, ``run()`` sleeps ``sleep_ms`` and answers
+``{"echo": prompt}``. ``EchoProbe`` sends ``echo`` and ``sleep_ms``, which Cog refuses as they
+are (``unexpected keyword argument 'echo'``), so every target maps ``echo`` onto ``prompt``
+with the shared ``InputMap``: in Python, and in the plan's ``[targets.input]``. The server
+starts as a subprocess and the run begins while ``setup()`` still runs, as after a container
+start: the first prediction gets Cog's 503 and must come back as the cold start, with Cog's own
+setup time; a sequential run must record no error at all (Cog frees its slot just after
+answering, so a request sent at once can get 409), and a burst on the one-slot container
 records its 409s as throttled.
 """
 
@@ -40,17 +43,27 @@ CLI_SETUP_S = 4.0
 PREDICTOR = """
 import time
 
-from cog import BasePredictor
+from cog import BaseModel, BaseRunner, Input
 
 
-class Predictor(BasePredictor):
+class Output(BaseModel):
+    echo: str
+
+
+class Runner(BaseRunner):
     def setup(self) -> None:
         time.sleep({setup_s})
 
-    def predict(self, echo: str = "", sleep_ms: float = 0.0) -> dict:
+    def run(
+        self,
+        prompt: str = Input(description="the text the model answers"),
+        sleep_ms: float = Input(default=0.0, ge=0.0, description="time the model takes, in ms"),
+    ) -> Output:
         time.sleep(sleep_ms / 1000)
-        return {{"echo": echo}}
+        return Output(echo=prompt)
 """
+# The probe's request ({"sleep_ms", "echo"}) onto the model's inputs ({"prompt", "sleep_ms"}).
+PROBE_TO_MODEL = gb.InputMap(rename={"echo": "prompt"})
 
 
 def _free_port() -> int:
@@ -70,7 +83,7 @@ def cog_url(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
     env = {
         **os.environ,
         "PORT": str(port),
-        "COG_PREDICT_TYPE_STUB": "predict.py:Predictor",
+        "COG_PREDICT_TYPE_STUB": "predict.py:Runner",
         # coglet starts its worker as `python`: this interpreter's, so it finds coglet
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }
@@ -137,7 +150,7 @@ def _raw_p50_ms(url: str, n: int = 20) -> float:
         times = []
         for _ in range(n):
             began = time.perf_counter()
-            body = {"input": {"echo": "x", "sleep_ms": SLEEP_MS}}
+            body = {"input": {"prompt": "x", "sleep_ms": SLEEP_MS}}
             response = client.post("/predictions", json=body)
             times.append((time.perf_counter() - began) * 1e3)
             assert response.status_code == 200, response.text
@@ -149,7 +162,7 @@ def test_sequential_and_burst_through_run(cog_url: str, tmp_path: Path) -> None:
     store = tmp_path / "cog.sqlite"
     result = anyio.run(
         lambda: gb.run(
-            {"cog": CogProvider(url=cog_url, timeout_s=30)},
+            {"cog": CogProvider(url=cog_url, timeout_s=30, input=PROBE_TO_MODEL)},
             gb.EchoProbe(sleep_ms=SLEEP_MS),
             [gb.Burst(total=30, concurrency=1), gb.Burst(total=16, concurrency=4)],
             store=store,
@@ -189,6 +202,15 @@ def test_sequential_and_burst_through_run(cog_url: str, tmp_path: Path) -> None:
     throttled = [i for i in burst if i.outcome is Outcome.THROTTLED]
     assert throttled and all("At capacity" in (i.error or "") for i in throttled)
     assert any(i.outcome is Outcome.OK for i in burst)
+
+    # The probe's request as it is (no map): the model refuses it, so the map made the run work.
+    async def unmapped() -> None:
+        async with CogProvider(url=cog_url, timeout_s=30) as provider:
+            await provider.invoke(gb.EchoProbe(sleep_ms=SLEEP_MS).request(0))
+
+    time.sleep(0.05)  # the burst's last slot is free by now: a 409 here would be ours
+    with pytest.raises(gb.ServerHTTPError, match="unexpected keyword argument 'echo'"):
+        anyio.run(unmapped)
     print(  # the figures for the record (pytest -s)
         f"\nsetup_ms={first.setup_ms:.1f} cold latency={(first.end_ns - first.start_ns) / 1e6:.1f}"
         f" ms; warm p50={p50:.2f} ms exec p50={exec_p50:.2f} ms raw overhead={overhead_ms:.2f}"
@@ -218,6 +240,9 @@ name = "cog"
 provider = "cog"
 url = "{cog_url}"
 timeout_s = 30
+
+[targets.input]
+rename = {{ echo = "prompt" }}
 
 [[scenarios]]
 kind = "burst"

@@ -30,9 +30,10 @@ from gpubench_sdk import (
     ConfigError,
     Request,
     RequestTimeoutError,
+    ServerHTTPError,
     ThrottledError,
+    validate_options,
 )
-from gpubench_sdk._config import validate_options
 from gpubench_sdk.testing import (
     Duration,
     Fault,
@@ -149,6 +150,28 @@ def test_a_prediction_cancelled_by_someone_else_is_cancelled(
     with pytest.raises(PredictionCanceledError) as info:
         asyncio.run(go())
     assert info.value.outcome.value == "cancelled"
+
+
+def test_a_failed_poll_or_stream_names_the_prediction_and_cancels_it(
+    served: ServedApp, fleet: SimulatedFleet
+) -> None:
+    """Polling outlives three errors in a row, not four; the error that ends it, like a
+    stream's, names the prediction it was reading, and that prediction is cancelled."""
+    fleet.faults.next(4, Fault.server_error(502), on="poll")
+    provider = _provider(served, mode="poll", poll_max_interval_s=0.02)
+    with pytest.raises(ServerHTTPError) as info:
+        asyncio.run(_invoke(provider, _probe(3000)))
+    (polled,) = fleet.truths()
+    assert info.value.status_code == 502 and info.value.request_id == polled.job_id
+    fleet.wait_for(lambda c: c.cancelled == 1, 5)
+
+    fleet.faults.next(1, Fault.server_error(503), on="poll")  # GET urls.stream
+    with pytest.raises(ServerHTTPError) as info:
+        asyncio.run(_invoke(_provider(served), _probe(3000, chunks=3)))
+    streamed = fleet.truths()[-1]
+    assert streamed.job_id != polled.job_id
+    assert info.value.status_code == 503 and info.value.request_id == streamed.job_id
+    fleet.wait_for(lambda c: c.cancelled == 2, 5)
 
 
 def test_emulator_accepts_token_and_bearer_and_refuses_others(served: ServedApp) -> None:
