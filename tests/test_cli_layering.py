@@ -1,4 +1,5 @@
-"""The CLI sits on top: no module of the SDK, the plugins or the examples imports it."""
+"""Layers: no module of the SDK, the plugins or the examples imports the CLI, and plugins and
+examples use only gpubench_sdk's public names (a third party's plugin can do all ours do)."""
 
 from __future__ import annotations
 
@@ -63,3 +64,22 @@ def test_the_check_sees_relative_imports() -> None:
     probe = ROOT / "gpubench_sdk" / "_report" / "_collect.py"
     assert "gpubench_sdk.cost._priced.priced_targets" in _imports(probe)
     assert "gpubench_sdk._cli" in _imports(ROOT / "gpubench_sdk" / "__main__.py")
+
+
+def _private(module: str) -> bool:
+    """``gpubench_sdk._secrets``, ``gpubench_sdk.testing._conformance``: not dunders."""
+    head, *parts = module.split(".")
+    return head == "gpubench_sdk" and any(
+        p.startswith("_") and not p.startswith("__") for p in parts
+    )
+
+
+def test_plugins_and_examples_use_only_public_names() -> None:
+    paths = [*ROOT.glob("plugins/*/**/*.py"), *ROOT.glob("examples/**/*.py")]
+    offenders = {
+        str(p.relative_to(ROOT)): found
+        for p in paths
+        if (found := sorted({m for m in _imports(p) if _private(m)}))
+    }
+    assert not offenders, f"private gpubench_sdk modules imported: {offenders}"
+    assert _private("gpubench_sdk.testing._conformance") and not _private("gpubench_sdk.Store")

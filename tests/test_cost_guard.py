@@ -50,7 +50,7 @@ def test_run_against_the_local_runtime_stops_before_its_cap(tmp_path: Path) -> N
     plan = tmp_path / "plan.toml"
     plan.write_text(PLAN)
     store_path = tmp_path / "g.sqlite"
-    done = gpubench("run", str(plan), "-o", str(store_path), "--quiet")
+    done = gpubench("run", str(plan), "--store", str(store_path), "--quiet")
     assert done.returncode == 0, done.stderr
     assert "max_cost_usd reached for target loc" in done.stdout
     assert "estimated bill" in done.stdout  # the run's own report prices each priced target

@@ -83,7 +83,7 @@ def test_spans_and_metrics_reach_the_collector(tmp_path: Path) -> None:
                 "gpubench_sdk",
                 "run",
                 str(plan),
-                "-o",
+                "--store",
                 str(tmp_path / "o.sqlite"),
                 "--quiet",
                 "--otlp-endpoint",

@@ -34,7 +34,7 @@ def test_gpu_probe_is_a_registered_workload() -> None:
 
 def test_example_plan_stores_probe_fields(tmp_path: Path) -> None:
     store_path = tmp_path / "probe.sqlite"
-    command = ["run", str(EXAMPLE), "-o", str(store_path), "--quiet"]
+    command = ["run", str(EXAMPLE), "--store", str(store_path), "--quiet"]
     done = subprocess.run(
         [sys.executable, "-m", "gpubench_sdk", *command],
         capture_output=True, text=True, timeout=300, cwd=tmp_path,

@@ -85,7 +85,7 @@ def test_prometheus_scrapes_a_running_benchmark(tmp_path: Path) -> None:
     plan.write_text(PLAN)
     store = tmp_path / "s.sqlite"
     bench = subprocess.Popen(
-        [sys.executable, "-m", "gpubench_sdk", "run", str(plan), "-o", str(store), "--quiet",
+        [sys.executable, "-m", "gpubench_sdk", "run", str(plan), "--store", str(store), "--quiet",
          "--prometheus-port", f"127.0.0.1:{exporter}"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
@@ -181,7 +181,7 @@ def test_grafana_dashboard_queries_only_exported_metrics() -> None:
 def test_prometheus_port_is_checked(tmp_path: Path) -> None:
     plan = tmp_path / "plan.toml"
     plan.write_text(PLAN)
-    proc = gpubench("run", str(plan), "--prometheus-port", "nine", "-o", str(tmp_path / "s"))
+    proc = gpubench("run", str(plan), "--prometheus-port", "nine", "--store", str(tmp_path / "s"))
     assert proc.returncode == 2 and "--prometheus-port" in proc.stderr
     proc = gpubench("run", str(plan), "--prometheus-port", "9464", "-p", "2")
     assert proc.returncode == 2 and "--otlp-endpoint" in proc.stderr

@@ -56,7 +56,7 @@ def _run(tmp_path: Path, url: str, concurrency: int) -> subprocess.CompletedProc
     plan = tmp_path / f"c{concurrency}.toml"
     plan.write_text(PLAN.format(url=url, total=2 * concurrency, concurrency=concurrency))
     return subprocess.run(
-        [sys.executable, "-m", "gpubench_sdk", "run", str(plan), "-o", str(tmp_path / "s.sqlite"),
+        [sys.executable, "-m", "gpubench_sdk", "run", str(plan), "--store", str(tmp_path / "s.sqlite"),
          "--quiet"],
         capture_output=True, text=True, timeout=180, preexec_fn=lambda: _limited(LIMIT),
     )  # fmt: skip
@@ -114,7 +114,7 @@ def test_a_rate_without_max_inflight_fits_itself_to_the_limit(tmp_path: Path) ->
             plan = tmp_path / f"{name}.toml"
             plan.write_text(RATE_PLAN.format(url=server.url, extra=extra))
             runs[name] = subprocess.run(
-                [sys.executable, "-m", "gpubench_sdk", "run", str(plan), "-o",
+                [sys.executable, "-m", "gpubench_sdk", "run", str(plan), "--store",
                  str(tmp_path / f"{name}.sqlite"), "--quiet"],
                 capture_output=True, text=True, timeout=180, preexec_fn=lambda: _limited(LIMIT),
             )  # fmt: skip

@@ -154,7 +154,7 @@ def test_cli_output_and_store_hold_no_key(tmp_path: Path) -> None:
     with LoopbackServer(app) as server:
         plan.write_text(tomli_w.dumps(_with_gate(PLAN, server.url)))
         proc = subprocess.run(
-            [sys.executable, "-m", "gpubench_sdk", "run", str(plan), "-o", str(store)],
+            [sys.executable, "-m", "gpubench_sdk", "run", str(plan), "--store", str(store)],
             capture_output=True,
             text=True,
             timeout=120,
