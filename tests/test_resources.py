@@ -56,8 +56,8 @@ def _run(tmp_path: Path, url: str, concurrency: int) -> subprocess.CompletedProc
     plan = tmp_path / f"c{concurrency}.toml"
     plan.write_text(PLAN.format(url=url, total=2 * concurrency, concurrency=concurrency))
     return subprocess.run(
-        [sys.executable, "-m", "gpubench_sdk", "run", str(plan), "--store", str(tmp_path / "s.sqlite"),
-         "--quiet"],
+        [sys.executable, "-m", "gpubench_sdk", "run", str(plan),
+         "--store", str(tmp_path / "s.sqlite"), "--quiet"],
         capture_output=True, text=True, timeout=180, preexec_fn=lambda: _limited(LIMIT),
     )  # fmt: skip
 
