@@ -194,16 +194,25 @@ def _execute(
         host, port = parse_prometheus_address(prometheus_port)
         setup = configure(otlp_endpoint=otlp_endpoint, prometheus_port=port, prometheus_host=host)
     progress = _progress(quiet)
+    # A Poisson rate's planned count is its expectation: the bar's total grows past it rather
+    # than showing 210/200.
+    totals = [s.planned(len(config.targets)) for s in config.build_scenarios()]
     tasks = [
-        progress.add_task(f"{i}:{s.kind}", total=s.planned(len(config.targets)), errors=0)
+        progress.add_task(f"{i}:{s.kind}", total=totals[i], errors=0)
         for i, s in enumerate(config.build_scenarios())
     ]
     errors = [0] * len(tasks)
+    done = [0] * len(tasks)
 
     def advance(inv: Invocation) -> None:
+        i = inv.scenario
         if not inv.ok:
-            errors[inv.scenario] += 1
-        progress.update(tasks[inv.scenario], advance=1, errors=errors[inv.scenario])
+            errors[i] += 1
+        done[i] += 1
+        if done[i] > totals[i]:
+            totals[i] = done[i]
+            progress.update(tasks[i], total=totals[i])
+        progress.update(tasks[i], advance=1, errors=errors[i])
 
     runner = build_run(
         config, store=store, instruments=setup.instruments() if setup else None, observers=[advance]
