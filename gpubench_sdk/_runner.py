@@ -1,68 +1,48 @@
-"""The runner: executes scenarios against targets side by side and records every request."""
+"""The runner: executes scenarios against targets side by side and records every request.
+
+``Runner`` is one class in three modules: this one holds the orchestration (validating the
+plan, opening providers, the run's lifecycle and its record in the store, shards, fleet and
+health sampling); ``_runner_drivers`` the scenario drivers (closed loop, burst, rate, cold
+starts); ``_runner_send`` the per-request hot path and the budget.
+"""
 
 from __future__ import annotations
 
-import email.utils
 import logging
-import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from contextlib import AbstractContextManager, AsyncExitStack
+from contextlib import AsyncExitStack
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
-import anyio.lowlevel
 import anyio.to_thread
-import httpx
 
 from ._errors import ConfigError
-from ._http import record_retries
 from ._input import check_inputs
 from ._monitor import HealthWindow, Monitor
 from ._provider import Provider
 from ._resources import check_open_files, out_of_files, unwrap
-from ._results import RunResult, Target, classify
-from ._scenarios import DEFAULT_MAX_INFLIGHT, Burst, ColdStarts, Rate, Scenario
+from ._results import RunResult, Target
+from ._runner_drivers import ScenarioDrivers
+from ._runner_send import BUDGET_SPENT, LiveTarget, Observer, SharedCounter, retry_after_s
+from ._scenarios import Burst, ColdStarts, Rate, Scenario
 from ._secrets import redact
 from ._store import DEFAULT_FLUSH_INTERVAL_S, RunInfo, ScenarioRecord, Store, TargetRecord
 from ._telemetry import Instruments
-from ._types import ColdCheck, Invocation, Outcome, Phase, Result
 from ._workload import Workload
 from .cost._meter import BudgetGuard
 
+__all__ = ["BUDGET_SPENT", "Observer", "Runner", "SharedCounter", "retry_after_s", "run"]
+
 log = logging.getLogger("gpubench.runner")
 
-Observer = Callable[[Invocation], None]
-
-
-class SharedCounter(Protocol):
-    """A ``multiprocessing.Value`` of an integer, as the shards share it."""
-
-    value: int
-
-    def get_lock(self) -> AbstractContextManager[Any]: ...
-
-
-BUDGET_SPENT = "max_requests reached"
 DEADLINE_CUT = "deadline"  # ScenarioRecord.status of a scenario cut short by its deadline_s
 CLOSE_TIMEOUT_S = 60.0  # how long a provider may take to restore settings when a run ends
 
 
-class _Live:
-    """Per-target state during a run: the open provider, its deadline and span attributes."""
-
-    __slots__ = ("attrs", "deadline_s", "name", "provider")
-
-    def __init__(self, target: Target) -> None:
-        self.name = target.name
-        self.provider = target.provider
-        self.deadline_s = target.provider.options.timeout_s
-        self.attrs: dict[str, Any] = {}
-
-
-class Runner:
+class Runner(ScenarioDrivers):
     """Runs ``scenarios`` in order; within each, all targets are driven at the same time.
 
     Every completed request becomes an ``Invocation`` appended to the store at once (committed
@@ -262,7 +242,7 @@ class Runner:
                 self._store.close()
         return self.result
 
-    async def _open(self, stack: AsyncExitStack, target: Target) -> _Live:
+    async def _open(self, stack: AsyncExitStack, target: Target) -> LiveTarget:
         provider = target.provider
         await provider.__aenter__()
 
@@ -272,9 +252,9 @@ class Runner:
             return False
 
         stack.push_async_exit(close)
-        return _Live(target)
+        return LiveTarget(target)
 
-    async def _drive(self, live: list[_Live], monitor: Monitor) -> None:
+    async def _drive(self, live: list[LiveTarget], monitor: Monitor) -> None:
         async with anyio.create_task_group() as tg:
             if self._use_monitor:
                 tg.start_soon(monitor.run)
@@ -290,20 +270,11 @@ class Runner:
                 await self._scenario(live, sidx, scenario)
             tg.cancel_scope.cancel()
 
-    async def _wait_for_shards(self) -> None:
-        if self._sync is None:
-            return
-        try:
-            await anyio.to_thread.run_sync(self._sync, abandon_on_cancel=True)
-        except Exception:  # BrokenBarrierError: another process stopped or failed
-            self.stop("another load-generating process stopped")
-            await anyio.lowlevel.checkpoint()
-
     def _target_record(self, target: Target) -> TargetRecord:
         p = target.provider
         return TargetRecord(target.name, p.name, p.options.public(), p.capabilities.names())
 
-    def _label(self, live: list[_Live], scenario: Scenario) -> None:
+    def _label(self, live: list[LiveTarget], scenario: Scenario) -> None:
         for lt in live:
             lt.attrs = {
                 "gpubench.target": lt.name,
@@ -322,7 +293,7 @@ class Runner:
     def _health(self, window: HealthWindow) -> None:
         self._store.append_health(self._run_id, window)
 
-    async def _watch_fleet(self, lt: _Live, interval_s: float) -> None:
+    async def _watch_fleet(self, lt: LiveTarget, interval_s: float) -> None:
         """Record the target's workers over the whole run: scale-out and scale-to-zero as data."""
         warned = False
         while True:
@@ -336,7 +307,7 @@ class Runner:
                     log.warning("%s: fleet state unavailable: %s", lt.name, redact(str(exc)))
             await anyio.sleep(interval_s)
 
-    def _take(self, lt: _Live | None = None) -> bool:
+    def _take(self, lt: LiveTarget | None = None) -> bool:
         """Reserve one request of the budget; False once ``max_requests`` went out, or when
         ``lt``'s next request could pass a ``max_cost_usd`` cap (that target stops)."""
         if self._guard is not None and lt is not None:
@@ -371,7 +342,7 @@ class Runner:
             return True
         return False
 
-    async def _scenario(self, live: list[_Live], sidx: int, scenario: Scenario) -> None:
+    async def _scenario(self, live: list[LiveTarget], sidx: int, scenario: Scenario) -> None:
         deadline = scenario.deadline_s
         with anyio.move_on_after(deadline if deadline is not None else float("inf")) as scope:
             self._scenario_scope = scope
@@ -396,291 +367,6 @@ class Runner:
             await anyio.to_thread.run_sync(
                 self._store.set_scenario_status, self._run_id, sidx, DEADLINE_CUT
             )
-
-    # -- the hot path ---------------------------------------------------------------------
-
-    async def _send(
-        self,
-        lt: _Live,
-        sidx: int,
-        seq: int,
-        phase: Phase,
-        scheduled_ns: int,
-        expect_cold: bool | None = None,
-        check: ColdCheck | None = None,
-    ) -> None:
-        request = self._workload.request(seq)
-        self._inflight += 1
-        wall = time.time_ns()
-        start = time.perf_counter_ns()
-        scheduled_ns = min(scheduled_ns, start)  # a timer may fire a hair early
-        result: Result | None = None
-        status = error = failed_id = None
-        outcome = Outcome.OK
-        cancelled: BaseException | None = None
-        retry_after: float | None = None
-        deadline = anyio.move_on_after(lt.deadline_s)
-        resent = record_retries()  # filled by the transport if it resends (rare)
-        try:
-            with deadline:
-                result = await lt.provider.invoke(request)
-            if deadline.cancelled_caught:
-                outcome, error = Outcome.TIMEOUT, f"no answer within timeout_s={lt.deadline_s:g}"
-            elif not isinstance(result, Result):
-                raise TypeError(f"invoke returned {type(result).__name__}, not Result")
-        except anyio.get_cancelled_exc_class() as exc:
-            cancelled, result = exc, None
-            outcome, error = Outcome.CANCELLED, self._stop_reason or self._cancel_reason()
-        except Exception as exc:
-            retry_after = retry_after_s(exc)
-            result = None
-            outcome, status, error = classify(exc, lt.provider.name)
-            failed_id = getattr(exc, "request_id", None)  # the job a failed poll was about
-        end = time.perf_counter_ns()
-        self._inflight -= 1
-        units: tuple[int | None, int | None] = (None, None)
-        cold = fb = None
-        origin = self._origin_ns
-        tokens: list[int] | None = None
-        detail: Mapping[str, Any] | None = None
-        if outcome is not Outcome.THROTTLED or result is not None:
-            retry_after = None
-        if result is not None:
-            status = result.http_status
-            units = (result.input_units, result.output_units)
-            detail = result.detail
-            try:
-                if units == (None, None):
-                    units = self._workload.read(result.output)
-                if outcome is Outcome.OK:
-                    # Both kept: the provider's (e.g. the variant that served) and the
-                    # workload's (e.g. a GPU probe's figures); the workload's wins a clash.
-                    read = self._workload.detail(result.output)
-                    if read:
-                        detail = {**(detail or {}), **read}
-            except Exception as exc:
-                outcome, _, error = classify(exc, lt.provider.name)
-            cold = result.cold
-            fb = result.first_byte_ns
-            if fb is not None and not start <= fb <= end:
-                fb = None  # not on our clock (a plugin used time.time_ns?): drop, never guess
-            times = result.token_times_ns
-            # len(), not truth: a plugin may hand a numpy array. Off our clock: dropped.
-            if times is not None and len(times) and start <= min(times) and max(times) <= end:
-                tokens = [t - origin for t in times]
-        if resent:  # the request went out again on a fresh connection: say so with it
-            detail = {**(detail or {}), "transport_retries": resent}
-        # Confirmed only on evidence: the provider reported it as a fact, or the target was
-        # verified cold just before this request. A timing-based guess stays inferred.
-        confirmed = cold is True and result is not None and result.cold_confirmed
-        if expect_cold is not None:
-            if cold is None:
-                cold = expect_cold
-            if cold and expect_cold and check is not None and check.confirmed:
-                confirmed = True
-        inv = Invocation(
-            target=lt.name,
-            scenario=sidx,
-            seq=seq,
-            phase=phase,
-            scheduled_ns=scheduled_ns - origin,
-            start_ns=start - origin,
-            end_ns=end - origin,
-            wall_start_ns=wall,
-            outcome=outcome,
-            first_byte_ns=None if fb is None else fb - origin,
-            http_status=status,
-            error=error,
-            request_id=failed_id if result is None else result.request_id,
-            queue_ms=None if result is None else result.queue_ms,
-            execution_ms=None if result is None else result.execution_ms,
-            setup_ms=None if result is None else result.setup_ms,
-            cold=cold,
-            cold_confirmed=confirmed,
-            input_units=units[0],
-            output_units=units[1],
-            worker_id=None if result is None else result.worker_id,
-            token_times_ns=tokens,
-            detail=detail,
-            retry_after_s=retry_after,
-        )
-        self._store.append(self._run_id, inv)
-        if self._guard is not None:
-            self._guard.record(inv)  # the live cost meter: a few float additions
-        self._instruments.record(inv, lt.attrs)
-        for observer in self._observers:
-            try:
-                observer(inv)
-            except Exception:  # a progress bar must not cost a measurement
-                log.exception("observer %r failed", observer)
-        if cancelled is not None:
-            raise cancelled
-
-    def _cancel_reason(self) -> str:
-        scope = self._scenario_scope
-        if scope is not None and scope.cancel_called:
-            return "cancelled: the scenario's deadline_s passed"
-        return "cancelled"
-
-    # -- scenarios ------------------------------------------------------------------------
-
-    def _share(self, seqs: range, concurrency: int) -> tuple[range, int]:
-        """This shard's part of a closed loop: its slots, and every m-th seq for them.
-
-        Only the first ``m = min(shards, concurrency)`` shards get slots, so no seq is ever
-        dealt to a shard with nothing to send it.
-        """
-        k, n = self._shard
-        m = min(n, concurrency)
-        if k >= m:
-            return range(0), 0
-        return seqs[k::m], concurrency // m + (1 if k < concurrency % m else 0)
-
-    async def _closed_loop(
-        self, lt: _Live, sidx: int, seqs: range, concurrency: int, phase: Phase
-    ) -> None:
-        pending = iter(seqs)
-
-        async def slot() -> None:
-            for seq in pending:  # one shared iterator: each seq is sent exactly once
-                if not self._take(lt):
-                    return
-                await self._send(lt, sidx, seq, phase, time.perf_counter_ns())
-
-        async with anyio.create_task_group() as tg:
-            for _ in range(min(concurrency, len(seqs))):
-                tg.start_soon(slot)
-
-    async def _burst(self, live: list[_Live], sidx: int, sc: Burst) -> None:
-        async def phase(lt: _Live, seqs: range, slots: int, phase: Phase) -> None:
-            await self._closed_loop(lt, sidx, seqs, slots, phase)
-
-        if sc.warmup:
-            seqs, slots = self._share(range(-sc.warmup, 0), sc.concurrency)
-            async with anyio.create_task_group() as tg:
-                for lt in live:
-                    tg.start_soon(phase, lt, seqs, slots, Phase.WARMUP)
-            await self._wait_for_shards()  # measure only once every process has warmed up
-        seqs, slots = self._share(range(sc.total), sc.concurrency)
-        async with anyio.create_task_group() as tg:
-            for lt in live:
-                tg.start_soon(phase, lt, seqs, slots, Phase.MEASURE)
-
-    async def _rate(self, live: list[_Live], sidx: int, sc: Rate) -> None:
-        if sc.warmup:
-            seqs, _ = self._share(range(-sc.warmup, 0), 1)
-            async with anyio.create_task_group() as tg:
-                for lt in live:
-                    tg.start_soon(self._closed_loop, lt, sidx, seqs, 1, Phase.WARMUP)
-            await self._wait_for_shards()  # every process starts its schedule together
-        t0 = time.perf_counter_ns()
-        async with anyio.create_task_group() as tg:
-            for lt in live:  # one schedule per target: a saturated one never delays the others
-                tg.start_soon(self._rate_target, lt, sidx, sc, t0)
-
-    async def _rate_target(self, lt: _Live, sidx: int, sc: Rate, t0: int) -> None:
-        k, n = self._shard
-        cap = max(1, (sc.max_inflight or DEFAULT_MAX_INFLIGHT) // n)  # the run's total, shared
-        if sc.max_inflight is None and self._fd_cap is not None and cap > self._fd_cap:
-            log.warning(
-                "%s: at most %d requests in flight (the open-files limit, ulimit -n); "
-                "set rate.max_inflight to choose",
-                lt.name,
-                self._fd_cap,
-            )
-            cap = self._fd_cap
-        limiter = anyio.Semaphore(cap)
-
-        async def fire(seq: int, due: int) -> None:
-            try:
-                await self._send(lt, sidx, seq, Phase.MEASURE, due)
-            finally:
-                limiter.release()
-
-        async with anyio.create_task_group() as tg:
-            for seq, offset_s in enumerate(sc.offsets_s()):
-                if seq % n != k:  # another process sends this one, on the same schedule
-                    continue
-                due = t0 + int(offset_s * 1e9)
-                delay = (due - time.perf_counter_ns()) / 1e9
-                if delay > 0:
-                    await anyio.sleep(delay)
-                while time.perf_counter_ns() < due:  # uvloop's ms timers fire up to 1 ms early
-                    await anyio.lowlevel.checkpoint()
-                # At max_inflight the schedule waits; the wait is counted in latency
-                # (from the scheduled time), never hidden. The budget is taken after the
-                # wait, so a scenario stopped while waiting has reserved nothing.
-                await limiter.acquire()
-                if not self._take(lt):
-                    limiter.release()
-                    break
-                tg.start_soon(fire, seq, due)
-
-    async def _cold_starts(self, live: list[_Live], sidx: int, sc: ColdStarts) -> None:
-        if self._shard[0] != 0:
-            return  # cold starts are sequential by nature: the first process sends them all
-
-        async def one_target(lt: _Live, first_seq: int) -> None:
-            if self._spent() or (self._guard is not None and lt.name in self._guard.stopped):
-                return  # do not wait out an idle gap for a request that will not be sent
-            check = await self._make_cold(lt, sc)
-            if not self._take(lt):
-                return
-            await self._send(
-                lt, sidx, first_seq, Phase.MEASURE, time.perf_counter_ns(), True, check
-            )
-            for k in range(sc.warm_after):
-                if not self._take(lt):
-                    return
-                await self._send(
-                    lt, sidx, first_seq + 1 + k, Phase.MEASURE, time.perf_counter_ns(), False
-                )
-
-        for i in range(sc.n):
-            if self._spent():
-                return
-            async with anyio.create_task_group() as tg:
-                for lt in live:
-                    tg.start_soon(one_target, lt, i * (1 + sc.warm_after))
-
-    async def _make_cold(self, lt: _Live, sc: ColdStarts) -> ColdCheck:
-        provider = lt.provider
-        if not provider.capabilities.cold_start_control:
-            assert sc.idle_gap_s is not None
-            await anyio.sleep(sc.idle_gap_s)
-            return ColdCheck(False, sc.idle_gap_s, f"waited idle gap {sc.idle_gap_s:g} s")
-        began = time.perf_counter()
-        try:
-            with anyio.fail_after(sc.cold_timeout_s):
-                return await provider.ensure_cold(sc.cold_timeout_s)
-        except Exception as exc:
-            # A failed check does not stop the study: the sample is kept, marked unconfirmed.
-            reason = "timed out" if isinstance(exc, TimeoutError) else redact(str(exc))
-            log.warning("%s: could not confirm a cold target: %s", lt.name, reason)
-            return ColdCheck(False, time.perf_counter() - began, f"ensure_cold failed: {reason}")
-
-
-def retry_after_s(exc: BaseException) -> float | None:
-    """How long a throttled request was told to wait: ``ThrottledError.retry_after_s``, or an
-    ``httpx`` 429's ``Retry-After`` header (seconds or an HTTP date, RFC 9110 section 10.2.3)."""
-    given = getattr(exc, "retry_after_s", None)
-    if isinstance(given, int | float) and math.isfinite(given) and given >= 0:
-        return float(given)
-    response = getattr(exc, "response", None)
-    if not isinstance(exc, httpx.HTTPStatusError) or response is None:
-        return None
-    header = response.headers.get("Retry-After")
-    if not header:
-        return None
-    try:
-        seconds = float(header)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(header)
-        except (TypeError, ValueError):
-            return None
-        seconds = when.timestamp() - time.time()
-    return max(0.0, seconds) if math.isfinite(seconds) else None
 
 
 def _validate(
