@@ -72,11 +72,9 @@ def check_flush_interval(value: float) -> None:
         )
 
 
+# Writing is here and in StoreWriter (the writer thread); reading in StoreReads.
 class Store(StoreReads, StoreWriter):
-    """A results file. Open one per process; safe to share between threads of that process.
-
-    Writing is here and in ``StoreWriter`` (the writer thread); reading in ``StoreReads``.
-    """
+    """A results file. Open one per process; safe to share between threads of that process."""
 
     def __init__(
         self,
