@@ -307,41 +307,6 @@ class Runner(ScenarioDrivers):
                     log.warning("%s: fleet state unavailable: %s", lt.name, redact(str(exc)))
             await anyio.sleep(interval_s)
 
-    def _take(self, lt: LiveTarget | None = None) -> bool:
-        """Reserve one request of the budget; False once ``max_requests`` went out, or when
-        ``lt``'s next request could pass a ``max_cost_usd`` cap (that target stops)."""
-        if self._guard is not None and lt is not None:
-            refused = self._guard.allow(lt.name, lt.deadline_s)
-            if refused is not None:
-                self._stop_reason = self._stop_reason or refused
-                return False
-        if self._budget is not None:
-            shared = self._shared_sent
-            if shared is None:
-                spent = self._sent >= self._budget
-            else:
-                with shared.get_lock():
-                    spent = shared.value >= self._budget
-                    if not spent:
-                        shared.value += 1
-            if spent:
-                self._stop_reason = self._stop_reason or BUDGET_SPENT
-                if self._guard is not None and lt is not None:
-                    self._guard.release(lt.name)  # the cost reservation was not used
-                return False
-        self._sent += 1
-        return True
-
-    def _spent(self) -> bool:
-        """Whether the budget is used up, without taking from it."""
-        if self._budget is None:
-            return False
-        sent = self._sent if self._shared_sent is None else self._shared_sent.value
-        if sent >= self._budget:
-            self._stop_reason = self._stop_reason or BUDGET_SPENT
-            return True
-        return False
-
     async def _scenario(self, live: list[LiveTarget], sidx: int, scenario: Scenario) -> None:
         deadline = scenario.deadline_s
         with anyio.move_on_after(deadline if deadline is not None else float("inf")) as scope:
