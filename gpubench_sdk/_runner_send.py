@@ -9,7 +9,6 @@ cost is paid per request reads on its own. ``Runner`` sets the state declared be
 
 from __future__ import annotations
 
-import email.utils
 import logging
 import math
 import time
@@ -21,6 +20,7 @@ import anyio
 import httpx
 
 from ._http import record_retries
+from ._http import retry_after_s as header_retry_after_s
 from ._results import Target, classify
 from ._store import Store
 from ._telemetry import Instruments
@@ -234,22 +234,10 @@ class RequestSender:
 
 def retry_after_s(exc: BaseException) -> float | None:
     """How long a throttled request was told to wait: ``ThrottledError.retry_after_s``, or an
-    ``httpx`` 429's ``Retry-After`` header (seconds or an HTTP date, RFC 9110 section 10.2.3)."""
+    ``httpx`` 429's ``Retry-After`` header (read by the transport's parser)."""
     given = getattr(exc, "retry_after_s", None)
     if isinstance(given, int | float) and math.isfinite(given) and given >= 0:
         return float(given)
-    response = getattr(exc, "response", None)
-    if not isinstance(exc, httpx.HTTPStatusError) or response is None:
+    if not isinstance(exc, httpx.HTTPStatusError):
         return None
-    header = response.headers.get("Retry-After")
-    if not header:
-        return None
-    try:
-        seconds = float(header)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(header)
-        except (TypeError, ValueError):
-            return None
-        seconds = when.timestamp() - time.time()
-    return max(0.0, seconds) if math.isfinite(seconds) else None
+    return header_retry_after_s(exc.response)
