@@ -200,16 +200,18 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             url = url.copy_with(userinfo=b"")
         resent: str | None = None
         _ATTEMPT.set(None)
+        send = functools.partial(
+            aiohttp.ClientSession.request,
+            method=request.method,
+            url=str(url),
+            headers=head,
+            data=body or None,
+            allow_redirects=False,
+            timeout=timeout,
+        )
         try:
             try:
-                response = await session.request(
-                    request.method,
-                    str(url),
-                    headers=head,
-                    data=body or None,
-                    allow_redirects=False,
-                    timeout=timeout,
-                )
+                response = await send(session)
             except Exception as exc:
                 if not _never_ran(exc):
                     raise
@@ -218,14 +220,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                 seen = _RETRIES.get()
                 if seen is not None:
                     seen.append(resent)
-                response = await self._fresh_session().request(
-                    request.method,
-                    str(url),
-                    headers=head,
-                    data=body or None,
-                    allow_redirects=False,
-                    timeout=timeout,
-                )
+                response = await send(self._fresh_session())
         except Exception as exc:
             raise _map_error(exc) from exc
         arrived = time.perf_counter_ns()
