@@ -207,7 +207,9 @@ class ContainerAppAdmin:
     async def update_scale(self, scale: Mapping[str, Any]) -> AppInfo:
         """Merge-patch ``properties.template.scale`` and wait for the operation (it rolls a
         revision). ``scale`` is ARM JSON (``minReplicas``, ``cooldownPeriod``, ``rules``)."""
-        body = {"properties": {"template": {"scale": dict(scale)}}}
+        # a JSON merge patch: the SDK takes it as JSON (its ContainerApp TypedDict), whose
+        # typing requires `location`, which a patch of the scale alone has no need of
+        body: Any = {"properties": {"template": {"scale": dict(scale)}}}
         try:
             poller = await self._client.container_apps.begin_update(
                 self.group, self.app, body, polling_interval=self._poll_s
@@ -227,7 +229,7 @@ class ContainerAppAdmin:
                 async for r in self._client.container_apps_revisions.list_revisions(
                     self.group, self.app
                 )
-                if r.properties is not None and r.properties.active
+                if r.name and r.properties is not None and r.properties.active
             ]
             running = provisioning = 0
             names: list[str] = []

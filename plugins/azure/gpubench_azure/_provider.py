@@ -357,14 +357,11 @@ class AzureProvider(Provider):
             await anyio.sleep(o.replica_poll_s)
             replicas = await admin.replicas()
         confirmed = replicas.none
-        how = (
-            f"minReplicas=0, cooldownPeriod={info.cooldown_s}s; "
-            + (
-                "no replica listed in the active revisions"
-                if confirmed
-                else f"{replicas.running + replicas.provisioning} replica(s) still listed "
-                "when the time ran out"
-            )
+        how = f"minReplicas=0, cooldownPeriod={info.cooldown_s}s; " + (
+            "no replica listed in the active revisions"
+            if confirmed
+            else f"{replicas.running + replicas.provisioning} replica(s) still listed "
+            "when the time ran out"
         )
         self._cold_next = confirmed if confirmed else None
         return ColdCheck(confirmed=confirmed, waited_s=time.monotonic() - started, how=how)

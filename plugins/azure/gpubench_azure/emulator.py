@@ -49,8 +49,14 @@ DEFAULT_APP = (
     "/providers/Microsoft.App/containerApps/llama"
 )
 _PREFIX = "/subscriptions/{sub}/resourceGroups/{group}/providers/Microsoft.App/containerApps"
-_CODES = {400: "BadRequest", 401: "InvalidAuthenticationToken", 404: "ResourceNotFound",
-          429: "TooManyRequests", 500: "InternalServerError", 503: "ServiceUnavailable"}  # fmt: skip
+_CODES = {
+    400: "BadRequest",
+    401: "InvalidAuthenticationToken",
+    404: "ResourceNotFound",
+    429: "TooManyRequests",
+    500: "InternalServerError",
+    503: "ServiceUnavailable",
+}
 
 
 def arm_error_body(status: int, message: str) -> tuple[bytes, str]:
@@ -186,7 +192,9 @@ def make_app(
                 return arm_error(401, "The access token is missing or invalid.")
         name = request.path_params.get("app")
         if name is not None and name.lower() != app_name.lower():
-            return arm_error(404, f"The Resource 'Microsoft.App/containerApps/{name}' was not found.")
+            return arm_error(
+                404, f"The Resource 'Microsoft.App/containerApps/{name}' was not found."
+            )
         return None
 
     async def container_app(request: Request) -> Response:
@@ -198,11 +206,10 @@ def make_app(
             patch = json.loads(await request.body())
         except ValueError:
             return arm_error(400, "The request content is not valid JSON.")
-        template = (patch.get("properties") or {}).get("template") if isinstance(patch, dict) else None
+        properties = patch.get("properties") if isinstance(patch, dict) else None
+        template = properties.get("template") if isinstance(properties, dict) else None
         if template is not None:
-            new = _merge(
-                {**copy.deepcopy(state["template"]), "scale": scale_of_fleet()}, template
-            )
+            new = _merge({**copy.deepcopy(state["template"]), "scale": scale_of_fleet()}, template)
             scale = new.get("scale") or {}
             low, high = scale.get("minReplicas", 0), scale.get("maxReplicas", 10)
             if not (isinstance(low, int) and isinstance(high, int) and 0 <= low <= high):

@@ -137,9 +137,7 @@ def test_revisions_and_replicas(
                 GROUP, APP, active[0].name
             )
             await asyncio.to_thread(fleet.wait_for, lambda n: n.idle == 2, 5)
-            up = await c.container_apps_revision_replicas.list_replicas(
-                GROUP, APP, active[0].name
-            )
+            up = await c.container_apps_revision_replicas.list_replicas(GROUP, APP, active[0].name)
             return revisions, list(booting.value), list(up.value)
 
     revisions, booting, up = run(go())
