@@ -201,7 +201,7 @@ def test_plain_http_is_refused_by_the_sdk(fleet: SimulatedFleet) -> None:
 
         async def go() -> None:
             async with client(plain, ca="") as c:
-                await c.container_apps.get(GROUP, APP)
+                await c.container_apps.get(GROUP, APP, retry_total=0)
 
         with pytest.raises(aexc.ServiceRequestError, match="https"):
             run(go())
