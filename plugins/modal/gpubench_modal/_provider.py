@@ -12,6 +12,8 @@ Protocol facts, with their sources:
   the call id is kept (a failure while waiting names it), at most ``max_redirects`` hops.
 - Each answer carries the function call's id in ``Modal-Function-Call-Id`` (a header Modal's
   edge adds; seen in responses in the wild, not documented as an API): the request id.
+- A streamed answer (``Request.stream``: ``Accept: text/event-stream``) is read piece by piece,
+  each with its arrival time (https://modal.com/docs/guide/streaming-endpoints).
 - Nothing in the answer says whether a container was started for it: Modal's control plane
   (``min_containers``, ``scaledown_window``, container lists) is reachable only through the
   ``modal`` client's gRPC API. A cold start is inferred from ``cold_threshold_ms``.
@@ -47,9 +49,12 @@ from gpubench_sdk import (
 )
 from gpubench_sdk.cost import load_catalog
 
+from ._stream import pieces
+
 CALL_ID_HEADER = "modal-function-call-id"
 CALL_ID_PARAM = "__modal_function_call_id"
 LONG_REQUEST_S = 150.0  # https://modal.com/docs/guide/webhook-timeouts
+_REDIRECTS = (301, 302, 303, 307, 308)
 
 
 class ModalOptions(ProviderOptions):
@@ -95,7 +100,7 @@ class ModalProvider(Provider):
     ``min_containers``/``scaledown_window`` before a cold-start run."""
 
     name = "modal"
-    capabilities = Capabilities(billing=load_catalog().billing_model("modal"))
+    capabilities = Capabilities(streaming=True, billing=load_catalog().billing_model("modal"))
     Options: ClassVar[type[ProviderOptions]] = ModalOptions
 
     @property
@@ -115,13 +120,19 @@ class ModalProvider(Provider):
 
     async def invoke(self, request: Request) -> Result:
         o = self._opts
+        headers = self._headers
+        if request.stream:  # Modal sends text/event-stream on as written, unbuffered
+            headers = {**headers, "Accept": "text/event-stream"}
         sent_ns = time.perf_counter_ns()
         call_id: str | None = None
         response = await self._send(
-            "POST", o.url, json=dict(request.payload), headers=self._headers, call_id=None
+            self.client.build_request("POST", o.url, json=dict(request.payload), headers=headers),
+            call_id=None,
+            stream=request.stream,
         )
         redirects = 0
-        while response.status_code in (301, 302, 303, 307, 308):
+        while response.status_code in _REDIRECTS:
+            await response.aclose()
             location = response.headers.get("location")
             if not location:
                 raise InvalidResponseError(
@@ -141,21 +152,22 @@ class ModalProvider(Provider):
                 )
             redirects += 1
             # RFC 9110: a 303 is followed with GET; Modal refuses another POST there
-            response = await self._send("GET", target, headers=self._headers, call_id=call_id)
+            response = await self._send(
+                self.client.build_request("GET", target, headers=headers),
+                call_id=call_id,
+                stream=request.stream,
+            )
         call_id = response.headers.get(CALL_ID_HEADER) or call_id
-        if response.status_code >= 400:
-            raise self._http_error(response, call_id)
         try:
-            output = response.json()
-        except ValueError as exc:
-            if "json" in response.headers.get("content-type", ""):
-                raise InvalidResponseError(
-                    "the answer says JSON but does not parse",
-                    provider=self.name,
-                    status_code=response.status_code,
-                    request_id=call_id,
-                ) from exc
-            output = response.text
+            if response.status_code >= 400:
+                await self._read(response, call_id)
+                raise self._http_error(response, call_id)
+            if request.stream:
+                output, times = await self._pieces(response, call_id)
+            else:
+                output, times = self._document(response, call_id), []
+        finally:
+            await response.aclose()
         arrived_ns = first_byte_ns(response)
         cold: bool | None = None
         if o.cold_threshold_ms is not None and arrived_ns is not None:
@@ -166,19 +178,56 @@ class ModalProvider(Provider):
             request_id=call_id,
             first_byte_ns=arrived_ns,
             cold=cold,
+            token_times_ns=times or None,
         )
 
     async def _send(
-        self, method: str, url: httpx.URL | str, *, call_id: str | None, **kw: Any
+        self, request: httpx.Request, *, call_id: str | None, stream: bool
     ) -> httpx.Response:
         try:
-            return await self.client.request(method, url, follow_redirects=False, **kw)
-        except httpx.TimeoutException as exc:
-            raise RequestTimeoutError(
-                _describe(exc), provider=self.name, request_id=call_id
-            ) from exc
+            return await self.client.send(request, stream=stream, follow_redirects=False)
         except httpx.HTTPError as exc:
-            raise TransportError(_describe(exc), provider=self.name, request_id=call_id) from exc
+            raise self._transport_error(exc, call_id) from exc
+
+    async def _read(self, response: httpx.Response, call_id: str | None) -> None:
+        try:
+            await response.aread()
+        except httpx.HTTPError as exc:
+            raise self._transport_error(exc, call_id) from exc
+
+    async def _pieces(self, response: httpx.Response, call_id: str | None) -> tuple[Any, list[int]]:
+        """A streamed answer piece by piece; one that is not a stream is read whole."""
+        kind = response.headers.get("content-type", "")
+        if not kind.startswith(("text/event-stream", "application/x-ndjson", "text/plain")):
+            await self._read(response, call_id)
+            return self._document(response, call_id), []
+        output: list[Any] = []
+        times: list[int] = []
+        try:
+            async for piece, at_ns in pieces(response):
+                output.append(piece)
+                times.append(at_ns)
+        except httpx.HTTPError as exc:
+            raise self._transport_error(exc, call_id) from exc
+        return output, times
+
+    def _document(self, response: httpx.Response, call_id: str | None) -> Any:
+        try:
+            return response.json()
+        except ValueError as exc:
+            if "json" in response.headers.get("content-type", ""):
+                raise InvalidResponseError(
+                    "the answer says JSON but does not parse",
+                    provider=self.name,
+                    status_code=response.status_code,
+                    request_id=call_id,
+                ) from exc
+            return response.text
+
+    def _transport_error(self, exc: httpx.HTTPError, call_id: str | None) -> ProviderError:
+        if isinstance(exc, httpx.TimeoutException):
+            return RequestTimeoutError(_describe(exc), provider=self.name, request_id=call_id)
+        return TransportError(_describe(exc), provider=self.name, request_id=call_id)
 
     def _http_error(self, response: httpx.Response, call_id: str | None) -> ProviderError:
         status = response.status_code

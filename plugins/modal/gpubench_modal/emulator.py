@@ -12,6 +12,9 @@
   (https://modal.com/docs/guide/webhook-proxy-auth).
 - A client that hangs up before the redirect cancels its call (an ASGI app sees the
   disconnect); one that hangs up on a result URL does not (the call runs on).
+- Asked for ``text/event-stream``, a job that streams (``"chunks": n``) is answered as
+  server-sent events, one ``data:`` event per piece, from the moment it runs
+  (https://modal.com/docs/guide/streaming-endpoints).
 
 Faults in ``fleet.faults`` hit ``POST`` (route ``submit``) and result URLs (``poll``). Run
 ``python -m gpubench_modal.emulator --port 0`` to serve one by hand.
@@ -52,7 +55,12 @@ def make_app(
     try:
         from starlette.applications import Starlette
         from starlette.requests import Request
-        from starlette.responses import JSONResponse, PlainTextResponse, Response
+        from starlette.responses import (
+            JSONResponse,
+            PlainTextResponse,
+            Response,
+            StreamingResponse,
+        )
         from starlette.routing import Route
     except ImportError as exc:
         raise ImportError(f"the Modal emulator: {INSTALL_HINT}") from exc
@@ -75,14 +83,44 @@ def make_app(
             return modal_http(401, "invalid credentials for proxy authorization")
         return None
 
+    def streams(request: Request, job: Job) -> bool:
+        """The app streams (SSE) what the function yields, when asked for a stream."""
+        wants = "text/event-stream" in request.headers.get("accept", "")
+        return wants and bool(job.input.get("chunks"))
+
+    async def started(job: Job) -> None:
+        # the fleet has no event for a job's start (only for its end): poll its status
+        while job.status is JobStatus.QUEUED:  # noqa: ASYNC110
+            await asyncio.sleep(0.002)
+
+    def event_stream(job: Job) -> Response:
+        async def events() -> AsyncIterator[str]:
+            sent = 0
+            while not (job.done.is_set() and sent >= len(job.stream)):
+                while sent < len(job.stream):
+                    yield f"data: {json.dumps(job.stream[sent])}\n\n"
+                    sent += 1
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(job.done.wait(), 0.002)
+            if job.status is not JobStatus.COMPLETED:
+                # a function that raises mid-stream: the response was already started, so the
+                # server can only cut the connection (the chunked body never ends)
+                raise RuntimeError(f"function call {job.id} failed mid-stream: {job.error}")
+
+        headers = {CALL_ID_HEADER: job.id}
+        return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
+
     async def answer(request: Request, job: Job, *, cancel_on_hangup: bool) -> Response:
-        finished = asyncio.ensure_future(job.done.wait())
+        streamed = streams(request, job)
+        finished = asyncio.ensure_future(started(job) if streamed else job.done.wait())
         hung_up = asyncio.ensure_future(_disconnected(request))
         await asyncio.wait({finished, hung_up}, timeout=redirect_after_s,
                            return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
         for waiter in (finished, hung_up):
             waiter.cancel()
         headers = {CALL_ID_HEADER: job.id}
+        if streamed and finished.done() and not finished.cancelled():
+            return event_stream(job)  # the function runs: its pieces go out as they come
         if not job.done.is_set():
             if hung_up.done() and not hung_up.cancelled():
                 if cancel_on_hangup:

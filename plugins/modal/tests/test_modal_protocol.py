@@ -13,7 +13,14 @@ import pytest
 from gpubench_modal import ModalProvider
 from gpubench_modal.emulator import CALL_ID_PARAM, make_app
 
-from gpubench_sdk import ClientHTTPError, Request, RequestTimeoutError, ServerHTTPError
+from gpubench_sdk import (
+    ClientHTTPError,
+    Request,
+    RequestTimeoutError,
+    ScalingSettings,
+    ServerHTTPError,
+    TransportError,
+)
 from gpubench_sdk.testing import Duration, Fault, FleetConfig, ServedApp, SimulatedFleet, serve
 
 TOKEN = "wk-proto4b2e9c:ws-proto7d1f3a8e"
@@ -107,3 +114,50 @@ def test_wrong_token_is_a_client_error_with_the_fix(served: ServedApp) -> None:
     with pytest.raises(ClientHTTPError) as info:
         asyncio.run(go())
     assert info.value.status_code == 401 and "<token id>:<token secret>" in str(info.value)
+
+
+def stream(served: ServedApp, sleep_ms: float, **options: Any) -> Any:
+    async def go() -> Any:
+        provider = ModalProvider(api_key=TOKEN, url=served.url + "/generate", **options)
+        async with provider:
+            payload = {"echo": "hi", "sleep_ms": sleep_ms, "chunks": 3}
+            return await provider.invoke(Request(seq=0, payload=payload, stream=True))
+
+    return asyncio.run(go())
+
+
+def test_a_stream_is_read_piece_by_piece(served: ServedApp, fleet: SimulatedFleet) -> None:
+    result = stream(served, 90)  # three pieces, 30 ms apart
+    assert result.output == [{"chunk": i, "echo": "hi"} for i in range(3)]
+    times = result.token_times_ns
+    assert times is not None and len(times) == 3 and times == sorted(times)
+    assert result.first_byte_ns is not None and result.first_byte_ns <= times[0]
+    assert (times[2] - times[0]) / 1e6 >= 40  # they arrived as written, not at the end
+    assert result.request_id == fleet.truths()[0].job_id
+
+
+def test_a_stream_queued_past_the_threshold_comes_from_the_result_url(
+    served: ServedApp, fleet: SimulatedFleet
+) -> None:
+    fleet.set_scaling(ScalingSettings(max_workers=1))
+
+    async def go() -> Any:
+        blocker = asyncio.create_task(asyncio.to_thread(invoke, served, 400))
+        await asyncio.to_thread(fleet.wait_for, lambda c: c.running == 1, 5)
+        streamed = await asyncio.to_thread(stream, served, 60)
+        await blocker
+        return streamed
+
+    result = asyncio.run(go())
+    assert fleet.faults.count("poll") >= 1  # it waited behind the first call, redirected
+    assert result.output == [{"chunk": i, "echo": "hi"} for i in range(3)]
+    assert result.token_times_ns is not None and len(result.token_times_ns) == 3
+
+
+def test_a_function_failing_mid_stream_is_a_transport_error(
+    served: ServedApp, fleet: SimulatedFleet
+) -> None:
+    fleet.faults.next(1, Fault.job_failed(), on="job")
+    with pytest.raises(TransportError) as info:
+        stream(served, 60)
+    assert info.value.request_id == fleet.truths()[0].job_id
