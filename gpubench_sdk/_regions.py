@@ -45,11 +45,16 @@ def fan_out(targets: Any) -> Any:
         return targets
     expanded: list[Any] = []
     for i, table in enumerate(targets):
-        if not isinstance(table, Mapping) or "regions" not in table:
+        if not isinstance(table, Mapping):
             expanded.append(table)
             continue
         name = table.get("name")
         where = f"targets[{name if isinstance(name, str) and name else i}]"
+        if FANNED_OUT in table:  # the fan-out's own mark, not a key a plan may write
+            raise ConfigError(f"{where}.{FANNED_OUT}", table[FANNED_OUT], "no such key: drop it")
+        if "regions" not in table:
+            expanded.append(table)
+            continue
         regions = _regions(table["regions"], f"{where}.regions")
         if "region" in table:
             raise ConfigError(
@@ -57,8 +62,6 @@ def fan_out(targets: Any) -> Any:
                 table["region"],
                 "either region (one) or regions (a fan-out), not both: drop region",
             )
-        if FANNED_OUT in table:
-            raise ConfigError(f"{where}.{FANNED_OUT}", table[FANNED_OUT], "no such key: drop it")
         for region in regions:
             found: list[bool] = []
             target = {

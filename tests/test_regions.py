@@ -66,6 +66,7 @@ def test_thresholds_and_other_targets_see_the_fanned_out_names() -> None:
         ({"regions": ["east us"]}, "targets[t].regions", "letters, digits"),
         ({"regions": [3]}, "targets[t].regions", "letters, digits"),
         ({"regions": ["eastus"], "region": "westus"}, "targets[t].region", "not both"),
+        ({"fanned_out": "region"}, "targets[t].fanned_out", "no such key"),
     ],
 )
 def test_bad_fan_out_names_the_field(target: dict[str, Any], field: str, fragment: str) -> None:
