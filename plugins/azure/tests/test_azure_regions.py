@@ -8,12 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gpubench_azure import AzureOptions, AzureProvider
 from gpubench_azure.emulator import SUBSCRIPTION, make_app, make_tls
 
-from gpubench_sdk import ConfigError, Outcome, Store
-from gpubench_sdk._config import parse_config, provider_options
-from gpubench_sdk._plan import build_run
+from gpubench_sdk import ConfigError, Outcome, RunConfig, Store, build_run
 from gpubench_sdk.testing import Duration, FleetConfig, SimulatedFleet, serve
 
 TOKEN_ENV = "GPUBENCH_TEST_AZURE_REGIONS_TOKEN"
@@ -48,23 +45,19 @@ def test_each_region_reaches_its_own_app_and_a_wrong_one_is_refused(
     fleet = SimulatedFleet(FleetConfig(cold_start=Duration.fixed(0.05), max_workers=1))
     # one emulated app, in eastus: the plan fans out to it and to a westus3 app
     with serve(make_app(fleet, arm_token="arm-regions-6a2f"), tls=(cert, key)) as served:
-        config = parse_config(plan(served.url, ca, ["eastus", "westus3"]))
-        east, west = (provider_options(t, AzureOptions) for t in config.targets)
-        assert isinstance(east, AzureOptions) and isinstance(west, AzureOptions)
+        config = RunConfig.model_validate(plan(served.url, ca, ["eastus", "westus3"]))
+        east, west = config.targets
+        assert (east.name, west.name) == ("aca@eastus", "aca@westus3")
         assert (east.region, west.region) == ("eastus", "westus3")
-        assert east.app is not None and "/resourceGroups/rg-eastus/" in east.app
-
-        async def open_west() -> None:
-            async with AzureProvider(west):
-                pass
-
+        assert "/resourceGroups/rg-westus3/" in west.provider_options()["app"]
+        # the westus3 target reaches the eastus app: its location check stops the run
+        both = build_run(config, store=tmp_path / "both.sqlite")
         with pytest.raises(ConfigError) as info:
-            asyncio.run(open_west())
+            asyncio.run(both.run())
         assert info.value.field == "region" and "eastus" in str(info.value)
 
-        runner = build_run(
-            parse_config(plan(served.url, ca, ["eastus"])), store=tmp_path / "r.sqlite"
-        )
+        one = RunConfig.model_validate(plan(served.url, ca, ["eastus"]))
+        runner = build_run(one, store=tmp_path / "r.sqlite")
         assert asyncio.run(runner.run()).status == "completed"
     with Store(tmp_path / "r.sqlite") as store:
         (run,) = store.runs()
