@@ -87,7 +87,7 @@ def check_fanned_out(
     base = name.rsplit(SEPARATOR, 1)[0]
     raise ConfigError(
         f"targets[{base}].regions",
-        "(fan-out)",
+        name,  # the first fanned-out target the check met
         f"a provider that takes a region, or {PLACEHOLDER} in the option naming the regional "
         f"endpoint: provider {provider!r} has no 'region' option, so every region would reach "
         f'the same endpoint (e.g. url = "https://llama-{PLACEHOLDER}.example.com")',
