@@ -14,7 +14,7 @@ import tomllib
 import typing
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -28,6 +28,7 @@ from pydantic import (
 )
 
 from ._errors import ConfigError
+from ._regions import check_fanned_out, fan_out
 from ._scenarios import Burst, ColdStarts, Rate, Scenario
 from ._secrets import SENSITIVE, resolve_secret, scrub
 
@@ -139,7 +140,7 @@ class TargetConfig(BaseModel):
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.:-]+$")
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.:@-]+$")
     provider: str = Field(min_length=1)
     api_key_env: str | None = None
     api_key_file: str | None = None
@@ -153,6 +154,9 @@ class TargetConfig(BaseModel):
     # Where the target runs (e.g. "us-east-1"): a tag kept with the run for campaigns and
     # reports, and passed on to a provider whose options take a `region`.
     region: str | None = Field(default=None, min_length=1)
+    # Set by the `regions = [...]` fan-out (gpubench_sdk._regions): "placeholder" when
+    # {region} was replaced in the options, "region" when only `region` tells them apart.
+    fanned_out: Literal["placeholder", "region"] | None = Field(default=None, exclude=True)
 
     def provider_options(self) -> dict[str, Any]:
         return dict(self.model_extra or {})
@@ -239,6 +243,13 @@ class RunConfig(_Strict):
     scenarios: list[dict[str, Any]] = Field(min_length=1)
     # rules the run must hold (grammar and checks: gpubench_sdk._thresholds)
     thresholds: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fan_out_regions(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and "targets" in data:
+            return {**data, "targets": fan_out(data["targets"])}
+        return data
 
     @field_validator("scenarios")
     @classmethod
@@ -331,6 +342,9 @@ def check_url(field: str, url: str, *, host_only_ok: bool = False) -> None:
 def provider_options(target: TargetConfig, options_model: type[M]) -> M:
     """Validate a target's provider options and resolve its API key reference."""
     prefix = f"targets[{target.name}]"
+    if target.fanned_out is not None:
+        fields = options_model.model_fields
+        check_fanned_out(target.name, target.provider, target.fanned_out, fields)
     data = target.provider_options()
     if target.region is not None and "region" in options_model.model_fields:
         data["region"] = target.region

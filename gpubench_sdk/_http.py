@@ -13,6 +13,7 @@ import email.utils
 import functools
 import http.cookiejar
 import math
+import ssl
 import time
 from collections.abc import AsyncIterator
 from contextvars import ContextVar
@@ -154,7 +155,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
     requests inside the client, which is exactly the distortion a benchmark must not add.
     """
 
-    def __init__(self, *, verify: bool = True) -> None:
+    def __init__(self, *, verify: bool | ssl.SSLContext = True) -> None:
         self._verify = verify
         self._session: aiohttp.ClientSession | None = None
         self._fresh: aiohttp.ClientSession | None = None
@@ -306,12 +307,12 @@ def make_client(
     headers: dict[str, str] | None = None,
     timeout_s: float = 300.0,
     follow_redirects: bool = True,
-    verify: bool = True,
+    verify: bool | ssl.SSLContext = True,
 ) -> httpx.AsyncClient:
     """An ``httpx.AsyncClient`` fit for measuring: aiohttp pool, no cookie handling.
 
     Redirects are followed by default because some platforms answer long requests with a 303
-    to a result URL (Modal).
+    to a result URL (Modal). ``verify`` may be an ``ssl.SSLContext`` that trusts a private CA.
     """
     return MeasuringClient(
         base_url=base_url,

@@ -19,7 +19,7 @@ def test_every_price_has_unit_source_and_date() -> None:
     catalog = load_catalog(today=FRESH)
     assert len(catalog.prices) >= 40
     for entry in catalog.prices.values():
-        assert entry.source and entry.read_on <= dt.date(2026, 11, 29), entry
+        assert entry.source and entry.read_on <= dt.date(2026, 12, 1), entry
         assert entry.unit.startswith("usd_per_")
     for provider in (
         "runpod",

@@ -36,7 +36,7 @@ def require(module: str) -> Any:
 
 @dataclass
 class ServedApp:
-    """A running server: ``url`` is ``http://127.0.0.1:<port>``; ``loop`` is the app's loop."""
+    """A running server: ``url`` is ``http(s)://127.0.0.1:<port>``; ``loop`` is the app's loop."""
 
     url: str
     host: str
@@ -69,27 +69,46 @@ def _tcp_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve_forever(app: ASGIApp, *, host: str = "127.0.0.1", port: int = 0, path: str = "") -> None:
+def serve_forever(
+    app: ASGIApp,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    path: str = "",
+    tls: tuple[str, str] | None = None,
+) -> None:
     """Serve ``app`` in this process until interrupted: an emulator's command line.
 
     The first line printed is the URL to use (``http://host:port`` + ``path``), printed once
     the socket listens, so a parent process may connect the moment it reads it; ``port=0``
-    picks a free port.
+    picks a free port. ``tls`` (certificate file, key file) serves HTTPS instead.
     """
     uvicorn = require("uvicorn")
     sock = _tcp_socket(host, port)
     sock.listen(2048)
     bound_host, bound_port = sock.getsockname()[:2]
-    print(f"http://{bound_host}:{bound_port}{path}", flush=True)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, server_header=False)
+    print(f"{'https' if tls else 'http'}://{bound_host}:{bound_port}{path}", flush=True)
+    config = uvicorn.Config(
+        app, log_level="warning", access_log=False, server_header=False, **_tls_options(tls)
+    )
     uvicorn.Server(config).run(sockets=[sock])
+
+
+def _tls_options(tls: tuple[str, str] | None) -> dict[str, Any]:
+    return {} if tls is None else {"ssl_certfile": tls[0], "ssl_keyfile": tls[1]}
 
 
 @contextlib.contextmanager
 def serve(
-    app: ASGIApp, *, host: str = "127.0.0.1", log_level: str = "warning"
+    app: ASGIApp,
+    *,
+    host: str = "127.0.0.1",
+    log_level: str = "warning",
+    tls: tuple[str, str] | None = None,
 ) -> Iterator[ServedApp]:
-    """Serve ``app`` on ``host``:<random port> with uvicorn until the block ends."""
+    """Serve ``app`` on ``host``:<random port> with uvicorn until the block ends; ``tls``
+    (certificate file, key file) serves HTTPS (``url`` then starts ``https://``), for clients
+    that refuse plain HTTP (the Azure SDK sends no bearer token over it)."""
     uvicorn = require("uvicorn")
     sock = _tcp_socket(host, 0)
     port = sock.getsockname()[1]
@@ -101,6 +120,7 @@ def serve(
         proxy_headers=False,
         server_header=False,
         timeout_graceful_shutdown=2,
+        **_tls_options(tls),
     )
     server = uvicorn.Server(config)
     loop = asyncio.new_event_loop()
@@ -117,7 +137,8 @@ def serve(
             loop.close()
 
     thread = threading.Thread(target=run, name=f"gpubench-serve-{port}", daemon=True)
-    served = ServedApp(f"http://{host}:{port}", host, port, loop, server, thread)
+    scheme = "https" if tls else "http"
+    served = ServedApp(f"{scheme}://{host}:{port}", host, port, loop, server, thread)
     thread.start()
     try:
         waited = 0.0

@@ -1,0 +1,392 @@
+"""``AzureProvider``: an Azure Container Apps app on serverless GPUs, invoked through its HTTPS
+ingress and controlled through Azure Resource Manager (``gpubench_azure._arm``)."""
+
+from __future__ import annotations
+
+import math
+import re
+import ssl
+import time
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, Self
+
+import anyio
+import httpx
+from pydantic import Field, model_validator
+
+from gpubench_sdk import (
+    Capabilities,
+    ClientHTTPError,
+    ColdCheck,
+    ConfigError,
+    FleetState,
+    InvalidResponseError,
+    Provider,
+    ProviderError,
+    ProviderOptions,
+    Request,
+    RequestTimeoutError,
+    Result,
+    ScalingSettings,
+    ServerHTTPError,
+    ThrottledError,
+    TransportError,
+    first_byte_ns,
+    make_client,
+    redact,
+    scrub_url,
+)
+from gpubench_sdk.cost import load_catalog
+
+from ._arm import GPUBENCH_RULE, AppInfo, ContainerAppAdmin, Replicas
+
+APP_ID = re.compile(
+    r"^/subscriptions/(?P<sub>[^/]+)/resourceGroups/(?P<group>[^/]+)"
+    r"/providers/Microsoft\.App/containerApps/(?P<app>[^/]+)$",
+    re.IGNORECASE,
+)
+RESTORE_TIMEOUT_S = 600.0  # an update is a revision roll: seconds to minutes
+TIMEOUT_MARGIN_S = 0.05
+# Azure Functions on Container Apps take their function key in this header
+# (https://learn.microsoft.com/azure/azure-functions/function-keys-how-to)
+FUNCTIONS_KEY_HEADER = "x-functions-key"
+
+
+class AzureOptions(ProviderOptions):
+    """Options of an Azure Container Apps target.
+
+    ``app`` (the resource id) turns on Resource Manager: the ingress URL is read from it,
+    replicas are listed and cold starts forced. ``url`` alone benchmarks the ingress only.
+    """
+
+    app: str | None = Field(
+        default=None,
+        description="resource id: /subscriptions/S/resourceGroups/G/providers/"
+        "Microsoft.App/containerApps/A",
+    )
+    url: str | None = Field(default=None, description="ingress URL (default: https://FQDN)")
+    path: str = Field(default="/", pattern=r"^/", description="path the payload is POSTed to")
+    region: str | None = Field(
+        default=None, description="the app's location; checked against Resource Manager's"
+    )
+    auth_mode: Literal["bearer", "functions-key", "none"] | None = Field(
+        default=None,
+        description="how api_key is sent: 'bearer' (Easy Auth / Entra ID token, the default "
+        "with a key), 'functions-key' (x-functions-key), 'none'",
+    )
+    arm_endpoint: str | None = Field(
+        default=None, description="Resource Manager URL (default https://management.azure.com)"
+    )
+    arm_token_env: str | None = Field(
+        default=None,
+        description="variable holding an ARM access token (default: DefaultAzureCredential)",
+    )
+    ca_file: str | None = Field(
+        default=None, description="PEM CA bundle to trust for ARM and the ingress (private CA)"
+    )
+    arm_poll_interval_s: float = Field(default=5.0, gt=0, description="operation polling")
+    replica_poll_s: float = Field(default=2.0, gt=0, description="ensure_cold's replica poll")
+    cold_cooldown_s: int | None = Field(
+        default=None,
+        ge=0,
+        description="cooldownPeriod set while forcing cold starts (restored in close)",
+    )
+    http_concurrency: int | None = Field(
+        default=None,
+        ge=1,
+        description="set an HTTP scale rule with this concurrentRequests (restored in close)",
+    )
+    cold_threshold_ms: float | None = Field(
+        default=None, gt=0, description="infer 'cold' when the first byte takes longer"
+    )
+    request_id_header: str = Field(default="x-request-id")
+
+    @model_validator(mode="after")
+    def _check_target(self) -> Self:
+        if self.app is None and self.url is None:
+            raise ValueError("give 'app' (the container app's resource id) or 'url'")
+        if self.app is not None and not APP_ID.match(self.app):
+            raise ConfigError(
+                "app",
+                self.app,
+                "/subscriptions/S/resourceGroups/G/providers/Microsoft.App/containerApps/A",
+            )
+        if self.auth_mode in ("bearer", "functions-key") and self.api_key is None:
+            raise ConfigError("api_key_env", None, f"a key for auth_mode = {self.auth_mode!r}")
+        return self
+
+
+@dataclass(frozen=True, slots=True)
+class _Saved:
+    """The app's scale before gpubench changed it (ARM JSON), put back by ``close()``."""
+
+    scale: dict[str, Any]
+
+
+class AzureProvider(Provider):
+    """Azure Container Apps: POST the payload as JSON to the ingress; read and change
+    ``properties.template.scale`` through Resource Manager; fleet state and confirmed cold
+    starts from the active revisions' replica lists.
+
+    The ingress reports no server timings and which replica served a request is not said,
+    so ``busy`` is what this provider has in flight (at most the running replicas).
+    """
+
+    name = "azure"
+    capabilities = Capabilities(
+        fleet_state=True,
+        cold_start_control=True,
+        scaling_settings=True,
+        billing=load_catalog().billing_model("azure"),
+    )
+    Options: ClassVar[type[ProviderOptions]] = AzureOptions
+
+    def __init__(self, options: ProviderOptions | None = None, **kw: Any) -> None:
+        super().__init__(options, **kw)
+        self._admin: ContainerAppAdmin | None = None
+        self._saved: _Saved | None = None
+        self._cold_next: bool | None = None
+        self._in_flight = 0
+        self.app_info: AppInfo | None = None
+
+    @property
+    def _opts(self) -> AzureOptions:
+        assert isinstance(self.options, AzureOptions)
+        return self.options
+
+    @property
+    def endpoint(self) -> str | None:
+        url = self._opts.url or (
+            f"https://{self.app_info.fqdn}" if self.app_info and self.app_info.fqdn else None
+        )
+        return scrub_url(url).split("?", 1)[0] if url else self._opts.app
+
+    async def __aenter__(self) -> Self:
+        ca = self._opts.ca_file
+        if ca is not None and self._client is None:  # the ingress trusts the same CA as ARM
+            try:
+                context = ssl.create_default_context(cafile=ca)
+            except (OSError, ssl.SSLError) as exc:
+                raise ConfigError("ca_file", ca, f"a readable PEM CA bundle ({exc})") from None
+            self._client = make_client(timeout_s=self._opts.timeout_s, verify=context)
+        return await super().__aenter__()
+
+    async def open(self) -> None:
+        o = self._opts
+        if o.app is not None:
+            match = APP_ID.match(o.app)
+            assert match is not None  # validated
+            self._admin = ContainerAppAdmin(
+                match["sub"],
+                match["group"],
+                match["app"],
+                endpoint=o.arm_endpoint,
+                token_env=o.arm_token_env,
+                ca_file=o.ca_file,
+                poll_interval_s=o.arm_poll_interval_s,
+            )
+            try:
+                self.app_info = await self._admin.info()
+                self._check_region(self.app_info)
+                if o.http_concurrency is not None:
+                    await self._set_scale(_http_rule(self.app_info, o.http_concurrency))
+            except BaseException:
+                await self.close()
+                raise
+        fqdn = self.app_info.fqdn if self.app_info else None
+        url = o.url or (f"https://{fqdn}" if fqdn else None)
+        if not url:
+            raise ConfigError("url", None, "the ingress URL: the app has no ingress FQDN")
+        self._invoke_url = httpx.URL(url.rstrip("/") + o.path)
+
+    def _check_region(self, info: AppInfo) -> None:
+        wanted, actual = self._opts.region, info.location
+        if wanted is None or actual is None:
+            return
+        if _norm(wanted) != _norm(actual):
+            raise ConfigError(
+                "region", wanted, f"the app's location, {actual!r} (or another app's id)"
+            )
+
+    async def close(self) -> None:
+        admin, self._admin = self._admin, None
+        if admin is None:
+            return
+        try:
+            # shielded: the user's settings come back even when the run was cancelled
+            with anyio.CancelScope(shield=True), anyio.move_on_after(RESTORE_TIMEOUT_S):
+                saved, self._saved = self._saved, None
+                if saved is not None:
+                    await admin.update_scale(saved.scale)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await admin.close()
+
+    # ----- requests -------------------------------------------------------------------------
+
+    def auth_headers(self) -> dict[str, str]:
+        o = self._opts
+        if o.api_key is None or o.auth_mode == "none":
+            return {}
+        key = o.api_key.get_secret_value()
+        if o.auth_mode == "functions-key":
+            return {FUNCTIONS_KEY_HEADER: key}
+        return {"Authorization": f"Bearer {key}"}
+
+    async def invoke(self, request: Request) -> Result:
+        headers = {**self._opts.headers, **self.auth_headers()}
+        sent_ns = time.perf_counter_ns()
+        self._in_flight += 1
+        try:
+            response = await self.client.post(
+                self._invoke_url, json=dict(request.payload), headers=headers
+            )
+        except httpx.TimeoutException as exc:
+            raise RequestTimeoutError(_describe(exc), provider=self.name) from exc
+        except httpx.HTTPError as exc:
+            raise TransportError(_describe(exc), provider=self.name) from exc
+        finally:
+            self._in_flight -= 1
+        if response.status_code >= 400:
+            raise self._http_error(response)
+        try:
+            output = response.json()
+        except ValueError as exc:
+            raise InvalidResponseError(
+                "response is not JSON", provider=self.name, status_code=response.status_code
+            ) from exc
+        arrived_ns = first_byte_ns(response)
+        cold: bool | None = None
+        confirmed = False
+        if self._cold_next is not None:  # the first request after ensure_cold
+            cold, confirmed, self._cold_next = True, self._cold_next, None
+        elif self._opts.cold_threshold_ms is not None and arrived_ns is not None:
+            cold = (arrived_ns - sent_ns) / 1e6 >= self._opts.cold_threshold_ms
+        return Result(
+            output=output,
+            http_status=response.status_code,
+            request_id=response.headers.get(self._opts.request_id_header),
+            first_byte_ns=arrived_ns,
+            cold=cold,
+            cold_confirmed=confirmed,
+        )
+
+    def _http_error(self, response: httpx.Response) -> ProviderError:
+        status = response.status_code
+        message = redact(f"HTTP {status}: {response.text[:200] or response.reason_phrase}")
+        kw: dict[str, Any] = {"provider": self.name, "status_code": status}
+        if status == 429:
+            return ThrottledError(message, retry_after_s=_retry_after_s(response), **kw)
+        if status >= 500:
+            return ServerHTTPError(message, **kw)
+        return ClientHTTPError(message, **kw)
+
+    # ----- control --------------------------------------------------------------------------
+
+    def _require_admin(self) -> ContainerAppAdmin:
+        if self._admin is None:
+            raise ConfigError("app", None, "the container app's resource id, to control it")
+        return self._admin
+
+    async def describe(self) -> AppInfo:
+        """Read the app again (kept in ``app_info``)."""
+        self.app_info = await self._require_admin().info()
+        return self.app_info
+
+    async def _set_scale(self, scale: dict[str, Any]) -> AppInfo:
+        """Patch the scale, saving the user's first (all of it: rules are replaced whole)."""
+        admin = self._require_admin()
+        if self._saved is None:
+            info = self.app_info or await admin.info()
+            self._saved = _Saved(
+                {
+                    "minReplicas": info.min_replicas,
+                    "maxReplicas": info.max_replicas,
+                    "cooldownPeriod": info.cooldown_s,
+                    "rules": [dict(r) for r in info.rules],
+                }
+            )
+        self.app_info = await admin.update_scale(scale)
+        return self.app_info
+
+    async def state(self) -> FleetState:
+        replicas = await self._require_admin().replicas()
+        busy = min(self._in_flight, replicas.running)
+        return FleetState(
+            ready=replicas.running - busy,
+            busy=busy,
+            starting=replicas.provisioning,
+            detail={"replicas": list(replicas.names), "active_revisions": list(replicas.revisions)},
+        )
+
+    async def get_scaling(self) -> ScalingSettings:
+        info = await self.describe()
+        return ScalingSettings(info.min_replicas, info.max_replicas, float(info.cooldown_s))
+
+    async def set_scaling(self, settings: ScalingSettings) -> None:
+        """Min/max replicas and the cooldown period (whole seconds: rounded up)."""
+        scale: dict[str, Any] = {}
+        if settings.min_workers is not None:
+            scale["minReplicas"] = settings.min_workers
+        if settings.max_workers is not None:
+            scale["maxReplicas"] = settings.max_workers
+        if settings.idle_timeout_s is not None:
+            scale["cooldownPeriod"] = math.ceil(settings.idle_timeout_s)
+        if scale:
+            await self._set_scale(scale)
+
+    async def ensure_cold(self, timeout_s: float) -> ColdCheck:
+        """Set ``minReplicas`` to 0 (and ``cooldownPeriod`` to ``cold_cooldown_s`` when set),
+        then list the active revisions' replicas until there are none: confirmed when the
+        list is empty, within ``timeout_s``. KEDA removes the last replica only a cooldown
+        period after the last request (300 s unless changed)."""
+        o = self._opts
+        started = time.monotonic()
+        deadline = started + timeout_s - TIMEOUT_MARGIN_S
+        info = await self.describe()
+        scale: dict[str, Any] = {}
+        if info.min_replicas != 0:
+            scale["minReplicas"] = 0
+        if o.cold_cooldown_s is not None and info.cooldown_s != o.cold_cooldown_s:
+            scale["cooldownPeriod"] = o.cold_cooldown_s
+        if scale:
+            info = await self._set_scale(scale)
+        admin = self._require_admin()
+        replicas: Replicas = await admin.replicas()
+        while not replicas.none and time.monotonic() + o.replica_poll_s < deadline:
+            await anyio.sleep(o.replica_poll_s)
+            replicas = await admin.replicas()
+        confirmed = replicas.none
+        how = f"minReplicas=0, cooldownPeriod={info.cooldown_s}s; " + (
+            "no replica listed in the active revisions"
+            if confirmed
+            else f"{replicas.running + replicas.provisioning} replica(s) still listed "
+            "when the time ran out"
+        )
+        self._cold_next = confirmed if confirmed else None
+        return ColdCheck(confirmed=confirmed, waited_s=time.monotonic() - started, how=how)
+
+
+def _http_rule(info: AppInfo, concurrency: int) -> dict[str, Any]:
+    """The app's rules with gpubench's HTTP rule (``concurrentRequests``, a string in ARM)."""
+    rules = [dict(r) for r in info.rules if r.get("name") != GPUBENCH_RULE]
+    metadata = {"concurrentRequests": str(concurrency)}
+    rules.append({"name": GPUBENCH_RULE, "http": {"metadata": metadata}})
+    return {"rules": rules}
+
+
+def _norm(location: str) -> str:
+    return location.replace(" ", "").lower()  # ARM may say "East US" for "eastus"
+
+
+def _retry_after_s(response: httpx.Response) -> float | None:
+    value = response.headers.get("Retry-After")
+    try:
+        seconds = float(value) if value is not None else None
+    except ValueError:
+        return None
+    return seconds if seconds is not None and math.isfinite(seconds) else None
+
+
+def _describe(exc: BaseException) -> str:
+    return redact(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
