@@ -14,7 +14,6 @@ from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from gpubench_sdk import (
-    BillingModel,
     Capabilities,
     ColdCheck,
     ConfigError,
@@ -34,6 +33,7 @@ from gpubench_sdk import (
     redact,
     scrub_url,
 )
+from gpubench_sdk.cost import load_catalog
 
 from . import _protocol as bt
 from ._admin import DeploymentAdmin, changes_of, scaling_of
@@ -81,6 +81,13 @@ class BasetenOptions(ProviderOptions):
     concurrency_target: int | None = Field(
         default=None, ge=1, description="set for the run (restored after): requests per replica"
     )
+    scale_down_delay_s: int | None = Field(
+        default=None,
+        ge=0,
+        le=bt.MAX_SCALE_DOWN_DELAY_S,
+        description="set for the run (restored after): how long an idle replica stays up "
+        "(Baseten's default 900 s makes each cold start sample wait that long)",
+    )
     poll_interval_s: float = Field(default=0.1, gt=0, description="first poll delay")
     poll_max_interval_s: float = Field(
         default=1.0, gt=0, description="backoff cap (20 polls/s max)"
@@ -120,14 +127,8 @@ class BasetenProvider(Provider):
         fleet_state=True,
         cold_start_control=True,
         scaling_settings=True,
-        billing=BillingModel(
-            granularity_s=60.0,
-            billed_phases=frozenset({"cold_boot", "execution", "idle"}),
-            default_idle_timeout_s=float(bt.DEFAULT_SCALE_DOWN_DELAY_S),
-            source="https://docs.baseten.co/observability/usage (per minute while a replica "
-            "is observed up, model load included; not image pull; read 2026-12-01); "
-            "scale_down_delay default 900 s (docs.baseten.co autoscaling)",
-        ),
+        # the catalog's rules, with their source and date (gpubench_sdk/cost/data/prices.json)
+        billing=load_catalog().billing_model("baseten"),
     )
     Options: ClassVar[type[ProviderOptions]] = BasetenOptions
 
@@ -170,8 +171,12 @@ class BasetenProvider(Provider):
             if deployment is None
             else DeploymentAdmin(self._send, o.api_url, o.model_id, deployment)
         )
-        if o.concurrency_target is not None:
-            await self._change({"concurrency_target": o.concurrency_target})
+        for_the_run = {
+            "concurrency_target": o.concurrency_target,
+            "scale_down_delay": o.scale_down_delay_s,
+        }
+        if changes := {k: v for k, v in for_the_run.items() if v is not None}:
+            await self._change(changes)
 
     async def close(self) -> None:
         original, self._original = self._original, None

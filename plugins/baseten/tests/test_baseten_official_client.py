@@ -158,6 +158,15 @@ def test_errors_reach_the_sdk_as_its_error_types(
         client.api.predict(env_name="production", request=PredictInput({"echo": "x"}))
     assert info.value.status_code == 401
     assert info.value.error_response.error_code == "unauthorized"
+    with InferenceClient(api_key=KEY, model_id=MODEL, base_url_override=served.url) as client:
+        job = client.api.async_predict(
+            env_name="production", request=AsyncPredictRequest(model_input={"sleep_ms": 5})
+        )
+        with pytest.raises(ResponseErrorResponse) as limited:  # 20 status reads a second
+            for _ in range(25):
+                client.api.get_async_request_status(request_id=job.request_id)
+    assert limited.value.status_code == 429
+    assert limited.value.error_response.error_code == "rate_limited"
     with pytest.raises(ManagementResponseError) as bad:
         management.api.patch_models_deployments_autoscaling_settings(
             model_id=MODEL,

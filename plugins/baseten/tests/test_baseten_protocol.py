@@ -156,10 +156,10 @@ async def test_a_streamed_predict(served: ServedApp, fleet: SimulatedFleet) -> N
     assert result.output_units is not None and result.output_units >= 1
 
 
-async def test_concurrency_target_is_set_for_the_run_and_restored(served: ServedApp) -> None:
-    async with provider(served, concurrency_target=4) as p:
+async def test_settings_for_the_run_are_restored(served: ServedApp) -> None:
+    async with provider(served, concurrency_target=4, scale_down_delay_s=30) as p:
         settings = await p._admin_or_fail("test").settings()
-        assert settings["concurrency_target"] == 4
+        assert (settings["concurrency_target"], settings["scale_down_delay"]) == (4, 30)
         await p.set_scaling(ScalingSettings(max_workers=2, idle_timeout_s=60))
     async with provider(served) as p:
         settings = await p._admin_or_fail("test").settings()

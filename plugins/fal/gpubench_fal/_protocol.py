@@ -52,8 +52,8 @@ ERROR_RUNNER: Final = "runner_error"
 # per second by machine type while a runner is in SETUP, IDLE (keep_alive included), RUNNING,
 # DRAINING or TERMINATING; not PENDING, DOCKER_PULL, nor requests answered with a 5xx.
 # keep_alive default 60 s (https://docs.fal.ai/documentation/serverless/optimizations/
-# optimizing-costs, read 2026-12-01; PROVIDERS.md's older note says 10 s).
-DEFAULT_KEEP_ALIVE_S: Final = 60.0
+# optimizing-costs, read 2026-12-01; PROVIDERS.md's older note says 10 s). The provider
+# declares the catalog's copy of these rules (gpubench_sdk/cost/data/prices.json).
 
 
 def app_base(app_id: str) -> str:

@@ -15,7 +15,6 @@ import httpx
 from pydantic import Field
 
 from gpubench_sdk import (
-    BillingModel,
     Capabilities,
     Outcome,
     Provider,
@@ -31,6 +30,7 @@ from gpubench_sdk import (
     redact,
     scrub_url,
 )
+from gpubench_sdk.cost import load_catalog
 
 from . import _protocol as fal
 from ._wire import http_error, invalid, json_object, number, send, sse_events
@@ -100,15 +100,8 @@ class FalProvider(Provider):
     capabilities = Capabilities(
         streaming=True,
         server_timings=frozenset({"execution_ms"}),
-        billing=BillingModel(
-            granularity_s=1.0,
-            billed_phases=frozenset({"cold_boot", "execution", "idle"}),
-            default_idle_timeout_s=fal.DEFAULT_KEEP_ALIVE_S,
-            source="https://docs.fal.ai/documentation/serverless/pricing (per second by "
-            "machine type in SETUP, IDLE, RUNNING, DRAINING, TERMINATING; not DOCKER_PULL, "
-            "PENDING or 5xx answers; keep_alive default 60 s per docs.fal.ai "
-            "optimizing-costs; read 2026-12-01)",
-        ),
+        # the catalog's rules, with their source and date (gpubench_sdk/cost/data/prices.json)
+        billing=load_catalog().billing_model("fal"),
     )
     Options: ClassVar[type[ProviderOptions]] = FalOptions
 
