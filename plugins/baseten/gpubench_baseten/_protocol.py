@@ -67,3 +67,22 @@ MIN_AUTOSCALING_WINDOW_S: Final = 10
 MAX_AUTOSCALING_WINDOW_S: Final = 3600
 ASYNC_PREDICT_PER_S: Final = 200
 ASYNC_STATUS_PER_S: Final = 20
+
+# The autoscaling fields a PATCH may carry, with their bounds (high None: unbounded), from the
+# SDK's UpdateAutoscalingSettings and the autoscaling docs; and the documented defaults of
+# those the emulator's fleet does not simulate.
+AUTOSCALING_RANGES: Final[dict[str, tuple[int, int | None]]] = {
+    "min_replica": (0, None),
+    "max_replica": (1, None),
+    "scale_down_delay": (0, MAX_SCALE_DOWN_DELAY_S),
+    "autoscaling_window": (MIN_AUTOSCALING_WINDOW_S, MAX_AUTOSCALING_WINDOW_S),
+    "concurrency_target": (1, None),
+    "target_utilization_percentage": (1, 100),
+    "target_in_flight_tokens": (1, None),
+    "max_scale_down_rate": (1, 50),
+}
+AUTOSCALING_DEFAULTS: Final = {
+    "autoscaling_window": 60,
+    "concurrency_target": 1,
+    "target_utilization_percentage": 70,
+}

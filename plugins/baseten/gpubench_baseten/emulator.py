@@ -16,6 +16,7 @@ delivers no webhooks (``webhook_status`` stays ``PENDING``). Faults in ``fleet.f
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hmac
 import json
@@ -26,6 +27,7 @@ from collections.abc import AsyncIterator, Mapping, MutableMapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from gpubench_sdk import ScalingSettings
 from gpubench_sdk.testing import (
     INSTALL_HINT,
     ASGIApp,
@@ -53,22 +55,6 @@ RATE_LIMITS_PER_S = {
     "async_predict": bt.ASYNC_PREDICT_PER_S,
     "async_request": bt.ASYNC_STATUS_PER_S,
 }
-# Settings the fleet does not simulate, kept so that they read back as set (docs' defaults).
-_EXTRA_DEFAULTS = {
-    "autoscaling_window": 60,
-    "concurrency_target": 1,
-    "target_utilization_percentage": 70,
-}
-_RANGES = {
-    "min_replica": (0, None),
-    "max_replica": (1, None),
-    "scale_down_delay": (0, bt.MAX_SCALE_DOWN_DELAY_S),
-    "autoscaling_window": (bt.MIN_AUTOSCALING_WINDOW_S, bt.MAX_AUTOSCALING_WINDOW_S),
-    "concurrency_target": (1, None),
-    "target_utilization_percentage": (1, 100),
-    "target_in_flight_tokens": (1, None),
-    "max_scale_down_rate": (1, 50),
-}
 
 
 def make_app(
@@ -93,7 +79,7 @@ def make_app(
         raise ImportError(f"the Baseten emulator: {INSTALL_HINT}") from exc
 
     created = datetime.now(UTC).replace(microsecond=0)
-    extra: dict[str, int] = dict(_EXTRA_DEFAULTS)
+    extra: dict[str, int] = dict(bt.AUTOSCALING_DEFAULTS)
     walls: dict[str, tuple[datetime, float]] = {}  # async request -> (created_at, perf time)
     windows: dict[str, deque[float]] = {}
 
@@ -339,12 +325,12 @@ def make_app(
             return error(400, "body is not valid JSON", "client_error")
         if not isinstance(body, dict):
             return error(400, "body must be a JSON object", "client_error")
-        unknown = set(body) - set(_RANGES)
+        unknown = set(body) - set(bt.AUTOSCALING_RANGES)
         if unknown:
             return error(400, f"unknown fields: {sorted(unknown)}", "client_error")
         changes = {k: v for k, v in body.items() if v is not None}
         for field, value in changes.items():
-            low, high = _RANGES[field]
+            low, high = bt.AUTOSCALING_RANGES[field]
             if (
                 not isinstance(value, int)
                 or isinstance(value, bool)
@@ -354,8 +340,6 @@ def make_app(
                 bounds = f"{low}..{high}" if high is not None else f">= {low}"
                 return error(400, f"{field} must be an integer {bounds}", "client_error")
         before = settings_body()
-        from gpubench_sdk import ScalingSettings
-
         try:
             fleet.set_scaling(
                 ScalingSettings(
@@ -366,7 +350,7 @@ def make_app(
             )
         except ValueError as exc:  # ConfigError: min above max
             return error(400, str(exc), "client_error")
-        extra.update({k: v for k, v in changes.items() if k in _EXTRA_DEFAULTS})
+        extra.update({k: v for k, v in changes.items() if k in bt.AUTOSCALING_DEFAULTS})
         changed = settings_body() != before
         status = "ACCEPTED" if changed else "UNCHANGED"
         return JSONResponse({"status": status, "message": f"autoscaling settings {status.lower()}"})
@@ -398,8 +382,6 @@ def make_app(
 
 
 async def _wait(job: Job, timeout_s: float) -> None:
-    import asyncio
-
     await asyncio.wait_for(asyncio.shield(job.done.wait()), timeout_s)
 
 

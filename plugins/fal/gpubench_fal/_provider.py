@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import logging
 import time
 from typing import Any, ClassVar, Literal
 
@@ -16,6 +17,7 @@ from pydantic import Field
 
 from gpubench_sdk import (
     Capabilities,
+    InvalidResponseError,
     Outcome,
     Provider,
     ProviderError,
@@ -35,6 +37,7 @@ from gpubench_sdk.cost import load_catalog
 from . import _protocol as fal
 from ._wire import http_error, invalid, json_object, number, send, sse_events
 
+log = logging.getLogger(__name__)
 CANCEL_GRACE_S = 5.0  # how long an abandoned invoke may spend telling fal to cancel
 POLL_RETRIES = 3  # transient errors tolerated in a row while following a request
 
@@ -182,23 +185,11 @@ class FalProvider(Provider):
     ) -> Result:
         start_ns = submitted_ns or time.perf_counter_ns()
         progress_ns: int | None = None
+        status: dict[str, Any] | None = None
         if self._opts.status_updates == "stream":
-            status = await self._follow_stream(urls["status_url"])
-            progress_ns = status.pop("_progress_ns", None)
-        else:
-            status_url = httpx.URL(urls["status_url"])
-            if self._opts.logs:
-                status_url = status_url.copy_add_param("logs", "1")
-            delay_s = self._opts.poll_interval_s
-            while True:
-                response = await self._poll(status_url)
-                status = self._status_of(response)
-                if status["status"] != fal.IN_QUEUE and progress_ns is None:
-                    progress_ns = first_byte_ns(response) or time.perf_counter_ns()
-                if status["status"] == fal.COMPLETED:
-                    break
-                await asyncio.sleep(delay_s)
-                delay_s = min(delay_s * self._opts.poll_backoff, self._opts.poll_max_interval_s)
+            status, progress_ns = await self._follow_stream(urls["status_url"])
+        if status is None:  # polling, or a status stream that broke off: the request goes on
+            status, progress_ns = await self._follow_polling(urls["status_url"], progress_ns)
         self._raise_if_failed(status, request_id)
         response = await self._poll(httpx.URL(urls["response_url"]))
         try:
@@ -222,9 +213,28 @@ class FalProvider(Provider):
             detail=detail or None,
         )
 
-    async def _follow_stream(self, status_url: str) -> dict[str, Any]:
-        """Read ``/status/stream`` to its COMPLETED event; the arrival of the first event that
-        is no longer IN_QUEUE is kept as ``_progress_ns``."""
+    async def _follow_polling(
+        self, status_url: str, progress_ns: int | None
+    ) -> tuple[dict[str, Any], int | None]:
+        """Poll ``/status`` to COMPLETED; the first answer no longer IN_QUEUE dates the start."""
+        url = httpx.URL(status_url)
+        if self._opts.logs:
+            url = url.copy_add_param("logs", "1")
+        delay_s = self._opts.poll_interval_s
+        while True:
+            response = await self._poll(url)
+            status = self._parse_status(response.text, response)
+            if status["status"] != fal.IN_QUEUE and progress_ns is None:
+                progress_ns = first_byte_ns(response) or time.perf_counter_ns()
+            if status["status"] == fal.COMPLETED:
+                return status, progress_ns
+            await asyncio.sleep(delay_s)
+            delay_s = min(delay_s * self._opts.poll_backoff, self._opts.poll_max_interval_s)
+
+    async def _follow_stream(self, status_url: str) -> tuple[dict[str, Any] | None, int | None]:
+        """Read ``/status/stream`` to its COMPLETED event, dating the first event no longer
+        IN_QUEUE. A stream that breaks off (reset, 429, 5xx, closed early) gives ``None``, and
+        the request is polled from there: it runs on at fal whatever became of the stream."""
         url = httpx.URL(f"{status_url.rstrip('/')}/stream")
         if self._opts.logs:
             url = url.copy_add_param("logs", "1")
@@ -238,19 +248,12 @@ class FalProvider(Provider):
                     if status["status"] != fal.IN_QUEUE and progress_ns is None:
                         progress_ns = time.perf_counter_ns()
                     if status["status"] == fal.COMPLETED:
-                        return {**status, "_progress_ns": progress_ns}
-        except httpx.TimeoutException as exc:
-            raise RequestTimeoutError(
-                f"GET {scrub_url(str(url))}: timed out", provider=self.name
-            ) from exc
-        except httpx.HTTPError as exc:
-            raise TransportError(
-                f"GET {scrub_url(str(url))}: {type(exc).__name__}", provider=self.name
-            ) from exc
-        raise invalid("the status stream closed before COMPLETED", response)
-
-    def _status_of(self, response: httpx.Response) -> dict[str, Any]:
-        return self._parse_status(response.text, response)
+                        return status, progress_ns
+        except (httpx.HTTPError, ThrottledError, ServerHTTPError, InvalidResponseError) as exc:
+            if isinstance(exc, InvalidResponseError) and "ended in the middle" not in str(exc):
+                raise  # a status fal would not send: not a broken connection
+            log.info("fal status stream broke off (%s); polling instead", type(exc).__name__)
+        return None, progress_ns
 
     def _parse_status(self, text: str, response: httpx.Response) -> dict[str, Any]:
         try:

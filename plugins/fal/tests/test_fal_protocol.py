@@ -87,6 +87,18 @@ async def test_queue_wait_and_run_time_match_the_truth(
     assert cold.detail is not None and "started the request" in str(cold.detail["logs"])
 
 
+@pytest.mark.parametrize("fault", [Fault.reset(), Fault.server_error(503), Fault.truncated()])
+async def test_a_broken_status_stream_falls_back_to_polling(
+    served: ServedApp, fleet: SimulatedFleet, fault: Fault
+) -> None:
+    fleet.faults.next(1, fault, on="poll")  # the first read of the request: its status stream
+    async with provider(served, status_updates="stream") as p:
+        result = await p.invoke(probe())
+    assert len(fleet.faults.injected) == 1
+    assert result.output == {"echo": "hi"} and result.queue_ms is not None
+    assert fleet.truth(str(result.request_id)).status is JobStatus.COMPLETED
+
+
 async def test_subpath_submits_there_and_follows_the_app(
     served: ServedApp, fleet: SimulatedFleet
 ) -> None:
