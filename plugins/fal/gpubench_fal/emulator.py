@@ -167,8 +167,8 @@ def make_app(
         job = start(payload, fal.app_base(app_path))
         if isinstance(job, Response):
             return job
-        base = urls(request, apps[job.id], job.id)
-        return JSONResponse({"request_id": job.id, **base, "queue_position": 0})
+        # the status at submission (IN_QUEUE with its position) and the request's URLs
+        return JSONResponse(status_body(request, job, with_logs=False))
 
     async def status(request: Request) -> Response:
         if (refused := denied(request)) is not None:
