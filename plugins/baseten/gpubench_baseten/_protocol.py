@@ -27,8 +27,10 @@ Baseten's OpenAPI description, with the success codes it expects):
   (https://docs.baseten.co/observability/logs).
 - Auth ``Authorization: Api-Key <key>``; the API also takes ``Bearer <key>`` (what the SDK
   sends).
-- Autoscaling defaults (https://docs.baseten.co/deployment/autoscaling, per PROVIDERS.md):
-  min 0, max 1, window 60 s (10-3600), scale-down delay 900 s (0-3600), concurrency target 1.
+- Autoscaling defaults (https://docs.baseten.co/deploy/autoscaling): min 0, max 1, window 60 s
+  (10-3600), scale-down delay 900 s (0-3600), concurrency target 1, target utilization 70 %
+  (1-100), max scale-down rate 50 % (1-50). Scale-down waits the delay, then removes half the
+  excess replicas, waits again, and so on: from several replicas, zero takes several delays.
 - Billing (https://docs.baseten.co/observability/usage): per minute for every minute a
   replica is observed as up, model load (cold start) included; not image pull or scheduling.
 """
