@@ -14,6 +14,11 @@ Sources (read 2026-12-01):
   ``_BaseRequestHandle._parse_status``): ``IN_QUEUE`` with ``queue_position``, ``IN_PROGRESS``
   with ``logs``, ``COMPLETED`` with ``logs``, optional ``metrics`` (``inference_time``, seconds)
   and, for a failed request, ``error`` and ``error_type``. Any other status is an error there.
+- Status answers 202 while the request is queued or in progress, 200 once COMPLETED; the submit
+  answer is an ``IN_QUEUE`` status (https://fal.ai/docs/api-reference/inference-api). Cancel
+  answers ``status`` ``OK`` (removed from the queue), ``CANCELLATION_REQUESTED`` (the runner
+  is told to stop), ``ALREADY_COMPLETED`` or ``NOT_FOUND``
+  (https://fal.ai/docs/inference-api/queue/cancel).
 - Auth ``Authorization: Key <key>`` (same page; ``fal_client.auth.AuthCredentials``).
 - The synchronous route ``POST https://fal.run/{model_id}`` holds the request until the result;
   ``.../stream`` answers server-sent events (``fal_client`` ``SyncClient.run``/``stream``).

@@ -224,10 +224,14 @@ def make_app(
             return refused
         job = find(request)
         if isinstance(job, Response):
-            return job
+            return JSONResponse({"status": "NOT_FOUND"}, status_code=404)
         if job.status.terminal:
             return JSONResponse({"status": "ALREADY_COMPLETED"}, status_code=400)
-        fleet.cancel(job.id)  # a queued request is dropped, a running one told to stop
+        # a queued request is removed; a running one's runner is told to stop
+        queued = job.status is JobStatus.QUEUED
+        fleet.cancel(job.id)
+        if queued:
+            return JSONResponse({"status": "OK"})
         return JSONResponse({"status": "CANCELLATION_REQUESTED"}, status_code=202)
 
     async def held(request: Request, job: Job) -> bool:

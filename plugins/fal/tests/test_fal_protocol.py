@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import Any
 
@@ -174,11 +175,18 @@ async def test_cancel_answers_as_fal_does(served: ServedApp, fleet: SimulatedFle
             pass
         late = await client.put(submitted["cancel_url"], headers=headers)
         assert late.status_code == 400 and late.json()["status"] == "ALREADY_COMPLETED"
-        other = await client.post(f"/{APP}", json={"sleep_ms": 5000}, headers=headers)
-        answer = await client.put(other.json()["cancel_url"], headers=headers)
+        running = (await client.post(f"/{APP}", json={"sleep_ms": 5000}, headers=headers)).json()
+        await asyncio.to_thread(fleet.wait_for, lambda c: c.running == 1, 10)
+        waiting = (await client.post(f"/{APP}", json={"sleep_ms": 5}, headers=headers)).json()
+        assert waiting["status"] == "IN_QUEUE" and waiting["queue_position"] == 0  # 1 runner
+        removed = await client.put(waiting["cancel_url"], headers=headers)
+        assert removed.status_code == 200 and removed.json()["status"] == "OK"
+        answer = await client.put(running["cancel_url"], headers=headers)
         assert answer.status_code == 202 and answer.json()["status"] == "CANCELLATION_REQUESTED"
-        status = (await client.get(other.json()["status_url"], headers=headers)).json()
+        status = (await client.get(running["status_url"], headers=headers)).json()
         assert status["status"] == "COMPLETED" and status["error_type"] == "request_cancelled"
+        unknown = await client.put(f"/{APP}/requests/no-such-id/cancel", headers=headers)
+        assert unknown.status_code == 404 and unknown.json()["status"] == "NOT_FOUND"
         bearer = await client.get(
             submitted["status_url"], headers={"Authorization": f"Bearer {KEY}"}
         )
