@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Literal, Self
 
 import anyio
 import httpx
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from gpubench_sdk import (
@@ -53,7 +53,7 @@ class RequestCanceledError(ProviderError):
 class BasetenOptions(ProviderOptions):
     """Options of a Baseten target; ``api_key`` comes from ``api_key_env``/``api_key_file``."""
 
-    model_id: str = Field(pattern=r"^[A-Za-z0-9]+$", description="the model's id")
+    model_id: str = Field(description="the model's id (model-<model_id>.api.baseten.co)")
     environment: str = Field(
         default="production",
         pattern=r"^[A-Za-z0-9_-]+$",
@@ -61,7 +61,6 @@ class BasetenOptions(ProviderOptions):
     )
     deployment_id: str | None = Field(
         default=None,
-        pattern=r"^[A-Za-z0-9]+$",
         description="call this deployment (/deployment/<id>/predict) instead of an environment",
     )
     base_url: str | None = Field(
@@ -102,6 +101,17 @@ class BasetenOptions(ProviderOptions):
         description="predict: infer a cold start from a wait for the answer above this "
         "(None: only cold starts confirmed through the management API are marked)",
     )
+
+    @field_validator("model_id", "deployment_id")
+    @classmethod
+    def _alphanumeric(cls, value: str | None) -> str | None:
+        if value is not None and not (value.isascii() and value.isalnum()):
+            raise PydanticCustomError(
+                "baseten_id",
+                "Baseten's alphanumeric id, as in https://model-<model_id>.api.baseten.co "
+                "(the model's page shows it)",
+            )
+        return value
 
     @model_validator(mode="after")
     def _one_target(self) -> Self:

@@ -8,12 +8,14 @@ import contextlib
 import dataclasses
 import json
 import logging
+import re
 import time
 from typing import Any, ClassVar, Literal
 
 import anyio
 import httpx
-from pydantic import Field
+from pydantic import Field, field_validator
+from pydantic_core import PydanticCustomError
 
 from gpubench_sdk import (
     Capabilities,
@@ -38,6 +40,7 @@ from . import _protocol as fal
 from ._wire import http_error, invalid, json_object, number, send, sse_events
 
 log = logging.getLogger(__name__)
+_APP_ID = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*")
 CANCEL_GRACE_S = 5.0  # how long an abandoned invoke may spend telling fal to cancel
 POLL_RETRIES = 3  # transient errors tolerated in a row while following a request
 
@@ -52,8 +55,7 @@ class FalOptions(ProviderOptions):
     """Options of a fal target; ``api_key`` comes from ``api_key_env``/``api_key_file``."""
 
     app_id: str = Field(
-        pattern=r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$",
-        description="the app or model id, owner/app[/subpath] (e.g. fal-ai/flux/dev)",
+        description="the app or model id, owner/app[/subpath] (e.g. fal-ai/flux/dev)"
     )
     queue_url: str = Field(
         default=fal.QUEUE_URL, description="queue API base (emulator: <url>/queue)"
@@ -84,6 +86,17 @@ class FalOptions(ProviderOptions):
         gt=0,
         description="a wait from IN_QUEUE to IN_PROGRESS above this counts as a cold start",
     )
+
+    @field_validator("app_id")
+    @classmethod
+    def _owner_and_app(cls, value: str) -> str:
+        if not _APP_ID.fullmatch(value):
+            raise PydanticCustomError(
+                "fal_app_id",
+                "an app id owner/app[/subpath] of letters, digits, '_', '.' and '-' "
+                "(e.g. fal-ai/flux/dev, as in https://fal.run/fal-ai/flux/dev)",
+            )
+        return value
 
 
 class FalProvider(Provider):
