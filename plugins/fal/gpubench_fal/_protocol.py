@@ -45,6 +45,8 @@ NAMESPACES: Final = frozenset({"workflows", "comfy"})
 # processing (fal_client._headers: X-Fal-Request-Timeout, more than 1 s).
 REQUEST_ID_HEADER: Final = "x-fal-request-id"
 REQUEST_TIMEOUT_HEADER: Final = "X-Fal-Request-Timeout"
+# On a 504, this header says the timeout was the caller's (fal_client does not retry those).
+REQUEST_TIMEOUT_TYPE_HEADER: Final = "X-Fal-Request-Timeout-Type"
 MIN_REQUEST_TIMEOUT_S: Final = 1.0
 
 # error_type values the emulator sends on a COMPLETED status that failed. fal documents

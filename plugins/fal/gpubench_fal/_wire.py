@@ -70,6 +70,8 @@ def http_error(response: httpx.Response, body: bytes | None = None) -> ProviderE
     kw["request_id"] = response.headers.get("x-fal-request-id")
     if status == 429:
         return ThrottledError(message, retry_after_s=retry_after_s(response), **kw)
+    if status == 504 and response.headers.get("x-fal-request-timeout-type"):
+        return RequestTimeoutError(message, **kw)  # the caller's X-Fal-Request-Timeout ran out
     if status >= 500:
         return ServerHTTPError(message, **kw)
     return ClientHTTPError(message or response.reason_phrase, **kw)

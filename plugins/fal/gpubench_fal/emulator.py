@@ -65,6 +65,7 @@ def make_app(
 
     apps: dict[str, str] = {}  # request id -> app base (owner/alias) it was submitted to
     submits: deque[float] = deque()
+    expired: set[str] = set()  # requests not started within their X-Fal-Request-Timeout
 
     def error(status: int, detail: str, **headers: str) -> Response:
         return JSONResponse({"detail": detail}, status_code=status, headers=headers or None)
@@ -134,6 +135,8 @@ def make_app(
         return done
 
     def failure(job: Job) -> tuple[str, str]:
+        if job.id in expired:
+            return f"not started within its {fal.REQUEST_TIMEOUT_HEADER}", fal.ERROR_TIMEOUT
         if job.status is JobStatus.TIMED_OUT:
             return job.error or "request timed out", fal.ERROR_TIMEOUT
         if job.status is JobStatus.CANCELLED:
@@ -147,13 +150,27 @@ def make_app(
             return error(404, "Request not found")
         return job
 
-    def start(payload: dict[str, Any], base: str) -> Job | Response:
+    def start(payload: dict[str, Any], base: str, request: Request) -> Job | Response:
+        start_timeout = request.headers.get(fal.REQUEST_TIMEOUT_HEADER)
+        try:
+            timeout_s = float(start_timeout) if start_timeout is not None else None
+        except ValueError:
+            timeout_s = 0.0
+        if timeout_s is not None and not timeout_s > fal.MIN_REQUEST_TIMEOUT_S:
+            return error(422, f"{fal.REQUEST_TIMEOUT_HEADER} must be seconds > 1")
         try:
             job = fleet.submit(payload, job_id=str(uuid.uuid4()))
         except QueueFull as exc:
             return error(429, f"too many requests in the queue: {exc}", **{"Retry-After": "1"})
         apps[job.id] = base
+        if timeout_s is not None:  # not started by then: fal gives up on the request
+            asyncio.get_running_loop().call_later(timeout_s, expire, job)
         return job
+
+    def expire(job: Job) -> None:
+        if job.status is JobStatus.QUEUED:
+            expired.add(job.id)
+            fleet.cancel(job.id)
 
     async def submit(request: Request) -> Response:
         if (refused := denied(request) or throttled()) is not None:
@@ -164,7 +181,7 @@ def make_app(
         payload = await payload_of(request)
         if isinstance(payload, Response):
             return payload
-        job = start(payload, fal.app_base(app_path))
+        job = start(payload, fal.app_base(app_path), request)
         if isinstance(job, Response):
             return job
         # the status at submission (IN_QUEUE with its position) and the request's URLs
@@ -255,13 +272,16 @@ def make_app(
         payload = await payload_of(request)
         if isinstance(payload, Response):
             return payload
-        job = start(payload, fal.app_base(app_path))
+        job = start(payload, fal.app_base(app_path), request)
         if isinstance(job, Response):
             return job
         if streaming:
             return await stream(request, job)
         if not await held(request, job):
             return error(499, "client closed the connection")
+        if job.id in expired:  # a timeout the caller set: fal marks it (fal_client won't retry)
+            headers = {fal.REQUEST_TIMEOUT_TYPE_HEADER: "user"}
+            return error(504, failure(job)[0], **headers)
         if job.status is not JobStatus.COMPLETED:
             message, _ = failure(job)
             return error(504 if job.status is JobStatus.TIMED_OUT else 500, message)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,6 +15,7 @@ from gpubench_fal.emulator import make_app
 from gpubench_sdk import (
     ConfigError,
     Request,
+    RequestTimeoutError,
     ServerHTTPError,
     ThrottledError,
     list_plugins,
@@ -191,6 +193,22 @@ async def test_cancel_answers_as_fal_does(served: ServedApp, fleet: SimulatedFle
             submitted["status_url"], headers={"Authorization": f"Bearer {KEY}"}
         )
         assert bearer.status_code == 401  # fal's scheme is Key, not Bearer
+
+
+@pytest.mark.parametrize("mode", ["queue", "run"])
+async def test_a_request_not_started_in_time_is_a_timeout(
+    served: ServedApp, fleet: SimulatedFleet, mode: str
+) -> None:
+    """``start_timeout_s`` (X-Fal-Request-Timeout): fal gives up on a request still queued."""
+    async with provider(served, mode=mode, start_timeout_s=1.2) as p:
+        busy = asyncio.create_task(p.invoke(probe(0, sleep_ms=3000)))
+        await asyncio.to_thread(fleet.wait_for, lambda c: c.running == 1, 10)
+        with pytest.raises(RequestTimeoutError, match="X-Fal-Request-Timeout"):
+            await p.invoke(probe(1))
+        busy.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await busy
+    assert fleet.truths()[1].status is JobStatus.CANCELLED
 
 
 def test_plugin_is_registered_and_options_are_validated() -> None:
