@@ -1,0 +1,112 @@
+"""Baseten's management API for one deployment: its replicas, status and autoscaling settings."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import httpx
+
+from gpubench_sdk import (
+    ClientHTTPError,
+    ConfigError,
+    FleetState,
+    InvalidResponseError,
+    ScalingSettings,
+)
+
+from . import _protocol as bt
+from ._wire import json_object
+
+Send = Callable[..., Coroutine[Any, Any, httpx.Response]]
+SETTLE_TIMEOUT_S = 30.0  # how long a QUEUED settings change may take to show
+
+
+class DeploymentAdmin:
+    """``GET /v1/models/{model}/deployments/{dep}`` and its ``autoscaling_settings``."""
+
+    def __init__(self, send: Send, api_url: str, model_id: str, deployment: str) -> None:
+        self._send = send
+        self.url = httpx.URL(f"{api_url.rstrip('/')}/v1/models/{model_id}/deployments/{deployment}")
+        self._settings_url = httpx.URL(f"{self.url}/autoscaling_settings")
+
+    async def deployment(self) -> dict[str, Any]:
+        return json_object(await self._send("GET", self.url))
+
+    async def settings(self) -> dict[str, Any]:
+        data = await self.deployment()
+        settings = data.get("autoscaling_settings")
+        if not isinstance(settings, dict):
+            raise InvalidResponseError(
+                f"deployment {data.get('id')!r} has no autoscaling_settings (status "
+                f"{data.get('status')!r}): it has not finished deploying",
+                provider="baseten",
+            )
+        return settings
+
+    async def patch(self, changes: dict[str, int]) -> str:
+        """PATCH the given fields (Baseten changes only those); wait for a QUEUED change."""
+        try:
+            answer = json_object(await self._send("PATCH", self._settings_url, changes))
+        except ClientHTTPError as exc:
+            raise ConfigError("scaling", changes, f"values Baseten accepts ({exc})") from exc
+        status = str(answer.get("status"))
+        if status == "QUEUED":  # applied later (e.g. while the deployment updates): wait for it
+            deadline = time.monotonic() + SETTLE_TIMEOUT_S
+            while time.monotonic() < deadline:
+                current = await self.settings()
+                if all(current.get(k) == v for k, v in changes.items()):
+                    break
+                await asyncio.sleep(0.5)
+        return status
+
+    async def state(self, queue: dict[str, Any] | None) -> FleetState:
+        """Replicas up (Baseten counts them without telling idle from busy) and, from the async
+        queue status, requests waiting."""
+        data = await self.deployment()
+        active = data.get("active_replica_count")
+        if not isinstance(active, int):
+            raise InvalidResponseError("deployment lacks active_replica_count", provider="baseten")
+        starting = data.get("status") in bt.STARTING_STATES
+        queued = queue.get("num_queued_requests") if queue else None
+        return FleetState(
+            ready=0 if starting else active,
+            busy=None,
+            starting=active if starting else 0,
+            queued=queued if isinstance(queued, int) else None,
+            detail={"status": data.get("status"), "active_replica_count": active, **(queue or {})},
+        )
+
+
+def scaling_of(settings: dict[str, Any]) -> ScalingSettings:
+    try:
+        delay = settings.get("scale_down_delay")
+        return ScalingSettings(
+            min_workers=int(settings["min_replica"]),
+            max_workers=int(settings["max_replica"]),
+            idle_timeout_s=float(delay if delay is not None else bt.DEFAULT_SCALE_DOWN_DELAY_S),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InvalidResponseError(
+            f"autoscaling_settings lacks a field: {exc}", provider="baseten"
+        ) from exc
+
+
+def changes_of(settings: ScalingSettings) -> dict[str, int]:
+    changes: dict[str, int] = {}
+    if settings.min_workers is not None:
+        changes["min_replica"] = settings.min_workers
+    if settings.max_workers is not None:
+        changes["max_replica"] = settings.max_workers
+    if settings.idle_timeout_s is not None:
+        delay = settings.idle_timeout_s
+        if delay != int(delay) or not 0 <= delay <= bt.MAX_SCALE_DOWN_DELAY_S:
+            raise ConfigError(
+                "scaling.idle_timeout_s",
+                delay,
+                f"whole seconds 0..{bt.MAX_SCALE_DOWN_DELAY_S} (Baseten's scale_down_delay)",
+            )
+        changes["scale_down_delay"] = int(delay)
+    return changes

@@ -1,0 +1,416 @@
+"""``BasetenProvider``: a Baseten model's ``predict``/``async_predict``, with its management API."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from datetime import datetime
+from typing import Any, ClassVar, Literal, Self
+
+import anyio
+import httpx
+from pydantic import Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+from gpubench_sdk import (
+    Capabilities,
+    ColdCheck,
+    ConfigError,
+    FleetState,
+    Outcome,
+    Provider,
+    ProviderError,
+    ProviderOptions,
+    Request,
+    RequestTimeoutError,
+    Result,
+    ScalingSettings,
+    ServerHTTPError,
+    ThrottledError,
+    TransportError,
+    first_byte_ns,
+    redact,
+    scrub_url,
+)
+from gpubench_sdk.cost import load_catalog
+
+from . import _protocol as bt
+from ._admin import DeploymentAdmin, changes_of, scaling_of
+from ._wire import http_error, invalid, json_object, send
+
+CANCEL_GRACE_S = 5.0
+POLL_RETRIES = 3
+
+
+class RequestCanceledError(ProviderError):
+    """Baseten reports the async request CANCELED or EXPIRED, though this client did not cancel
+    it (``max_time_in_queue_seconds`` passed, or another client cancelled it)."""
+
+    outcome = Outcome.CANCELLED
+
+
+class BasetenOptions(ProviderOptions):
+    """Options of a Baseten target; ``api_key`` comes from ``api_key_env``/``api_key_file``."""
+
+    model_id: str = Field(description="the model's id (model-<model_id>.api.baseten.co)")
+    environment: str = Field(
+        default="production",
+        pattern=r"^[A-Za-z0-9_-]+$",
+        description="the environment to call (/environments/<env>/predict)",
+    )
+    deployment_id: str | None = Field(
+        default=None,
+        description="call this deployment (/deployment/<id>/predict) instead of an environment",
+    )
+    base_url: str | None = Field(
+        default=None, description="inference host (default https://model-<model_id>.api.baseten.co)"
+    )
+    api_url: str = Field(default=bt.API_URL, description="management API host")
+    mode: Literal["predict", "async"] = Field(
+        default="predict",
+        description="'predict': one held request (the output comes back); 'async': "
+        "async_predict then poll /async_request (queue and run times from Baseten's "
+        "timestamps; the output goes to webhook_endpoint, Baseten keeps none)",
+    )
+    webhook_endpoint: str | None = Field(
+        default=None, description="async mode: where Baseten posts outputs"
+    )
+    max_time_in_queue_s: int | None = Field(default=None, ge=10, le=259_200)
+    concurrency_target: int | None = Field(
+        default=None, ge=1, description="set for the run (restored after): requests per replica"
+    )
+    scale_down_delay_s: int | None = Field(
+        default=None,
+        ge=0,
+        le=bt.MAX_SCALE_DOWN_DELAY_S,
+        description="set for the run (restored after): how long an idle replica stays up "
+        "(Baseten's default 900 s makes each cold start sample wait that long)",
+    )
+    poll_interval_s: float = Field(default=0.1, gt=0, description="first poll delay")
+    poll_max_interval_s: float = Field(
+        default=1.0, gt=0, description="backoff cap (20 polls/s max)"
+    )
+    poll_backoff: float = Field(default=1.5, ge=1.0)
+    cold_threshold_ms: float = Field(
+        default=1000.0, gt=0, description="async: a queue wait above this counts as a cold start"
+    )
+    predict_cold_threshold_ms: float | None = Field(
+        default=None,
+        gt=0,
+        description="predict: infer a cold start from a wait for the answer above this "
+        "(None: only cold starts confirmed through the management API are marked)",
+    )
+
+    @field_validator("model_id", "deployment_id")
+    @classmethod
+    def _alphanumeric(cls, value: str | None) -> str | None:
+        if value is not None and not (value.isascii() and value.isalnum()):
+            raise PydanticCustomError(
+                "baseten_id",
+                "Baseten's alphanumeric id, as in https://model-<model_id>.api.baseten.co "
+                "(the model's page shows it)",
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _one_target(self) -> Self:
+        if self.deployment_id is not None and "environment" in self.model_fields_set:
+            raise PydanticCustomError(
+                "deployment_or_environment",
+                "either deployment_id or environment, not both (a deployment is called directly)",
+            )
+        return self
+
+
+class BasetenProvider(Provider):
+    """Baseten: ``predict`` (held; streamed when the model streams) or ``async_predict`` polled
+    through ``/async_request``, and the management API for fleet state (``active_replica_count``,
+    deployment ``status``), autoscaling (``min_replica``, ``max_replica``, ``scale_down_delay``,
+    ``concurrency_target``) and confirmed cold starts (``min_replica`` 0, the scale-down delay
+    waited out, ``SCALED_TO_ZERO`` with no active replica).
+    """
+
+    name = "baseten"
+    capabilities = Capabilities(
+        streaming=True,
+        fleet_state=True,
+        cold_start_control=True,
+        scaling_settings=True,
+        # the catalog's rules, with their source and date (gpubench_sdk/cost/data/prices.json)
+        billing=load_catalog().billing_model("baseten"),
+    )
+    Options: ClassVar[type[ProviderOptions]] = BasetenOptions
+
+    _original: dict[str, int] | None = None
+    _cold_next = False
+
+    @property
+    def _opts(self) -> BasetenOptions:
+        assert isinstance(self.options, BasetenOptions)
+        return self.options
+
+    @property
+    def endpoint(self) -> str:
+        return scrub_url(self._route("predict"))
+
+    def auth_headers(self) -> dict[str, str]:
+        if self.options.api_key is None:
+            return {}
+        return {"Authorization": f"Api-Key {self.options.api_key.get_secret_value()}"}
+
+    def _route(self, operation: str) -> str:
+        o = self._opts
+        base = (o.base_url or bt.inference_url(o.model_id)).rstrip("/")
+        if o.deployment_id is not None:
+            return f"{base}/deployment/{o.deployment_id}/{operation}"
+        return f"{base}/environments/{o.environment}/{operation}"
+
+    async def open(self) -> None:
+        o = self._opts
+        self._base = (o.base_url or bt.inference_url(o.model_id)).rstrip("/")
+        self._predict = httpx.URL(self._route("predict"))
+        self._async_predict = httpx.URL(self._route("async_predict"))
+        self._queue_status = httpx.URL(self._route("async_queue_status"))
+        self._headers = {**o.headers, **self.auth_headers()}
+        deployment = o.deployment_id or (
+            o.environment if o.environment in ("production", "development") else None
+        )
+        self._admin = (
+            None
+            if deployment is None
+            else DeploymentAdmin(self._send, o.api_url, o.model_id, deployment)
+        )
+        for_the_run = {
+            "concurrency_target": o.concurrency_target,
+            "scale_down_delay": o.scale_down_delay_s,
+        }
+        if changes := {k: v for k, v in for_the_run.items() if v is not None}:
+            await self._change(changes)
+
+    async def close(self) -> None:
+        original, self._original = self._original, None
+        if original:  # leave the deployment as the user configured it
+            await self._admin_or_fail("scaling_settings").patch(original)
+
+    async def _send(self, method: str, url: httpx.URL | str, body: Any = None) -> httpx.Response:
+        return await send(self.client, method, url, self._headers, body)
+
+    # ----- requests -------------------------------------------------------------------------
+
+    async def invoke(self, request: Request) -> Result:
+        if self._opts.mode == "async" and not request.stream:
+            return await self._async(request)
+        started = time.perf_counter_ns()
+        if request.stream:
+            result = await self._predict_streamed(request)
+        else:
+            response = await self._send("POST", self._predict, dict(request.payload))
+            try:
+                output = response.json()
+            except ValueError as exc:
+                raise invalid("the prediction is not JSON", response) from exc
+            result = Result(
+                output=output,
+                http_status=response.status_code,
+                request_id=response.headers.get(bt.REQUEST_ID_HEADER),
+                first_byte_ns=first_byte_ns(response),
+            )
+        threshold = self._opts.predict_cold_threshold_ms
+        if threshold is not None and result.first_byte_ns is not None:
+            result.cold = (result.first_byte_ns - started) / 1e6 >= threshold
+        return self._confirm(result)
+
+    def _confirm(self, result: Result) -> Result:
+        if self._cold_next:  # the deployment was verified scaled to zero just before
+            result.cold, result.cold_confirmed, self._cold_next = True, True, False
+        return result
+
+    async def _predict_streamed(self, request: Request) -> Result:
+        """A streaming model's answer: its body arrives in pieces; the first piece is the first
+        byte, each network read a chunk."""
+        chunks: list[str] = []
+        times: list[int] = []
+        url = self._predict
+        try:
+            async with self.client.stream(
+                "POST", url, json=dict(request.payload), headers=self._headers
+            ) as response:
+                if response.status_code >= 400:
+                    raise http_error(response, await response.aread())
+                async for text in response.aiter_text():
+                    if text:
+                        times.append(time.perf_counter_ns())
+                        chunks.append(text)
+        except httpx.TimeoutException as exc:
+            raise RequestTimeoutError(
+                f"POST {scrub_url(str(url))}: timed out", provider=self.name
+            ) from exc
+        except httpx.HTTPError as exc:
+            raise TransportError(
+                f"POST {scrub_url(str(url))}: {type(exc).__name__}", provider=self.name
+            ) from exc
+        return Result(
+            output="".join(chunks),
+            http_status=response.status_code,
+            request_id=response.headers.get(bt.REQUEST_ID_HEADER),
+            first_byte_ns=times[0] if times else first_byte_ns(response),
+            output_units=len(chunks),
+            token_times_ns=times,
+        )
+
+    async def _async(self, request: Request) -> Result:
+        o = self._opts
+        body: dict[str, Any] = {"model_input": dict(request.payload)}
+        if o.webhook_endpoint is not None:
+            body["webhook_endpoint"] = o.webhook_endpoint
+        if o.max_time_in_queue_s is not None:
+            body["max_time_in_queue_seconds"] = o.max_time_in_queue_s
+        response = await self._send("POST", self._async_predict, body)
+        request_id = json_object(response).get("request_id")
+        if not isinstance(request_id, str) or not request_id:
+            raise invalid("the async_predict answer has no request_id", response)
+        status_url = httpx.URL(f"{self._base}/async_request/{request_id}")
+        done = False
+        try:
+            result = await self._follow(request_id, status_url)
+            done = True
+            return self._confirm(result)
+        except ProviderError as exc:
+            exc.request_id = exc.request_id or request_id
+            raise
+        finally:
+            if not done:  # Baseten cancels a request still QUEUED; a running one finishes
+                await self._cancel_quietly(status_url)
+
+    async def _follow(self, request_id: str, status_url: httpx.URL) -> Result:
+        o = self._opts
+        delay_s = o.poll_interval_s
+        progress_at: datetime | None = None
+        while True:
+            response = await self._poll(status_url)
+            status = json_object(response)
+            state = status.get("status")
+            if state not in bt.PENDING_STATES | bt.TERMINAL_STATES:
+                raise invalid(f"not an async request status: {state!r}", response)
+            if state == bt.IN_PROGRESS and progress_at is None:
+                progress_at = _timestamp(status.get("status_at"))
+            if state in bt.TERMINAL_STATES:
+                break
+            await asyncio.sleep(delay_s)
+            delay_s = min(delay_s * o.poll_backoff, o.poll_max_interval_s)
+        kw: dict[str, Any] = {"provider": self.name, "request_id": request_id}
+        errors = redact(str(status.get("errors") or ""))
+        if state == bt.FAILED:
+            raise ServerHTTPError(f"async request FAILED: {errors}", **kw)
+        if state in (bt.CANCELED, bt.EXPIRED):
+            raise RequestCanceledError(f"async request {state} {errors}".strip(), **kw)
+        created, ended = _timestamp(status.get("created_at")), _timestamp(status.get("status_at"))
+        queue_ms = _ms(created, progress_at)
+        return Result(
+            output=None,  # Baseten keeps no async output: it went to the webhook, if any
+            http_status=response.status_code,
+            request_id=request_id,
+            first_byte_ns=first_byte_ns(response),
+            queue_ms=queue_ms,
+            execution_ms=_ms(progress_at, ended),
+            cold=None if queue_ms is None else queue_ms >= o.cold_threshold_ms,
+            detail={"status": state, "webhook_status": status.get("webhook_status")},
+        )
+
+    async def _poll(self, url: httpx.URL) -> httpx.Response:
+        """One status read; a passing 429 (20 reads/s allowed), 5xx or network blip is retried."""
+        for attempt in range(POLL_RETRIES + 1):
+            try:
+                return await self._send("GET", url)
+            except (ThrottledError, ServerHTTPError, TransportError) as exc:
+                if attempt == POLL_RETRIES:
+                    raise
+                wait_s = getattr(exc, "retry_after_s", None) or self._opts.poll_max_interval_s
+                await asyncio.sleep(min(wait_s, 5.0))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _cancel_quietly(self, status_url: httpx.URL) -> None:
+        with anyio.move_on_after(CANCEL_GRACE_S, shield=True):
+            with contextlib.suppress(ProviderError, RuntimeError):
+                await self._send("DELETE", status_url)
+
+    # ----- capabilities ---------------------------------------------------------------------
+
+    def _admin_or_fail(self, capability: str) -> DeploymentAdmin:
+        if self._admin is None:
+            raise ConfigError(
+                "deployment_id",
+                None,
+                f"the deployment's id: {capability} for environment "
+                f"{self._opts.environment!r} goes through its deployment",
+            )
+        return self._admin
+
+    async def state(self) -> FleetState:
+        admin = self._admin_or_fail("fleet_state")
+        queue: dict[str, Any] | None = None
+        with contextlib.suppress(ProviderError):  # a model without async support has none
+            queue = json_object(await self._send("GET", self._queue_status))
+        return await admin.state(queue)
+
+    async def get_scaling(self) -> ScalingSettings:
+        return scaling_of(await self._admin_or_fail("scaling_settings").settings())
+
+    async def set_scaling(self, settings: ScalingSettings) -> None:
+        """PATCH the fields given; restored in ``close()``."""
+        await self._change(changes_of(settings))
+
+    async def _change(self, changes: dict[str, int]) -> None:
+        """PATCH ``changes``, first remembering each field's value before this run changed it
+        (restored in ``close()``)."""
+        admin = self._admin_or_fail("scaling_settings")
+        current = await admin.settings()
+        original = dict(self._original or {})
+        for field in changes:
+            value = current.get(field)
+            if field not in original and isinstance(value, int):
+                original[field] = value
+        self._original = original
+        await admin.patch(changes)
+
+    async def ensure_cold(self, timeout_s: float) -> ColdCheck:
+        """``min_replica`` 0, then wait until the deployment reports no active replica
+        (Baseten has no "scale to zero now": the scale-down delay runs its course)."""
+        admin = self._admin_or_fail("cold_start_control")
+        started = time.monotonic()
+        scaling = await self.get_scaling()
+        if scaling.min_workers:
+            await self.set_scaling(ScalingSettings(min_workers=0))
+        delay_s = self._opts.poll_interval_s
+        while True:
+            data = await admin.deployment()
+            waited_s = time.monotonic() - started
+            if data.get("active_replica_count") == 0:
+                self._cold_next = True
+                how = (
+                    f"min_replica=0, scale_down_delay={scaling.idle_timeout_s:g}s; deployment "
+                    f"{data.get('status')}, active_replica_count 0"
+                )
+                return ColdCheck(confirmed=True, waited_s=waited_s, how=how)
+            if waited_s >= timeout_s:
+                active, status = data.get("active_replica_count"), data.get("status")
+                how = f"timed out: {active} active replicas ({status})"
+                return ColdCheck(confirmed=False, waited_s=waited_s, how=how)
+            await asyncio.sleep(delay_s)
+            delay_s = min(delay_s * self._opts.poll_backoff, self._opts.poll_max_interval_s)
+
+
+def _timestamp(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _ms(start: datetime | None, end: datetime | None) -> float | None:
+    if start is None or end is None:
+        return None
+    return max(0.0, (end - start).total_seconds() * 1e3)

@@ -1,0 +1,366 @@
+"""``FalProvider``: fal apps through the queue API (submit, status, result, cancel) or
+``fal.run``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import logging
+import re
+import time
+from typing import Any, ClassVar, Literal
+
+import anyio
+import httpx
+from pydantic import Field, field_validator
+from pydantic_core import PydanticCustomError
+
+from gpubench_sdk import (
+    Capabilities,
+    InvalidResponseError,
+    Outcome,
+    Provider,
+    ProviderError,
+    ProviderOptions,
+    Request,
+    RequestTimeoutError,
+    Result,
+    ServerHTTPError,
+    ThrottledError,
+    TransportError,
+    first_byte_ns,
+    redact,
+    scrub_url,
+)
+from gpubench_sdk.cost import load_catalog
+
+from . import _protocol as fal
+from ._wire import http_error, invalid, json_object, number, send, sse_events
+
+log = logging.getLogger(__name__)
+_APP_ID = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*")
+CANCEL_GRACE_S = 5.0  # how long an abandoned invoke may spend telling fal to cancel
+POLL_RETRIES = 3  # transient errors tolerated in a row while following a request
+
+
+class RequestCancelledError(ProviderError):
+    """fal reports the request cancelled, though this client did not cancel it."""
+
+    outcome = Outcome.CANCELLED
+
+
+class FalOptions(ProviderOptions):
+    """Options of a fal target; ``api_key`` comes from ``api_key_env``/``api_key_file``."""
+
+    app_id: str = Field(
+        description="the app or model id, owner/app[/subpath] (e.g. fal-ai/flux/dev)"
+    )
+    queue_url: str = Field(
+        default=fal.QUEUE_URL, description="queue API base (emulator: <url>/queue)"
+    )
+    run_url: str = Field(
+        default=fal.RUN_URL, description="synchronous API base (emulator: <url>/run)"
+    )
+    mode: Literal["queue", "run"] = Field(
+        default="queue",
+        description="'queue': submit, follow the status, fetch the result (cancellable, "
+        "measures the queue wait); 'run': one held request to fal.run",
+    )
+    status_updates: Literal["poll", "stream"] = Field(
+        default="poll",
+        description="follow a queued request by polling /status or by its SSE /status/stream",
+    )
+    logs: bool = Field(default=False, description="ask for runner logs with each status (logs=1)")
+    start_timeout_s: float | None = Field(
+        default=None,
+        gt=fal.MIN_REQUEST_TIMEOUT_S,
+        description="X-Fal-Request-Timeout: fal gives up on a request not started by then",
+    )
+    poll_interval_s: float = Field(default=0.05, gt=0, description="first poll delay")
+    poll_max_interval_s: float = Field(default=1.0, gt=0, description="backoff cap")
+    poll_backoff: float = Field(default=1.5, ge=1.0, description="delay multiplier per poll")
+    cold_threshold_ms: float = Field(
+        default=1000.0,
+        gt=0,
+        description="a wait from IN_QUEUE to IN_PROGRESS above this counts as a cold start",
+    )
+
+    @field_validator("app_id")
+    @classmethod
+    def _owner_and_app(cls, value: str) -> str:
+        if not _APP_ID.fullmatch(value):
+            raise PydanticCustomError(
+                "fal_app_id",
+                "an app id owner/app[/subpath] of letters, digits, '_', '.' and '-' "
+                "(e.g. fal-ai/flux/dev, as in https://fal.run/fal-ai/flux/dev)",
+            )
+        return value
+
+
+class FalProvider(Provider):
+    """fal: the queue API (``queue.fal.run``) or the synchronous route (``fal.run``).
+
+    In queue mode the request's way through the queue is followed by polling ``/status`` or
+    reading ``/status/stream``: the time from the submit's answer to the first ``IN_PROGRESS``
+    is ``queue_ms`` (a runner booting and running ``setup()`` shows up there) and a wait above
+    ``cold_threshold_ms`` marks the request cold. fal reports ``metrics.inference_time``, which
+    becomes ``execution_ms``; it reports no setup time and no runner counts over its public
+    API, and scaling (``keep_alive``, ``min_concurrency``) lives in the app's code, so neither
+    fleet state nor cold start control is offered. A streamed request (``Request.stream``) uses
+    ``fal.run/{app}/stream`` (server-sent events) in either mode.
+    """
+
+    name = "fal"
+    capabilities = Capabilities(
+        streaming=True,
+        server_timings=frozenset({"execution_ms"}),
+        # the catalog's rules, with their source and date (gpubench_sdk/cost/data/prices.json)
+        billing=load_catalog().billing_model("fal"),
+    )
+    Options: ClassVar[type[ProviderOptions]] = FalOptions
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self._opts.mode == "run":  # a held request reports no metrics: nothing is promised
+            vars(self)["capabilities"] = dataclasses.replace(
+                type(self).capabilities, server_timings=frozenset()
+            )
+
+    @property
+    def _opts(self) -> FalOptions:
+        assert isinstance(self.options, FalOptions)
+        return self.options
+
+    @property
+    def endpoint(self) -> str:
+        o = self._opts
+        base = o.queue_url if o.mode == "queue" else o.run_url
+        return scrub_url(f"{base.rstrip('/')}/{o.app_id}")
+
+    def auth_headers(self) -> dict[str, str]:
+        if self.options.api_key is None:
+            return {}
+        return {"Authorization": f"Key {self.options.api_key.get_secret_value()}"}
+
+    async def open(self) -> None:
+        o = self._opts
+        self._submit_url = httpx.URL(f"{o.queue_url.rstrip('/')}/{o.app_id}")
+        self._run = httpx.URL(f"{o.run_url.rstrip('/')}/{o.app_id}")
+        self._requests = f"{o.queue_url.rstrip('/')}/{fal.app_base(o.app_id)}/requests"
+        self._headers = {**o.headers, **self.auth_headers()}
+        if o.start_timeout_s is not None:
+            self._headers[fal.REQUEST_TIMEOUT_HEADER] = str(o.start_timeout_s)
+
+    # ----- requests -------------------------------------------------------------------------
+
+    async def invoke(self, request: Request) -> Result:
+        if request.stream:
+            return await self._stream(request)
+        if self._opts.mode == "run":
+            return await self._run_sync(request)
+        response = await send(
+            self.client, "POST", self._submit_url, self._headers, dict(request.payload)
+        )
+        submitted = json_object(response)
+        request_id = submitted.get("request_id")
+        if not isinstance(request_id, str) or not request_id:
+            raise invalid("the submit answer has no request_id", response)
+        urls = self._urls(submitted, request_id)
+        done = False
+        try:
+            result = await self._follow(request_id, urls, first_byte_ns(response))
+            done = True
+            return result
+        except ProviderError as exc:  # the request exists: its id stays with the failure
+            exc.request_id = exc.request_id or request_id
+            raise
+        finally:
+            if not done:  # cancelled, timed out or failed mid-flight: stop paying for it
+                await self._cancel_quietly(urls["cancel_url"])
+
+    def _urls(self, submitted: dict[str, Any], request_id: str) -> dict[str, str]:
+        """The URLs fal answered with (its docs say to use them), else the documented ones."""
+        own = f"{self._requests}/{request_id}"
+        fallback = {
+            "response_url": own,
+            "status_url": f"{own}/status",
+            "cancel_url": f"{own}/cancel",
+        }
+        return {
+            name: value if isinstance(value := submitted.get(name), str) and value else default
+            for name, default in fallback.items()
+        }
+
+    async def _follow(
+        self, request_id: str, urls: dict[str, str], submitted_ns: int | None
+    ) -> Result:
+        start_ns = submitted_ns or time.perf_counter_ns()
+        progress_ns: int | None = None
+        status: dict[str, Any] | None = None
+        if self._opts.status_updates == "stream":
+            status, progress_ns = await self._follow_stream(urls["status_url"])
+        if status is None:  # polling, or a status stream that broke off: the request goes on
+            status, progress_ns = await self._follow_polling(urls["status_url"], progress_ns)
+        self._raise_if_failed(status, request_id)
+        response = await self._poll(httpx.URL(urls["response_url"]))
+        try:
+            output = response.json()
+        except ValueError as exc:
+            raise invalid("the result is not JSON", response) from exc
+        queue_ms = (progress_ns - start_ns) / 1e6 if progress_ns is not None else None
+        metrics = status.get("metrics") if isinstance(status.get("metrics"), dict) else {}
+        inference_s = number(metrics.get("inference_time")) if metrics else None
+        detail: dict[str, Any] = {"metrics": metrics} if metrics else {}
+        if status.get("logs"):
+            detail["logs"] = status["logs"]
+        return Result(
+            output=output,
+            http_status=response.status_code,
+            request_id=request_id,
+            first_byte_ns=first_byte_ns(response),
+            queue_ms=queue_ms,
+            execution_ms=inference_s * 1e3 if inference_s is not None else None,
+            cold=None if queue_ms is None else queue_ms >= self._opts.cold_threshold_ms,
+            detail=detail or None,
+        )
+
+    async def _follow_polling(
+        self, status_url: str, progress_ns: int | None
+    ) -> tuple[dict[str, Any], int | None]:
+        """Poll ``/status`` to COMPLETED; the first answer no longer IN_QUEUE dates the start."""
+        url = httpx.URL(status_url)
+        if self._opts.logs:
+            url = url.copy_add_param("logs", "1")
+        delay_s = self._opts.poll_interval_s
+        while True:
+            response = await self._poll(url)
+            status = self._parse_status(response.text, response)
+            if status["status"] != fal.IN_QUEUE and progress_ns is None:
+                progress_ns = first_byte_ns(response) or time.perf_counter_ns()
+            if status["status"] == fal.COMPLETED:
+                return status, progress_ns
+            await asyncio.sleep(delay_s)
+            delay_s = min(delay_s * self._opts.poll_backoff, self._opts.poll_max_interval_s)
+
+    async def _follow_stream(self, status_url: str) -> tuple[dict[str, Any] | None, int | None]:
+        """Read ``/status/stream`` to its COMPLETED event, dating the first event no longer
+        IN_QUEUE. A stream that breaks off (reset, 429, 5xx, closed early) gives ``None``, and
+        the request is polled from there: it runs on at fal whatever became of the stream."""
+        url = httpx.URL(f"{status_url.rstrip('/')}/stream")
+        if self._opts.logs:
+            url = url.copy_add_param("logs", "1")
+        progress_ns: int | None = None
+        try:
+            async with self.client.stream("GET", url, headers=self._headers) as response:
+                if response.status_code >= 400:
+                    raise http_error(response, await response.aread())
+                async for _, data in sse_events(response):
+                    status = self._parse_status(data, response)
+                    if status["status"] != fal.IN_QUEUE and progress_ns is None:
+                        progress_ns = time.perf_counter_ns()
+                    if status["status"] == fal.COMPLETED:
+                        return status, progress_ns
+        except (httpx.HTTPError, ThrottledError, ServerHTTPError, InvalidResponseError) as exc:
+            if isinstance(exc, InvalidResponseError) and "ended in the middle" not in str(exc):
+                raise  # a status fal would not send: not a broken connection
+            log.info("fal status stream broke off (%s); polling instead", type(exc).__name__)
+        return None, progress_ns
+
+    def _parse_status(self, text: str, response: httpx.Response) -> dict[str, Any]:
+        try:
+            status = json.loads(text)
+        except ValueError as exc:
+            raise invalid("a status is not JSON", response) from exc
+        if not isinstance(status, dict) or status.get("status") not in fal.STATUSES:
+            got = status.get("status") if isinstance(status, dict) else status
+            raise invalid(f"not a queue status: {got!r}", response)
+        return status
+
+    def _raise_if_failed(self, status: dict[str, Any], request_id: str) -> None:
+        error = status.get("error")
+        if not error:
+            return
+        kind = str(status.get("error_type") or "")
+        message = redact(f"request COMPLETED with an error ({kind or 'no error_type'}): {error}")
+        kw: dict[str, Any] = {"provider": self.name, "request_id": request_id}
+        if "timeout" in kind:
+            raise RequestTimeoutError(message, **kw)
+        if "cancel" in kind:
+            raise RequestCancelledError(message, **kw)
+        raise ServerHTTPError(message, **kw)
+
+    async def _run_sync(self, request: Request) -> Result:
+        response = await send(self.client, "POST", self._run, self._headers, dict(request.payload))
+        try:
+            output = response.json()
+        except ValueError as exc:
+            raise invalid("the result is not JSON", response) from exc
+        return Result(
+            output=output,
+            http_status=response.status_code,
+            request_id=response.headers.get(fal.REQUEST_ID_HEADER),
+            first_byte_ns=first_byte_ns(response),
+        )
+
+    async def _stream(self, request: Request) -> Result:
+        """``fal.run/{app}/stream``: each event's data is one JSON piece of output; the first
+        event's arrival is the first byte. An ``error`` event fails the request."""
+        url = httpx.URL(f"{self._run}/stream")
+        events: list[Any] = []
+        first: int | None = None
+        try:
+            async with self.client.stream(
+                "POST", url, json=dict(request.payload), headers=self._headers
+            ) as response:
+                if response.status_code >= 400:
+                    raise http_error(response, await response.aread())
+                request_id = response.headers.get(fal.REQUEST_ID_HEADER)
+                async for event, data in sse_events(response):
+                    first = first or time.perf_counter_ns()
+                    try:
+                        piece = json.loads(data)
+                    except ValueError as exc:
+                        raise invalid("an SSE event is not JSON", response) from exc
+                    if event == "error":
+                        detail = piece.get("detail") if isinstance(piece, dict) else piece
+                        raise ServerHTTPError(
+                            redact(f"the stream failed: {detail}"),
+                            provider=self.name,
+                            request_id=request_id,
+                        )
+                    events.append(piece)
+        except httpx.TimeoutException as exc:
+            raise RequestTimeoutError(
+                f"POST {scrub_url(str(url))}: timed out", provider=self.name
+            ) from exc
+        except httpx.HTTPError as exc:
+            raise TransportError(
+                f"POST {scrub_url(str(url))}: {type(exc).__name__}", provider=self.name
+            ) from exc
+        return Result(
+            output=events,
+            http_status=response.status_code,
+            request_id=request_id,
+            first_byte_ns=first,
+            output_units=len(events),
+        )
+
+    async def _poll(self, url: httpx.URL) -> httpx.Response:
+        """One GET; a request that runs fine is not failed for a passing 429/5xx/network blip."""
+        for attempt in range(POLL_RETRIES + 1):
+            try:
+                return await send(self.client, "GET", url, self._headers)
+            except (ThrottledError, ServerHTTPError, TransportError) as exc:
+                if attempt == POLL_RETRIES:
+                    raise
+                wait_s = getattr(exc, "retry_after_s", None) or self._opts.poll_max_interval_s
+                await asyncio.sleep(min(wait_s, 5.0))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _cancel_quietly(self, cancel_url: str) -> None:
+        with anyio.move_on_after(CANCEL_GRACE_S, shield=True):
+            # best effort: the request may have ended, or the provider been closed, meanwhile
+            with contextlib.suppress(ProviderError, RuntimeError):
+                await send(self.client, "PUT", cancel_url, self._headers)
