@@ -22,6 +22,7 @@ from ..cost import (
     scenario_bill,
     sweep,
 )
+from ..cost._policy import WORKER_POLICIES, WorkerPolicy, provider_policy
 from ..cost._priced import plan_has_prices, priced_targets, target_rate
 from ..cost._reference import (
     REFERENCE_INFERENCE_S,
@@ -286,6 +287,12 @@ def _numbers(text: str, name: str) -> list[float]:
     type=click.FloatRange(0, 100, min_open=True),
 )
 @click.option("--seed", default=0, show_default=True, type=int)
+@click.option(
+    "--worker-policy",
+    type=click.Choice(WORKER_POLICIES),
+    default=None,
+    help="which idle worker takes a request; default: the provider's stated policy",
+)
 @_catalog_options
 def cost_whatif(
     spec_text: str,
@@ -304,6 +311,7 @@ def cost_whatif(
     slo_s: float,
     slo_percentile: float,
     seed: int,
+    worker_policy: WorkerPolicy | None,
     prices: tuple[str, ...],
     max_age_days: float,
 ) -> None:
@@ -333,6 +341,7 @@ def cost_whatif(
         arrivals = poisson_arrivals(rps, hours * 3600, daily_profile=shape, seed=seed)
     mins = [int(v) for v in _numbers(min_workers, "--min-workers")]
     spec = parse_target_spec(spec_text)
+    policy = worker_policy or provider_policy(spec.provider).policy
     with _price_warnings():
         catalog = load_catalog(prices, max_age_days=max_age_days)
         result = sweep(
@@ -349,8 +358,10 @@ def cost_whatif(
             slo_percentile=slo_percentile,
             horizon_s=hours * 3600 if rps is not None else None,
             seed=seed,
+            worker_policy=policy,
         )
-    out.print(sweep_table(result, f"what-if: {spec_text}, {len(arrivals):,} requests"))
+    title = f"what-if: {spec_text}, {len(arrivals):,} requests, {policy.replace('_', ' ')} first"
+    out.print(sweep_table(result, title))
     target = f"p{slo_percentile:g} <= {slo_s:g} s"
     if result.best is None:
         out.print(f"no setting meets {target}: try more min workers or a looser SLO")
