@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -82,9 +83,11 @@ def _child(
     shards: int,
     barrier: Barrier,
     sent: SharedCounter,
+    stops: Any = None,
 ) -> None:
     runner = build()
     runner.join(run, shard, shards, sync=barrier.wait, abort=barrier.abort, sent=sent)
+    runner.share_cost_stops(stops)
     result = run_blocking(runner)
     raise SystemExit(_EXIT.get(result.status, 1))
 
@@ -112,9 +115,13 @@ def run_processes(
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(processes)
     sent = ctx.Value("q", 0)  # requests sent by all processes: max_requests is one budget
+    # a target the budget guard stops in one process is stopped in all (one flag each)
+    stops = None if parent.cost_flag_count is None else ctx.Array("b", parent.cost_flag_count)
     workers = [
         ctx.Process(
-            target=_child, args=(build, info, k, processes, barrier, sent), name=f"gpubench-{k}"
+            target=_child,
+            args=(build, info, k, processes, barrier, sent, stops),
+            name=f"gpubench-{k}",
         )
         for k in range(processes)
     ]

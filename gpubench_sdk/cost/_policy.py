@@ -82,7 +82,7 @@ def provider_policy(provider: str) -> PolicyFact:
 def check_policy(policy: str) -> WorkerPolicy:
     if policy not in WORKER_POLICIES:
         raise ConfigError("worker_policy", policy, f"one of {', '.join(WORKER_POLICIES)}")
-    return policy  # type: ignore[return-value]
+    return policy
 
 
 def choose_worker(idle_since_s: Sequence[float], policy: WorkerPolicy, rng: random.Random) -> int:
