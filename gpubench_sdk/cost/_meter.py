@@ -274,35 +274,24 @@ def budget_guard(
     share: float = 1.0,
 ) -> BudgetGuard | None:
     """The guard a plan asks for (``run.max_cost_usd`` or a target's ``max_cost_usd``), else
-    ``None`` (no meter on the hot path). ``declared``: billing models the provider plugins
-    declare (``Capabilities.billing``), used when a target names no ``billing`` plan.
+    ``None`` (no meter on the hot path). Every target's price is checked first, capped or not
+    (``plan_prices``). ``declared``: billing models the provider plugins declare
+    (``Capabilities.billing``), used when a target names no ``billing`` plan.
     ``share`` (0 < share <= 1) scales every cap: one process's part of a multi-process run."""
     if not 0 < share <= 1:
         raise ValueError(f"share must be in (0, 1], got {share!r}")
+    from ._pricing import plan_prices
+
+    prices = plan_prices(config, declared, catalog)  # a price it cannot bill by: refused now
     capped = [t for t in config.targets if t.max_cost_usd is not None]
     if config.run.max_cost_usd is None and not capped:
         return None
-    from ._catalog import load_catalog
-
-    catalog = catalog or load_catalog()
     meters: dict[str, CostMeter] = {}
     for i, t in enumerate(config.targets):
-        if config.run.max_cost_usd is None and t.max_cost_usd is None:
-            continue
-        model = (declared or {}).get(t.name)
-        if t.billing is not None or model is None:
-            model = catalog.billing_model(t.billing or t.provider)
-        if t.price_per_s_usd is not None:
-            rate = t.price_per_s_usd
-        elif t.price_sku is not None:
-            rate = catalog.rate_usd_per_s(t.billing or t.provider, t.price_sku)
-        else:
-            raise ConfigError(
-                f"targets[{i}].price_sku",
-                None,
-                'a catalog SKU (e.g. price_sku = "A100 80GB") or price_per_s_usd, so the '
-                "budget guard can price this target's requests",
-            )
+        price = prices[t.name]
+        if (config.run.max_cost_usd is None and t.max_cost_usd is None) or price is None:
+            continue  # plan_prices refused a capped target without a price
+        model, rate = price.billing, price.rate_usd_per_s
         cap = None if t.max_cost_usd is None else t.max_cost_usd * share
         options = t.provider_options()
         delay = options.get("idle_timeout_s")
