@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 import click
 
+from .._config import RunConfig
 from .._errors import ConfigError
 from .._store import RunInfo, Store
 from ..cost import (
@@ -22,6 +23,7 @@ from ..cost import (
     scenario_bill,
     sweep,
 )
+from ..cost._dryrun import dry_run
 from ..cost._policy import WORKER_POLICIES, WorkerPolicy, provider_policy
 from ..cost._priced import plan_has_prices, priced_targets, target_rate
 from ..cost._reference import (
@@ -35,6 +37,7 @@ from ..cost._tables import (
     TARGET_SPEC,
     TargetSpec,
     bill_table,
+    dry_run_table,
     parse_target_spec,
     run_cost_table,
     sweep_table,
@@ -371,3 +374,26 @@ def cost_whatif(
             f"cheapest meeting {target}: min_workers={s.min_workers}, "
             f"scale_down_s={s.scale_down_s:g} (${result.best.cost_usd:,.3f})"
         )
+
+
+def print_dry_run(config: RunConfig) -> None:
+    """``gpubench run --dry-run``: what the plan will send and cost; nothing is sent."""
+    with _price_warnings():
+        plan = dry_run(config)
+    title = f"dry run of {config.run.name!r}: nothing sent"
+    out.print(dry_run_table(plan, title))
+    expected, worst = plan.duration_s(worst=False), plan.duration_s(worst=True)
+    span = "?" if expected is None else f"{expected:,.0f} s"
+    most = "?" if worst is None else f"{worst:,.0f} s"
+    out.print(
+        f"duration: about {span}, at most {most} (requests taking {plan.execution_s:g} s, "
+        f"{plan.execution_from}; at most: each to its timeout_s)"
+    )
+    for name, price in plan.prices.items():
+        if price is None:
+            out.print(f"{name}: no price (set price_sku or price_per_s_usd to see its cost)")
+        else:
+            out.print(
+                f"{name}: ${price.rate_usd_per_s:g}/s ({price.rate_from}), billing rules from "
+                f"{price.billing_from}"
+            )

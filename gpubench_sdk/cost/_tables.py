@@ -9,6 +9,7 @@ from rich.table import Table
 
 from .._errors import ConfigError
 from ._calc import RunCost, ScenarioBill
+from ._dryrun import DryRun
 from ._sim import SweepResult
 
 TARGET_SPEC = "provider[/plan][:SKU][,cold=S][,rate=USD_PER_S][,label=NAME]"
@@ -114,5 +115,41 @@ def sweep_table(result: SweepResult, title: str) -> Table:
             f"{r.billed_s:,.0f}",
             f"{r.cost_usd:,.3f}",
             mark,
+        )
+    return table
+
+
+def _secs(v: float | None) -> str:
+    return "?" if v is None else f"{v:,.1f}"
+
+
+def _usd(v: float | None) -> str:
+    return "-" if v is None else f"{v:,.6f}"
+
+
+def dry_run_table(plan: DryRun, title: str) -> Table:
+    columns = ["target", "scenario", "requests", "expected s", "at most s"]
+    table = _table(title, [*columns, "expected $", "worst case $"])
+    for target in dict.fromkeys(r.target for r in plan.rows):
+        for r in (r for r in plan.rows if r.target == target):
+            table.add_row(
+                r.target,
+                f"{r.scenario} {r.kind}",
+                f"{r.requests:,}",
+                _secs(r.expected_s),
+                _secs(r.worst_s),
+                _usd(r.expected_usd),
+                _usd(r.worst_usd),
+            )
+        cap = plan.caps.get(target)
+        table.add_row(
+            f"[bold]{target}[/]",
+            "all" + ("" if cap is None else f" (cap ${cap:g})"),
+            f"[bold]{plan.requests(target):,}[/]",
+            "",
+            "",
+            f"[bold]{_usd(plan.total_usd(target, worst=False))}[/]",
+            f"[bold]{_usd(plan.total_usd(target, worst=True))}[/]",
+            end_section=True,
         )
     return table
