@@ -103,9 +103,9 @@ def test_dry_run_cli_sends_nothing_and_prints_cost(tmp_path: Path) -> None:
     path = tmp_path / "p.toml"
     path.write_text(POISSON_PLAN.replace("max_workers = 2", "max_workers = 2\nmax_cost_usd = 1"))
     store = tmp_path / "none.sqlite"
+    gpubench = [sys.executable, "-m", "gpubench_sdk"]
     done = subprocess.run(
-        [sys.executable, "-m", "gpubench_sdk", "run", str(path), "--dry-run"]
-        + ["--store", str(store)],
+        [*gpubench, "run", str(path), "--dry-run", "--store", str(store)],
         capture_output=True,
         text=True,
         timeout=120,

@@ -163,8 +163,9 @@ def dry_run(
             expected_usd = worst_usd = None
             if meter is not None:
                 worst_usd = n * BudgetGuard.request_bound_usd(meter, timeout_s)
+                rate = meter.rate_usd_per_s
                 expected_usd = _cost(
-                    meter.billing, meter.rate_usd_per_s, n, workers, expected_s, each_s, meter.tail_s
+                    meter.billing, rate, n, workers, expected_s, each_s, meter.tail_s
                 )
             rows.append(
                 PlannedScenario(

@@ -342,9 +342,7 @@ class SimulatedFleet:
         """Give queued jobs to idle workers, chosen by ``config.worker_policy`` (ties: the
         worker started first). The chosen worker begins the job when it next runs."""
         while self._queue:
-            idle = [
-                w for w in self._workers if w.state is WorkerState.IDLE and w.assigned is None
-            ]
+            idle = [w for w in self._workers if w.state is WorkerState.IDLE and w.assigned is None]
             if not idle:
                 return
             pick = choose_worker(
