@@ -123,6 +123,7 @@ def test_unit_costs() -> None:
 def test_break_even_of_an_always_on_worker() -> None:
     # active worker at 0.00057/s vs on demand 0.00076/s: break-even at 75% of the day
     b = break_even(on_demand_usd_per_s=0.00076, reserved_usd_per_s=0.00057, billed_s_per_request=12)
+    assert not b.never
     assert b.reserved_usd_per_day == pytest.approx(0.00057 * 86_400)
     assert b.utilization == pytest.approx(0.75)
     assert b.billed_s_per_day == pytest.approx(64_800)

@@ -23,6 +23,7 @@ from ..cost import (
     scenario_bill,
     sweep,
 )
+from ..cost._commitments import compare_commitments, parse_commitment
 from ..cost._dryrun import dry_run
 from ..cost._policy import WORKER_POLICIES, WorkerPolicy, provider_policy
 from ..cost._priced import plan_has_prices, priced_targets, target_rate
@@ -37,6 +38,7 @@ from ..cost._tables import (
     TARGET_SPEC,
     TargetSpec,
     bill_table,
+    commitments_table,
     dry_run_table,
     parse_target_spec,
     run_cost_table,
@@ -242,6 +244,97 @@ def print_run_costs(store: Store, info: RunInfo) -> None:
         costs = priced_targets(store, info, load_catalog(), {}, require_price=False)
     if costs:
         out.print(run_cost_table(costs, "estimated bill (from measured invocations)"))
+
+
+@cost.command("break-even")
+@click.option(
+    "-t",
+    "--target",
+    "spec_text",
+    required=True,
+    metavar="SPEC",
+    help="the on-demand price: provider[/plan]:SKU or provider,rate=USD_PER_S",
+)
+@click.option(
+    "--hourly",
+    multiple=True,
+    metavar="[NAME=]USD[,term=MONTHS]",
+    help="a worker kept on, billed per hour (reserved/active); repeatable",
+)
+@click.option(
+    "--monthly",
+    multiple=True,
+    metavar="[NAME=]USD[,term=MONTHS]",
+    help="a worker committed per month, paid for at least `term` months; repeatable",
+)
+@click.option(
+    "--need-months",
+    type=click.FloatRange(0, min_open=True),
+    default=None,
+    help="how long you need the capacity (default: each option's term, at least a month)",
+)
+@click.option(
+    "--billed-s-per-request",
+    type=click.FloatRange(0, min_open=True),
+    default=None,
+    help="also give the break-even point in requests per day",
+)
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@_catalog_options
+def cost_break_even(
+    spec_text: str,
+    hourly: tuple[str, ...],
+    monthly: tuple[str, ...],
+    need_months: float | None,
+    billed_s_per_request: float | None,
+    as_json: bool,
+    prices: tuple[str, ...],
+    max_age_days: float,
+) -> None:
+    """The utilisation at which a commitment beats on demand, and which option wins where
+    ("never" when a commitment costs more than a worker billed all day on demand)."""
+    options = [parse_commitment(t, "hour", i) for i, t in enumerate(hourly)]
+    options += [parse_commitment(t, "month", i) for i, t in enumerate(monthly)]
+    if not options:
+        raise ConfigError("--hourly/--monthly", None, "at least one commitment to compare")
+    spec = parse_target_spec(spec_text)
+    with _price_warnings():
+        rate = target_rate(load_catalog(prices, max_age_days=max_age_days), spec)
+    result = compare_commitments(
+        rate, options, need_months=need_months, billed_s_per_request=billed_s_per_request
+    )
+    if as_json:
+        rows = [
+            {
+                "option": line.commitment.name,
+                "per": line.commitment.per,
+                "usd": line.commitment.usd,
+                "min_months": line.commitment.min_months,
+                "usd_per_day": line.usd_per_day,
+                "break_even_utilization": line.break_even_utilization,
+                "break_even": "never" if line.break_even_utilization is None else "pays",
+                "break_even_requests_per_day": line.break_even_requests_per_day,
+                "wins_from_utilization": line.wins_from,
+            }
+            for line in result.lines
+        ]
+        doc = {
+            "on_demand_usd_per_s": rate,
+            "on_demand_wins_below": result.on_demand_wins_below,
+            "options": rows,
+        }
+        click.echo(json.dumps(doc, indent=2))
+        return
+    out.print(commitments_table(result, f"break-even against {spec_text} (${rate:g}/s)"))
+    below = result.on_demand_wins_below
+    if below >= 1.0:
+        out.print("on demand wins at every utilisation: no commitment ever pays")
+    else:
+        best = next(line for line in result.lines if line.wins_from is not None)
+        out.print(
+            f"on demand wins below {100 * below:.1f}% utilisation "
+            f"({below * 24:.1f} billed hours a day); above it, {best.commitment.name}"
+        )
 
 
 def _numbers(text: str, name: str) -> list[float]:

@@ -158,12 +158,17 @@ class BreakEven:
 
     ``utilization`` is the fraction of the day an on-demand worker must be billed for the two
     to cost the same; ``requests_per_day`` the same point in requests, when the billed seconds
-    per request were given."""
+    per request were given. All three are ``None`` when it never pays: the always-on worker
+    costs more than a whole day on demand (``never``)."""
 
     reserved_usd_per_day: float
-    billed_s_per_day: float
-    utilization: float
+    billed_s_per_day: float | None
+    utilization: float | None
     requests_per_day: float | None
+
+    @property
+    def never(self) -> bool:
+        return self.utilization is None
 
 
 def break_even(
@@ -174,15 +179,17 @@ def break_even(
 ) -> BreakEven:
     """On-demand billed seconds per day at which one always-on worker is as cheap.
 
-    ``billed_s = reserved_usd_per_s x 86,400 / on_demand_usd_per_s``; above it, reserve."""
+    ``billed_s = reserved_usd_per_s x 86,400 / on_demand_usd_per_s``; above it, reserve. Past
+    86,400 s (a worker billed all day) it never pays: ``utilization is None``."""
     _positive("on_demand_usd_per_s", on_demand_usd_per_s, allow_zero=False)
     _positive("reserved_usd_per_s", reserved_usd_per_s)
-    per_day = reserved_usd_per_s * SECONDS_PER_DAY
-    billed = per_day / on_demand_usd_per_s
-    reqs = None
     if billed_s_per_request is not None:
         _positive("billed_s_per_request", billed_s_per_request, allow_zero=False)
-        reqs = billed / billed_s_per_request
+    per_day = reserved_usd_per_s * SECONDS_PER_DAY
+    billed = per_day / on_demand_usd_per_s
+    if billed > SECONDS_PER_DAY:
+        return BreakEven(per_day, None, None, None)
+    reqs = None if billed_s_per_request is None else billed / billed_s_per_request
     return BreakEven(per_day, billed, billed / SECONDS_PER_DAY, reqs)
 
 

@@ -9,6 +9,7 @@ from rich.table import Table
 
 from .._errors import ConfigError
 from ._calc import RunCost, ScenarioBill
+from ._commitments import CommitmentComparison
 from ._dryrun import DryRun
 from ._sim import SweepResult
 
@@ -151,5 +152,26 @@ def dry_run_table(plan: DryRun, title: str) -> Table:
             f"[bold]{_usd(plan.total_usd(target, worst=False))}[/]",
             f"[bold]{_usd(plan.total_usd(target, worst=True))}[/]",
             end_section=True,
+        )
+    return table
+
+
+def commitments_table(result: CommitmentComparison, title: str) -> Table:
+    columns = ["option", "price", "min term", "$ per day", "break-even utilisation"]
+    table = _table(title, [*columns, "billed h/day", "requests/day", "wins"])
+    for line in result.lines:
+        c = line.commitment
+        u = line.break_even_utilization
+        table.add_row(
+            c.name,
+            f"${c.usd:g}/{c.per}",
+            f"{c.min_months:g} months" if c.min_months else "-",
+            f"{line.usd_per_day:,.2f}",
+            "never" if u is None else f"{100 * u:.1f}%",
+            "-" if u is None else f"{24 * u:.1f}",
+            "-"
+            if line.break_even_requests_per_day is None
+            else f"{line.break_even_requests_per_day:,.0f}",
+            "-" if line.wins_from is None else f"above {100 * line.wins_from:.1f}%",
         )
     return table
