@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
-import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any, TypeVar
 
 import click
 
-from .._config import RunConfig
 from .._errors import ConfigError
 from .._store import RunInfo, Store
 from ..cost import (
@@ -23,8 +20,6 @@ from ..cost import (
     scenario_bill,
     sweep,
 )
-from ..cost._commitments import compare_commitments, parse_commitment
-from ..cost._dryrun import dry_run
 from ..cost._policy import WORKER_POLICIES, WorkerPolicy, provider_policy
 from ..cost._priced import plan_has_prices, priced_targets, target_rate
 from ..cost._reference import (
@@ -38,13 +33,13 @@ from ..cost._tables import (
     TARGET_SPEC,
     TargetSpec,
     bill_table,
-    commitments_table,
-    dry_run_table,
     parse_target_spec,
     run_cost_table,
     sweep_table,
 )
-from ._console import existing_store, out, store_option, warn
+from ._console import existing_store, out, store_option
+from ._cost_common import catalog_options, price_warnings
+from ._cost_plans import cost_break_even
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -58,35 +53,12 @@ DEFAULT_TARGETS = (
 )
 
 
-@contextlib.contextmanager
-def _price_warnings() -> Iterator[None]:
-    """Stale-price warnings print once each, as 'warning:' lines on stderr, never silenced."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        yield
-    for message in dict.fromkeys(str(w.message) for w in caught):
-        warn(message)
-
-
-def _catalog_options(f: F) -> F:
-    f = click.option(
-        "--prices",
-        multiple=True,
-        type=click.Path(dir_okay=False, exists=True),
-        help="price override file (TOML or JSON, the catalog's schema); repeatable",
-    )(f)
-    return click.option(
-        "--max-age-days",
-        default=180.0,
-        show_default=True,
-        type=click.FloatRange(0),
-        help="warn about prices read longer ago than this",
-    )(f)
-
-
 @click.group("cost")
 def cost() -> None:
     """Price runs and traffic scenarios with each provider's billing rules."""
+
+
+cost.add_command(cost_break_even)
 
 
 @cost.command("scenario")
@@ -124,7 +96,7 @@ def cost() -> None:
     help="with --reference: apply each provider's rounding and minimum delay",
 )
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
-@_catalog_options
+@catalog_options
 def cost_scenario(
     requests_per_day: int,
     inference_s: float,
@@ -152,7 +124,7 @@ def cost_scenario(
         )
         lines = [(r.label, r.billing, r.rate_usd_per_s, r.cold_start_s) for r in REFERENCE_LINES]
         reported = [r.report_total_usd for r in REFERENCE_LINES]
-    with _price_warnings():
+    with price_warnings():
         catalog = load_catalog(prices, max_age_days=max_age_days)
         for text in targets or (() if reference else DEFAULT_TARGETS):
             spec = parse_target_spec(text, cold_start_s)
@@ -197,7 +169,7 @@ def cost_scenario(
     "--scale-down-s", type=click.FloatRange(0), default=None, help="default: the provider's"
 )
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
-@_catalog_options
+@catalog_options
 def cost_run(
     run_ref: str,
     store_path: str | None,
@@ -214,7 +186,7 @@ def cost_run(
         if not sep:
             raise ConfigError("--price", text, "TARGET=provider[:SKU][,rate=USD_PER_S]")
         given[name] = parse_target_spec(rest)
-    with _price_warnings(), Store(existing_store(store_path), readonly=True) as store:
+    with price_warnings(), Store(existing_store(store_path), readonly=True) as store:
         catalog = load_catalog(prices, max_age_days=max_age_days)
         info = store.run(run_ref)
         costs = priced_targets(store, info, catalog, given, scale_down_s, require_price=True)
@@ -240,101 +212,10 @@ def print_run_costs(store: Store, info: RunInfo) -> None:
     """After a run's summary: the estimated bill of the targets whose plan names a price."""
     if not plan_has_prices(info):
         return
-    with _price_warnings():
+    with price_warnings():
         costs = priced_targets(store, info, load_catalog(), {}, require_price=False)
     if costs:
         out.print(run_cost_table(costs, "estimated bill (from measured invocations)"))
-
-
-@cost.command("break-even")
-@click.option(
-    "-t",
-    "--target",
-    "spec_text",
-    required=True,
-    metavar="SPEC",
-    help="the on-demand price: provider[/plan]:SKU or provider,rate=USD_PER_S",
-)
-@click.option(
-    "--hourly",
-    multiple=True,
-    metavar="[NAME=]USD[,term=MONTHS]",
-    help="a worker kept on, billed per hour (reserved/active); repeatable",
-)
-@click.option(
-    "--monthly",
-    multiple=True,
-    metavar="[NAME=]USD[,term=MONTHS]",
-    help="a worker committed per month, paid for at least `term` months; repeatable",
-)
-@click.option(
-    "--need-months",
-    type=click.FloatRange(0, min_open=True),
-    default=None,
-    help="how long you need the capacity (default: each option's term, at least a month)",
-)
-@click.option(
-    "--billed-s-per-request",
-    type=click.FloatRange(0, min_open=True),
-    default=None,
-    help="also give the break-even point in requests per day",
-)
-@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
-@_catalog_options
-def cost_break_even(
-    spec_text: str,
-    hourly: tuple[str, ...],
-    monthly: tuple[str, ...],
-    need_months: float | None,
-    billed_s_per_request: float | None,
-    as_json: bool,
-    prices: tuple[str, ...],
-    max_age_days: float,
-) -> None:
-    """The utilisation at which a commitment beats on demand, and which option wins where
-    ("never" when a commitment costs more than a worker billed all day on demand)."""
-    options = [parse_commitment(t, "hour", i) for i, t in enumerate(hourly)]
-    options += [parse_commitment(t, "month", i) for i, t in enumerate(monthly)]
-    if not options:
-        raise ConfigError("--hourly/--monthly", None, "at least one commitment to compare")
-    spec = parse_target_spec(spec_text)
-    with _price_warnings():
-        rate = target_rate(load_catalog(prices, max_age_days=max_age_days), spec)
-    result = compare_commitments(
-        rate, options, need_months=need_months, billed_s_per_request=billed_s_per_request
-    )
-    if as_json:
-        rows = [
-            {
-                "option": line.commitment.name,
-                "per": line.commitment.per,
-                "usd": line.commitment.usd,
-                "min_months": line.commitment.min_months,
-                "usd_per_day": line.usd_per_day,
-                "break_even_utilization": line.break_even_utilization,
-                "break_even": "never" if line.break_even_utilization is None else "pays",
-                "break_even_requests_per_day": line.break_even_requests_per_day,
-                "wins_from_utilization": line.wins_from,
-            }
-            for line in result.lines
-        ]
-        doc = {
-            "on_demand_usd_per_s": rate,
-            "on_demand_wins_below": result.on_demand_wins_below,
-            "options": rows,
-        }
-        click.echo(json.dumps(doc, indent=2))
-        return
-    out.print(commitments_table(result, f"break-even against {spec_text} (${rate:g}/s)"))
-    below = result.on_demand_wins_below
-    if below >= 1.0:
-        out.print("on demand wins at every utilisation: no commitment ever pays")
-    else:
-        best = next(line for line in result.lines if line.wins_from is not None)
-        out.print(
-            f"on demand wins below {100 * below:.1f}% utilisation "
-            f"({below * 24:.1f} billed hours a day); above it, {best.commitment.name}"
-        )
 
 
 def _numbers(text: str, name: str) -> list[float]:
@@ -389,7 +270,7 @@ def _numbers(text: str, name: str) -> list[float]:
     default=None,
     help="which idle worker takes a request; default: the provider's stated policy",
 )
-@_catalog_options
+@catalog_options
 def cost_whatif(
     spec_text: str,
     rps: float | None,
@@ -438,7 +319,7 @@ def cost_whatif(
     mins = [int(v) for v in _numbers(min_workers, "--min-workers")]
     spec = parse_target_spec(spec_text)
     policy = worker_policy or provider_policy(spec.provider).policy
-    with _price_warnings():
+    with price_warnings():
         catalog = load_catalog(prices, max_age_days=max_age_days)
         result = sweep(
             arrivals,
@@ -467,26 +348,3 @@ def cost_whatif(
             f"cheapest meeting {target}: min_workers={s.min_workers}, "
             f"scale_down_s={s.scale_down_s:g} (${result.best.cost_usd:,.3f})"
         )
-
-
-def print_dry_run(config: RunConfig) -> None:
-    """``gpubench run --dry-run``: what the plan will send and cost; nothing is sent."""
-    with _price_warnings():
-        plan = dry_run(config)
-    title = f"dry run of {config.run.name!r}: nothing sent"
-    out.print(dry_run_table(plan, title))
-    expected, worst = plan.duration_s(worst=False), plan.duration_s(worst=True)
-    span = "?" if expected is None else f"{expected:,.0f} s"
-    most = "?" if worst is None else f"{worst:,.0f} s"
-    out.print(
-        f"duration: about {span}, at most {most} (requests taking {plan.execution_s:g} s, "
-        f"{plan.execution_from}; at most: each to its timeout_s)"
-    )
-    for name, price in plan.prices.items():
-        if price is None:
-            out.print(f"{name}: no price (set price_sku or price_per_s_usd to see its cost)")
-        else:
-            out.print(
-                f"{name}: ${price.rate_usd_per_s:g}/s ({price.rate_from}), billing rules from "
-                f"{price.billing_from}"
-            )

@@ -130,7 +130,7 @@ def run_cmd(
         parse_prometheus_address(prometheus_port)
     config = load_config(config_path)
     if dry_run:  # what the plan will send and cost, before anything is sent
-        from ._cost import print_dry_run
+        from ._cost_plans import print_dry_run
 
         print_dry_run(config)
         return
