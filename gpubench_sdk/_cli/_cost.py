@@ -199,7 +199,7 @@ def cost_run(
                 "billed_s": c.bill.billed_s,
                 "fees_usd": c.fees_usd,
                 "total_usd": c.total_usd,
-                "per_1k_requests_usd": c.units.per_1k_requests_usd,
+                **{k: v for k, v in asdict(c.units).items() if k != "total_usd"},
             }
             for c in costs
         ]

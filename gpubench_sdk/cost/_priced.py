@@ -52,6 +52,7 @@ def priced_targets(
     """
     entries = [t for t in info.config.get("targets", []) if isinstance(t, dict)]
     plans = {t.get("name"): t for t in entries}
+    units = workload_units(info)
     costs = []
     for t in info.targets:
         plan = plans.get(t.name, {})
@@ -89,6 +90,20 @@ def priced_targets(
                 billing=billing,
                 rate_usd_per_s=rate,
                 scale_down_s=None if delay is None else float(delay),
+                units=units,
             )
         )
     return costs
+
+
+def workload_units(info: RunInfo) -> tuple[str, str]:
+    """What the run's workload counts as input and output units (``Workload.units``); tokens
+    when its plugin is not installed here (the counts were stored as the workload read them)."""
+    from .._plugins import workload_class
+
+    kind = info.config.get("workload", {}).get("kind")
+    try:
+        units: tuple[str, str] = workload_class(str(kind)).units
+    except Exception:
+        return ("tokens", "tokens")
+    return units

@@ -74,12 +74,29 @@ def bill_table(
     return table
 
 
+# per-unit columns of a run's bill: shown when some target's workload counts that unit
+UNIT_COLUMNS = (
+    ("per_1k_input_tokens_usd", "per 1k in tok $"),
+    ("per_million_input_tokens_usd", "per 1M in tok $"),
+    ("per_1k_output_tokens_usd", "per 1k out tok $"),
+    ("per_million_output_tokens_usd", "per 1M out tok $"),
+    ("per_image_usd", "per image $"),
+    ("per_audio_minute_usd", "per audio min $"),
+)
+
+
+def _unit(v: float | None) -> str:
+    return "-" if v is None else f"{v:.6g}"
+
+
 def run_cost_table(costs: Sequence[RunCost], title: str) -> Table:
     columns = ["target", "requests", "workers", "boot s", "execution s", "idle s", "billed s"]
-    table = _table(title, [*columns, "fees $", "total $", "per 1k req $", "per 1M out tok $"])
+    units = [(k, h) for k, h in UNIT_COLUMNS if any(getattr(c.units, k) is not None for c in costs)]
+    headers = ["fees $", "total $", "per request $", "per 1k req $", *(h for _, h in units)]
+    table = _table(title, [*columns, *headers])
     for r in costs:
         ph = r.bill.seconds_by_phase
-        per_tok = r.units.per_million_output_tokens_usd
+        per_req = r.units.per_request_usd
         per_1k = r.units.per_1k_requests_usd
         table.add_row(
             r.target,
@@ -91,8 +108,12 @@ def run_cost_table(costs: Sequence[RunCost], title: str) -> Table:
             f"{r.bill.billed_s:.1f}",
             f"{r.fees_usd:.4f}",
             f"{r.total_usd:.6f}",
+            "-" if per_req is None else f"{per_req:.8f}",
             "-" if per_1k is None else f"{per_1k:.6f}",
-            "-" if per_tok is None else f"{per_tok:.4f}",
+            *(
+                "-" if getattr(r.units, k) is None else f"{getattr(r.units, k):.6g}"
+                for k, _ in units
+            ),
         )
     return table
 
