@@ -39,7 +39,7 @@ from ..cost._tables import (
 )
 from ._console import existing_store, out, store_option
 from ._cost_common import catalog_options, price_warnings
-from ._cost_plans import cost_break_even
+from ._cost_plans import cost_break_even, cost_catalog
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -59,6 +59,7 @@ def cost() -> None:
 
 
 cost.add_command(cost_break_even)
+cost.add_command(cost_catalog)
 
 
 @cost.command("scenario")
@@ -209,11 +210,11 @@ def cost_run(
 
 
 def print_run_costs(store: Store, info: RunInfo) -> None:
-    """After a run's summary: the estimated bill of the targets whose plan names a price."""
+    """After a run's summary: the estimated bill of the targets whose plan names a price
+    (``gpubench run`` gathers its stale-price warnings into one line)."""
     if not plan_has_prices(info):
         return
-    with price_warnings():
-        costs = priced_targets(store, info, load_catalog(), {}, require_price=False)
+    costs = priced_targets(store, info, load_catalog(), {}, require_price=False)
     if costs:
         out.print(run_cost_table(costs, "estimated bill (from measured invocations)"))
 

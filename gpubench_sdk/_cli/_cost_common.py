@@ -9,18 +9,30 @@ from typing import Any, TypeVar
 
 import click
 
+from ..cost._catalog import StalePriceWarning, stale_summary
 from ._console import warn
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 @contextlib.contextmanager
-def price_warnings() -> Iterator[None]:
-    """Stale-price warnings print once each, as 'warning:' lines on stderr, never silenced."""
+def price_warnings(*, others_as_usual: bool = False) -> Iterator[None]:
+    """Warnings while pricing print once each as 'warning:' lines on stderr, never silenced;
+    stale catalog prices print as one line naming the oldest. ``others_as_usual``: any other
+    warning is shown the way Python would have (around a whole run)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         yield
-    for message in dict.fromkeys(str(w.message) for w in caught):
+    stale = [w.message for w in caught if isinstance(w.message, StalePriceWarning)]
+    summary = stale_summary(stale)
+    if summary is not None:
+        warn(summary)
+    others = [w for w in caught if not isinstance(w.message, StalePriceWarning)]
+    if others_as_usual:
+        for w in others:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+        return
+    for message in dict.fromkeys(str(w.message) for w in others):
         warn(message)
 
 

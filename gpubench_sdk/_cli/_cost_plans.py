@@ -1,11 +1,14 @@
-"""``gpubench cost break-even`` and ``gpubench run --dry-run``: what to commit to, and what a
-plan will cost, before anything is spent."""
+"""``gpubench cost break-even``, ``gpubench cost catalog`` and ``gpubench run --dry-run``:
+what to commit to, what the prices rest on, and what a plan will cost, before anything is
+spent."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 import click
+from rich.table import Table
 
 from .._config import RunConfig
 from .._errors import ConfigError
@@ -130,3 +133,65 @@ def print_dry_run(config: RunConfig) -> None:
                 f"{name}: ${price.rate_usd_per_s:g}/s ({price.rate_from}), billing rules from "
                 f"{price.billing_from}"
             )
+
+
+@click.command("catalog")
+@click.option("--provider", default=None, help="only this provider's entries")
+@click.option("--stale", is_flag=True, help="only entries older than --max-age-days")
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@click.option(
+    "--prices",
+    multiple=True,
+    type=click.Path(dir_okay=False, exists=True),
+    help="price override file (TOML or JSON, the catalog's schema); repeatable",
+)
+@click.option(
+    "--max-age-days",
+    default=180.0,
+    show_default=True,
+    type=click.FloatRange(0),
+    help="mark prices read longer ago than this",
+)
+def cost_catalog(
+    provider: str | None,
+    stale: bool,
+    as_json: bool,
+    prices: tuple[str, ...],
+    max_age_days: float,
+) -> None:
+    """Every catalog price with its unit, source and the date it was read, oldest first."""
+    catalog = load_catalog(prices, max_age_days=max_age_days)
+    today = dt.date.today()
+    entries = sorted(catalog.prices.values(), key=lambda e: (e.read_on, e.provider, e.sku))
+    if provider is not None:
+        entries = [e for e in entries if e.provider == provider.strip().lower()]
+        if not entries:
+            raise ConfigError("--provider", provider, f"one of {catalog.providers()}")
+    rows = [
+        {
+            "provider": e.provider,
+            "sku": e.sku,
+            "price_usd": e.price_usd,
+            "unit": e.unit,
+            "read_on": e.read_on.isoformat(),
+            "age_days": (today - e.read_on).days,
+            "stale": (today - e.read_on).days > max_age_days,
+            "source": e.source,
+            "note": e.note,
+        }
+        for e in entries
+    ]
+    if stale:
+        rows = [r for r in rows if r["stale"]]
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    table = Table(title=f"price catalog {catalog.version} ({len(rows)} entries, oldest first)")
+    for name in ("provider", "sku", "price", "read on", "age d", "source"):
+        table.add_column(name, overflow="fold")
+    for r in rows:
+        age = f"[yellow]{r['age_days']}[/]" if r["stale"] else str(r["age_days"])
+        price = f"{r['price_usd']:g} {str(r['unit']).removeprefix('usd_')}"
+        cells = (str(r["provider"]), str(r["sku"]), price, str(r["read_on"]), age)
+        table.add_row(*cells, str(r["source"]))
+    out.print(table)

@@ -35,6 +35,7 @@ from ._console import (
     store_option,
     warn,
 )
+from ._cost_common import price_warnings
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -142,7 +143,8 @@ def run_cmd(
             "collector, which Prometheus scrapes",
         )
     store = resolve_store(store_path or legacy_store, config.run.output)
-    _execute(config, store, otlp_endpoint, quiet, processes, prometheus_port, rules)
+    with price_warnings(others_as_usual=True):  # one stale-price line per run
+        _execute(config, store, otlp_endpoint, quiet, processes, prometheus_port, rules)
 
 
 @click.command("demo", epilog=EXIT_CODES_HELP)

@@ -116,6 +116,15 @@ class ScenarioBill:
     fees_usd: float
     total_usd: float
     requests: int
+    scale_down_events: int = 1
+
+    @property
+    def cold_start_s_per_event(self) -> float:
+        return self.cold_start_s / self.scale_down_events
+
+    @property
+    def idle_s_per_event(self) -> float:
+        return self.idle_s / self.scale_down_events
 
     @property
     def per_1k_requests_usd(self) -> float:
@@ -193,6 +202,7 @@ def scenario_bill(
         fees_usd=fees,
         total_usd=billed * rate_usd_per_s + fees,
         requests=requests_per_day,
+        scale_down_events=scale_down_events,
     )
 
 

@@ -61,12 +61,14 @@ def bill_table(
     bills: Sequence[ScenarioBill], title: str, reported_usd: Sequence[float] | None = None
 ) -> Table:
     """The daily bill, one provider a row, laid out like the reference report's comparison."""
-    columns = ["provider", "rate $/s", "scale-down s", "inference s", "idle s", "cold start s"]
-    columns += ["billed s", "bill/day $", "per 1k req $"]
+    columns = ["provider", "rate $/s", "scale-down s", "inference s/day"]
+    columns += ["idle s/event", "idle s/day", "cold s/event", "cold s/day"]
+    columns += ["billed s/day", "bill/day $", "per 1k req $"]
     table = _table(title, columns + (["report $"] if reported_usd is not None else []))
     for i, b in enumerate(bills):
         row = [b.label, f"{b.rate_usd_per_s:.9g}", f"{b.scale_down_s:g}", f"{b.inference_s:,.0f}"]
-        row += [f"{b.idle_s:,.0f}", f"{b.cold_start_s:,.0f}", f"{b.billed_s:,.1f}"]
+        row += [f"{b.idle_s_per_event:,.1f}", f"{b.idle_s:,.0f}"]
+        row += [f"{b.cold_start_s_per_event:,.2f}", f"{b.cold_start_s:,.0f}", f"{b.billed_s:,.1f}"]
         row += [f"{b.total_usd:,.3f}", f"{b.per_1k_requests_usd:,.3f}"]
         if reported_usd is not None:
             row.append(f"{reported_usd[i]:g}" if i < len(reported_usd) else "-")
