@@ -9,6 +9,7 @@ from dataclasses import asdict
 from typing import Any, TypeVar
 
 import click
+import numpy as np
 
 from .._errors import ConfigError
 from .._store import RunInfo, Store
@@ -29,6 +30,7 @@ from ..cost._reference import (
     REFERENCE_SCALE_DOWN_EVENTS,
     REFERENCE_SCALE_DOWN_S,
 )
+from ..cost._sensitivity import sweep_sensitivity
 from ..cost._tables import (
     TARGET_SPEC,
     TargetSpec,
@@ -266,6 +268,14 @@ def _numbers(text: str, name: str) -> list[float]:
 )
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option(
+    "--resamples",
+    default=20,
+    show_default=True,
+    type=click.IntRange(0),
+    help="with measured samples (--from-run): bootstrap resamples for the answer's interval "
+    "(0: none)",
+)
+@click.option(
     "--worker-policy",
     type=click.Choice(WORKER_POLICIES),
     default=None,
@@ -289,6 +299,7 @@ def cost_whatif(
     slo_s: float,
     slo_percentile: float,
     seed: int,
+    resamples: int,
     worker_policy: WorkerPolicy | None,
     prices: tuple[str, ...],
     max_age_days: float,
@@ -322,21 +333,24 @@ def cost_whatif(
     policy = worker_policy or provider_policy(spec.provider).policy
     with price_warnings():
         catalog = load_catalog(prices, max_age_days=max_age_days)
-        result = sweep(
-            arrivals,
-            execution_s=execution,
-            cold_start_s=cold,
+        common: dict[str, Any] = dict(
             billing=catalog.billing_model(spec.provider),
             rate_usd_per_s=target_rate(catalog, spec),
             scale_down_s=_numbers(scale_downs, "--scale-down"),
             min_workers=mins,
             max_workers=max(max_workers, *mins),
             concurrency=concurrency,
+            horizon_s=hours * 3600 if rps is not None else None,
+            worker_policy=policy,
+        )
+        result = sweep(
+            arrivals,
+            execution_s=execution,
+            cold_start_s=cold,
             slo_latency_s=slo_s,
             slo_percentile=slo_percentile,
-            horizon_s=hours * 3600 if rps is not None else None,
             seed=seed,
-            worker_policy=policy,
+            **common,
         )
     title = f"what-if: {spec_text}, {len(arrivals):,} requests, {policy.replace('_', ' ')} first"
     out.print(sweep_table(result, title))
@@ -349,3 +363,18 @@ def cost_whatif(
             f"cheapest meeting {target}: min_workers={s.min_workers}, "
             f"scale_down_s={s.scale_down_s:g} (${result.best.cost_usd:,.3f})"
         )
+    measured = not (np.isscalar(execution) and np.isscalar(cold))
+    if measured and resamples:
+        spread = sweep_sensitivity(
+            arrivals, result, execution_s=execution, cold_start_s=cold,
+            resamples=resamples, seed=seed, **common,
+        )  # fmt: skip
+        if spread is not None:
+            q = f"p{slo_percentile:g}"
+            out.print(
+                f"sensitivity to the measured samples ({spread.resamples} bootstrap resamples, "
+                f"{spread.low_pct:g}-{spread.high_pct:g}%): bill ${spread.cost_usd[0]:,.3f}"
+                f"-${spread.cost_usd[1]:,.3f}, {q} {spread.latency_s[0]:.2f}-"
+                f"{spread.latency_s[1]:.2f} s; the same setting chosen in "
+                f"{100 * spread.same_best:.0f}% of them"
+            )
