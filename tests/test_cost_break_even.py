@@ -64,3 +64,17 @@ def test_cli_prints_never_and_where_each_option_wins() -> None:
     assert doc["options"][0]["break_even"] == "never" and doc["on_demand_wins_below"] == 1.0
     missing = runner.invoke(main, ["cost", "break-even", "-t", "x,rate=0.001"])
     assert missing.exit_code == 2 and "--hourly/--monthly" in missing.output
+
+
+def test_break_even_example_runs() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).parents[1] / "examples" / "cost_break_even.py"
+    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "nothing sent" in done.stdout and "breaks even at 74.9%" in done.stdout
+    costs = [float(line.split("$")[1].split(",")[0]) for line in done.stdout.splitlines()
+             if line.strip().startswith(("most_recently_idle:", "longest_idle:"))]  # fmt: skip
+    assert len(costs) == 2 and costs[0] < costs[1]  # reusing the newest idle worker is cheaper
