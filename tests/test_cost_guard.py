@@ -194,7 +194,9 @@ def test_plan_without_a_price_for_a_capped_target_is_refused() -> None:
     with pytest.raises(ConfigError, match="max_cost_usd"):
         parse_config({**data, "run": {"max_cost_usd": 0}})
     no_cap = {**data, "run": {}}
-    assert budget_guard(parse_config(no_cap)) is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StalePriceWarning)
+        assert budget_guard(parse_config(no_cap)) is None  # priced, checked, but no meter
 
 
 def test_each_of_n_processes_gets_a_share_of_the_caps() -> None:
@@ -250,3 +252,38 @@ def test_guard_counts_every_request_at_the_most_it_can_cost() -> None:
     fee = BillingModel(granularity_s=1.0, per_request_usd=0.5)
     guard = BudgetGuard({"a": CostMeter(fee, 0.0, max_cost_usd=1.0)})
     assert sum(guard.allow("a", 5.0) is None for _ in range(100)) == 2
+
+
+def test_two_processes_stop_a_target_together_within_its_cap(tmp_path: Path) -> None:
+    """``gpubench run -p 2`` against one served local runtime: both processes stop the capped
+    target (shared stop flags), and the bill estimated from the stored run is within the cap."""
+    import json
+
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "gpubench_sdk", "local", "serve", "--port", "0",
+         "--handler", "gpubench_sdk._local.demo:echo", "--max-workers", "4",
+         "--idle-timeout", "2"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        assert serve.stdout is not None
+        line = serve.stdout.readline()
+        assert "listening on http://127.0.0.1:" in line, line
+        url = line.rsplit(" ", 1)[1].strip()
+        plan = tmp_path / "plan.toml"
+        text = PLAN.replace('handler = "gpubench_sdk._local.demo:echo"\nload = ""\n', "")
+        text = text.replace("max_workers = 2\n", f'url = "{url}"\n')
+        text = text.replace("max_cost_usd = 0.8", "max_cost_usd = 2.0")
+        plan.write_text(text.replace("concurrency = 2", "concurrency = 4"))
+        store_path = tmp_path / "g.sqlite"
+        done = gpubench("run", str(plan), "--store", str(store_path), "--quiet", "-p", "2")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "max_cost_usd reached for target loc" in done.stdout
+        priced = gpubench("cost", "run", "latest", "--store", str(store_path), "--json")
+        assert priced.returncode == 0, priced.stderr
+        (row,) = json.loads(priced.stdout)
+        assert 4 < row["requests"] < 400
+        assert row["total_usd"] <= 2.0
+    finally:
+        serve.terminate()
+        serve.wait(20)
