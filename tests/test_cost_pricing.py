@@ -65,3 +65,24 @@ def test_gpubench_run_refuses_an_unpriceable_plan_before_sending(tmp_path: Path)
     assert done.returncode == 2, done.stdout + done.stderr
     assert "targets[0].billing" in done.stderr and "Traceback" not in done.stderr
     assert not store.exists()  # refused before the run began: nothing stored, nothing sent
+
+
+def test_gpubench_run_refuses_a_cap_too_small_for_one_request(tmp_path: Path) -> None:
+    plan = tmp_path / "plan.toml"
+    plan.write_text(
+        '[workload]\nkind = "probe"\n\n[[targets]]\nname = "loc"\nprovider = "local"\n'
+        'handler = "gpubench_sdk._local.demo:echo"\nload = ""\n'
+        "price_per_s_usd = 0.01\nmax_cost_usd = 1.0\n\n"
+        '[[scenarios]]\nkind = "burst"\ntotal = 5\nconcurrency = 1\n'
+    )
+    store = tmp_path / "s.sqlite"
+    done = subprocess.run(
+        [sys.executable, "-m", "gpubench_sdk", "run", str(plan), "--store", str(store)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "targets[0].max_cost_usd" in done.stderr and "timeout_s=300" in done.stderr
+    assert "at least $3.05" in done.stderr  # (300 s + the 5 s idle tail) x $0.01/s
+    assert not store.exists()  # refused up front, not a silent run of 0 requests
