@@ -287,3 +287,31 @@ def test_two_processes_stop_a_target_together_within_its_cap(tmp_path: Path) -> 
     finally:
         serve.terminate()
         serve.wait(20)
+
+
+def test_live_replay_matches_run_cost_replay() -> None:
+    """The guard's online replay of workers bills what ``run_cost``'s replay bills (exact
+    seconds), request by request in start order, plus at most one rounding step a worker."""
+    import numpy as np
+
+    from gpubench_sdk.cost import price_worker_intervals, replay_worker_intervals
+
+    rng = np.random.default_rng(5)
+    starts = np.cumsum(rng.exponential(4.0, 300))
+    busy = rng.uniform(0.5, 3.0, 300)
+    cold = (rng.random(300) < 0.1).astype(int)
+    boot = np.where(cold == 1, rng.uniform(2, 6, 300), 0.0)
+    exact = BillingModel(granularity_s=1e-6, default_idle_timeout_s=10.0)
+    meter = CostMeter(exact, 1.0)
+    for i in range(300):
+        inv = _inv("a", float(busy[i] + boot[i]), cold=bool(cold[i]))
+        inv.start_ns = int(starts[i] * 1e9)
+        inv.end_ns = inv.start_ns + int((busy[i] + boot[i]) * 1e9)
+        inv.execution_ms = float(busy[i] * 1e3)
+        meter.record(inv)
+    intervals = replay_worker_intervals(starts, busy, boot, 10.0, cold)
+    truth = price_worker_intervals(intervals, exact, 1.0)
+    assert meter.workers is not None
+    assert meter.workers.started == len({iv.worker for iv in intervals})
+    estimate = meter.estimated_usd
+    assert truth.cost_usd <= estimate <= truth.cost_usd + meter.workers.started * 1e-6 + 1e-6

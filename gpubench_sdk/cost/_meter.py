@@ -15,6 +15,8 @@ to it; once the run's cap refuses, nothing more is sent at all.
 
 from __future__ import annotations
 
+import bisect
+import math
 from collections.abc import Mapping, MutableSequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -34,40 +36,51 @@ if TYPE_CHECKING:
 class _LiveWorkers:
     """``replay_worker_intervals`` one request at a time: billed-phase seconds of the workers
     so far (boots, busy time, idle gaps, idle tails of stopped workers) and the workers still
-    up, each of which will idle out ``delay_s`` before it stops."""
+    up, each of which will idle out ``delay_s`` before it stops.
+
+    The live workers are kept sorted by when they became free, so finding the most recently
+    idle one and retiring the expired ones are bisections, not scans: the guard stays cheap
+    on the hot path with thousands of requests in flight."""
 
     billing: BillingModel
     delay_s: float
-    free_at: dict[int, float] = field(default_factory=dict)  # live worker -> its last end
+    free: list[tuple[float, int]] = field(default_factory=list)  # (free since, worker), sorted
     started: int = 0
     closed_s: float = 0.0
 
     def add(self, start_s: float, busy_s: float, boot_s: float, cold: bool | None) -> None:
+        """Place one request as ``replay_worker_intervals`` does: a cold one boots a new
+        worker; otherwise the most recently idle worker up takes it (one seen warm takes it
+        even past the delay, or queues for the first to free up)."""
         bills = self.billing.bills
-        for w in [w for w, since in self.free_at.items() if start_s - since > self.delay_s]:
-            del self.free_at[w]  # scaled down: its tail is final
-            self.closed_s += self.delay_s if bills("idle") else 0.0
-        best = -1
-        if cold is not True:  # the most recently idle worker still up
-            for w, since in self.free_at.items():
-                usable = since <= start_s and start_s - since <= self.delay_s
-                if usable and (best < 0 or since > self.free_at[best]):
-                    best = w
-        if best >= 0:
-            self.closed_s += (start_s - self.free_at[best]) if bills("idle") else 0.0
-            begin = start_s
+        free = self.free
+        j = -1
+        if cold is not True:
+            j = bisect.bisect_right(free, (start_s, math.inf)) - 1
+            if j >= 0 and cold is None and start_s - free[j][0] > self.delay_s:
+                j = -1  # unknown: only a worker within its delay
+            if j < 0 and cold is False and free:
+                j = 0  # seen warm with every worker busy: it queued for the first to free
+        if j >= 0:
+            since, worker = free.pop(j)
+            self.closed_s += max(0.0, start_s - since) if bills("idle") else 0.0
+            begin = max(start_s, since)
         else:
-            best = self.started
+            worker = self.started
             self.started += 1
             self.closed_s += boot_s if bills("cold_boot") else 0.0
             begin = start_s + boot_s
         self.closed_s += busy_s if bills("execution") else 0.0
-        self.free_at[best] = max(self.free_at.get(best, begin), begin + busy_s)
+        expired = bisect.bisect_left(free, (start_s - self.delay_s, -1))
+        if expired:  # scaled down before this request: their tails are final
+            del free[:expired]
+            self.closed_s += expired * self.delay_s if bills("idle") else 0.0
+        bisect.insort(free, (begin + busy_s, worker))
 
     def billed_s(self) -> float:
         """An upper bound of the replayed bill: every live worker's tail, and one rounding
         step (or the minimum charge) per worker started."""
-        tails = len(self.free_at) * self.delay_s if self.billing.bills("idle") else 0.0
+        tails = len(self.free) * self.delay_s if self.billing.bills("idle") else 0.0
         per_worker = max(self.billing.granularity_s, self.billing.min_billed_s)
         return self.closed_s + tails + self.started * per_worker
 
