@@ -21,7 +21,8 @@ def price_warnings(*, others_as_usual: bool = False) -> Iterator[None]:
     stale catalog prices print as one line naming the oldest. ``others_as_usual``: any other
     warning is shown the way Python would have (around a whole run)."""
     with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+        # around a run, other warnings keep Python's filters (no DeprecationWarning noise)
+        warnings.simplefilter("always", StalePriceWarning if others_as_usual else Warning)
         yield
     stale = [w.message for w in caught if isinstance(w.message, StalePriceWarning)]
     summary = stale_summary(stale)

@@ -65,7 +65,7 @@ def stale_summary(caught: Iterable[StalePriceWarning], limit: int = 3) -> str | 
     more = f" and {len(oldest) - limit} more" if len(oldest) > limit else ""
     return (
         f"{len(oldest)} catalog price(s) used are older than max_age_days; oldest: {named}"
-        f"{more}. Check their sources (gpubench cost catalog --stale) or pass --prices"
+        f"{more}; check their sources: gpubench cost catalog --stale"
     )
 
 
