@@ -148,7 +148,16 @@ def cost_scenario(
             for label, billing, rate, cold in lines
         ]
     if as_json:
-        click.echo(json.dumps([asdict(b) for b in bills], indent=2))
+        rows = [
+            {
+                **asdict(b),
+                "idle_s_per_event": b.idle_s_per_event,
+                "cold_start_s_per_event": b.cold_start_s_per_event,
+                "per_1k_requests_usd": b.per_1k_requests_usd,
+            }
+            for b in bills
+        ]
+        click.echo(json.dumps(rows, indent=2))
         return
     method = "exact seconds" if exact else "rounded per billed interval"
     title = (
