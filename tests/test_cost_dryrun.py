@@ -3,10 +3,13 @@ are what a real run sends."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import subprocess
 import sys
 import warnings
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,8 +20,10 @@ from gpubench_sdk.cost import StalePriceWarning
 from gpubench_sdk.cost._dryrun import dry_run
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-# plans whose real run is cheap here (the embedded local runtime, a few seconds each)
-RUN_FOR_REAL = ("thresholds.toml", "reference_report.toml")
+# plans whose real run is cheap here (the embedded local runtime, a few seconds each; the
+# RunPod example against its emulator)
+RUN_FOR_REAL = ("thresholds.toml", "reference_report.toml", "runpod_emulated.toml")
+RUNPOD_KEY = "rpa_dryrun_0c9b7a3e5d1f"
 
 POISSON_PLAN = """
 [run]
@@ -82,21 +87,49 @@ def _sent(store_path: Path) -> Counter[tuple[str, int]]:
 
 @pytest.mark.parametrize("plan", [*RUN_FOR_REAL, "poisson"])
 def test_dry_run_counts_match_a_real_run(plan: str, tmp_path: Path) -> None:
-    if plan == "poisson":
-        path = tmp_path / "poisson.toml"
-        path.write_text(POISSON_PLAN)
-    else:
-        path = EXAMPLES / plan
-    expected = Counter({(r.target, r.scenario): r.requests for r in _plan_dry(path).rows})
-    store = tmp_path / "real.sqlite"
-    done = subprocess.run(
-        [sys.executable, "-m", "gpubench_sdk", "run", str(path), "--store", str(store), "--quiet"],
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
+    env = dict(os.environ)
+    with contextlib.ExitStack() as stack:
+        if plan == "poisson":
+            path = tmp_path / "poisson.toml"
+            path.write_text(POISSON_PLAN)
+        elif plan == "runpod_emulated.toml":
+            env["RUNPOD_API_KEY"] = RUNPOD_KEY
+            url = stack.enter_context(_runpod_emulator(env))
+            path = tmp_path / plan
+            path.write_text((EXAMPLES / plan).read_text().replace("http://127.0.0.1:8686", url))
+        else:
+            path = EXAMPLES / plan
+        expected = Counter({(r.target, r.scenario): r.requests for r in _plan_dry(path).rows})
+        store = tmp_path / "real.sqlite"
+        run = ["run", str(path), "--store", str(store), "--quiet"]
+        done = subprocess.run(
+            [sys.executable, "-m", "gpubench_sdk", *run],
+            capture_output=True,
+            text=True,
+            timeout=240,
+            env=env,
+        )
     assert done.returncode in (0, 1), done.stderr  # 1: a threshold failed, still a full run
     assert _sent(store) == expected
+
+
+@contextlib.contextmanager
+def _runpod_emulator(env: dict[str, str]) -> Iterator[str]:
+    args = ["--port", "0", "--api-key-env", "RUNPOD_API_KEY"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpubench_runpod.emulator", *args],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert proc.stdout is not None
+    url = proc.stdout.readline().strip()
+    try:
+        assert url.startswith("http://127.0.0.1:"), url
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
 
 
 def test_dry_run_cli_sends_nothing_and_prints_cost(tmp_path: Path) -> None:
