@@ -37,6 +37,11 @@ max_cost_usd = 0.8
 kind = "burst"
 total = 400
 concurrency = 2
+
+[[scenarios]]
+kind = "rate"
+rps = 20
+duration_s = 1
 """
 
 
@@ -80,6 +85,7 @@ def test_run_against_the_local_runtime_stops_before_its_cap(tmp_path: Path) -> N
         invs = store.invocations(info.id)
         assert len(invs) == first_refusal  # every allowed request was sent and stored
         assert 10 < len(invs) < 400
+        assert {inv.scenario for inv in invs} == {0}  # the next scenario sent nothing to it
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", StalePriceWarning)
             (cost,) = priced_targets(store, info, load_catalog(), {}, require_price=True)
