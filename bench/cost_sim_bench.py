@@ -3,6 +3,7 @@
 Target (issue 4): under 10 s on the 2-core development machine. Run by hand:
 
     python bench/cost_sim_bench.py [--repeat 3]
+    python bench/cost_sim_bench.py --agreement   # docs/cost.md's simulator-vs-fleet table
 
 Prints the best and median wall time of ``simulate`` alone (arrivals generated beforehand) for
 a fleet that scales out and in (10 req/s, 0.5 s execution sampled from an array, 5-20 s cold
@@ -29,7 +30,15 @@ from gpubench_sdk.cost import BillingModel, FleetSettings, poisson_arrivals, sim
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--agreement",
+        action="store_true",
+        help="print the simulator against the metered fleet on every trace (markdown)",
+    )
     args = parser.parse_args()
+    if args.agreement:
+        agreement()
+        return
     arrivals = poisson_arrivals(10.0, 86_400, seed=1)
     rng = np.random.default_rng(2)
     execution_s = rng.gamma(4.0, 0.125, 10_000)  # mean 0.5 s
@@ -56,6 +65,35 @@ def main() -> None:
             f"{result.workers_started} workers started, cold {100 * result.cold_rate:.3f}%, "
             f"p99 {result.latency_p99_s:.2f} s, ${result.cost_usd:.2f}"
         )
+
+
+def agreement() -> None:
+    """The same traces through the simulator and the testing kit's fleet (virtual time), per
+    worker policy; and the gap when the two use different policies (as before issue 18)."""
+    from gpubench_sdk.testing._replay import sim_vs_fleet
+
+    print("| policy | trace | workers | billing | requests | fleet billed s | sim billed s "
+          "| bill gap | cold (fleet / sim) |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|")
+    began = time.perf_counter()
+    for policy in ("most_recently_idle", "longest_idle", "random"):
+        for r in sim_vs_fleet(policy):  # type: ignore[arg-type]
+            print(
+                f"| {policy} | {r.trace} | {r.workers} | {r.billing} | {r.requests} "
+                f"| {r.fleet_billed_s:,.1f} | {r.sim_billed_s:,.1f} | {100 * r.bill_gap:+.2f}% "
+                f"| {r.fleet_cold} / {r.sim_cold} |"
+            )
+    took = time.perf_counter() - began
+    print()
+    print("mismatched (fleet longest_idle, simulator most_recently_idle):")
+    for r in sim_vs_fleet("longest_idle", sim_policy="most_recently_idle"):
+        if r.workers > 1:
+            print(
+                f"| {r.trace} | {r.workers} | {r.billing} | {r.fleet_billed_s:,.1f} "
+                f"| {r.sim_billed_s:,.1f} | {100 * r.bill_gap:+.2f}% "
+                f"| {r.fleet_cold} / {r.sim_cold} |"
+            )
+    print(f"\n54 comparisons in {took:.1f} s")
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -82,10 +83,15 @@ def _child(
     shards: int,
     barrier: Barrier,
     sent: SharedCounter,
+    stops: Any = None,
+    reasons: Any = None,
 ) -> None:
     runner = build()
     runner.join(run, shard, shards, sync=barrier.wait, abort=barrier.abort, sent=sent)
+    runner.share_cost_stops(stops)
     result = run_blocking(runner)
+    if reasons is not None and result.stop_reason is not None:
+        reasons.put(result.stop_reason)  # why it stopped early (a budget): kept with the run
     raise SystemExit(_EXIT.get(result.status, 1))
 
 
@@ -112,9 +118,14 @@ def run_processes(
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(processes)
     sent = ctx.Value("q", 0)  # requests sent by all processes: max_requests is one budget
+    # a target the budget guard stops in one process is stopped in all (one flag each)
+    stops = None if parent.cost_flag_count is None else ctx.Array("b", parent.cost_flag_count)
+    reasons = ctx.SimpleQueue()  # stop reasons of processes that stopped early
     workers = [
         ctx.Process(
-            target=_child, args=(build, info, k, processes, barrier, sent), name=f"gpubench-{k}"
+            target=_child,
+            args=(build, info, k, processes, barrier, sent, stops, reasons),
+            name=f"gpubench-{k}",
         )
         for k in range(processes)
     ]
@@ -147,6 +158,11 @@ def run_processes(
             status, error = "cancelled", None
         else:
             status, error = "completed", None
+            stopped = []
+            while not reasons.empty():
+                stopped.append(reasons.get())
+            if stopped:  # a budget stopped it: say why, as a single-process run does
+                error = "; ".join(dict.fromkeys(stopped))
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -162,6 +178,7 @@ def run_processes(
         store_path=Path(store.path),
         status=final.status,
         requests=final.samples,
+        stop_reason=final.error if final.status == "completed" else None,
         health=health,
         deadline_cut=tuple(i for i, sc in enumerate(final.scenarios) if sc.status == "deadline"),
     )

@@ -166,6 +166,16 @@ class Runner(ScenarioDrivers):
         self._sync, self._abort = sync, abort
         self._shared_sent = sent
 
+    @property
+    def cost_flag_count(self) -> int | None:
+        """Shared flags the budget guard needs across processes (None: no guard)."""
+        return None if self._guard is None else self._guard.flag_count
+
+    def share_cost_stops(self, flags: Any) -> None:
+        """Stop a target in this process when another process's guard stopped it."""
+        if flags is not None and self._guard is not None:
+            self._guard.share_stops(flags)
+
     def check_resources(self, shards: int | None = None) -> None:
         """Raise the open-files limit and refuse (``ConfigError``) a plan that cannot fit in it;
         ``run`` calls it before anything is sent or stored."""

@@ -63,10 +63,10 @@ def test_billing_rules_change_the_reference_figures_as_computed_by_hand() -> Non
     assert _reference("Runpod", rules=True, cold_start_s=38.23) == pytest.approx(
         20_700 * 0.000552777
     )
-    # Hugging Face: 15 min minimum delay -> idle (900 - 12) x 100 = 88,800 s; per life
-    # 120 + 888 + 53.3 = 1,061.3 s -> 18 minutes = 1,080 s, x 100 lives
+    # Hugging Face: 15 min is its default delay, not a minimum, so the scenario's 60 s holds;
+    # per life 120 + 48 + 53.3 = 221.3 s -> 4 minutes = 240 s, x 100 lives
     hf = _reference("Hugging Face", rules=True, cold_start_s=53.30)
-    assert hf == pytest.approx(108_000 * 0.108333333 / 60)
+    assert hf == pytest.approx(24_000 * 0.108333333 / 60)
 
 
 def test_request_billing_rounds_each_request() -> None:
@@ -123,6 +123,7 @@ def test_unit_costs() -> None:
 def test_break_even_of_an_always_on_worker() -> None:
     # active worker at 0.00057/s vs on demand 0.00076/s: break-even at 75% of the day
     b = break_even(on_demand_usd_per_s=0.00076, reserved_usd_per_s=0.00057, billed_s_per_request=12)
+    assert not b.never
     assert b.reserved_usd_per_day == pytest.approx(0.00057 * 86_400)
     assert b.utilization == pytest.approx(0.75)
     assert b.billed_s_per_day == pytest.approx(64_800)

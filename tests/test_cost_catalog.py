@@ -57,7 +57,9 @@ def test_cloud_run_adds_its_cpu_and_memory_charges() -> None:
 def test_billing_models_follow_the_providers_rules() -> None:
     catalog = load_catalog(today=FRESH)
     assert catalog.billing_model("huggingface").granularity_s == 60
-    assert catalog.billing_model("huggingface").min_idle_timeout_s == 900
+    hf = catalog.billing_model("huggingface")  # 15 min is the default delay, not a minimum
+    assert hf.default_idle_timeout_s == 900 and hf.min_idle_timeout_s == 0
+    assert hf.effective_idle_timeout_s(60) == 60 and hf.effective_idle_timeout_s(None) == 900
     assert catalog.billing_model("cloudrun").granularity_s == 0.1
     assert catalog.billing_model("replicate/public").billed_phases == {"execution"}
     assert "idle" in catalog.billing_model("replicate").billed_phases
@@ -78,6 +80,33 @@ def test_stale_prices_warn_when_used_and_fresh_ones_do_not() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         lenient.price("runpod", "H100 PRO")
+
+
+def test_dates_are_as_the_source_states_them() -> None:
+    # a source that names the month it states ("... (2026-05)", "docs read 2026-06") is
+    # recorded in that month: neither later nor earlier than what it cites
+    import re
+
+    for e in load_catalog(today=FRESH).prices.values():
+        months = re.findall(r"(?<!\d)(20\d\d-\d\d)(?:-\d\d)?(?!\d)", e.source)
+        if months:
+            assert e.read_on.isoformat()[:7] == months[-1], (e.provider, e.sku, e.source)
+
+
+def test_one_stale_warning_names_the_oldest_prices() -> None:
+    from gpubench_sdk.cost._catalog import stale_summary
+
+    catalog = load_catalog(today=FRESH.replace(year=FRESH.year + 3))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for provider, sku in (("runpod", "A100 80GB"), ("inferless", "A100 (shared)")):
+            for _ in range(3):
+                catalog.price(provider, sku)
+    stale = [w.message for w in caught if isinstance(w.message, StalePriceWarning)]
+    line = stale_summary(stale)  # type: ignore[arg-type]
+    assert line is not None and line.startswith("2 catalog price(s)")
+    assert line.index("inferless A100 (shared)") < line.index("runpod A100 80GB")  # oldest first
+    assert stale_summary([]) is None
 
 
 def test_unknown_sku_lists_the_known_ones() -> None:

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from gpubench_sdk.cost._reference import REFERENCE_LINES
 
 
@@ -24,7 +26,11 @@ def test_scenario_reference_prints_the_reports_totals() -> None:
         assert f"{line.report_total_usd:.3f}" in row.replace(",", ""), row
     ruled = json.loads(gpubench("cost", "scenario", "--reference", "--with-rules", "--json").stdout)
     hf = next(b for b in ruled if b["label"] == "Hugging Face")
-    assert hf["scale_down_s"] == 900 and hf["billed_s"] % 60 == 0  # 15 min minimum, per minute
+    # per-event columns: the input is per event, the day's totals are events x that
+    assert hf["cold_start_s_per_event"] == 53.3 and hf["scale_down_events"] == 100
+    assert hf["cold_start_s"] == pytest.approx(hf["cold_start_s_per_event"] * 100)
+    # 15 min is Hugging Face's default delay, not a minimum: the scenario's 60 s holds
+    assert hf["scale_down_s"] == 60 and hf["billed_s"] % 60 == 0  # billed per minute
 
 
 def test_scenario_with_catalog_targets_warns_about_stale_prices(tmp_path: Path) -> None:

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
-import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any, TypeVar
 
 import click
+import numpy as np
 
 from .._errors import ConfigError
 from .._store import RunInfo, Store
@@ -22,6 +21,7 @@ from ..cost import (
     scenario_bill,
     sweep,
 )
+from ..cost._policy import WORKER_POLICIES, WorkerPolicy, provider_policy
 from ..cost._priced import plan_has_prices, priced_targets, target_rate
 from ..cost._reference import (
     REFERENCE_INFERENCE_S,
@@ -30,6 +30,7 @@ from ..cost._reference import (
     REFERENCE_SCALE_DOWN_EVENTS,
     REFERENCE_SCALE_DOWN_S,
 )
+from ..cost._sensitivity import sweep_sensitivity
 from ..cost._tables import (
     TARGET_SPEC,
     TargetSpec,
@@ -38,7 +39,9 @@ from ..cost._tables import (
     run_cost_table,
     sweep_table,
 )
-from ._console import existing_store, out, store_option, warn
+from ._console import existing_store, out, store_option
+from ._cost_common import catalog_options, price_warnings
+from ._cost_plans import cost_break_even, cost_catalog
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -52,35 +55,13 @@ DEFAULT_TARGETS = (
 )
 
 
-@contextlib.contextmanager
-def _price_warnings() -> Iterator[None]:
-    """Stale-price warnings print once each, as 'warning:' lines on stderr, never silenced."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        yield
-    for message in dict.fromkeys(str(w.message) for w in caught):
-        warn(message)
-
-
-def _catalog_options(f: F) -> F:
-    f = click.option(
-        "--prices",
-        multiple=True,
-        type=click.Path(dir_okay=False, exists=True),
-        help="price override file (TOML or JSON, the catalog's schema); repeatable",
-    )(f)
-    return click.option(
-        "--max-age-days",
-        default=180.0,
-        show_default=True,
-        type=click.FloatRange(0),
-        help="warn about prices read longer ago than this",
-    )(f)
-
-
 @click.group("cost")
 def cost() -> None:
     """Price runs and traffic scenarios with each provider's billing rules."""
+
+
+cost.add_command(cost_break_even)
+cost.add_command(cost_catalog)
 
 
 @cost.command("scenario")
@@ -118,7 +99,7 @@ def cost() -> None:
     help="with --reference: apply each provider's rounding and minimum delay",
 )
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
-@_catalog_options
+@catalog_options
 def cost_scenario(
     requests_per_day: int,
     inference_s: float,
@@ -146,7 +127,7 @@ def cost_scenario(
         )
         lines = [(r.label, r.billing, r.rate_usd_per_s, r.cold_start_s) for r in REFERENCE_LINES]
         reported = [r.report_total_usd for r in REFERENCE_LINES]
-    with _price_warnings():
+    with price_warnings():
         catalog = load_catalog(prices, max_age_days=max_age_days)
         for text in targets or (() if reference else DEFAULT_TARGETS):
             spec = parse_target_spec(text, cold_start_s)
@@ -167,7 +148,16 @@ def cost_scenario(
             for label, billing, rate, cold in lines
         ]
     if as_json:
-        click.echo(json.dumps([asdict(b) for b in bills], indent=2))
+        rows = [
+            {
+                **asdict(b),
+                "idle_s_per_event": b.idle_s_per_event,
+                "cold_start_s_per_event": b.cold_start_s_per_event,
+                "per_1k_requests_usd": b.per_1k_requests_usd,
+            }
+            for b in bills
+        ]
+        click.echo(json.dumps(rows, indent=2))
         return
     method = "exact seconds" if exact else "rounded per billed interval"
     title = (
@@ -191,7 +181,7 @@ def cost_scenario(
     "--scale-down-s", type=click.FloatRange(0), default=None, help="default: the provider's"
 )
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
-@_catalog_options
+@catalog_options
 def cost_run(
     run_ref: str,
     store_path: str | None,
@@ -208,7 +198,7 @@ def cost_run(
         if not sep:
             raise ConfigError("--price", text, "TARGET=provider[:SKU][,rate=USD_PER_S]")
         given[name] = parse_target_spec(rest)
-    with _price_warnings(), Store(existing_store(store_path), readonly=True) as store:
+    with price_warnings(), Store(existing_store(store_path), readonly=True) as store:
         catalog = load_catalog(prices, max_age_days=max_age_days)
         info = store.run(run_ref)
         costs = priced_targets(store, info, catalog, given, scale_down_s, require_price=True)
@@ -221,7 +211,7 @@ def cost_run(
                 "billed_s": c.bill.billed_s,
                 "fees_usd": c.fees_usd,
                 "total_usd": c.total_usd,
-                "per_1k_requests_usd": c.units.per_1k_requests_usd,
+                **{k: v for k, v in asdict(c.units).items() if k != "total_usd"},
             }
             for c in costs
         ]
@@ -231,11 +221,11 @@ def cost_run(
 
 
 def print_run_costs(store: Store, info: RunInfo) -> None:
-    """After a run's summary: the estimated bill of the targets whose plan names a price."""
+    """After a run's summary: the estimated bill of the targets whose plan names a price
+    (``gpubench run`` gathers its stale-price warnings into one line)."""
     if not plan_has_prices(info):
         return
-    with _price_warnings():
-        costs = priced_targets(store, info, load_catalog(), {}, require_price=False)
+    costs = priced_targets(store, info, load_catalog(), {}, require_price=False)
     if costs:
         out.print(run_cost_table(costs, "estimated bill (from measured invocations)"))
 
@@ -286,7 +276,21 @@ def _numbers(text: str, name: str) -> list[float]:
     type=click.FloatRange(0, 100, min_open=True),
 )
 @click.option("--seed", default=0, show_default=True, type=int)
-@_catalog_options
+@click.option(
+    "--resamples",
+    default=20,
+    show_default=True,
+    type=click.IntRange(0),
+    help="with measured samples (--from-run): bootstrap resamples for the answer's interval "
+    "(0: none)",
+)
+@click.option(
+    "--worker-policy",
+    type=click.Choice(WORKER_POLICIES),
+    default=None,
+    help="which idle worker takes a request; default: the provider's stated policy",
+)
+@catalog_options
 def cost_whatif(
     spec_text: str,
     rps: float | None,
@@ -304,6 +308,8 @@ def cost_whatif(
     slo_s: float,
     slo_percentile: float,
     seed: int,
+    resamples: int,
+    worker_policy: WorkerPolicy | None,
     prices: tuple[str, ...],
     max_age_days: float,
 ) -> None:
@@ -333,24 +339,30 @@ def cost_whatif(
         arrivals = poisson_arrivals(rps, hours * 3600, daily_profile=shape, seed=seed)
     mins = [int(v) for v in _numbers(min_workers, "--min-workers")]
     spec = parse_target_spec(spec_text)
-    with _price_warnings():
+    policy = worker_policy or provider_policy(spec.provider).policy
+    with price_warnings():
         catalog = load_catalog(prices, max_age_days=max_age_days)
-        result = sweep(
-            arrivals,
-            execution_s=execution,
-            cold_start_s=cold,
+        common: dict[str, Any] = dict(
             billing=catalog.billing_model(spec.provider),
             rate_usd_per_s=target_rate(catalog, spec),
             scale_down_s=_numbers(scale_downs, "--scale-down"),
             min_workers=mins,
             max_workers=max(max_workers, *mins),
             concurrency=concurrency,
+            horizon_s=hours * 3600 if rps is not None else None,
+            worker_policy=policy,
+        )
+        result = sweep(
+            arrivals,
+            execution_s=execution,
+            cold_start_s=cold,
             slo_latency_s=slo_s,
             slo_percentile=slo_percentile,
-            horizon_s=hours * 3600 if rps is not None else None,
             seed=seed,
+            **common,
         )
-    out.print(sweep_table(result, f"what-if: {spec_text}, {len(arrivals):,} requests"))
+    title = f"what-if: {spec_text}, {len(arrivals):,} requests, {policy.replace('_', ' ')} first"
+    out.print(sweep_table(result, title))
     target = f"p{slo_percentile:g} <= {slo_s:g} s"
     if result.best is None:
         out.print(f"no setting meets {target}: try more min workers or a looser SLO")
@@ -360,3 +372,18 @@ def cost_whatif(
             f"cheapest meeting {target}: min_workers={s.min_workers}, "
             f"scale_down_s={s.scale_down_s:g} (${result.best.cost_usd:,.3f})"
         )
+    measured = not (np.isscalar(execution) and np.isscalar(cold))
+    if measured and resamples:
+        spread = sweep_sensitivity(
+            arrivals, result, execution_s=execution, cold_start_s=cold,
+            resamples=resamples, seed=seed, **common,
+        )  # fmt: skip
+        if spread is not None:
+            q = f"p{slo_percentile:g}"
+            out.print(
+                f"sensitivity to the measured samples ({spread.resamples} bootstrap resamples, "
+                f"{spread.low_pct:g}-{spread.high_pct:g}%): bill ${spread.cost_usd[0]:,.3f}"
+                f"-${spread.cost_usd[1]:,.3f}, {q} {spread.latency_s[0]:.2f}-"
+                f"{spread.latency_s[1]:.2f} s; the same setting chosen in "
+                f"{100 * spread.same_best:.0f}% of them"
+            )

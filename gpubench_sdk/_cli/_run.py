@@ -35,6 +35,7 @@ from ._console import (
     store_option,
     warn,
 )
+from ._cost_common import price_warnings
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -101,6 +102,11 @@ _QUIET = click.option("--quiet", is_flag=True, help="no progress bar")
     type=click.IntRange(1, 256),
     help="load-generating processes (use the machine's cores)",
 )
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="print each target's requests, duration and cost per scenario; send nothing",
+)
 def run_cmd(
     config_path: str,
     store_path: str | None,
@@ -110,6 +116,7 @@ def run_cmd(
     prometheus_port: str | None,
     quiet: bool,
     processes: int,
+    dry_run: bool,
 ) -> None:
     """Run the benchmark plan in CONFIG (TOML); judge it by its thresholds.
 
@@ -123,6 +130,11 @@ def run_cmd(
 
         parse_prometheus_address(prometheus_port)
     config = load_config(config_path)
+    if dry_run:  # what the plan will send and cost, before anything is sent
+        from ._cost_plans import print_dry_run
+
+        print_dry_run(config)
+        return
     if prometheus_port and processes > 1:
         raise ConfigError(
             "--prometheus-port",
@@ -131,7 +143,8 @@ def run_cmd(
             "collector, which Prometheus scrapes",
         )
     store = resolve_store(store_path or legacy_store, config.run.output)
-    _execute(config, store, otlp_endpoint, quiet, processes, prometheus_port, rules)
+    with price_warnings(others_as_usual=True):  # one stale-price line per run
+        _execute(config, store, otlp_endpoint, quiet, processes, prometheus_port, rules)
 
 
 @click.command("demo", epilog=EXIT_CODES_HELP)

@@ -30,7 +30,11 @@ from ._catalog import (
     StalePriceWarning,
     load_catalog,
 )
+from ._commitments import Commitment, CommitmentComparison, compare_commitments
+from ._dryrun import DryRun, PlannedScenario, dry_run
 from ._meter import BudgetGuard, CostMeter
+from ._policy import WORKER_POLICIES, PolicyFact, WorkerPolicy, provider_policy
+from ._sensitivity import Sensitivity, sweep_sensitivity
 from ._sim import FleetSettings, SimResult, SweepResult, simulate, sweep
 from ._traffic import (
     MeasuredDistributions,
@@ -41,33 +45,45 @@ from ._traffic import (
 
 __all__ = [
     "DEFAULT_MAX_AGE_DAYS",
+    "WORKER_POLICIES",
     "BilledPhase",
     "BillingModel",
     "BreakEven",
     "BudgetGuard",
+    "Commitment",
+    "CommitmentComparison",
     "CostMeter",
+    "DryRun",
     "FleetSettings",
     "MeasuredDistributions",
+    "PlannedScenario",
+    "PolicyFact",
     "PriceCatalog",
     "PriceEntry",
     "RunCost",
     "ScenarioBill",
+    "Sensitivity",
     "SimResult",
     "StalePriceWarning",
     "SweepResult",
     "UnitCosts",
     "WorkerBill",
     "WorkerInterval",
+    "WorkerPolicy",
     "arrivals_from_run",
     "break_even",
+    "compare_commitments",
     "distributions_from_run",
+    "dry_run",
     "load_catalog",
     "poisson_arrivals",
     "price_worker_intervals",
+    "provider_policy",
     "replay_worker_intervals",
     "run_cost",
     "scenario_bill",
     "simulate",
     "sweep",
+    "sweep_sensitivity",
     "unit_costs",
 ]

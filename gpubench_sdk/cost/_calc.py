@@ -24,13 +24,22 @@ def _positive(name: str, value: float, *, allow_zero: bool = True) -> None:
 
 @dataclass(frozen=True, slots=True)
 class UnitCosts:
-    """A total spread over what it bought. ``None`` where that unit was not counted."""
+    """A total spread over what it bought. ``None`` where that unit was not counted (a
+    workload reports tokens, images or audio through its ``units``)."""
 
     total_usd: float
     per_request_usd: float | None
     per_1k_requests_usd: float | None
     per_million_output_tokens_usd: float | None = None
     per_image_usd: float | None = None
+    per_1k_output_tokens_usd: float | None = None
+    per_1k_input_tokens_usd: float | None = None
+    per_million_input_tokens_usd: float | None = None
+    per_audio_minute_usd: float | None = None
+
+
+def _per(total: float, amount: float | None, scale: float = 1.0) -> float | None:
+    return total / amount * scale if amount else None
 
 
 def unit_costs(
@@ -39,16 +48,54 @@ def unit_costs(
     *,
     output_tokens: float | None = None,
     images: float | None = None,
+    input_tokens: float | None = None,
+    audio_minutes: float | None = None,
 ) -> UnitCosts:
-    """Cost per request, per 1,000 requests, per 1M output tokens and per image."""
-    per_req = total_usd / requests if requests > 0 else None
+    """Cost per request, per 1,000 requests, per 1k and 1M input/output tokens, per image and
+    per minute of audio (each ``None`` where the amount is unknown or zero)."""
+    per_req = _per(total_usd, requests)
     return UnitCosts(
         total_usd=total_usd,
         per_request_usd=per_req,
         per_1k_requests_usd=None if per_req is None else per_req * 1000,
-        per_million_output_tokens_usd=total_usd / output_tokens * 1e6 if output_tokens else None,
-        per_image_usd=total_usd / images if images else None,
+        per_million_output_tokens_usd=_per(total_usd, output_tokens, 1e6),
+        per_image_usd=_per(total_usd, images),
+        per_1k_output_tokens_usd=_per(total_usd, output_tokens, 1e3),
+        per_1k_input_tokens_usd=_per(total_usd, input_tokens, 1e3),
+        per_million_input_tokens_usd=_per(total_usd, input_tokens, 1e6),
+        per_audio_minute_usd=_per(total_usd, audio_minutes),
     )
+
+
+# What a workload's ``units`` name, as amounts ``unit_costs`` prices (audio in seconds or
+# minutes becomes minutes).
+_UNIT_KEYS = {
+    "tokens": ("tokens", 1.0),
+    "images": ("images", 1.0),
+    "audio_seconds": ("audio_minutes", 1 / 60),
+    "audio_minutes": ("audio_minutes", 1.0),
+}
+
+
+def units_of(
+    total_usd: float,
+    requests: int,
+    units: tuple[str, str],
+    input_amount: float,
+    output_amount: float,
+) -> UnitCosts:
+    """``unit_costs`` for a workload whose ``units`` are ``(input, output)`` unit names."""
+    amounts: dict[str, float] = {}
+    for side, name, amount in (
+        ("input", units[0], input_amount),
+        ("output", units[1], output_amount),
+    ):
+        key, scale = _UNIT_KEYS.get(name, ("", 0.0))
+        if key == "tokens":
+            amounts[f"{side}_tokens"] = amount
+        elif key:
+            amounts[key] = amounts.get(key, 0.0) + amount * scale
+    return unit_costs(total_usd, requests, **{k: v or None for k, v in amounts.items()})
 
 
 # -- (c) the reference report's daily scenario -----------------------------------------------
@@ -69,6 +116,15 @@ class ScenarioBill:
     fees_usd: float
     total_usd: float
     requests: int
+    scale_down_events: int = 1
+
+    @property
+    def cold_start_s_per_event(self) -> float:
+        return self.cold_start_s / self.scale_down_events
+
+    @property
+    def idle_s_per_event(self) -> float:
+        return self.idle_s / self.scale_down_events
 
     @property
     def per_1k_requests_usd(self) -> float:
@@ -146,6 +202,7 @@ def scenario_bill(
         fees_usd=fees,
         total_usd=billed * rate_usd_per_s + fees,
         requests=requests_per_day,
+        scale_down_events=scale_down_events,
     )
 
 
@@ -158,12 +215,17 @@ class BreakEven:
 
     ``utilization`` is the fraction of the day an on-demand worker must be billed for the two
     to cost the same; ``requests_per_day`` the same point in requests, when the billed seconds
-    per request were given."""
+    per request were given. All three are ``None`` when it never pays: the always-on worker
+    costs more than a whole day on demand (``never``)."""
 
     reserved_usd_per_day: float
-    billed_s_per_day: float
-    utilization: float
+    billed_s_per_day: float | None
+    utilization: float | None
     requests_per_day: float | None
+
+    @property
+    def never(self) -> bool:
+        return self.utilization is None
 
 
 def break_even(
@@ -174,15 +236,17 @@ def break_even(
 ) -> BreakEven:
     """On-demand billed seconds per day at which one always-on worker is as cheap.
 
-    ``billed_s = reserved_usd_per_s x 86,400 / on_demand_usd_per_s``; above it, reserve."""
+    ``billed_s = reserved_usd_per_s x 86,400 / on_demand_usd_per_s``; above it, reserve. Past
+    86,400 s (a worker billed all day) it never pays: ``utilization is None``."""
     _positive("on_demand_usd_per_s", on_demand_usd_per_s, allow_zero=False)
     _positive("reserved_usd_per_s", reserved_usd_per_s)
-    per_day = reserved_usd_per_s * SECONDS_PER_DAY
-    billed = per_day / on_demand_usd_per_s
-    reqs = None
     if billed_s_per_request is not None:
         _positive("billed_s_per_request", billed_s_per_request, allow_zero=False)
-        reqs = billed / billed_s_per_request
+    per_day = reserved_usd_per_s * SECONDS_PER_DAY
+    billed = per_day / on_demand_usd_per_s
+    if billed > SECONDS_PER_DAY:
+        return BreakEven(per_day, None, None, None)
+    reqs = None if billed_s_per_request is None else billed / billed_s_per_request
     return BreakEven(per_day, billed, billed / SECONDS_PER_DAY, reqs)
 
 
@@ -271,8 +335,12 @@ def run_cost(
     billing: BillingModel,
     rate_usd_per_s: float,
     scale_down_s: float | None = None,
+    units: tuple[str, str] = ("tokens", "tokens"),
 ) -> RunCost:
     """Estimate the bill of ``target`` in a stored run from its measured invocations.
+
+    ``units``: the workload's ``(input, output)`` unit names (``Workload.units``: tokens,
+    images, audio_seconds...), which say what ``input_units``/``output_units`` count.
 
     A worker is busy for the server-reported ``execution_ms`` where given, else the client's
     send-to-last-byte time; a new worker boots for ``setup_ms`` where given, else for the
@@ -293,8 +361,13 @@ def run_cost(
     bill = price_worker_intervals(intervals, billing, rate_usd_per_s)
     inputs = cols["input_units"]
     outputs = cols["output_units"]
-    out_tokens = float(outputs[outputs > 0].sum())
-    fees = billing.fees_usd(len(start_s), float(inputs[inputs > 0].sum()), out_tokens)
+    in_amount = float(inputs[inputs > 0].sum())
+    out_amount = float(outputs[outputs > 0].sum())
+    fees = billing.fees_usd(
+        len(start_s),
+        in_amount if units[0] == "tokens" else 0.0,  # token fees only where they are tokens
+        out_amount if units[1] == "tokens" else 0.0,
+    )
     total = bill.cost_usd + fees
     return RunCost(
         target=target,
@@ -302,5 +375,5 @@ def run_cost(
         workers=len({iv.worker for iv in intervals}),
         bill=bill,
         fees_usd=fees,
-        units=unit_costs(total, len(start_s), output_tokens=out_tokens or None),
+        units=units_of(total, len(start_s), units, in_amount, out_amount),
     )

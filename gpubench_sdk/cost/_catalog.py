@@ -35,7 +35,38 @@ DEFAULT_MAX_AGE_DAYS = 180
 
 
 class StalePriceWarning(UserWarning):
-    """A price used was read longer ago than the catalog's ``max_age_days``: check it."""
+    """A price used was read longer ago than the catalog's ``max_age_days``: check it.
+
+    ``entry`` and ``age_days`` say which and how old, so a caller that collects them can
+    warn once, naming the oldest (``stale_summary``)."""
+
+    def __init__(
+        self, message: str, entry: PriceEntry | None = None, age_days: int | None = None
+    ) -> None:
+        super().__init__(message)
+        self.entry = entry
+        self.age_days = age_days
+
+
+def stale_summary(caught: Iterable[StalePriceWarning], limit: int = 3) -> str | None:
+    """One line for every stale price a run or command used: how many, and the oldest."""
+    seen: dict[tuple[str, str], StalePriceWarning] = {}
+    for w in caught:
+        if w.entry is not None:
+            seen.setdefault(_key(w.entry.provider, w.entry.sku), w)
+    if not seen:
+        return None
+    oldest = sorted(seen.values(), key=lambda w: w.entry.read_on if w.entry else dt.date.max)
+    named = ", ".join(
+        f"{w.entry.provider} {w.entry.sku} (read {w.entry.read_on}, {w.age_days} days ago)"
+        for w in oldest[:limit]
+        if w.entry is not None
+    )
+    more = f" and {len(oldest) - limit} more" if len(oldest) > limit else ""
+    return (
+        f"{len(oldest)} catalog price(s) used are older than max_age_days; oldest: {named}"
+        f"{more}; check their sources: gpubench cost catalog --stale"
+    )
 
 
 class _Strict(BaseModel):
@@ -142,13 +173,12 @@ class PriceCatalog:
         today = self.today or dt.date.today()
         age_days = (today - entry.read_on).days
         if age_days > self.max_age_days:
-            warnings.warn(
+            message = (
                 f"price of {entry.provider} {entry.sku} (${entry.price_usd:g} {entry.unit}) "
                 f"was read {age_days} days ago ({entry.read_on}; max_age_days="
-                f"{self.max_age_days:g}): check {entry.source}",
-                StalePriceWarning,
-                stacklevel=2,
+                f"{self.max_age_days:g}): check {entry.source}"
             )
+            warnings.warn(StalePriceWarning(message, entry, age_days), stacklevel=2)
         return entry
 
     def rate_usd_per_s(

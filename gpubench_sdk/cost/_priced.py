@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from .._errors import ConfigError
 from ._calc import RunCost, run_cost
 from ._catalog import PriceCatalog
+from ._pricing import billing_for, declared_billing
 from ._tables import TargetSpec
 
 if TYPE_CHECKING:
@@ -49,10 +50,13 @@ def priced_targets(
     (``price_sku``/``price_per_s_usd``, ``billing``). Without one, a target is skipped, or is
     an error naming the fix when ``require_price``.
     """
-    plans = {t.get("name"): t for t in info.config.get("targets", []) if isinstance(t, dict)}
+    entries = [t for t in info.config.get("targets", []) if isinstance(t, dict)]
+    plans = {t.get("name"): t for t in entries}
+    units = workload_units(info)
     costs = []
     for t in info.targets:
         plan = plans.get(t.name, {})
+        index = entries.index(plan) if plan in entries else 0
         spec = given.get(t.name) or TargetSpec(
             t.name,
             plan.get("billing") or t.provider,
@@ -69,7 +73,12 @@ def priced_targets(
                 f"{t.name}=provider:SKU or {t.name}=provider,rate=USD_PER_S"
                 " (the plan names no price_sku or price_per_s_usd for it)",
             )
-        billing = catalog.billing_model(spec.provider)
+        if t.name in given:
+            billing = catalog.billing_model(spec.provider)
+        else:  # the plan's billing, else the plugin's declared rules, else the catalog's
+            billing, _ = billing_for(
+                index, plan.get("billing"), t.provider, declared_billing(t.provider), catalog
+            )
         rate = target_rate(catalog, spec)
         # the delay the target ran with (e.g. the local runtime's idle_timeout_s), if stored
         delay = scale_down_s if scale_down_s is not None else t.options.get("idle_timeout_s")
@@ -81,6 +90,20 @@ def priced_targets(
                 billing=billing,
                 rate_usd_per_s=rate,
                 scale_down_s=None if delay is None else float(delay),
+                units=units,
             )
         )
     return costs
+
+
+def workload_units(info: RunInfo) -> tuple[str, str]:
+    """What the run's workload counts as input and output units (``Workload.units``); tokens
+    when its plugin is not installed here (the counts were stored as the workload read them)."""
+    from .._plugins import workload_class
+
+    kind = info.config.get("workload", {}).get("kind")
+    try:
+        units: tuple[str, str] = workload_class(str(kind)).units
+    except Exception:
+        return ("tokens", "tokens")
+    return units

@@ -8,14 +8,16 @@ Cold-start and execution times are fixed or sampled from measured arrays. Seeded
 
 Events live in a ``heapq``; arrivals are merged in from their sorted array, and scale-down is
 evaluated lazily (an idle worker is found expired when next looked at), so a request costs
-about two heap operations. Workers are reused most-recently-idle first, as platforms do to let
-the others scale down.
+about two heap operations. Which idle worker takes a request is ``FleetSettings.worker_policy``
+(``_policy.py``: most recently idle, longest idle or random, per provider with its source), the
+same rule the testing kit's metered fleet applies; ties go to the worker started first.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
+import random
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -25,6 +27,7 @@ import numpy.typing as npt
 
 from .._errors import ConfigError
 from ._billing import BillingModel, WorkerInterval, billed_seconds_of_lifetimes
+from ._policy import WorkerPolicy, check_policy
 
 Samples = float | Sequence[float] | npt.NDArray[np.float64]
 _READY, _DONE = 0, 1
@@ -32,12 +35,14 @@ _READY, _DONE = 0, 1
 
 @dataclass(frozen=True, slots=True)
 class FleetSettings:
-    """The scaling knobs a platform offers. ``scale_down_s``: idle time before a worker stops."""
+    """The scaling knobs a platform offers. ``scale_down_s``: idle time before a worker stops;
+    ``worker_policy``: which idle worker takes a request (see ``provider_policy``)."""
 
     min_workers: int = 0
     max_workers: int = 1
     scale_down_s: float = 60.0
     concurrency: int = 1
+    worker_policy: WorkerPolicy = "most_recently_idle"
 
     def __post_init__(self) -> None:
         if self.min_workers < 0:
@@ -48,6 +53,7 @@ class FleetSettings:
             raise ConfigError("scale_down_s", self.scale_down_s, "seconds >= 0 (math.inf: never)")
         if self.concurrency < 1:
             raise ConfigError("concurrency", self.concurrency, "an integer >= 1")
+        check_policy(self.worker_policy)
 
 
 @dataclass(frozen=True)
@@ -210,6 +216,38 @@ def simulate(
             w_avail[w] = True
             avail.append(w)
 
+    policy = settings.worker_policy
+    pick_rng = random.Random(seed)
+
+    def pick(t: float) -> int:
+        """The index in ``avail`` of the worker ``policy`` gives a request at ``t``, or -1.
+        Idle workers found past their delay on the way are retired."""
+        if policy == "random":
+            for w in [w for w in avail if expired(w, t)]:
+                avail.remove(w)
+                retire(w)
+            if len(avail) <= 1:
+                return len(avail) - 1
+            # drawn over the candidates in start order, as the fleet lists its workers, so a
+            # seeded simulator and fleet draw the same worker
+            return avail.index(sorted(avail)[pick_rng.randrange(len(avail))])
+        # ``avail`` is ordered by when each worker became free: the chosen end, then ties
+        # (equal idle times) resolved to the worker started first, as the fleet does.
+        newest = policy == "most_recently_idle"
+        while avail and expired(avail[-1 if newest else 0], t):
+            retire(avail.pop(-1 if newest else 0))
+        if not avail:
+            return -1
+        j = len(avail) - 1 if newest else 0
+        best, since = j, w_idle_since[avail[j]]
+        step = -1 if newest else 1
+        j += step
+        while 0 <= j < len(avail) and w_idle_since[avail[j]] == since:
+            if avail[j] < avail[best]:
+                best = j
+            j += step
+        return best
+
     heappop = heapq.heappop
     for i in range(n):
         t = float(arr[i])
@@ -217,18 +255,14 @@ def simulate(
             et, _, kind, w = heappop(heap)
             handle(et, kind, w)
         placed = False
-        while avail:
-            w = avail[-1]
-            if expired(w, t):
-                avail.pop()
-                retire(w)
-                continue
+        j = pick(t)
+        if j >= 0:
+            w = avail[j]
             serve(w, i, t, False)
             if w_free[w] == 0:
-                avail.pop()
+                del avail[j]
                 w_avail[w] = False
             placed = True
-            break
         if placed:
             continue
         queue.append(i)
@@ -347,6 +381,7 @@ def sweep(
     slo_percentile: float = 95.0,
     horizon_s: float | None = None,
     seed: int = 0,
+    worker_policy: WorkerPolicy = "most_recently_idle",
 ) -> SweepResult:
     """Simulate every (scale-down delay, min workers) pair on the same arrivals and samples.
 
@@ -364,7 +399,7 @@ def sweep(
             if (applied, mw) in seen:
                 continue
             seen.add((applied, mw))
-            base = FleetSettings(mw, max(max_workers, mw), applied, concurrency)
+            base = FleetSettings(mw, max(max_workers, mw), applied, concurrency, worker_policy)
             rows.append(
                 simulate(
                     arrivals_s,

@@ -23,6 +23,7 @@ from typing import Any
 
 from .._errors import ConfigError
 from .._types import ScalingSettings
+from ..cost._policy import WorkerPolicy, check_policy, choose_worker
 from ._billing import BillingMeter, WorkerBill
 from ._faults import FaultKind, FaultPlan
 from ._jobs import FleetCounts, Job, JobStatus, JobTruth, QueueFull, WorkerState
@@ -46,7 +47,9 @@ class FleetConfig:
     draw from ``execution``. A request with ``"chunks": n`` streams ``n`` pieces over its
     execution; one with ``"fail": "message"`` ends failed. ``capacity`` is how many GPUs the
     platform has for this endpoint: workers beyond it wait *throttled*. ``max_queue`` makes
-    ``submit`` refuse work (``QueueFull``) when that many jobs wait.
+    ``submit`` refuse work (``QueueFull``) when that many jobs wait. ``worker_policy`` says
+    which idle worker takes a job (``gpubench_sdk.cost`` ``WORKER_POLICIES``; the simulator
+    applies the same rule, so the two bill a trace alike).
     """
 
     cold_start: Duration = _DEFAULT_COLD_START
@@ -59,9 +62,11 @@ class FleetConfig:
     seed: int = 0
     time_scale: float = 1.0
     handler: Handler = echo_handler
+    worker_policy: WorkerPolicy = "longest_idle"
 
     def __post_init__(self) -> None:
         _check_scaling(self.min_workers, self.max_workers, self.idle_timeout_s)
+        check_policy(self.worker_policy)
         if not self.time_scale > 0:
             raise ConfigError("fleet.time_scale", self.time_scale, "a factor > 0")
         if self.capacity is not None and self.capacity < 1:
@@ -88,6 +93,7 @@ class _Worker:
     idle_since_s: float = 0.0
     jobs_done: int = 0
     task: asyncio.Task[None] | None = None
+    assigned: Job | None = None  # the job the policy gave this idle worker, not yet begun
 
 
 class SimulatedFleet:
@@ -96,9 +102,19 @@ class SimulatedFleet:
     Use it inside the emulator's event loop (``async with fleet:`` in the app's lifespan):
     ``submit`` a job, ``await job.done.wait()``, ``cancel`` it, read ``counts()``, change
     ``set_scaling``. ``truths()`` and ``billing`` are the ground truth for tests.
+
+    ``clock`` (default ``time.perf_counter``) stamps every job and bill; a virtual-time event
+    loop passes its own ``loop.time`` so a day of traffic runs in a moment.
     """
 
-    def __init__(self, config: FleetConfig | None = None, faults: FaultPlan | None = None) -> None:
+    def __init__(
+        self,
+        config: FleetConfig | None = None,
+        faults: FaultPlan | None = None,
+        *,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self._now = clock
         self.config = config or FleetConfig()
         self.faults = faults if faults is not None else FaultPlan()
         self.billing = BillingMeter(self.config.time_scale)
@@ -157,7 +173,7 @@ class SimulatedFleet:
             job_id or uuid.uuid4().hex,
             next(self._job_seq),
             payload,
-            time.perf_counter(),
+            self._now(),
             execution_timeout_s,
         )
         fault = self.faults.draw("job")
@@ -166,6 +182,7 @@ class SimulatedFleet:
         with self._lock:
             self._jobs[job.id] = job
             self._queue.append(job)
+        self._dispatch()
         self._scale()
         self._notify()
         return job
@@ -182,7 +199,11 @@ class SimulatedFleet:
             return False
         if job.status is JobStatus.QUEUED:
             with self._lock:
-                self._queue.remove(job)
+                if job in self._queue:
+                    self._queue.remove(job)
+                for w in self._workers:  # given to an idle worker that has not begun it
+                    if w.assigned is job:
+                        w.assigned = None
             self._finish(job, JobStatus.CANCELLED)
         elif job._task is not None:
             job._task.cancel()
@@ -302,12 +323,13 @@ class SimulatedFleet:
     def _scale(self) -> None:
         """Start workers for queued jobs no free or booting worker will take, and up to min."""
         with self._lock:
-            states = [w.state for w in self._workers]
+            states = [w.state for w in self._workers if w.assigned is None]
+            count = len(self._workers)
             queued = len(self._queue)
         coming = len(states) - states.count(WorkerState.RUNNING)
         assert self._scaling.min_workers is not None
-        want = max(self._scaling.min_workers - len(states), queued - coming)
-        for _ in range(max(0, min(want, self._max() - len(states)))):
+        want = max(self._scaling.min_workers - count, queued - coming)
+        for _ in range(max(0, min(want, self._max() - count))):
             self._start_worker()
 
     def _start_worker(self) -> None:
@@ -315,6 +337,20 @@ class SimulatedFleet:
         with self._lock:
             self._workers.append(worker)
         worker.task = asyncio.get_running_loop().create_task(self._worker_main(worker))
+
+    def _dispatch(self) -> None:
+        """Give queued jobs to idle workers, chosen by ``config.worker_policy`` (ties: the
+        worker started first). The chosen worker begins the job when it next runs."""
+        while self._queue:
+            idle = [w for w in self._workers if w.state is WorkerState.IDLE and w.assigned is None]
+            if not idle:
+                return
+            pick = choose_worker(
+                [w.idle_since_s for w in idle], self.config.worker_policy, self._rng
+            )
+            with self._lock:
+                idle[pick].assigned = self._queue.popleft()
+            self._notify()
 
     def _has_gpu(self) -> bool:
         capacity = self.config.capacity
@@ -345,26 +381,28 @@ class SimulatedFleet:
             while not self._has_gpu():
                 await self._wait(None)
             worker.state = WorkerState.INITIALIZING
-            worker.bill = self.billing.started(worker.id, time.perf_counter())
+            worker.bill = self.billing.started(worker.id, self._now())
             await asyncio.sleep(self.config.cold_start.sample_s(self._rng) * self.config.time_scale)
-            worker.boot_end_s = worker.bill.boot_end_s = time.perf_counter()
+            worker.boot_end_s = worker.bill.boot_end_s = self._now()
             worker.idle_since_s = worker.boot_end_s
             worker.state = WorkerState.IDLE
             while True:
-                if self._queue:
-                    with self._lock:
-                        job = self._queue.popleft()
+                self._dispatch()
+                if worker.assigned is not None:
+                    job, worker.assigned = worker.assigned, None
                     await self._run(worker, job)
                     continue
-                wait_s = self._should_stop(worker, time.perf_counter())
+                wait_s = self._should_stop(worker, self._now())
                 if wait_s == 0.0:
                     return
                 await self._wait(wait_s)
         finally:
             with self._lock:
                 self._workers.remove(worker)
+                if worker.assigned is not None:  # cancelled before it began: back in line
+                    self._queue.appendleft(worker.assigned)
             if worker.bill is not None:
-                worker.bill.stopped_s = time.perf_counter()
+                worker.bill.stopped_s = self._now()
             if not self._stopping:
                 self._scale()
                 self._notify()
@@ -372,7 +410,7 @@ class SimulatedFleet:
     async def _run(self, worker: _Worker, job: Job) -> None:
         worker.state = WorkerState.RUNNING
         job.status = JobStatus.RUNNING
-        job.started_s = time.perf_counter()
+        job.started_s = self._now()
         job.worker_id = worker.id
         assert worker.boot_end_s is not None and worker.bill is not None
         job.cold = worker.jobs_done == 0 and worker.boot_end_s > job.submitted_s
@@ -430,7 +468,7 @@ class SimulatedFleet:
     ) -> None:
         if job.status.terminal:
             return
-        job.finished_s = time.perf_counter()
+        job.finished_s = self._now()
         job.status, job.output, job.error = status, output, error
         with self._lock:
             self._fates[status] += 1
