@@ -55,7 +55,7 @@ def tls(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, str]:
 
 @pytest.fixture
 def fleet() -> SimulatedFleet:
-    return SimulatedFleet(FleetConfig(cold_start=Duration.fixed(1.0), max_workers=3))
+    return SimulatedFleet(FleetConfig(cold_start=Duration.fixed(2.5), max_workers=3))
 
 
 @pytest.fixture
@@ -136,7 +136,7 @@ def test_revisions_and_replicas(
             booting = await c.container_apps_revision_replicas.list_replicas(
                 GROUP, APP, active[0].name
             )
-            await asyncio.to_thread(fleet.wait_for, lambda n: n.idle == 2, 5)
+            await asyncio.to_thread(fleet.wait_for, lambda n: n.idle == 2, 15)
             up = await c.container_apps_revision_replicas.list_replicas(GROUP, APP, active[0].name)
             return revisions, list(booting.value), list(up.value)
 
