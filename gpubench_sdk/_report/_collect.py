@@ -11,12 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import math
 import os
 import warnings
-import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -26,42 +23,12 @@ from .. import metrics
 from .._secrets import redact, remember
 from .._store import Columns, RunInfo, Store
 from .._summary import summarize
-from .._types import Outcome
+from ._read import READ, Report, Row, clean, read_columns, succeeded
 
-Row = dict[str, Any]
 MAX_POINTS = 2_000  # per chart series: enough to see the shape, small enough to stay a light page
 MAX_OUTLIERS = 200  # box plot dots beyond the whiskers, per box
 _BURST_KINDS = ("burst",)  # scenarios whose latency against request index is worth a chart
 PHASES = ("scheduling_ms", "boot_ms", "execution_ms", "transfer_ms")
-
-
-@dataclass
-class Report:
-    """A report's content, independent of its format. ``tables``: section -> rows of scalars
-    (what JSON, CSV and Markdown print); ``series``: chart points, keyed like the table rows."""
-
-    title: str
-    generated_utc: str
-    runs: list[Row] = field(default_factory=list)
-    tables: dict[str, list[Row]] = field(default_factory=dict)
-    series: dict[str, list[Row]] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-
-    def table(self, name: str) -> list[Row]:
-        return self.tables.setdefault(name, [])
-
-
-def _num(value: Any) -> Any:
-    """A JSON-friendly scalar: numpy to Python, NaN/inf to None (an undefined figure)."""
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def _clean(row: Row) -> Row:
-    return {k: _num(v) for k, v in row.items()}
 
 
 def _iso(wall_ns: int | None) -> str | None:
@@ -126,7 +93,7 @@ def build_report(
     )
     for info in infos:
         _remember_env_secrets(info.config)
-    _READ[store] = {}
+    READ[store] = {}
     try:
         for info in infos:
             report.runs.append(_run_row(info))
@@ -138,7 +105,7 @@ def build_report(
             _costs(report, store, info)
         _variability(report, store, infos)
     finally:
-        _READ.pop(store, None)
+        READ.pop(store, None)
     return report
 
 
@@ -170,26 +137,7 @@ def _summary(report: Report, store: Store, info: RunInfo) -> None:
         data |= {"p95_ci_low_ms": lo95, "p95_ci_high_ms": hi95}
         data["error_rate"] = row.error_rate
         data["errors"] = ", ".join(f"{k}={v}" for k, v in sorted(errors.items())) or ""
-        report.table("summary").append(_clean({"run": info.id} | data))
-
-
-# Columns read during one build_report, so each (run, target, scenario) is read once although
-# several sections use it (reading is most of a large report's build time).
-_READ: weakref.WeakKeyDictionary[Store, dict[tuple[int, str, int | None], Columns]]
-_READ = weakref.WeakKeyDictionary()
-
-
-def _columns(store: Store, run_id: int, target: str, scenario: int | None = None) -> Columns:
-    cache = _READ.setdefault(store, {})
-    key = (run_id, target, scenario)
-    if key not in cache:
-        cache[key] = store.columns(run_id, target=target, scenario=scenario)
-    return cache[key]
-
-
-def _ok(cols: Columns) -> npt.NDArray[np.bool_]:
-    ok: npt.NDArray[np.bool_] = np.asarray(cols["outcome"]) == Outcome.OK.code
-    return ok
+        report.table("summary").append(clean({"run": info.id} | data))
 
 
 def _each(store: Store, info: RunInfo) -> list[tuple[str, int, str, Columns]]:
@@ -197,7 +145,7 @@ def _each(store: Store, info: RunInfo) -> list[tuple[str, int, str, Columns]]:
     found = []
     for sidx, scenario in enumerate(info.scenarios):
         for t in info.targets:
-            cols = _columns(store, info.id, t.name, sidx)
+            cols = read_columns(store, info.id, t.name, sidx)
             if cols["outcome"].size:
                 found.append((t.name, sidx, f"{sidx}:{scenario.kind}", cols))
     return found
@@ -206,7 +154,7 @@ def _each(store: Store, info: RunInfo) -> list[tuple[str, int, str, Columns]]:
 def _boxes(report: Report, store: Store, info: RunInfo) -> None:
     """Tukey box plots: quartiles, whiskers at the furthest sample within 1.5 IQR, dots beyond."""
     for target, _, label, cols in _each(store, info):
-        lat = np.sort(cols["latency_ms"][_ok(cols)])
+        lat = np.sort(cols["latency_ms"][succeeded(cols)])
         if not lat.size:
             continue
         q1, med, q3 = (metrics.percentile(lat, q) for q in (0.25, 0.5, 0.75))
@@ -217,7 +165,7 @@ def _boxes(report: Report, store: Store, info: RunInfo) -> None:
         outliers = outside[keep] if outside.size > MAX_OUTLIERS else outside
         key = {"run": info.id, "target": target, "scenario": label}
         report.table("latency_box").append(
-            _clean(
+            clean(
                 key
                 | {
                     "count": lat.size,
@@ -239,7 +187,7 @@ def _cold_starts(report: Report, store: Store, info: RunInfo) -> None:
     """Per target, cold requests: the reference report's cold start and the mean of each phase
     (means add up to the mean service time, which medians would not)."""
     for t in info.targets:
-        cols = _columns(store, info.id, t.name)
+        cols = read_columns(store, info.id, t.name)
         if not cols["outcome"].size:
             continue
         cs = metrics.cold_starts_of(cols)
@@ -259,7 +207,7 @@ def _cold_starts(report: Report, store: Store, info: RunInfo) -> None:
         }
         for phase in PHASES:
             row[f"{phase[:-3]}_mean_ms"] = metrics.summarize_samples(getattr(cs, phase)).mean_ms
-        report.table("cold_start").append(_clean(row))
+        report.table("cold_start").append(clean(row))
 
 
 def _variability(report: Report, store: Store, infos: list[RunInfo]) -> None:
@@ -270,8 +218,8 @@ def _variability(report: Report, store: Store, infos: list[RunInfo]) -> None:
         for info in infos:
             if target not in [t.name for t in info.targets]:
                 continue
-            cols = _columns(store, info.id, target)
-            ok = _ok(cols)
+            cols = read_columns(store, info.id, target)
+            ok = succeeded(cols)
             walls.append(cols["wall_start_ns"][ok])
             lat.append(cols["latency_ms"][ok])
             cs = metrics.cold_starts_of(cols)
@@ -291,7 +239,7 @@ def _variability(report: Report, store: Store, infos: list[RunInfo]) -> None:
             for d in var.days:
                 lo, hi = d.median_ci_ms
                 report.table("daily").append(
-                    _clean(
+                    clean(
                         {
                             "target": target,
                             "figure": figure,
@@ -306,7 +254,7 @@ def _variability(report: Report, store: Store, infos: list[RunInfo]) -> None:
                     )
                 )
             report.table("variability").append(
-                _clean(
+                clean(
                     {
                         "target": target,
                         "figure": figure,
@@ -333,7 +281,7 @@ def _bursts(report: Report, store: Store, info: RunInfo) -> None:
             continue
         key = {"run": info.id, "target": target, "scenario": label}
         report.table("burst").append(
-            _clean(
+            clean(
                 key
                 | {
                     "requests": ba.requests,
@@ -349,7 +297,7 @@ def _bursts(report: Report, store: Store, info: RunInfo) -> None:
         )
         # the same order burst_analysis uses: requests by send time, index over all of them
         order = np.argsort(cols["start_ns"], kind="stable")
-        ok = _ok(cols)[order]
+        ok = succeeded(cols)[order]
         index = np.flatnonzero(ok)
         latency = cols["latency_ms"][order][ok]
         keep = _thin(index.size)
@@ -375,7 +323,7 @@ def _streaming(report: Report, store: Store, info: RunInfo) -> None:
         tpot = metrics.summarize_samples(sm.tpot_ms)
         key = {"run": info.id, "target": target, "scenario": label}
         report.table("streaming").append(
-            _clean(
+            clean(
                 key
                 | {
                     "requests": ttft.count,
@@ -410,7 +358,7 @@ def _costs(report: Report, store: Store, info: RunInfo) -> None:
     for c in costs:
         u = c.units
         report.table("cost").append(
-            _clean(
+            clean(
                 {
                     "run": info.id,
                     "target": c.target,

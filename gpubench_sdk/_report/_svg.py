@@ -32,19 +32,22 @@ def _f(v: float) -> str:
 
 
 def nice_ticks(lo: float, hi: float, count: int = 6) -> list[float]:
-    """Round tick values covering [lo, hi]."""
+    """Evenly spaced round ticks (1, 2 or 5 times a power of ten) with ``ticks[0] <= lo`` and
+    ``ticks[-1] >= hi``: an axis drawn from the first to the last tick holds every value in
+    [lo, hi], so no mark is ever cut off. About ``count`` ticks (never fewer than 2)."""
     if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
-        hi = lo + 1 if math.isfinite(lo) else 1.0
         lo = lo if math.isfinite(lo) else 0.0
+        hi = max(hi, lo + 1) if math.isfinite(hi) else lo + 1
     raw = (hi - lo) / max(1, count - 1)
     mag = 10 ** math.floor(math.log10(raw))
     step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
-    start = math.floor(lo / step) * step
-    ticks = []
-    v = start
-    while v <= hi + step * 0.5:
-        ticks.append(round(v, 10))
-        v += step
+    first, last = math.floor(lo / step), math.ceil(hi / step)
+    # multiples of the step (no running sum to drift), shown to 12 significant digits
+    ticks = [float(f"{k * step:.12g}") for k in range(first, max(last, first + 1) + 1)]
+    while ticks[0] > lo:  # rounding to 12 digits can only move an end by an ulp or so
+        ticks.insert(0, float(f"{ticks[0] - step:.12g}"))
+    while ticks[-1] < hi:
+        ticks.append(float(f"{ticks[-1] + step:.12g}"))
     return ticks
 
 
