@@ -23,6 +23,7 @@ from .. import metrics
 from .._secrets import redact, remember
 from .._store import Columns, RunInfo, Store
 from .._summary import summarize
+from ._compare import Traffic, add_comparisons
 from ._read import READ, Report, Row, clean, read_columns, succeeded
 
 MAX_POINTS = 2_000  # per chart series: enough to see the shape, small enough to stay a light page
@@ -76,9 +77,16 @@ def _thin(n: int) -> npt.NDArray[np.int64]:
 
 
 def build_report(
-    store: Store, run_refs: Sequence[int | str], *, title: str | None = None
+    store: Store,
+    run_refs: Sequence[int | str],
+    *,
+    title: str | None = None,
+    traffic: Traffic | None = None,
+    layout: str = "comparison",
 ) -> Report:
-    """Gather the content of a report over ``run_refs`` (ids, uuid prefixes, ``"latest"``)."""
+    """Gather the content of a report over ``run_refs`` (ids, uuid prefixes, ``"latest"``):
+    the per-run sections, then the comparisons of every target over all the runs (the cost
+    one priced at ``traffic``, by default the reference report's daily scenario)."""
     by_id: dict[int, RunInfo] = {}
     for ref in run_refs:
         info = store.run(ref)
@@ -90,6 +98,8 @@ def build_report(
     report = Report(
         title=title or f"gpubench report: run{'s' if len(infos) > 1 else ''} {names}",
         generated_utc=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        traffic=dataclasses.asdict(traffic or Traffic()),
+        layout=layout,
     )
     for info in infos:
         _remember_env_secrets(info.config)
@@ -104,6 +114,7 @@ def build_report(
             _streaming(report, store, info)
             _costs(report, store, info)
         _variability(report, store, infos)
+        add_comparisons(report, store, infos, Traffic(**report.traffic))
     finally:
         READ.pop(store, None)
     return report
@@ -129,13 +140,12 @@ def _run_row(info: RunInfo) -> Row:
 
 def _summary(report: Report, store: Store, info: RunInfo) -> None:
     for row in summarize(store, info):
-        data = dataclasses.asdict(row)
+        data = row.as_dict()
         errors = data.pop("errors")
         lo, hi = data.pop("p50_ci_ms")
         lo95, hi95 = data.pop("p95_ci_ms")
         data |= {"p50_ci_low_ms": lo, "p50_ci_high_ms": hi}
         data |= {"p95_ci_low_ms": lo95, "p95_ci_high_ms": hi95}
-        data["error_rate"] = row.error_rate
         data["errors"] = ", ".join(f"{k}={v}" for k, v in sorted(errors.items())) or ""
         report.table("summary").append(clean({"run": info.id} | data))
 
@@ -198,7 +208,6 @@ def _cold_starts(report: Report, store: Store, info: RunInfo) -> None:
             "target": t.name,
             "cold_requests": cs.index.size,
             "confirmed": int(cs.confirmed.sum()),
-            "cold_rate": cs.rate.rate,
             "cold_start_p50_ms": cs.summary.p50_ms,
             "cold_start_p95_ms": cs.summary.p95_ms,
             "cold_start_mean_ms": cs.summary.mean_ms,

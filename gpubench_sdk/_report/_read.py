@@ -28,6 +28,8 @@ class Report:
     tables: dict[str, list[Row]] = field(default_factory=dict)
     series: dict[str, list[Row]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    traffic: Row = field(default_factory=dict)  # what the cost comparison priced
+    layout: str = "comparison"  # the HTML page's order of sections (_html.LAYOUTS)
 
     def table(self, name: str) -> list[Row]:
         return self.tables.setdefault(name, [])
