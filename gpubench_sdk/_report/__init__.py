@@ -9,10 +9,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ._collect import Report, build_report
+from ._compare import Traffic
 from ._html import render_html
 from ._text import render_csv, render_json, render_markdown
 
-__all__ = ["FORMATS", "Report", "build_report", "render"]
+__all__ = ["FORMATS", "Report", "Traffic", "build_report", "render"]
 
 FORMATS: dict[str, Callable[[Report], str]] = {
     "html": render_html,

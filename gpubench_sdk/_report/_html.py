@@ -61,16 +61,17 @@ def _methodology(report: Report) -> str:
         "inference time; variability is the per-day median; autoscaling is a burst of "
         "requests at a fixed concurrency (see each run's configuration below).</p>"
     )
-    return text + s.summary(report)
+    return text + s.summary(report, "<h3>Measurements</h3>")
 
 
 def _reference_question(
-    question: Callable[[Report, str], str], title: str, detail: Section
+    question: Callable[[Report, str, str], str], title: str, detail: Section
 ) -> Section:
-    """A question's verdict and chart as a top-level section, then its details."""
+    """A question's verdict and chart as a top-level section under the reference report's
+    heading, then its details."""
 
     def section(report: Report) -> str:
-        return question(report, "h2") + detail(report)
+        return question(report, "h2", title) + detail(report)
 
     section.__name__ = title
     return section
@@ -99,7 +100,7 @@ def _review(report: Report) -> str:
         if target in bills:
             facts.append(f"{_usd(bills[target]['usd_per_day'])} per day")
         items.append(f"<li><b>{escape(target)}</b>: {escape('; '.join(facts) or 'no data')}</li>")
-    return "<h2>Comparative review</h2><ul class='review'>" + "".join(items) + "</ul>"
+    return "<h2>Comparative performance review</h2><ul class='review'>" + "".join(items) + "</ul>"
 
 
 def _verdicts(report: Report) -> str:
@@ -129,12 +130,12 @@ LAYOUTS: dict[str, tuple[Section, ...]] = {
     "reference": (
         _heading,
         _methodology,
-        _reference_question(q.cold_start, "cold_start", s.cold),
-        _reference_question(q.variability, "variability", s.days),
-        _reference_question(q.burst, "autoscaling", s.bursts),
+        _reference_question(q.cold_start, "Cold start", s.cold),
+        _reference_question(q.variability, "Variability", s.days),
+        _reference_question(q.burst, "Autoscaling", s.bursts),
         s.streaming,
         _review,
-        _reference_question(q.cost, "pricing", s.cost),
+        _reference_question(q.cost, "Pricing", s.cost),
         _verdicts,
         s.config,
     ),

@@ -33,14 +33,15 @@ def verdict(report: Report, question: str) -> str:
     return f'<p class="verdict {mark}" data-question="{question}">{escape(row["verdict"])}</p>'
 
 
-def _section(report: Report, question: str, chart: str, level: str = "h3") -> str:
+def _section(report: Report, question: str, chart: str, level: str, title: str | None) -> str:
     return (
         f'<section class="question" data-question="{question}">'
-        f"<{level}>{TITLES[question]}</{level}>{verdict(report, question)}{chart}</section>"
+        f"<{level}>{escape(title or TITLES[question])}</{level}>{verdict(report, question)}"
+        f"{chart}</section>"
     )
 
 
-def cold_start(report: Report, level: str = "h3") -> str:
+def cold_start(report: Report, level: str = "h3", title: str | None = None) -> str:
     rows = report.series.get("compare_cold_start", [])
     if not rows:
         return ""
@@ -56,10 +57,10 @@ def cold_start(report: Report, level: str = "h3") -> str:
         "into the provider-reported phases; the label is the median cold start (latency minus "
         f"inference time) the verdict compares. n = {', '.join(str(r['count']) for r in rows)}."
     )
-    return _section(report, "cold_start", figure("compare-cold-start", svg, caption), level)
+    return _section(report, "cold_start", figure("compare-cold-start", svg, caption), level, title)
 
 
-def variability(report: Report, level: str = "h3") -> str:
+def variability(report: Report, level: str = "h3", title: str | None = None) -> str:
     rows = report.series.get("compare_daily", [])
     if not rows:
         return ""
@@ -79,10 +80,10 @@ def variability(report: Report, level: str = "h3") -> str:
         colors=[colors(report).get(n) for n in series],
     )
     caption = f"Per-day median {what} (UTC days) with its 95% CI, every target on one scale."
-    return _section(report, "variability", figure("compare-daily", svg, caption), level)
+    return _section(report, "variability", figure("compare-daily", svg, caption), level, title)
 
 
-def burst(report: Report, level: str = "h3") -> str:
+def burst(report: Report, level: str = "h3", title: str | None = None) -> str:
     rows = report.series.get("compare_burst", [])
     if not rows:
         return ""
@@ -106,10 +107,10 @@ def burst(report: Report, level: str = "h3") -> str:
         "quartiles, line and number = median, whiskers = furthest sample within 1.5 IQR, "
         f"circles = samples beyond. n = {', '.join(str(r['count']) for r in rows)}."
     )
-    return _section(report, "burst", figure("compare-burst", svg, caption), level)
+    return _section(report, "burst", figure("compare-burst", svg, caption), level, title)
 
 
-def cost(report: Report, level: str = "h3") -> str:
+def cost(report: Report, level: str = "h3", title: str | None = None) -> str:
     rows: list[Row] = report.series.get("compare_cost", [])
     if not rows:
         return ""
@@ -133,7 +134,7 @@ def cost(report: Report, level: str = "h3") -> str:
             f" No price for {', '.join(unpriced)}: give it price_per_s_usd or price_sku in the "
             "plan."
         )
-    return _section(report, "cost_per_day", figure("compare-cost", svg, caption), level)
+    return _section(report, "cost_per_day", figure("compare-cost", svg, caption), level, title)
 
 
 QUESTIONS = (cold_start, variability, burst, cost)

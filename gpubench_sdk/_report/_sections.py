@@ -22,7 +22,7 @@ COST_COLUMNS = (
 )  # fmt: skip
 
 
-def summary(report: Report) -> str:
+def summary(report: Report, heading: str = "<h2>Summary</h2>") -> str:
     rows = []
     for r in report.tables.get("summary", []):
         lo, hi = r.get("p50_ci_low_ms"), r.get("p50_ci_high_ms")
@@ -33,7 +33,7 @@ def summary(report: Report) -> str:
         "requests (one target in one scenario): error rate = failed / measured, cold rate = "
         "cold / requests whose cold state is known, as in <code>gpubench results show</code>.</p>"
     )
-    return "<h2>Summary</h2>" + note + table(rows, SUMMARY_COLUMNS)
+    return heading + note + table(rows, SUMMARY_COLUMNS)
 
 
 def _finite(value: float | None) -> float:
