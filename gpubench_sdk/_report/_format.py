@@ -40,6 +40,9 @@ HEADERS = {
     "usd_per_day": "$ per day",
     "rate_usd_per_s": "rate ($/s)",
     "inference_inferred": "inference inferred",
+    "started_utc": "started (UTC)",
+    "ended_utc": "ended (UTC)",
+    "gpubench_version": "gpubench",
 }
 _UNITS = (("_ms", "ms"), ("_usd", "$"), ("_s", "s"))
 

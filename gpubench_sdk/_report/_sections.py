@@ -177,11 +177,20 @@ def cost(report: Report) -> str:
 
 def config(report: Report) -> str:
     parts = ["<h2>Runs and configuration</h2>"]
-    meta = [{k: v for k, v in r.items() if k not in ("config", "targets")} for r in report.runs]
-    for m in meta:
-        m["scenarios"] = ", ".join(m["scenarios"])
-    parts.append(table(meta))
+    meta = [
+        {k: v for k, v in r.items() if k not in ("config", "targets", "uuid")}
+        | {"scenarios": ", ".join(r["scenarios"])}
+        for r in report.runs
+    ]
+    columns = ["run", "name", "status", "started_utc", "ended_utc", "samples", "scenarios",
+               "host", "gpubench_version"]  # fmt: skip
+    if any(m["error"] for m in meta):
+        columns.insert(3, "error")
+    parts.append(table(meta, columns))
     for r in report.runs:
         text = json.dumps(r["config"], indent=2, sort_keys=True, default=str)
-        parts.append(f"<h3>run {r['run']} configuration</h3><pre>{escape(text)}</pre>")
+        parts.append(
+            f"<h3>run {r['run']} configuration</h3><p>uuid {escape(r['uuid'])}</p>"
+            f"<pre>{escape(text)}</pre>"
+        )
     return "".join(parts)
