@@ -83,7 +83,7 @@ def test_report_renders_every_chart_offline(tmp_path: Path) -> None:
     expected = {"latency-box", "cold-start", "daily-cold_start", "daily-latency", "burst"}
     expected |= {"compare-cold-start", "compare-daily", "compare-burst", "compare-cost"}
     if STREAMING:
-        expected |= {"ttft", "itl"}
+        expected |= {"ttft", "itl", "compare-ttft", "compare-itl"}
     assert expected <= set(by_kind)
     # one box per target in each of the 3 runs' 2 scenarios: 2 charts, 6 boxes each
     assert [c["boxes"] for c in by_kind["latency-box"]] == [6, 6]

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ._collect import Report, build_report
+from ._collect import build_report
 from ._compare import Traffic
 from ._html import render_html
+from ._read import Report
 from ._text import render_csv, render_json, render_markdown
 
 __all__ = ["FORMATS", "Report", "Traffic", "build_report", "render"]

@@ -328,6 +328,8 @@ def _streaming(report: Report, store: Store, info: RunInfo) -> None:
         ttft = metrics.summarize_samples(sm.ttft_ms)
         if not ttft.count:
             continue  # nothing streamed
+        report.pool("ttft_ms", target, sm.ttft_ms)
+        report.pool("itl_ms", target, sm.itl_ms)
         itl = metrics.summarize_samples(sm.itl_ms)
         tpot = metrics.summarize_samples(sm.tpot_ms)
         key = {"run": info.id, "target": target, "scenario": label}

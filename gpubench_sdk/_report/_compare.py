@@ -10,6 +10,7 @@ best target, the runner-up, the difference and whether it is significant, from
   measured), as the reference report drew it; significance compares how far each target's
   values fall from its own median (a rank test of spread).
 * ``burst``: latency of the burst scenarios' successful requests (median and p95).
+* ``ttft`` (streaming targets only): time to first token; the charts show ITL too.
 * ``cost_per_day``: the reference report's daily bill (``cost.scenario_bill``) at the report's
   traffic, from each priced target's measured median inference time and cold start; its range
   comes from the 95% CIs of those medians, and a difference counts as significant when the
@@ -240,36 +241,53 @@ def _variability(report: Report, pools: list[_Pool]) -> None:
     )
 
 
+def _box(target: str, lat: Floats) -> Row:
+    """Tukey box of sorted ``lat``: quartiles, whiskers within 1.5 IQR, up to 200 beyond."""
+    q1, med, q3 = (metrics.percentile(lat, q) for q in (0.25, 0.5, 0.75))
+    lo, hi = q1 - 1.5 * (q3 - q1), q3 + 1.5 * (q3 - q1)
+    inside = lat[(lat >= lo) & (lat <= hi)]
+    outside = lat[(lat < lo) | (lat > hi)]
+    keep = np.unique(np.linspace(0, outside.size - 1, 200).round().astype(int))
+    return clean(
+        {
+            "target": target,
+            "count": lat.size,
+            "whisker_low_ms": float(inside.min()),
+            "q1_ms": q1,
+            "median_ms": med,
+            "q3_ms": q3,
+            "whisker_high_ms": float(inside.max()),
+            "p95_ms": metrics.percentile(lat, 0.95),
+            "outliers_ms": [float(v) for v in (outside[keep] if outside.size else [])],
+        }
+    )
+
+
 def _burst(report: Report, pools: list[_Pool]) -> None:
     samples = {p.target: p.all("burst_ms") for p in pools}
     for name, lat in samples.items():
-        if not lat.size:
-            continue
-        q1, med, q3 = (metrics.percentile(lat, q) for q in (0.25, 0.5, 0.75))
-        lo, hi = q1 - 1.5 * (q3 - q1), q3 + 1.5 * (q3 - q1)
-        inside = lat[(lat >= lo) & (lat <= hi)]
-        outside = lat[(lat < lo) | (lat > hi)]
-        keep = np.unique(np.linspace(0, outside.size - 1, 200).round().astype(int))
-        report.series.setdefault("compare_burst", []).append(
-            clean(
-                {
-                    "target": name,
-                    "count": lat.size,
-                    "whisker_low_ms": float(inside.min()),
-                    "q1_ms": q1,
-                    "median_ms": med,
-                    "q3_ms": q3,
-                    "whisker_high_ms": float(inside.max()),
-                    "p95_ms": metrics.percentile(lat, 0.95),
-                    "outliers_ms": [float(v) for v in (outside[keep] if outside.size else [])],
-                }
-            )
-        )
+        if lat.size:
+            report.series.setdefault("compare_burst", []).append(_box(name, lat))
     ranked = _ranked(samples)
     if len(ranked) >= 2:
         c = metrics.compare(ranked[0][1], ranked[1][1])
         p95 = f" At p95: {duration(c.p95.a_ms)} against {duration(c.p95.b_ms)}."
         _latency_question(report, "burst", "latency under a burst", samples, p95)
+
+
+def _streams(report: Report) -> None:
+    """TTFT and ITL of every streaming target; the verdict is on TTFT (what a user waits)."""
+    for figure in ("ttft_ms", "itl_ms"):
+        samples = {}
+        for target, parts in report.pooled.get(figure, {}).items():
+            values = np.concatenate(parts) if parts else np.zeros(0)
+            samples[target] = np.sort(values[~np.isnan(values)])
+            if samples[target].size:
+                report.series.setdefault(f"compare_{figure[:-3]}", []).append(
+                    _box(target, samples[target])
+                )
+        if figure == "ttft_ms":
+            _latency_question(report, "ttft", "time to first token", samples)
 
 
 def _daily_bill(
@@ -376,4 +394,5 @@ def add_comparisons(
     _cold_start(report, pools)
     _variability(report, pools)
     _burst(report, pools)
+    _streams(report)
     _cost(report, pools, traffic)

@@ -44,6 +44,9 @@ HEADERS = {
     "ended_utc": "ended (UTC)",
     "gpubench_version": "gpubench",
 }
+# Columns of words, not figures: read from the left.
+TEXT = {"target", "scenario", "errors", "error", "name", "status", "host", "scenarios", "figure",
+        "day", "changed_days", "started_utc", "ended_utc", "gpubench_version"}  # fmt: skip
 _UNITS = (("_ms", "ms"), ("_usd", "$"), ("_s", "s"))
 
 
@@ -83,9 +86,10 @@ def table(rows: list[Row], columns: Iterable[str] | None = None) -> str:
     if not rows:
         return "<p>none</p>"
     cols = list(columns) if columns is not None else list(rows[0])
-    head = "".join(f"<th>{escape(header(c))}</th>" for c in cols)
+    left = {c: ' class="l"' if c in TEXT else "" for c in cols}
+    head = "".join(f"<th{left[c]}>{escape(header(c))}</th>" for c in cols)
     body = "".join(
-        "<tr>" + "".join(f"<td>{escape(cell(r.get(c), c))}</td>" for c in cols) + "</tr>"
+        "<tr>" + "".join(f"<td{left[c]}>{escape(cell(r.get(c), c))}</td>" for c in cols) + "</tr>"
         for r in rows
     )
     return f'<div class="scroll"><table><tr>{head}</tr>{body}</table></div>'

@@ -28,7 +28,7 @@ h1{font-size:1.5rem}h2{font-size:1.2rem;margin-top:2.2rem;border-bottom:1px soli
 h3{font-size:1rem;margin-bottom:.2rem}table{border-collapse:collapse;margin:.6rem 0;font-size:12px}
 th,td{border:1px solid #d6d8dc;padding:3px 6px;text-align:right}td{white-space:nowrap}
 th{background:#f3f4f6;font-weight:600;vertical-align:bottom}
-td:first-child,th:first-child{text-align:left}
+td:first-child,th:first-child,.l{text-align:left}
 .scroll{overflow-x:auto;max-width:100%}figure{margin:.6rem 0 1rem}
 figure svg{max-width:100%;height:auto}figcaption{color:#555;font-size:12px}
 pre{background:#f6f7f9;padding:.8rem;overflow-x:auto;font-size:12px}.note{color:#8a5a00}
@@ -133,7 +133,7 @@ LAYOUTS: dict[str, tuple[Section, ...]] = {
         _reference_question(q.cold_start, "Cold start", s.cold),
         _reference_question(q.variability, "Variability", s.days),
         _reference_question(q.burst, "Autoscaling", s.bursts),
-        s.streaming,
+        _reference_question(q.streaming, "Streaming", s.streaming),
         _review,
         _reference_question(q.cost, "Pricing", s.cost),
         _verdicts,

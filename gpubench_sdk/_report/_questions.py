@@ -15,6 +15,7 @@ TITLES = {
     "cold_start": "Cold start",
     "variability": "Variability by day",
     "burst": "Latency under a burst",
+    "ttft": "Streaming: time to first token and between tokens",
     "cost_per_day": "Cost per day at your traffic",
 }
 
@@ -83,12 +84,9 @@ def variability(report: Report, level: str = "h3", title: str | None = None) -> 
     return _section(report, "variability", figure("compare-daily", svg, caption), level, title)
 
 
-def burst(report: Report, level: str = "h3", title: str | None = None) -> str:
-    rows = report.series.get("compare_burst", [])
-    if not rows:
-        return ""
+def _boxes(report: Report, series: str) -> list[_svg.Box]:
     palette = colors(report)
-    boxes = [
+    return [
         _svg.Box(
             r["target"],
             r["whisker_low_ms"],
@@ -99,15 +97,40 @@ def burst(report: Report, level: str = "h3", title: str | None = None) -> str:
             r["outliers_ms"],
             palette.get(r["target"]),
         )
-        for r in rows
+        for r in report.series.get(series, [])
     ]
+
+
+_BOX_CAPTION = (
+    "box = quartiles, line and number = median, whiskers = furthest sample within 1.5 IQR, "
+    "circles = samples beyond (up to 200)."
+)
+
+
+def burst(report: Report, level: str = "h3", title: str | None = None) -> str:
+    boxes = _boxes(report, "compare_burst")
+    if not boxes:
+        return ""
     svg = _svg.box_plot(boxes, title="latency under a burst")
+    counts = ", ".join(str(r["count"]) for r in report.series["compare_burst"])
     caption = (
-        "Latency of every successful burst request of each target over all the runs: box = "
-        "quartiles, line and number = median, whiskers = furthest sample within 1.5 IQR, "
-        f"circles = samples beyond. n = {', '.join(str(r['count']) for r in rows)}."
+        "Latency of every successful burst request of each target over all the runs: "
+        f"{_BOX_CAPTION} n = {counts}."
     )
     return _section(report, "burst", figure("compare-burst", svg, caption), level, title)
+
+
+def streaming(report: Report, level: str = "h3", title: str | None = None) -> str:
+    charts = []
+    for series, label in (("compare_ttft", "time to first token"), ("compare_itl", "inter-token")):
+        boxes = _boxes(report, series)
+        if boxes:
+            svg = _svg.box_plot(boxes, unit=f"{label} (ms)", title=label)
+            caption = f"{label.capitalize()} of every streamed request over all the runs: "
+            charts.append(figure(series.replace("_", "-"), svg, caption + _BOX_CAPTION))
+    if not charts:
+        return ""
+    return _section(report, "ttft", "".join(charts), level, title)
 
 
 def cost(report: Report, level: str = "h3", title: str | None = None) -> str:
@@ -137,7 +160,7 @@ def cost(report: Report, level: str = "h3", title: str | None = None) -> str:
     return _section(report, "cost_per_day", figure("compare-cost", svg, caption), level, title)
 
 
-QUESTIONS = (cold_start, variability, burst, cost)
+QUESTIONS = (cold_start, variability, burst, streaming, cost)
 
 
 def at_a_glance(report: Report) -> str:

@@ -30,6 +30,12 @@ class Report:
     notes: list[str] = field(default_factory=list)
     traffic: Row = field(default_factory=dict)  # what the cost comparison priced
     layout: str = "comparison"  # the HTML page's order of sections (_html.LAYOUTS)
+    # figure -> target -> raw sample arrays, pooled over runs for the comparison charts (the
+    # series keep at most MAX_POINTS per run); no format prints them
+    pooled: dict[str, dict[str, list[Any]]] = field(default_factory=dict, repr=False)
+
+    def pool(self, figure: str, target: str, values: Any) -> None:
+        self.pooled.setdefault(figure, {}).setdefault(target, []).append(values)
 
     def table(self, name: str) -> list[Row]:
         return self.tables.setdefault(name, [])

@@ -261,9 +261,10 @@ def range_chart(
             'stroke-opacity="0.6"/>'
         )
         if coords and labels:  # the name beside the last point: no trip to the legend
-            cx, cy = coords[-1].split(",")
+            end_x, end_y = coords[-1].split(",")
             body.append(
-                f'<text class="direct" x="{_f(float(cx) + 8)}" y="{cy}" dy="4" fill="{color}">'
+                f'<text class="direct" x="{_f(float(end_x) + 8)}" y="{end_y}" dy="4" '
+                f'fill="{color}">'
                 f"{escape(name[:18])}</text>"
             )
     body += _legend([(n, palette[i]) for i, (n, _) in enumerate(series)], height - 8)

@@ -15,8 +15,8 @@ import io
 import json
 from typing import Any
 
-from ._collect import Report, Row
 from ._format import cell
+from ._read import Report, Row
 
 KEYS = ("run", "target", "scenario")
 
