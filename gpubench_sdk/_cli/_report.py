@@ -71,14 +71,14 @@ def report_cmd(
     """Write a report of RUN... (ids, uuid prefixes, 'latest') and/or a campaign's runs: one
     self-contained HTML file that answers which target is best at cold start, day-to-day
     variability, latency under a burst and cost per day, then the details."""
-    from .._report import Traffic, build_report, render
+    from .._report import DailyTraffic, build_report, render
 
     if not run_refs and not campaign:
         raise ConfigError("RUN", "", "run ids, uuid prefixes or 'latest', or --campaign NAME")
     store_path = existing_store(store_path)
     writable_path(output, "--output")
     chosen = fmt or _SUFFIX.get(Path(output).suffix.lower(), "html")
-    traffic = Traffic(requests_per_day, scale_down_s, scale_down_events)
+    traffic = DailyTraffic(requests_per_day, scale_down_s, scale_down_events)
     with Store(store_path, readonly=True) as store:
         refs: list[int | str] = list(run_refs)
         if campaign:

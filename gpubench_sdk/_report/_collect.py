@@ -23,7 +23,7 @@ from .. import metrics
 from .._secrets import redact, remember
 from .._store import Columns, RunInfo, Store
 from .._summary import summarize
-from ._compare import Traffic, add_comparisons
+from ._compare import DailyTraffic, add_comparisons
 from ._read import READ, Report, Row, clean, read_columns, succeeded
 
 MAX_POINTS = 2_000  # per chart series: enough to see the shape, small enough to stay a light page
@@ -81,7 +81,7 @@ def build_report(
     run_refs: Sequence[int | str],
     *,
     title: str | None = None,
-    traffic: Traffic | None = None,
+    traffic: DailyTraffic | None = None,
     layout: str = "comparison",
 ) -> Report:
     """Gather the content of a report over ``run_refs`` (ids, uuid prefixes, ``"latest"``):
@@ -98,7 +98,7 @@ def build_report(
     report = Report(
         title=title or f"gpubench report: run{'s' if len(infos) > 1 else ''} {names}",
         generated_utc=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        traffic=dataclasses.asdict(traffic or Traffic()),
+        traffic=dataclasses.asdict(traffic or DailyTraffic()),
         layout=layout,
     )
     for info in infos:
@@ -114,7 +114,7 @@ def build_report(
             _streaming(report, store, info)
             _costs(report, store, info)
         _variability(report, store, infos)
-        add_comparisons(report, store, infos, Traffic(**report.traffic))
+        add_comparisons(report, store, infos, DailyTraffic(**report.traffic))
     finally:
         READ.pop(store, None)
     return report

@@ -44,7 +44,7 @@ COLD_PHASES = ("scheduling", "boot", "execution", "transfer")
 
 
 @dataclass(frozen=True, slots=True)
-class Traffic:
+class DailyTraffic:
     """The daily traffic the cost comparison prices: the reference report's scenario unless
     given (1,000 requests a day, a 60 s scale-down delay reached 100 times a day)."""
 
@@ -294,7 +294,7 @@ def _daily_bill(
     target: str,
     billing: BillingModel,
     rate: float,
-    traffic: Traffic,
+    traffic: DailyTraffic,
     inference_ms: float,
     cold_ms: float,
 ) -> ScenarioBill:
@@ -312,7 +312,7 @@ def _daily_bill(
     )
 
 
-def _cost(report: Report, pools: list[_Pool], traffic: Traffic) -> None:
+def _cost(report: Report, pools: list[_Pool], traffic: DailyTraffic) -> None:
     from ..cost import load_catalog
     from ..cost._priced import target_rate
     from ..cost._tables import TargetSpec
@@ -386,7 +386,7 @@ def _cost(report: Report, pools: list[_Pool], traffic: Traffic) -> None:
 
 
 def add_comparisons(
-    report: Report, store: Store, infos: Sequence[RunInfo], traffic: Traffic
+    report: Report, store: Store, infos: Sequence[RunInfo], traffic: DailyTraffic
 ) -> None:
     """Fill ``tables["comparison"]`` and ``series["compare_*"]`` (after the per-run sections:
     the variability question reads their ``daily`` and ``variability`` tables)."""
