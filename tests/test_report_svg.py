@@ -13,7 +13,7 @@ import re
 import xml.etree.ElementTree as ET
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from gpubench_sdk._report import _svg
@@ -23,6 +23,8 @@ positive = st.floats(min_value=0, max_value=1e7, allow_nan=False, allow_infinity
 
 
 @given(finite, finite, st.integers(min_value=2, max_value=12))
+@example(0.0, 1e-05, 3)  # 1e-05 / 5e-06 is a hair above 2: no extra tick past the data
+@example(0.0, 1222.0, 6)  # the demo's cold start, cut at 1,000 ms before
 def test_ticks_cover_the_range_evenly_with_round_steps(a: float, b: float, count: int) -> None:
     lo, hi = min(a, b), max(a, b)
     ticks = _svg.nice_ticks(lo, hi, count)

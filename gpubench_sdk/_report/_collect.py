@@ -13,7 +13,7 @@ import dataclasses
 import datetime as dt
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -107,12 +107,8 @@ def build_report(
     try:
         for info in infos:
             report.runs.append(_run_row(info))
-            _summary(report, store, info)
-            _boxes(report, store, info)
-            _cold_starts(report, store, info)
-            _bursts(report, store, info)
-            _streaming(report, store, info)
-            _costs(report, store, info)
+            for collect in PER_RUN:
+                collect(report, store, info)
         _variability(report, store, infos)
         add_comparisons(report, store, infos, DailyTraffic(**report.traffic))
     finally:
@@ -386,3 +382,16 @@ def _costs(report: Report, store: Store, info: RunInfo) -> None:
                 }
             )
         )
+
+
+# What is gathered from each run, in order. A new kind of chart adds its collector here (it may
+# read columns with ``read_columns``: each is read once per build) and its section to
+# ``_html.LAYOUTS``.
+PER_RUN: tuple[Callable[[Report, Store, RunInfo], None], ...] = (
+    _summary,
+    _boxes,
+    _cold_starts,
+    _bursts,
+    _streaming,
+    _costs,
+)

@@ -189,8 +189,6 @@ def _variability(report: Report, pools: list[_Pool]) -> None:
     figure = "cold_start" if any(d["figure"] == "cold_start" for d in daily) else "latency"
     days = [d for d in daily if d["figure"] == figure and d["median_ms"] is not None]
     ranges = {r["target"]: r for r in report.tables.get("variability", []) if r["figure"] == figure}
-    if len(ranges) < 2:
-        return
     for d in days:
         report.series.setdefault("compare_daily", []).append(
             {
@@ -199,6 +197,8 @@ def _variability(report: Report, pools: list[_Pool]) -> None:
             }
             | {"figure": figure}
         )
+    if len(ranges) < 2:
+        return
     order = sorted(ranges.values(), key=lambda r: r["range_ms"])
     best, second = order[0], order[1]
     # spread of each target's values around its own median: a rank test of the difference

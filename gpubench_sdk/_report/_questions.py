@@ -26,10 +26,20 @@ def colors(report: Report) -> dict[str, str]:
     return {n: _svg.PALETTE[i % len(_svg.PALETTE)] for i, n in enumerate(names)}
 
 
+# Why a question has no verdict, when fewer than two targets could be compared.
+_NO_VERDICT = {
+    "cold_start": "fewer than two targets had a cold request",
+    "variability": "fewer than two targets were measured on two days or more",
+    "burst": "fewer than two targets ran a burst",
+    "ttft": "fewer than two targets streamed tokens",
+    "cost_per_day": "fewer than two targets have a price (price_per_s_usd or price_sku)",
+}
+
+
 def verdict(report: Report, question: str) -> str:
     row = next((r for r in report.tables.get("comparison", []) if r["question"] == question), None)
     if row is None:
-        return '<p class="verdict none">No verdict: fewer than two targets have data.</p>'
+        return f'<p class="verdict none">No verdict: {_NO_VERDICT[question]}.</p>'
     mark = "significant" if row["significant"] else "not-significant"
     return f'<p class="verdict {mark}" data-question="{question}">{escape(row["verdict"])}</p>'
 
@@ -64,6 +74,12 @@ def cold_start(report: Report, level: str = "h3", title: str | None = None) -> s
 def variability(report: Report, level: str = "h3", title: str | None = None) -> str:
     rows = report.series.get("compare_daily", [])
     if not rows:
+        if level == "h3" and not report.tables.get("daily"):  # say why, in the glance
+            note = (
+                "<p>The runs span one UTC day: repeat the plan on several days (gpubench "
+                "campaign) to see whether the targets hold their numbers.</p>"
+            )
+            return _section(report, "variability", note, level, title)
         return ""
     nan = float("nan")
     series: dict[str, list[tuple[str, float, float, float]]] = {}
@@ -136,6 +152,12 @@ def streaming(report: Report, level: str = "h3", title: str | None = None) -> st
 def cost(report: Report, level: str = "h3", title: str | None = None) -> str:
     rows: list[Row] = report.series.get("compare_cost", [])
     if not rows:
+        if level == "h3":
+            note = (
+                "<p>No target has a price: give each target price_per_s_usd or price_sku in "
+                "the plan to compare what a day of your traffic would cost.</p>"
+            )
+            return _section(report, "cost_per_day", note, level, title)
         return ""
     parts = ("inference", "idle", "cold_start", "rounding", "fees")
     bars = [

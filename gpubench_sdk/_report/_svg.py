@@ -41,7 +41,8 @@ def nice_ticks(lo: float, hi: float, count: int = 6) -> list[float]:
     raw = (hi - lo) / max(1, count - 1)
     mag = 10 ** math.floor(math.log10(raw))
     step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
-    first, last = math.floor(lo / step), math.ceil(hi / step)
+    # (a quotient a rounding error off a whole number must not add a tick past the data)
+    first, last = math.floor(lo / step + 1e-9), math.ceil(hi / step - 1e-9)
     # multiples of the step (no running sum to drift), shown to 12 significant digits
     ticks = [float(f"{k * step:.12g}") for k in range(first, max(last, first + 1) + 1)]
     while ticks[0] > lo:  # rounding to 12 digits can only move an end by an ulp or so
