@@ -7,6 +7,8 @@ import io
 import json
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -227,3 +229,20 @@ def test_tables_read_as_people_read_them(store_path: Path, tmp_path: Path) -> No
 )  # fmt: skip
 def test_money_keeps_the_digits_that_matter(value: float | None, shown: str) -> None:
     assert usd(value) == shown
+
+
+def test_the_compare_report_example_runs(tmp_path: Path) -> None:
+    """examples/compare_report.py: two real local runtimes, one report with verdicts."""
+    example = Path(__file__).parents[1] / "examples" / "compare_report.py"
+    out = tmp_path / "compare.html"
+    proc = subprocess.run(
+        [sys.executable, str(example), str(out)],
+        capture_output=True, text=True, timeout=180, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    verdicts = dict(line.split(": ", 1) for line in proc.stdout.splitlines() if ": " in line)
+    assert {"cold_start", "burst", "cost_per_day"} <= set(verdicts)
+    assert verdicts["cold_start"].startswith("echo has the lowest cold start")  # no model load
+    html = out.read_text()
+    for question in ("cold_start", "burst", "cost_per_day"):
+        assert f'<section class="question" data-question="{question}">' in html
