@@ -109,6 +109,11 @@ def duration(ms: float) -> str:
     return f"{int(ms // 60_000)} min {ms % 60_000 / 1000:.0f} s"
 
 
+def _share(part: float, whole: float) -> str:
+    """ " (38%)": ``part`` as a share of ``whole``, or nothing when that is undefined."""
+    return f" ({part / whole:.0%})" if whole > 0 and math.isfinite(part / whole) else ""
+
+
 def _ranked(samples: dict[str, Floats]) -> list[tuple[str, Floats]]:
     """Targets with data, lowest median first."""
     have = [(n, v) for n, v in samples.items() if v.size]
@@ -145,11 +150,15 @@ def _latency_question(
         return
     (best, a), (second, b) = ranked[0], ranked[1]
     c = metrics.compare(a, b, a_name=best, b_name=second)
-    verdict = (
-        f"{best} has the lowest {what}: median {duration(c.p50.a_ms)} against "
-        f"{duration(c.p50.b_ms)} for {second}, {duration(c.p50.diff_ms)} less "
-        f"({c.p50.diff_ms / c.p50.b_ms:.0%}); {_significance(c)}.{extra}"
-    )
+    if c.p50.diff_ms == 0:
+        lead = f"{best} and {second} have the same median {what}, {duration(c.p50.a_ms)}"
+    else:
+        lead = (
+            f"{best} has the lowest {what}: median {duration(c.p50.a_ms)} against "
+            f"{duration(c.p50.b_ms)} for {second}, {duration(c.p50.diff_ms)} less"
+            f"{_share(c.p50.diff_ms, c.p50.b_ms)}"
+        )
+    verdict = f"{lead}; {_significance(c)}.{extra}"
     report.table("comparison").append(
         clean(
             {
@@ -179,7 +188,8 @@ def _cold_start(report: Report, pools: list[_Pool]) -> None:
         row["median_ms"] = metrics.percentile(cold, 0.5)
         for phase, parts in p.phases.items():  # means add up to the mean service time
             values = np.concatenate(parts)
-            row[f"{phase}_mean_ms"] = float(np.nanmean(values)) if values.size else math.nan
+            values = values[~np.isnan(values)]  # a provider that reports no phase: undefined
+            row[f"{phase}_mean_ms"] = float(values.mean()) if values.size else math.nan
         report.series.setdefault("compare_cold_start", []).append(clean(row))
     _latency_question(report, "cold_start", "cold start", samples)
 
@@ -362,7 +372,7 @@ def _cost(report: Report, pools: list[_Pool], traffic: DailyTraffic) -> None:
     verdict = (
         f"{best['target']} costs least at {traffic.requests_per_day:,} requests a day: "
         f"{usd(best['usd_per_day'])} a day against {usd(second['usd_per_day'])} for "
-        f"{second['target']}, {usd(diff)} less ({diff / second['usd_per_day']:.0%}); "
+        f"{second['target']}, {usd(diff)} less{_share(diff, second['usd_per_day'])}; "
         + (
             "significant (the bills' ranges from the 95% CIs of the measured medians do not "
             "overlap)."
