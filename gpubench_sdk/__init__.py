@@ -41,6 +41,7 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     from ._plan import build_run
     from ._plugins import PluginInfo, list_plugins, load_provider, provider_class, workload_class
     from ._provider import Provider, ProviderOptions
+    from ._report import DailyTraffic, build_report, render_report
     from ._results import RunResult, Target, classify
     from ._runner import Runner, run
     from ._scenarios import Burst, ColdStarts, Rate, Scenario
@@ -97,6 +98,9 @@ _EXPORTS: dict[str, str] = {
     "load_provider": "._plugins",
     "provider_class": "._plugins",
     "workload_class": "._plugins",
+    "DailyTraffic": "._report",
+    "build_report": "._report",
+    "render_report": "._report",
     "Provider": "._provider",
     "ProviderOptions": "._provider",
     "RunResult": "._results",
@@ -143,6 +147,7 @@ __all__ = [
     "ColdStarts",
     "ColdTimeoutError",
     "ConfigError",
+    "DailyTraffic",
     "EchoProbe",
     "FleetState",
     "GpubenchError",
@@ -187,6 +192,7 @@ __all__ = [
     "WorkloadOptions",
     "__version__",
     "as_provider_error",
+    "build_report",
     "build_run",
     "check_thresholds",
     "classify",
@@ -198,6 +204,7 @@ __all__ = [
     "provider_class",
     "redact",
     "remember",
+    "render_report",
     "run",
     "run_processes",
     "scrub_url",

@@ -75,7 +75,55 @@ class SummaryRow:
 
     @property
     def error_rate(self) -> float:
-        return 0.0 if not self.requests else 1 - self.ok / self.requests
+        """See ``RATES``."""
+        return error_rate(self.requests, self.ok)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Every figure, rates included (what ``results show --json`` and reports carry)."""
+        return {f: getattr(self, f) for f in self.__dataclass_fields__} | {
+            "error_rate": self.error_rate
+        }
+
+
+# The one definition of each rate, shared by the CLI's table, ``--json`` and reports: a rate is
+# a fraction (0-1) in JSON and a percent on screen (``percent``), over the row's own requests
+# (one target in one scenario): a rate pooled over a whole run would mix a cold-start
+# scenario's 1-in-3 with a burst's 0-in-100, so no table shows one.
+RATES = {
+    "error_rate": "measured requests that did not succeed / measured requests",
+    "cold_rate": "cold requests / measured requests whose cold state is known",
+}
+
+
+def error_rate(requests: int, ok: int) -> float:
+    return 0.0 if not requests else 1 - ok / requests
+
+
+def percent(rate: float | None) -> str:
+    """A rate (0-1) as people read it: "33%", "2.6%", "0.04%", "-" when undefined."""
+    if rate is None or math.isnan(rate):
+        return "-"
+    pct = 100 * rate
+    if pct == 0 or pct >= 10 or pct == round(pct):
+        return f"{pct:.0f}%"
+    return f"{pct:.2g}%" if pct < 1 else f"{pct:.1f}%"
+
+
+def usd(value: float | None) -> str:
+    """Money to the precision that matters: cents from $100 up, else 4 significant digits
+    (the CLI's $0.013944 reads $0.01394, never $0.01)."""
+    if value is None or math.isnan(value):
+        return "-"
+    if abs(value) >= 100:
+        return f"${value:,.2f}"
+    if value == 0:
+        return "$0"
+    if value < 0:
+        return "-" + usd(-value)
+    digits = max(2, 3 - math.floor(math.log10(abs(value))))
+    text = f"{value:.{digits}f}"
+    whole, frac = text.split(".")
+    return f"${whole}.{frac[:2] + frac[2:].rstrip('0')}"
 
 
 def summarize(store: Store, run: RunInfo) -> list[SummaryRow]:
@@ -210,7 +258,7 @@ def render(rows: list[SummaryRow], title: str) -> Table:
             "-" if math.isnan(r.throughput_rps) else f"{r.throughput_rps:.1f}",
             cold if r.cold_samples else "-",
             f"{r.cold_samples} ({r.cold_confirmed})" if r.cold_samples else "-",
-            "-" if math.isnan(r.cold_rate) else f"{r.cold_rate:.0%}",
+            percent(r.cold_rate),
             *(_stream_cells(r) if streaming else ()),
         )
     return table

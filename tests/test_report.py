@@ -6,6 +6,9 @@ import csv
 import io
 import json
 import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +18,7 @@ from test_cli import gpubench
 
 from gpubench_sdk import Store, metrics
 from gpubench_sdk._report import build_report, render
+from gpubench_sdk._summary import RATES, usd
 
 
 @pytest.fixture(scope="module")
@@ -154,3 +158,91 @@ def test_a_key_in_the_environment_never_reaches_a_report(tmp_path: Path) -> None
         assert "GPUBENCH_REPORT_TEST_KEY" in text  # the config is there, the value is not
         assert secret not in text
         assert secret[8:] not in text
+
+
+def test_each_verdict_is_metrics_compare_on_the_pooled_samples(store_path: Path) -> None:
+    with Store(store_path, readonly=True) as store:
+        content = build_report(store, [1, 2, 3])
+        pooled = {}
+        for target in ("fast", "slow"):
+            cold = [metrics.run_cold_starts(store, run, target=target).cold_start_ms
+                    for run in (1, 2, 3)]  # fmt: skip
+            pooled[target] = np.concatenate(cold)
+    verdicts = {r["question"]: r for r in content.tables["comparison"]}
+    # one target streams and one has a price: no verdict on those two questions
+    assert set(verdicts) == {"cold_start", "variability", "burst"}
+    cold = verdicts["cold_start"]
+    c = metrics.compare(pooled["fast"], pooled["slow"], a_name="fast", b_name="slow")
+    assert (cold["best"], cold["runner_up"]) == ("fast", "slow")  # the fixture boots "slow" later
+    assert cold["difference_ms"] == pytest.approx(c.p50.diff_ms)
+    assert (cold["difference_ci_low_ms"], cold["difference_ci_high_ms"]) == pytest.approx(
+        c.p50.diff_ci_ms
+    )
+    assert cold["p_value"] == pytest.approx(c.rank_test.p_value)
+    assert cold["significant"] and "significant" in cold["verdict"]
+    assert cold["verdict"].startswith("fast has the lowest cold start")
+    burst = verdicts["burst"]  # "slow" grows 2 ms per request: "fast" wins, significantly
+    assert (burst["best"], burst["significant"]) == ("fast", True)
+    days = {r["target"]: r["range_ms"] for r in content.tables["variability"]
+            if r["figure"] == "cold_start"}  # fmt: skip
+    assert verdicts["variability"]["best"] == min(days, key=lambda t: days[t])
+    assert verdicts["variability"]["difference_ms"] == pytest.approx(
+        max(days.values()) - min(days.values())
+    )
+
+
+def test_tables_read_as_people_read_them(store_path: Path, tmp_path: Path) -> None:
+    """Human headers with units, the deciding columns first, money as the CLI shows it, and
+    one definition of each rate: the JSON's fraction is the CLI's and the page's percent."""
+    html_path = tmp_path / "r.html"
+    proc = gpubench("report", "1", "2", "3", "--store", str(store_path), "-o", str(html_path))
+    assert proc.returncode == 0, proc.stderr
+    html = html_path.read_text()
+    summary = html.split("<h2>Summary</h2>", 1)[1].split("</table>", 1)[0]
+    headers = re.findall(r"<th[^>]*>(.*?)</th>", summary)
+    assert headers[:5] == ["target", "scenario", "p50 (ms) [95% CI]", "p95 (ms)", "p99 (ms)"]
+    assert not any("_" in h for h in headers)
+    data = _report_json(store_path, tmp_path, "1", "2", "3")
+    cost = data["tables"]["cost"][0]
+    shown = usd(cost["total_usd"]).lstrip("$")
+    assert len(shown.replace(".", "").lstrip("0")) >= 4  # 4 significant digits, not cents
+    assert f"<td>{shown}</td>" in html
+    cli = gpubench("results", "show", "1", "--store", str(store_path), "--json")
+    assert cli.returncode == 0, cli.stderr
+    rows = {(r["target"], r["scenario"]): r for r in json.loads(cli.stdout)["summary"]}
+    for row in data["tables"]["summary"]:
+        if row["run"] != 1:
+            continue
+        ours = rows[(row["target"], row["scenario"])]
+        for rate in RATES:
+            assert row[rate] == pytest.approx(ours[rate])  # one definition, one value
+    assert any(r["cold_rate"] == pytest.approx(1 / 3) for r in data["tables"]["summary"])
+    assert "33%" in summary
+    text = gpubench("results", "show", "1", "--store", str(store_path)).stdout
+    assert "33%" in text  # the CLI shows the same rate the same way
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [(0.013944, "$0.01394"), (0.01, "$0.01"), (1.5, "$1.50"), (39.957, "$39.96"),
+     (1234.5, "$1,234.50"), (0.0000123, "$0.0000123"), (0.0, "$0"), (None, "-")],
+)  # fmt: skip
+def test_money_keeps_the_digits_that_matter(value: float | None, shown: str) -> None:
+    assert usd(value) == shown
+
+
+def test_the_compare_report_example_runs(tmp_path: Path) -> None:
+    """examples/compare_report.py: two real local runtimes, one report with verdicts."""
+    example = Path(__file__).parents[1] / "examples" / "compare_report.py"
+    out = tmp_path / "compare.html"
+    proc = subprocess.run(
+        [sys.executable, str(example), str(out)],
+        capture_output=True, text=True, timeout=180, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    verdicts = dict(line.split(": ", 1) for line in proc.stdout.splitlines() if ": " in line)
+    assert {"cold_start", "burst", "cost_per_day"} <= set(verdicts)
+    assert verdicts["cold_start"].startswith("echo has the lowest cold start")  # no model load
+    html = out.read_text()
+    for question in ("cold_start", "burst", "cost_per_day"):
+        assert f'<section class="question" data-question="{question}">' in html

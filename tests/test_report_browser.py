@@ -1,8 +1,10 @@
 """The HTML report in a real headless browser (Debian's chromium, driven by Playwright).
 
-The page must load from a file with no console error and no request but its own, and every
-chart must hold the data points it claims. A full-page screenshot goes to the test's tmp dir
-and, when ``GPUBENCH_ARTIFACTS`` names a directory (CI), there too.
+The page must load from a file with no console error and no request but its own, every chart
+must hold the data points it claims, every mark must lie inside its chart's plot area (an axis
+that ends below the data cuts marks off), and no table may be wider than the page at 1280 px.
+Full-page screenshots at desktop (1280 px) and phone (390 px) widths, of both layouts, go to
+the test's tmp dir and, when ``GPUBENCH_ARTIFACTS`` names a directory (CI), to its ``report/``.
 """
 
 from __future__ import annotations
@@ -79,8 +81,9 @@ def test_report_renders_every_chart_offline(tmp_path: Path) -> None:
         assert c["marks"] > 0 and c["width"] > 100, c  # rendered, with data points
         by_kind.setdefault(str(c["kind"]), []).append(c)
     expected = {"latency-box", "cold-start", "daily-cold_start", "daily-latency", "burst"}
+    expected |= {"compare-cold-start", "compare-daily", "compare-burst", "compare-cost"}
     if STREAMING:
-        expected |= {"ttft", "itl"}
+        expected |= {"ttft", "itl", "compare-ttft", "compare-itl"}
     assert expected <= set(by_kind)
     # one box per target in each of the 3 runs' 2 scenarios: 2 charts, 6 boxes each
     assert [c["boxes"] for c in by_kind["latency-box"]] == [6, 6]
@@ -92,3 +95,67 @@ def test_report_renders_every_chart_offline(tmp_path: Path) -> None:
     assert [c["marks"] for c in by_kind["cold-start"]] == [24]
     if STREAMING:  # histograms of "fast"'s bursts: TTFT bins hold 40 requests, ITL bins 40 x 9
         assert len(by_kind["ttft"]) == len(by_kind["itl"]) == 3
+
+
+# Every mark's box against its chart's plot area, in CSS pixels; a circle's radius and a
+# stroke's half width may stick out by a few pixels, a clipped mark by far more.
+MARKS_OUTSIDE = """() => [...document.querySelectorAll('figure.chart svg')].flatMap(svg => {
+    const plot = svg.querySelector('rect.plot');
+    if (!plot) return [{chart: svg.getAttribute('aria-label'), why: 'no plot area'}];
+    const p = plot.getBoundingClientRect();
+    const scale = p.width / Number(plot.getAttribute('width'));
+    const slack = 4.5 * scale;
+    return [...svg.querySelectorAll('.mark')].map(m => m.getBoundingClientRect()).filter(b =>
+        b.left < p.left - slack || b.right > p.right + slack ||
+        b.top < p.top - slack || b.bottom > p.bottom + slack
+    ).map(b => ({chart: svg.getAttribute('aria-label'), mark: [b.left, b.top, b.right, b.bottom],
+                 plot: [p.left, p.top, p.right, p.bottom]}));
+})"""
+# Tables wider than the room they have (their scroll box): a reader would have to scroll.
+TABLES_OVERFLOWING = """() => [...document.querySelectorAll('table')]
+    .filter(t => t.closest('.scroll') && t.getBoundingClientRect().width >
+                 t.closest('.scroll').clientWidth + 1)
+    .map(t => t.querySelector('tr').innerText.slice(0, 80))"""
+WIDTHS = {"desktop": 1280, "phone": 390}
+
+
+@pytest.mark.parametrize("layout", ["comparison", "reference"])
+def test_no_mark_outside_its_plot_and_no_table_wider_than_the_page(
+    tmp_path: Path, layout: str
+) -> None:
+    store = tmp_path / "runs.sqlite"
+    build_store(store)
+    page_path = tmp_path / f"report-{layout}.html"
+    proc = gpubench("report", "1", "2", "3", "--store", str(store), "--layout", layout,
+                    "-o", str(page_path))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    shots = []
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            for device, width in WIDTHS.items():
+                context = browser.new_context(viewport={"width": width, "height": 900})
+                page = context.new_page()
+                page.goto(page_path.as_uri(), wait_until="load")
+                outside = page.evaluate(MARKS_OUTSIDE)
+                assert outside == [], f"{device}: marks outside their plot area: {outside[:5]}"
+                marks = page.eval_on_selector_all("figure.chart svg .mark", "ms => ms.length")
+                assert marks > 100
+                if device == "desktop":
+                    wide = page.evaluate(TABLES_OVERFLOWING)
+                    assert wide == [], f"tables wider than the page at {width} px: {wide}"
+                    page_width = page.evaluate("document.documentElement.scrollWidth")
+                    assert page_width <= width, "the page scrolls sideways at 1280 px"
+                shot = tmp_path / f"report-{layout}-{device}.png"
+                page.screenshot(path=str(shot), full_page=True)
+                shots.append(shot)
+                context.close()
+        finally:
+            browser.close()
+    assert all(s.stat().st_size > 10_000 for s in shots)
+    artifacts = os.environ.get("GPUBENCH_ARTIFACTS")
+    if artifacts:
+        folder = Path(artifacts) / "report"
+        folder.mkdir(parents=True, exist_ok=True)
+        for shot in shots:
+            shutil.copy(shot, folder / shot.name)

@@ -71,7 +71,7 @@ def results_show(run_ref: str, store_path: str | None, as_json: bool) -> None:
         if as_json:
             data = {
                 "run": {"id": run.id, "uuid": run.uuid, "name": run.name, "status": run.status},
-                "summary": [asdict(r) for r in summarize(store, run)],
+                "summary": [r.as_dict() for r in summarize(store, run)],
                 "errors": [asdict(g) for g in error_groups(store, run)],
                 "thresholds": [
                     {"rule": r.rule.describe(), "target": r.target, "scenario": r.scenario,

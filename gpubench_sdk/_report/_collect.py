@@ -11,12 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import math
 import os
 import warnings
-import weakref
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -26,42 +23,13 @@ from .. import metrics
 from .._secrets import redact, remember
 from .._store import Columns, RunInfo, Store
 from .._summary import summarize
-from .._types import Outcome
+from ._compare import DailyTraffic, add_comparisons
+from ._read import READ, Report, Row, clean, read_columns, succeeded
 
-Row = dict[str, Any]
 MAX_POINTS = 2_000  # per chart series: enough to see the shape, small enough to stay a light page
 MAX_OUTLIERS = 200  # box plot dots beyond the whiskers, per box
 _BURST_KINDS = ("burst",)  # scenarios whose latency against request index is worth a chart
 PHASES = ("scheduling_ms", "boot_ms", "execution_ms", "transfer_ms")
-
-
-@dataclass
-class Report:
-    """A report's content, independent of its format. ``tables``: section -> rows of scalars
-    (what JSON, CSV and Markdown print); ``series``: chart points, keyed like the table rows."""
-
-    title: str
-    generated_utc: str
-    runs: list[Row] = field(default_factory=list)
-    tables: dict[str, list[Row]] = field(default_factory=dict)
-    series: dict[str, list[Row]] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-
-    def table(self, name: str) -> list[Row]:
-        return self.tables.setdefault(name, [])
-
-
-def _num(value: Any) -> Any:
-    """A JSON-friendly scalar: numpy to Python, NaN/inf to None (an undefined figure)."""
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def _clean(row: Row) -> Row:
-    return {k: _num(v) for k, v in row.items()}
 
 
 def _iso(wall_ns: int | None) -> str | None:
@@ -109,9 +77,16 @@ def _thin(n: int) -> npt.NDArray[np.int64]:
 
 
 def build_report(
-    store: Store, run_refs: Sequence[int | str], *, title: str | None = None
+    store: Store,
+    run_refs: Sequence[int | str],
+    *,
+    title: str | None = None,
+    traffic: DailyTraffic | None = None,
+    layout: str = "comparison",
 ) -> Report:
-    """Gather the content of a report over ``run_refs`` (ids, uuid prefixes, ``"latest"``)."""
+    """Gather the content of a report over ``run_refs`` (ids, uuid prefixes, ``"latest"``):
+    the per-run sections, then the comparisons of every target over all the runs (the cost
+    one priced at ``traffic``, by default the reference report's daily scenario)."""
     by_id: dict[int, RunInfo] = {}
     for ref in run_refs:
         info = store.run(ref)
@@ -123,22 +98,21 @@ def build_report(
     report = Report(
         title=title or f"gpubench report: run{'s' if len(infos) > 1 else ''} {names}",
         generated_utc=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        traffic=dataclasses.asdict(traffic or DailyTraffic()),
+        layout=layout,
     )
     for info in infos:
         _remember_env_secrets(info.config)
-    _READ[store] = {}
+    READ[store] = {}
     try:
         for info in infos:
             report.runs.append(_run_row(info))
-            _summary(report, store, info)
-            _boxes(report, store, info)
-            _cold_starts(report, store, info)
-            _bursts(report, store, info)
-            _streaming(report, store, info)
-            _costs(report, store, info)
+            for collect in PER_RUN:
+                collect(report, store, info)
         _variability(report, store, infos)
+        add_comparisons(report, store, infos, DailyTraffic(**report.traffic))
     finally:
-        _READ.pop(store, None)
+        READ.pop(store, None)
     return report
 
 
@@ -162,34 +136,14 @@ def _run_row(info: RunInfo) -> Row:
 
 def _summary(report: Report, store: Store, info: RunInfo) -> None:
     for row in summarize(store, info):
-        data = dataclasses.asdict(row)
+        data = row.as_dict()
         errors = data.pop("errors")
         lo, hi = data.pop("p50_ci_ms")
         lo95, hi95 = data.pop("p95_ci_ms")
         data |= {"p50_ci_low_ms": lo, "p50_ci_high_ms": hi}
         data |= {"p95_ci_low_ms": lo95, "p95_ci_high_ms": hi95}
-        data["error_rate"] = row.error_rate
         data["errors"] = ", ".join(f"{k}={v}" for k, v in sorted(errors.items())) or ""
-        report.table("summary").append(_clean({"run": info.id} | data))
-
-
-# Columns read during one build_report, so each (run, target, scenario) is read once although
-# several sections use it (reading is most of a large report's build time).
-_READ: weakref.WeakKeyDictionary[Store, dict[tuple[int, str, int | None], Columns]]
-_READ = weakref.WeakKeyDictionary()
-
-
-def _columns(store: Store, run_id: int, target: str, scenario: int | None = None) -> Columns:
-    cache = _READ.setdefault(store, {})
-    key = (run_id, target, scenario)
-    if key not in cache:
-        cache[key] = store.columns(run_id, target=target, scenario=scenario)
-    return cache[key]
-
-
-def _ok(cols: Columns) -> npt.NDArray[np.bool_]:
-    ok: npt.NDArray[np.bool_] = np.asarray(cols["outcome"]) == Outcome.OK.code
-    return ok
+        report.table("summary").append(clean({"run": info.id} | data))
 
 
 def _each(store: Store, info: RunInfo) -> list[tuple[str, int, str, Columns]]:
@@ -197,7 +151,7 @@ def _each(store: Store, info: RunInfo) -> list[tuple[str, int, str, Columns]]:
     found = []
     for sidx, scenario in enumerate(info.scenarios):
         for t in info.targets:
-            cols = _columns(store, info.id, t.name, sidx)
+            cols = read_columns(store, info.id, t.name, sidx)
             if cols["outcome"].size:
                 found.append((t.name, sidx, f"{sidx}:{scenario.kind}", cols))
     return found
@@ -206,7 +160,7 @@ def _each(store: Store, info: RunInfo) -> list[tuple[str, int, str, Columns]]:
 def _boxes(report: Report, store: Store, info: RunInfo) -> None:
     """Tukey box plots: quartiles, whiskers at the furthest sample within 1.5 IQR, dots beyond."""
     for target, _, label, cols in _each(store, info):
-        lat = np.sort(cols["latency_ms"][_ok(cols)])
+        lat = np.sort(cols["latency_ms"][succeeded(cols)])
         if not lat.size:
             continue
         q1, med, q3 = (metrics.percentile(lat, q) for q in (0.25, 0.5, 0.75))
@@ -217,7 +171,7 @@ def _boxes(report: Report, store: Store, info: RunInfo) -> None:
         outliers = outside[keep] if outside.size > MAX_OUTLIERS else outside
         key = {"run": info.id, "target": target, "scenario": label}
         report.table("latency_box").append(
-            _clean(
+            clean(
                 key
                 | {
                     "count": lat.size,
@@ -239,7 +193,7 @@ def _cold_starts(report: Report, store: Store, info: RunInfo) -> None:
     """Per target, cold requests: the reference report's cold start and the mean of each phase
     (means add up to the mean service time, which medians would not)."""
     for t in info.targets:
-        cols = _columns(store, info.id, t.name)
+        cols = read_columns(store, info.id, t.name)
         if not cols["outcome"].size:
             continue
         cs = metrics.cold_starts_of(cols)
@@ -250,7 +204,6 @@ def _cold_starts(report: Report, store: Store, info: RunInfo) -> None:
             "target": t.name,
             "cold_requests": cs.index.size,
             "confirmed": int(cs.confirmed.sum()),
-            "cold_rate": cs.rate.rate,
             "cold_start_p50_ms": cs.summary.p50_ms,
             "cold_start_p95_ms": cs.summary.p95_ms,
             "cold_start_mean_ms": cs.summary.mean_ms,
@@ -259,7 +212,7 @@ def _cold_starts(report: Report, store: Store, info: RunInfo) -> None:
         }
         for phase in PHASES:
             row[f"{phase[:-3]}_mean_ms"] = metrics.summarize_samples(getattr(cs, phase)).mean_ms
-        report.table("cold_start").append(_clean(row))
+        report.table("cold_start").append(clean(row))
 
 
 def _variability(report: Report, store: Store, infos: list[RunInfo]) -> None:
@@ -270,8 +223,8 @@ def _variability(report: Report, store: Store, infos: list[RunInfo]) -> None:
         for info in infos:
             if target not in [t.name for t in info.targets]:
                 continue
-            cols = _columns(store, info.id, target)
-            ok = _ok(cols)
+            cols = read_columns(store, info.id, target)
+            ok = succeeded(cols)
             walls.append(cols["wall_start_ns"][ok])
             lat.append(cols["latency_ms"][ok])
             cs = metrics.cold_starts_of(cols)
@@ -291,7 +244,7 @@ def _variability(report: Report, store: Store, infos: list[RunInfo]) -> None:
             for d in var.days:
                 lo, hi = d.median_ci_ms
                 report.table("daily").append(
-                    _clean(
+                    clean(
                         {
                             "target": target,
                             "figure": figure,
@@ -306,7 +259,7 @@ def _variability(report: Report, store: Store, infos: list[RunInfo]) -> None:
                     )
                 )
             report.table("variability").append(
-                _clean(
+                clean(
                     {
                         "target": target,
                         "figure": figure,
@@ -333,7 +286,7 @@ def _bursts(report: Report, store: Store, info: RunInfo) -> None:
             continue
         key = {"run": info.id, "target": target, "scenario": label}
         report.table("burst").append(
-            _clean(
+            clean(
                 key
                 | {
                     "requests": ba.requests,
@@ -349,7 +302,7 @@ def _bursts(report: Report, store: Store, info: RunInfo) -> None:
         )
         # the same order burst_analysis uses: requests by send time, index over all of them
         order = np.argsort(cols["start_ns"], kind="stable")
-        ok = _ok(cols)[order]
+        ok = succeeded(cols)[order]
         index = np.flatnonzero(ok)
         latency = cols["latency_ms"][order][ok]
         keep = _thin(index.size)
@@ -371,11 +324,13 @@ def _streaming(report: Report, store: Store, info: RunInfo) -> None:
         ttft = metrics.summarize_samples(sm.ttft_ms)
         if not ttft.count:
             continue  # nothing streamed
+        report.pool("ttft_ms", target, sm.ttft_ms)
+        report.pool("itl_ms", target, sm.itl_ms)
         itl = metrics.summarize_samples(sm.itl_ms)
         tpot = metrics.summarize_samples(sm.tpot_ms)
         key = {"run": info.id, "target": target, "scenario": label}
         report.table("streaming").append(
-            _clean(
+            clean(
                 key
                 | {
                     "requests": ttft.count,
@@ -410,7 +365,7 @@ def _costs(report: Report, store: Store, info: RunInfo) -> None:
     for c in costs:
         u = c.units
         report.table("cost").append(
-            _clean(
+            clean(
                 {
                     "run": info.id,
                     "target": c.target,
@@ -427,3 +382,16 @@ def _costs(report: Report, store: Store, info: RunInfo) -> None:
                 }
             )
         )
+
+
+# What is gathered from each run, in order. A new kind of chart adds its collector here (it may
+# read columns with ``read_columns``: each is read once per build) and its section to
+# ``_html.LAYOUTS``.
+PER_RUN: tuple[Callable[[Report, Store, RunInfo], None], ...] = (
+    _summary,
+    _boxes,
+    _cold_starts,
+    _bursts,
+    _streaming,
+    _costs,
+)

@@ -1,232 +1,155 @@
-"""The report as one self-contained HTML page: inline CSS and SVG, no script, no external URL."""
+"""The report as one self-contained HTML page: inline CSS and SVG, no script, no external URL.
+
+A layout is the page's sections in order, each a function of the report returning HTML (empty
+when it has nothing to show):
+
+* ``comparison`` (the default): the four verdicts with their charts first, then the details.
+* ``reference``: the reference report's sections in its order (methodology, cold start,
+  variability, autoscaling, the comparative review per provider, pricing, summary).
+
+A new kind of chart is one more function in the layouts' tuples (where its data is).
+"""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable
+from collections.abc import Callable
 from html import escape
-from typing import Any
 
-from . import _svg
-from ._collect import PHASES, Report, Row
+from .._summary import usd as _usd
+from . import _questions as q
+from . import _sections as s
+from ._compare import duration
+from ._read import Report
 
 _CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2rem auto;max-width:1100px;color:#1d1f23;
 padding:0 1rem}
 h1{font-size:1.5rem}h2{font-size:1.2rem;margin-top:2.2rem;border-bottom:1px solid #ddd}
-h3{font-size:1rem}table{border-collapse:collapse;margin:.6rem 0;font-size:12px}
-th,td{border:1px solid #d6d8dc;padding:3px 7px;text-align:right;white-space:nowrap}
-th{background:#f3f4f6}td:first-child,th:first-child{text-align:left}
-.scroll{overflow-x:auto}figure{margin:1rem 0}figcaption{color:#555;font-size:12px}
+h3{font-size:1rem;margin-bottom:.2rem}table{border-collapse:collapse;margin:.6rem 0;font-size:12px}
+th,td{border:1px solid #d6d8dc;padding:3px 6px;text-align:right}td{white-space:nowrap}
+th{background:#f3f4f6;font-weight:600;vertical-align:bottom}
+td:first-child,th:first-child,.l{text-align:left}
+.scroll{overflow-x:auto;max-width:100%}figure{margin:.6rem 0 1rem}
+figure svg{max-width:100%;height:auto}figcaption{color:#555;font-size:12px}
 pre{background:#f6f7f9;padding:.8rem;overflow-x:auto;font-size:12px}.note{color:#8a5a00}
+.verdict{font-weight:600;margin:.2rem 0 .4rem}.verdict.not-significant{color:#5a5f68}
+.verdict.none{font-weight:400;color:#5a5f68}ul.review li{margin:.2rem 0}
 """
-# Columns shown in the HTML summary (JSON/CSV/Markdown carry every column).
-SUMMARY_COLUMNS = (
-    "run", "target", "scenario", "requests", "ok", "error_rate", "p50_ms", "p50_ci_low_ms",
-    "p50_ci_high_ms", "p95_ms", "p99_ms", "mean_ms", "throughput_rps", "cold_samples",
-    "cold_start_p50_ms", "errors",
-)  # fmt: skip
+
+Section = Callable[[Report], str]
 
 
-def cell(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        if abs(value) < 0.01 and value:
-            return f"{value:.3g}"
-        return f"{value:,.2f}" if abs(value) < 1e5 else f"{value:,.0f}"
-    return str(value)
-
-
-def table(rows: list[Row], columns: Iterable[str] | None = None) -> str:
-    if not rows:
-        return "<p>none</p>"
-    cols = list(columns) if columns is not None else list(rows[0])
-    head = "".join(f"<th>{escape(c)}</th>" for c in cols)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{escape(cell(r.get(c)))}</td>" for c in cols) + "</tr>" for r in rows
-    )
-    return f'<div class="scroll"><table><tr>{head}</tr>{body}</table></div>'
-
-
-def _figure(kind: str, svg: str, caption: str) -> str:
+def _heading(report: Report) -> str:
+    notes = "".join(f'<p class="note">{escape(n)}</p>' for n in report.notes)
     return (
-        f'<figure class="chart" data-chart="{escape(kind)}">{svg}'
-        f"<figcaption>{escape(caption)}</figcaption></figure>"
+        f"<h1>{escape(report.title)}</h1>"
+        f"<p>generated {escape(report.generated_utc)} by gpubench</p>{notes}"
     )
 
 
-def _finite(value: float | None) -> float:
-    """A figure the JSON side stores as None (undefined) back as NaN for drawing."""
-    return float("nan") if value is None else value
+def _details(report: Report) -> str:
+    return "<h2>Details</h2><p>The figures behind the verdicts, run by run.</p>"
 
 
-def _key(row: Row) -> tuple[Any, ...]:
-    return (row.get("run"), row.get("target"), row.get("scenario"))
+def _methodology(report: Report) -> str:
+    runs = report.runs
+    targets = sorted({f"{t['name']} ({t['provider']})" for r in runs for t in r["targets"]})
+    days = sorted({(r["started_utc"] or "")[:10] for r in runs} - {""})
+    text = (
+        f"<h2>Methodology</h2><p>{len(runs)} run(s) on {len(days)} day(s) "
+        f"({', '.join(days) or 'no date'}) of {', '.join(targets)}: cold start is latency minus "
+        "inference time; variability is the per-day median; autoscaling is a burst of "
+        "requests at a fixed concurrency (see each run's configuration below).</p>"
+    )
+    return text + s.summary(report, "<h3>Measurements</h3>")
 
 
-def _boxes(report: Report) -> str:
-    """One chart per scenario (a cold-start scenario's seconds would squash a burst's ms)."""
-    outliers = {_key(s): s["latency_ms"] for s in report.series.get("latency_outliers", [])}
-    multi = len(report.runs) > 1
-    by_scenario: dict[str, list[_svg.Box]] = {}
-    for r in report.tables.get("latency_box", []):
-        by_scenario.setdefault(r["scenario"], []).append(
-            _svg.Box(
-                f"{'run ' + str(r['run']) + ' ' if multi else ''}{r['target']}",
-                r["whisker_low_ms"],
-                r["q1_ms"],
-                r["median_ms"],
-                r["q3_ms"],
-                r["whisker_high_ms"],
-                outliers.get(_key(r), []),
+def _reference_question(
+    question: Callable[[Report, str, str], str], title: str, detail: Section
+) -> Section:
+    """A question's verdict and chart as a top-level section under the reference report's
+    heading, then its details."""
+
+    def section(report: Report) -> str:
+        return question(report, "h2", title) + detail(report)
+
+    section.__name__ = title
+    return section
+
+
+def _review(report: Report) -> str:
+    """The reference report's "comparative performance review": per target, its figures."""
+    cold = {r["target"]: r for r in report.series.get("compare_cold_start", [])}
+    burst = {r["target"]: r for r in report.series.get("compare_burst", [])}
+    days = {
+        r["target"]: r for r in report.tables.get("variability", []) if r["figure"] == "cold_start"
+    }
+    bills = {r["target"]: r for r in report.series.get("compare_cost", [])}
+    items = []
+    for target in q.colors(report):
+        facts = []
+        if target in cold:
+            facts.append(f"cold start median {duration(cold[target]['median_ms'])}")
+        if target in days:
+            facts.append(f"daily cold start range {duration(days[target]['range_ms'])}")
+        if target in burst:
+            b = burst[target]
+            facts.append(
+                f"burst latency median {duration(b['median_ms'])}, p95 {duration(b['p95_ms'])}"
             )
-        )
-    if not by_scenario:
-        return ""
-    parts = ["<h2>Latency by target and scenario</h2>"]
-    for scenario, boxes in by_scenario.items():
-        svg = _svg.box_plot(boxes, title=f"latency, scenario {scenario}")
-        caption = (
-            f"Scenario {scenario}: latency of successful requests from the scheduled send; "
-            "box = quartiles, line = median, whiskers = furthest sample within 1.5 IQR, "
-            "circles = samples beyond (up to 200 shown)."
-        )
-        parts.append(_figure("latency-box", svg, caption))
-    return "".join(parts)
+        if target in bills:
+            facts.append(f"{_usd(bills[target]['usd_per_day'])} per day")
+        items.append(f"<li><b>{escape(target)}</b>: {escape('; '.join(facts) or 'no data')}</li>")
+    return "<h2>Comparative performance review</h2><ul class='review'>" + "".join(items) + "</ul>"
 
 
-def _cold(report: Report) -> str:
-    rows = report.tables.get("cold_start", [])
+def _verdicts(report: Report) -> str:
+    rows = report.tables.get("comparison", [])
     if not rows:
         return ""
-    bars = []
-    for r in rows:
-        segments = [(p[:-3], r.get(f"{p[:-3]}_mean_ms")) for p in PHASES]
-        known = [(n, v) for n, v in segments if v is not None]
-        if not known:  # the provider reports no phases: one bar of the cold start itself
-            known = [("unattributed", r.get("cold_start_mean_ms") or 0.0)]
-        bars.append((f"r{r['run']} {r['target']}", known))
-    svg = _svg.stacked_bars(bars, unit="mean cold request (ms)", title="cold starts by phase")
-    caption = (
-        "Mean time of a cold request split into the provider-reported phases (scheduling, boot, "
-        "execution, transfer = the rest); the table gives the reference report's cold start "
-        "(latency minus inference time)."
+    items = "".join(
+        f"<li><b>{escape(q.TITLES[r['question']])}</b>: {escape(r['verdict'])}</li>" for r in rows
     )
-    cols = [
-        "run", "target", "cold_requests", "confirmed", "cold_rate", "cold_start_p50_ms",
-        "cold_start_p95_ms", "scheduling_mean_ms", "boot_mean_ms", "execution_mean_ms",
-        "transfer_mean_ms", "inference_inferred",
-    ]  # fmt: skip
-    return "<h2>Cold starts</h2>" + _figure("cold-start", svg, caption) + table(rows, cols)
+    return f"<h2>Summary</h2><ul class='review'>{items}</ul>"
 
 
-def _days(report: Report) -> str:
-    daily = report.tables.get("daily", [])
-    if not daily:
-        return ""
-    parts = ["<h2>Variability across days</h2>"]
-    for figure in ("cold_start", "latency"):
-        series: dict[str, list[tuple[str, float, float, float]]] = {}
-        for d in daily:
-            if d["figure"] == figure and d["median_ms"] is not None:
-                nan = float("nan")
-                lo, hi = d["median_ci_low_ms"], d["median_ci_high_ms"]
-                series.setdefault(d["target"], []).append(
-                    (d["day"], d["median_ms"], nan if lo is None else lo, nan if hi is None else hi)
-                )
-        if series:
-            svg = _svg.range_chart(list(series.items()), title=f"{figure} per day")
-            label = figure.replace("_", " ")
-            caption = f"Per-day median {label} (UTC days) with its 95% CI, per target."
-            parts.append(_figure(f"daily-{figure}", svg, caption))
-    parts.append(table(report.tables.get("variability", [])))
-    return "".join(parts)
-
-
-def _bursts(report: Report) -> str:
-    rows = {_key(r): r for r in report.tables.get("burst", [])}
-    parts = []
-    for s in report.series.get("burst_points", []):
-        r = rows[_key(s)]
-        svg = _svg.scatter(
-            s["index"],
-            s["latency_ms"],
-            trend=(_finite(r["slope_ms_per_request"]), _finite(r["intercept_ms"])),
-            title="latency against request index",
-        )
-        caption = (
-            f"run {r['run']}, {r['target']}, scenario {r['scenario']}: "
-            f"{cell(r['slope_ms_per_request'])} ms per request (OLS), "
-            f"Pearson r {cell(r['pearson_r'])}"
-        )
-        parts.append(_figure("burst", svg, caption))
-    if not parts:
-        return ""
-    return (
-        "<h2>Bursts: latency against request index</h2>"
-        + "".join(parts)
-        + table(list(rows.values()))
-    )
-
-
-def _streaming(report: Report) -> str:
-    rows = report.tables.get("streaming", [])
-    if not rows:
-        return ""
-    parts = ["<h2>Streaming: time to first token and inter-token latency</h2>", table(rows)]
-    for name, label in (("ttft_ms", "time to first token (ms)"), ("itl_ms", "inter-token (ms)")):
-        for s in report.series.get("stream_" + name, []):
-            if s[name]:
-                svg = _svg.histogram(s[name], unit=label, title=label)
-                where = f"run {s['run']}, {s['target']}, scenario {s['scenario']}"
-                parts.append(_figure(name.replace("_ms", ""), svg, f"{label}: {where}"))
-    return "".join(parts)
-
-
-def _cost(report: Report) -> str:
-    rows = report.tables.get("cost", [])
-    if not rows:
-        return ""
-    note = (
-        "<p>Estimated from the measured invocations with the cost module "
-        "(each target's plan price; see the cost model page).</p>"
-    )
-    return "<h2>Cost</h2>" + note + table(rows)
-
-
-def _config(report: Report) -> str:
-    parts = ["<h2>Runs and configuration</h2>"]
-    meta = [{k: v for k, v in r.items() if k not in ("config", "targets")} for r in report.runs]
-    for m in meta:
-        m["scenarios"] = ", ".join(m["scenarios"])
-    parts.append(table(meta))
-    for r in report.runs:
-        text = json.dumps(r["config"], indent=2, sort_keys=True, default=str)
-        parts.append(f"<h3>run {r['run']} configuration</h3><pre>{escape(text)}</pre>")
-    return "".join(parts)
+LAYOUTS: dict[str, tuple[Section, ...]] = {
+    "comparison": (
+        _heading,
+        q.at_a_glance,
+        _details,
+        s.summary,
+        s.streaming,
+        s.boxes,
+        s.cold,
+        s.days,
+        s.bursts,
+        s.cost,
+        s.config,
+    ),
+    "reference": (
+        _heading,
+        _methodology,
+        _reference_question(q.cold_start, "Cold start", s.cold),
+        _reference_question(q.variability, "Variability", s.days),
+        _reference_question(q.burst, "Autoscaling", s.bursts),
+        _reference_question(q.streaming, "Streaming", s.streaming),
+        _review,
+        _reference_question(q.cost, "Pricing", s.cost),
+        _verdicts,
+        s.config,
+    ),
+}
 
 
 def render_html(report: Report) -> str:
-    notes = "".join(f'<p class="note">{escape(n)}</p>' for n in report.notes)
-    body = "".join(
-        [
-            f"<h1>{escape(report.title)}</h1>",
-            f"<p>generated {escape(report.generated_utc)} by gpubench</p>",
-            notes,
-            "<h2>Summary</h2>",
-            table(report.tables.get("summary", []), SUMMARY_COLUMNS),
-            _boxes(report),
-            _cold(report),
-            _days(report),
-            _bursts(report),
-            _streaming(report),
-            _cost(report),
-            _config(report),
-        ]
-    )
+    try:
+        sections = LAYOUTS[report.layout]
+    except KeyError:
+        raise ValueError(
+            f"layout must be one of {sorted(LAYOUTS)}, got {report.layout!r}"
+        ) from None
+    body = "".join(section(report) for section in sections)
     # the CSP is belt and braces: nothing in the page may fetch, even if a value slipped in
     csp = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
     return (

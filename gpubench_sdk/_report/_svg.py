@@ -32,19 +32,23 @@ def _f(v: float) -> str:
 
 
 def nice_ticks(lo: float, hi: float, count: int = 6) -> list[float]:
-    """Round tick values covering [lo, hi]."""
+    """Evenly spaced round ticks (1, 2 or 5 times a power of ten) with ``ticks[0] <= lo`` and
+    ``ticks[-1] >= hi``: an axis drawn from the first to the last tick holds every value in
+    [lo, hi], so no mark is ever cut off. About ``count`` ticks (never fewer than 2)."""
     if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
-        hi = lo + 1 if math.isfinite(lo) else 1.0
         lo = lo if math.isfinite(lo) else 0.0
+        hi = max(hi, lo + 1) if math.isfinite(hi) else lo + 1
     raw = (hi - lo) / max(1, count - 1)
     mag = 10 ** math.floor(math.log10(raw))
     step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
-    start = math.floor(lo / step) * step
-    ticks = []
-    v = start
-    while v <= hi + step * 0.5:
-        ticks.append(round(v, 10))
-        v += step
+    # (a quotient a rounding error off a whole number must not add a tick past the data)
+    first, last = math.floor(lo / step + 1e-9), math.ceil(hi / step - 1e-9)
+    # multiples of the step (no running sum to drift), shown to 12 significant digits
+    ticks = [float(f"{k * step:.12g}") for k in range(first, max(last, first + 1) + 1)]
+    while ticks[0] > lo:  # rounding to 12 digits can only move an end by an ulp or so
+        ticks.insert(0, float(f"{ticks[0] - step:.12g}"))
+    while ticks[-1] < hi:
+        ticks.append(float(f"{ticks[-1] + step:.12g}"))
     return ticks
 
 
@@ -72,6 +76,14 @@ def _svg(height: float, body: list[str], title: str) -> str:
         f'width="{WIDTH}" height="{_f(height)}" role="img" aria-label="{escape(title)}" {_FONT}>'
         + "".join(body)
         + "</svg>"
+    )
+
+
+def _plot(x0: float, y0: float, x1: float, y1: float) -> str:
+    """The plot area, drawn invisibly: every mark must lie inside it (the browser test checks)."""
+    return (
+        f'<rect class="plot" x="{_f(x0)}" y="{_f(y0)}" width="{_f(x1 - x0)}" '
+        f'height="{_f(y1 - y0)}" fill="none"/>'
     )
 
 
@@ -117,18 +129,20 @@ class Box:
     q3: float
     whisker_high: float
     outliers: Sequence[float]
+    color: str | None = None
 
 
 def box_plot(boxes: Sequence[Box], unit: str = "latency (ms)", title: str = "") -> str:
     """Horizontal Tukey box plots, one row per box."""
-    row_h, top = 28, 10
+    row_h, top = 34, 10
     height = top + row_h * len(boxes) + 44
     values = [v for b in boxes for v in (b.whisker_low, b.whisker_high, *b.outliers)]
     ticks = nice_ticks(min(0.0, *values), max(values))
     x = _Scale(ticks[0], ticks[-1], _LEFT, WIDTH - _RIGHT)
     body = _x_axis(x, ticks, top, top + row_h * len(boxes), unit)
+    body.append(_plot(_LEFT, top, WIDTH - _RIGHT, top + row_h * len(boxes)))
     for i, b in enumerate(boxes):
-        color = PALETTE[i % len(PALETTE)]
+        color = b.color or PALETTE[i % len(PALETTE)]
         cy = top + row_h * i + row_h / 2
         tip = escape(
             f"{b.label}: whiskers {b.whisker_low:.1f}-{b.whisker_high:.1f} ms, "
@@ -145,6 +159,8 @@ def box_plot(boxes: Sequence[Box], unit: str = "latency (ms)", title: str = "") 
             f'height="18" fill="{color}" fill-opacity="0.35" stroke="{color}"/>'
             f'<line x1="{_f(x(b.median))}" x2="{_f(x(b.median))}" y1="{_f(cy - 9)}" '
             f'y2="{_f(cy + 9)}" stroke="#111" stroke-width="2"/></g>'
+            f'<text class="direct" x="{_f(x(b.median))}" y="{_f(cy - 11)}" '
+            f'text-anchor="middle" font-size="10">{_label(round(b.median, 1))}</text>'
         )
         for v in b.outliers:
             body.append(
@@ -158,14 +174,18 @@ def stacked_bars(
     rows: Sequence[tuple[str, Sequence[tuple[str, float]]]],
     unit: str = "ms",
     title: str = "",
+    totals: Sequence[str] | None = None,
 ) -> str:
-    """Horizontal bars, each a stack of named segments (colours from ``PHASE_COLORS``)."""
+    """Horizontal bars, each a stack of named segments (colours from ``PHASE_COLORS``);
+    ``totals``: a label written at the end of each bar (its total, say)."""
     row_h, top = 30, 10
+    right = WIDTH - (_RIGHT + 70 if totals else _RIGHT)
     height = top + row_h * len(rows) + 64
     total = max(sum(v for _, v in segs) for _, segs in rows) if rows else 1.0
     ticks = nice_ticks(0.0, total)
-    x = _Scale(ticks[0], ticks[-1], _LEFT, WIDTH - _RIGHT)
+    x = _Scale(ticks[0], ticks[-1], _LEFT, right)
     body = _x_axis(x, ticks, top, top + row_h * len(rows), unit)
+    body.append(_plot(_LEFT, top, right, top + row_h * len(rows)))
     names: dict[str, str] = {}
     for i, (label, segs) in enumerate(rows):
         y = top + row_h * i + 6
@@ -183,6 +203,11 @@ def stacked_bars(
                 f"<title>{escape(label)}: {escape(name)} {value:.1f} {escape(unit)}</title></rect>"
             )
             cursor += value
+        if totals:
+            body.append(
+                f'<text class="direct" x="{_f(x(cursor) + 6)}" y="{_f(y + 9)}" dy="4">'
+                f"{escape(totals[i])}</text>"
+            )
     body += _legend(list(names.items()), height - 8)
     return _svg(height, body, title)
 
@@ -191,6 +216,8 @@ def range_chart(
     series: Sequence[tuple[str, Sequence[tuple[str, float, float, float]]]],
     unit: str = "median (ms)",
     title: str = "",
+    labels: bool = False,
+    colors: Sequence[str | None] = (),
 ) -> str:
     """Per-day medians with their CI as vertical bars, one coloured line per series.
 
@@ -203,13 +230,17 @@ def range_chart(
     y = _Scale(ticks[0], ticks[-1], bottom, top)
     step = (WIDTH - _RIGHT - 60) / max(1, len(days))
     body = _y_axis(y, ticks, 60, WIDTH - _RIGHT, unit)
+    body.append(_plot(60, top, WIDTH - _RIGHT, bottom))
     for j, day in enumerate(days):
         body.append(
             f'<text x="{_f(60 + step * (j + 0.5))}" y="{bottom + 16}" '
             f'text-anchor="middle">{escape(day)}</text>'
         )
+    palette = [c or PALETTE[i % len(PALETTE)] for i, c in enumerate(colors)] or [
+        PALETTE[i % len(PALETTE)] for i in range(len(series))
+    ]
     for i, (name, pts) in enumerate(series):
-        color = PALETTE[i % len(PALETTE)]
+        color = palette[i]
         offset = (i - (len(series) - 1) / 2) * 6  # side by side, so CIs do not hide each other
         coords = []
         for day, med, lo, hi in pts:
@@ -230,7 +261,14 @@ def range_chart(
             f'<polyline points="{" ".join(coords)}" fill="none" stroke="{color}" '
             'stroke-opacity="0.6"/>'
         )
-    body += _legend([(n, PALETTE[i % len(PALETTE)]) for i, (n, _) in enumerate(series)], height - 8)
+        if coords and labels:  # the name beside the last point: no trip to the legend
+            end_x, end_y = coords[-1].split(",")
+            body.append(
+                f'<text class="direct" x="{_f(float(end_x) + 8)}" y="{end_y}" dy="4" '
+                f'fill="{color}">'
+                f"{escape(name[:18])}</text>"
+            )
+    body += _legend([(n, palette[i]) for i, (n, _) in enumerate(series)], height - 8)
     return _svg(height, body, title)
 
 
@@ -246,16 +284,26 @@ def scatter(
     """Points, plus the fitted line ``y = intercept + slope x`` when ``trend`` is given."""
     top, bottom, height = 10, 230, 280
     xs, ys = np.asarray(x_values, float), np.asarray(y_values, float)
-    xt = nice_ticks(0.0, float(xs.max()) if xs.size else 1.0)
-    yt = nice_ticks(0.0, float(ys.max()) if ys.size else 1.0)
+    ends = []  # the fitted line's ends, so the axis holds them too
+    if trend is not None and all(math.isfinite(v) for v in trend) and xs.size:
+        ends = [trend[1] + trend[0] * float(v) for v in (xs.min(), xs.max())]
+    if xs.size:
+        xt = nice_ticks(min(0.0, float(xs.min())), float(xs.max()))
+        yt = nice_ticks(min(0.0, float(ys.min()), *ends), max(float(ys.max()), *ends))
+    else:
+        xt = yt = nice_ticks(0.0, 1.0)
     x = _Scale(xt[0], xt[-1], 60, WIDTH - _RIGHT)
     y = _Scale(yt[0], yt[-1], bottom, top)
     body = _y_axis(y, yt, 60, WIDTH - _RIGHT, y_unit) + _x_axis(x, xt, top, bottom, x_unit)
+    body.append(_plot(60, top, WIDTH - _RIGHT, bottom))
+    # the points' common look once, on their group: up to 2,000 points a chart add up
+    body.append(f'<g data-kind="points" fill="{PALETTE[0]}" fill-opacity="0.6">')
     for a, b in zip(xs, ys, strict=True):
         body.append(
-            f'<circle class="mark" data-kind="point" cx="{_f(x(a))}" cy="{_f(y(b))}" r="2.2" '
-            f'fill="{PALETTE[0]}" fill-opacity="0.6"><title>#{a:.0f}: {b:.1f} ms</title></circle>'
+            f'<circle class="mark" cx="{_f(x(a))}" cy="{_f(y(b))}" r="2.2">'
+            f"<title>#{a:.0f}: {b:.1f} ms</title></circle>"
         )
+    body.append("</g>")
     if trend is not None and all(math.isfinite(v) for v in trend) and xs.size:
         slope, intercept = trend
         x0, x1 = float(xs.min()), float(xs.max())
@@ -278,6 +326,7 @@ def histogram(values: Sequence[float], *, unit: str, bins: int = 40, title: str 
     x = _Scale(xt[0], xt[-1], 60, WIDTH - _RIGHT)
     y = _Scale(yt[0], yt[-1], bottom, top)
     body = _y_axis(y, yt, 60, WIDTH - _RIGHT, "requests") + _x_axis(x, xt, top, bottom, unit)
+    body.append(_plot(60, top, WIDTH - _RIGHT, bottom))
     for c, a, b in zip(counts, edges[:-1], edges[1:], strict=True):
         if not c:
             continue

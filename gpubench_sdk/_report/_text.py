@@ -1,7 +1,7 @@
 """The report's content as JSON, CSV and Markdown: the same tables the HTML page shows.
 
-* JSON: ``{"title", "generated_utc", "runs", "tables", "series", "notes"}``; undefined figures
-  are ``null``.
+* JSON: ``{"title", "generated_utc", "runs", "tables", "series", "notes", "traffic"}``;
+  undefined figures are ``null``; ``tables["comparison"]`` holds the four verdicts.
 * CSV: one long table, ``section,run,target,scenario,field,value``, one line per figure (the
   chart points of ``series`` included), so any spreadsheet can pivot it.
 * Markdown: one table per section and each run's configuration as a JSON block; chart points
@@ -15,8 +15,8 @@ import io
 import json
 from typing import Any
 
-from ._collect import Report, Row
-from ._html import cell
+from ._format import cell
+from ._read import Report, Row
 
 KEYS = ("run", "target", "scenario")
 
@@ -29,6 +29,7 @@ def render_json(report: Report) -> str:
         "tables": report.tables,
         "series": report.series,
         "notes": report.notes,
+        "traffic": report.traffic,
     }
     return json.dumps(data, indent=2, default=str) + "\n"
 
@@ -70,7 +71,7 @@ def _md_table(rows: list[Row]) -> str:
     cols = list(rows[0])
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
-        cells = [cell(r.get(c)).replace("|", "\\|") for c in cols]
+        cells = [cell(r.get(c), c).replace("|", "\\|") for c in cols]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -78,11 +79,15 @@ def _md_table(rows: list[Row]) -> str:
 def render_markdown(report: Report) -> str:
     parts = [f"# {report.title}\n", f"generated {report.generated_utc} by gpubench\n"]
     parts += [f"> {n}\n" for n in report.notes]
+    for row in report.tables.get("comparison", []):
+        parts.append(f"* **{row['question'].replace('_', ' ')}**: {row['verdict']}\n")
     for section, rows in report.tables.items():
         parts.append(f"## {section.replace('_', ' ')}\n")
         parts.append(_md_table(rows))
     for section, series in report.series.items():
-        points = sum(max(len(v) for v in s.values() if isinstance(v, list)) for s in series)
+        points = sum(
+            max((len(v) for v in s.values() if isinstance(v, list)), default=1) for s in series
+        )
         parts.append(f"Chart data `{section}`: {points} points (in the JSON and CSV formats).\n")
     parts.append("## runs and configuration\n")
     meta = [{k: v for k, v in r.items() if k not in ("config", "targets", "scenarios")}

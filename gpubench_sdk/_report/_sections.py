@@ -1,0 +1,196 @@
+"""The report's detail sections: per run and scenario, the figures behind the verdicts."""
+
+from __future__ import annotations
+
+import json
+from html import escape
+from typing import Any
+
+from . import _svg
+from ._collect import PHASES
+from ._format import cell, figure, table
+from ._read import Report, Row
+
+# The summary's columns on the page, the deciding ones first (JSON/CSV/Markdown carry all).
+SUMMARY_COLUMNS = (
+    "target", "scenario", "p50_with_ci", "p95_ms", "p99_ms", "error_rate", "cold_start_p50_ms",
+    "cold_rate", "throughput_rps", "requests", "errors", "run",
+)  # fmt: skip
+COST_COLUMNS = (
+    "target", "total_usd", "per_1k_requests_usd", "per_request_usd", "requests", "billed_s",
+    "workers", "compute_usd", "fees_usd", "per_million_output_tokens_usd", "per_image_usd", "run",
+)  # fmt: skip
+
+
+def summary(report: Report, heading: str = "<h2>Summary</h2>") -> str:
+    rows = []
+    for r in report.tables.get("summary", []):
+        lo, hi = r.get("p50_ci_low_ms"), r.get("p50_ci_high_ms")
+        ci = f" [{cell(lo)}-{cell(hi)}]" if lo is not None and hi is not None else ""
+        rows.append(r | {"p50_with_ci": cell(r.get("p50_ms")) + ci})
+    note = (
+        "<p>Latency from the scheduled send, successful requests. Rates are over the row's own "
+        "requests (one target in one scenario): error rate = failed / measured, cold rate = "
+        "cold / requests whose cold state is known, as in <code>gpubench results show</code>.</p>"
+    )
+    return heading + note + table(rows, SUMMARY_COLUMNS)
+
+
+def _finite(value: float | None) -> float:
+    """A figure the JSON side stores as None (undefined) back as NaN for drawing."""
+    return float("nan") if value is None else value
+
+
+def _key(row: Row) -> tuple[Any, ...]:
+    return (row.get("run"), row.get("target"), row.get("scenario"))
+
+
+def boxes(report: Report) -> str:
+    """One chart per scenario (a cold-start scenario's seconds would squash a burst's ms)."""
+    outliers = {_key(s): s["latency_ms"] for s in report.series.get("latency_outliers", [])}
+    multi = len(report.runs) > 1
+    by_scenario: dict[str, list[_svg.Box]] = {}
+    for r in report.tables.get("latency_box", []):
+        by_scenario.setdefault(r["scenario"], []).append(
+            _svg.Box(
+                f"{'run ' + str(r['run']) + ' ' if multi else ''}{r['target']}",
+                r["whisker_low_ms"],
+                r["q1_ms"],
+                r["median_ms"],
+                r["q3_ms"],
+                r["whisker_high_ms"],
+                outliers.get(_key(r), []),
+            )
+        )
+    if not by_scenario:
+        return ""
+    parts = ["<h2>Latency by scenario</h2>"]
+    for scenario, boxes in by_scenario.items():
+        svg = _svg.box_plot(boxes, title=f"latency, scenario {scenario}")
+        caption = (
+            f"Scenario {scenario}: latency of successful requests from the scheduled send; "
+            "box = quartiles, line = median, whiskers = furthest sample within 1.5 IQR, "
+            "circles = samples beyond (up to 200 shown)."
+        )
+        parts.append(figure("latency-box", svg, caption))
+    return "".join(parts)
+
+
+def cold(report: Report) -> str:
+    rows = report.tables.get("cold_start", [])
+    if not rows:
+        return ""
+    bars = []
+    for r in rows:
+        segments = [(p[:-3], r.get(f"{p[:-3]}_mean_ms")) for p in PHASES]
+        known = [(n, v) for n, v in segments if v is not None]
+        if not known:  # the provider reports no phases: one bar of the cold start itself
+            known = [("unattributed", r.get("cold_start_mean_ms") or 0.0)]
+        bars.append((f"r{r['run']} {r['target']}", known))
+    svg = _svg.stacked_bars(bars, unit="mean cold request (ms)", title="cold starts by phase")
+    caption = (
+        "Mean time of a cold request split into the provider-reported phases (scheduling, boot, "
+        "execution, transfer = the rest); the table gives the reference report's cold start "
+        "(latency minus inference time)."
+    )
+    cols = [
+        "target", "cold_start_p50_ms", "cold_start_p95_ms", "cold_requests", "confirmed",
+        "scheduling_mean_ms", "boot_mean_ms", "execution_mean_ms", "transfer_mean_ms",
+        "inference_inferred", "run",
+    ]  # fmt: skip
+    return "<h2>Cold starts by run</h2>" + figure("cold-start", svg, caption) + table(rows, cols)
+
+
+def days(report: Report) -> str:
+    daily = report.tables.get("daily", [])
+    if not daily:
+        return ""
+    parts = ["<h2>Variability across days, per figure</h2>"]
+    for name in ("cold_start", "latency"):
+        series: dict[str, list[tuple[str, float, float, float]]] = {}
+        for d in daily:
+            if d["figure"] == name and d["median_ms"] is not None:
+                nan = float("nan")
+                lo, hi = d["median_ci_low_ms"], d["median_ci_high_ms"]
+                series.setdefault(d["target"], []).append(
+                    (d["day"], d["median_ms"], nan if lo is None else lo, nan if hi is None else hi)
+                )
+        if series:
+            svg = _svg.range_chart(list(series.items()), title=f"{name} per day")
+            label = name.replace("_", " ")
+            caption = f"Per-day median {label} (UTC days) with its 95% CI, per target."
+            parts.append(figure(f"daily-{name}", svg, caption))
+    parts.append(table(report.tables.get("variability", [])))
+    return "".join(parts)
+
+
+def bursts(report: Report) -> str:
+    rows = {_key(r): r for r in report.tables.get("burst", [])}
+    parts = []
+    for s in report.series.get("burst_points", []):
+        r = rows[_key(s)]
+        svg = _svg.scatter(
+            s["index"],
+            s["latency_ms"],
+            trend=(_finite(r["slope_ms_per_request"]), _finite(r["intercept_ms"])),
+            title="latency against request index",
+        )
+        caption = (
+            f"run {r['run']}, {r['target']}, scenario {r['scenario']}: "
+            f"{cell(r['slope_ms_per_request'])} ms per request (OLS), "
+            f"Pearson r {cell(r['pearson_r'])}"
+        )
+        parts.append(figure("burst", svg, caption))
+    if not parts:
+        return ""
+    return (
+        "<h2>Bursts by run: latency against request index</h2>"
+        + "".join(parts)
+        + table(list(rows.values()))
+    )
+
+
+def streaming(report: Report) -> str:
+    rows = report.tables.get("streaming", [])
+    if not rows:
+        return ""
+    parts = ["<h2>Streaming: time to first token and inter-token latency</h2>", table(rows)]
+    for name, label in (("ttft_ms", "time to first token (ms)"), ("itl_ms", "inter-token (ms)")):
+        for s in report.series.get("stream_" + name, []):
+            if s[name]:
+                svg = _svg.histogram(s[name], unit=label, title=label)
+                where = f"run {s['run']}, {s['target']}, scenario {s['scenario']}"
+                parts.append(figure(name.replace("_ms", ""), svg, f"{label}: {where}"))
+    return "".join(parts)
+
+
+def cost(report: Report) -> str:
+    rows = report.tables.get("cost", [])
+    if not rows:
+        return ""
+    note = (
+        "<p>Estimated from the measured invocations with the cost module "
+        "(each target's plan price; see the cost model page).</p>"
+    )
+    return "<h2>Cost of the runs</h2>" + note + table(rows, COST_COLUMNS)
+
+
+def config(report: Report) -> str:
+    parts = ["<h2>Runs and configuration</h2>"]
+    meta = [
+        {k: v for k, v in r.items() if k not in ("config", "targets", "uuid")}
+        | {"scenarios": ", ".join(r["scenarios"])}
+        for r in report.runs
+    ]
+    columns = ["run", "name", "status", "started_utc", "ended_utc", "samples", "scenarios",
+               "host", "gpubench_version"]  # fmt: skip
+    if any(m["error"] for m in meta):
+        columns.insert(3, "error")
+    parts.append(table(meta, columns))
+    for r in report.runs:
+        text = json.dumps(r["config"], indent=2, sort_keys=True, default=str)
+        parts.append(
+            f"<h3>run {r['run']} configuration</h3><p>uuid {escape(r['uuid'])}</p>"
+            f"<pre>{escape(text)}</pre>"
+        )
+    return "".join(parts)
