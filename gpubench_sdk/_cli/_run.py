@@ -101,6 +101,13 @@ _QUIET = click.option("--quiet", is_flag=True, help="no progress bar")
     type=click.IntRange(1, 256),
     help="load-generating processes (use the machine's cores)",
 )
+@click.option(
+    "--ray",
+    "ray_address",
+    metavar="ADDRESS",
+    help="generate the load on a Ray cluster: auto, local, host:6379 or ray://host:10001 "
+    "(overrides [execution]; docs/ray.md)",
+)
 def run_cmd(
     config_path: str,
     store_path: str | None,
@@ -110,6 +117,7 @@ def run_cmd(
     prometheus_port: str | None,
     quiet: bool,
     processes: int,
+    ray_address: str | None,
 ) -> None:
     """Run the benchmark plan in CONFIG (TOML); judge it by its thresholds.
 
@@ -131,6 +139,16 @@ def run_cmd(
             "collector, which Prometheus scrapes",
         )
     store = resolve_store(store_path or legacy_store, config.run.output)
+    if ray_address is not None or config.execution.backend == "ray":
+        if processes > 1 or prometheus_port:
+            raise ConfigError(
+                "--ray" if ray_address else "execution.backend",
+                ray_address or "ray",
+                "no --processes or --prometheus-port with Ray: set execution.workers, and "
+                "export through --otlp-endpoint",
+            )
+        _execute_ray(config, store, otlp_endpoint, quiet, ray_address, rules)
+        return
     _execute(config, store, otlp_endpoint, quiet, processes, prometheus_port, rules)
 
 
@@ -270,6 +288,34 @@ def _execute_processes(
             build, processes, on_progress=lambda n: progress.update(task, completed=n)
         )
     _report(result, rules)
+
+
+def _execute_ray(
+    config: RunConfig,
+    store: str,
+    otlp_endpoint: str | None,
+    quiet: bool,
+    address: str | None,
+    rules: Sequence[Threshold] = (),
+) -> None:
+    from .._ray import run_on_ray
+
+    total = sum(s.planned(len(config.targets)) for s in config.build_scenarios())
+    progress = _progress(quiet)
+    task = progress.add_task("ray workers", total=total, errors="-")
+    with progress:
+        result = run_on_ray(
+            config,
+            store=store,
+            address=address,
+            otlp_endpoint=otlp_endpoint,
+            on_progress=lambda n: progress.update(task, completed=n),
+        )
+    if result.status == "failed":  # a worker lost: the run is partial, and says so first
+        err.print(f"[bold red]FAIL[/]: {escape(result.run.error or 'failed')}", soft_wrap=True)
+    _report(result, rules)
+    if result.status == "failed":
+        sys.exit(ExitCode.THRESHOLD_FAILED)
 
 
 def _report(result: RunResult, rules: Sequence[Threshold]) -> None:

@@ -1,0 +1,280 @@
+"""The Ray backend on a real two-node Ray cluster on this machine, against the HTTP emulator.
+
+Every node and the GCS are bound to and advertised on 127.0.0.1: ``node_ip_address`` for the
+nodes, and ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` (Ray's own switch, ray_constants.py) so that
+Ray's node-address lookup answers the loopback address instead of the machine's interface.
+Ray is the optional extra ``gpubench-sdk[ray]``: without it the module skips, except in CI,
+where it must be installed (.ci/run installs it).
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # before Ray is imported
+
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpubench_sdk import ConfigError, Outcome, Phase, Store
+from gpubench_sdk._config import parse_config
+from gpubench_sdk._multiproc import run_blocking
+from gpubench_sdk._plan import build_run
+
+if os.environ.get("CI"):
+    import ray  # CI installs the extra: a missing Ray fails there
+else:
+    ray = pytest.importorskip("ray")
+
+from ray.cluster_utils import Cluster
+
+from gpubench_sdk._ray import run_on_ray
+
+pytestmark = pytest.mark.ray
+
+KEY = "sk-ray-test-9f8e7d6c5b4a3210"
+NODE = {"num_cpus": 1, "object_store_memory": 78 * 1024 * 1024, "node_ip_address": "127.0.0.1"}
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    c = Cluster(initialize_head=True, head_node_args={**NODE, "include_dashboard": False})
+    c.add_node(**NODE, labels={"region": "test-east"})
+    ray.init(address=c.address, log_to_driver=False)
+    try:
+        yield c
+    finally:
+        ray.shutdown()
+        c.shutdown()
+
+
+@pytest.fixture(scope="module")
+def emulator() -> Iterator[str]:
+    """The generic HTTP emulator (gpubench_sdk.testing's simulated fleet), requiring KEY."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpubench_http.emulator", "--port", "0", "--api-key-env",
+         "EMU_KEY", "--cold-start-s", "0", "--max-workers", "64"],
+        stdout=subprocess.PIPE, text=True, env={**os.environ, "EMU_KEY": KEY},
+    )  # fmt: skip
+    assert proc.stdout is not None
+    url = proc.stdout.readline().strip()
+    try:
+        assert url.startswith("http://127.0.0.1:"), url
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@pytest.fixture(autouse=True)
+def _key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EMU_KEY", KEY)
+
+
+def plan(url: str, scenarios: list[dict[str, Any]], **execution: Any) -> dict[str, Any]:
+    return {
+        "run": {"name": "ray-test"},
+        "execution": {"backend": "ray", "workers": 2, **execution},
+        "targets": [
+            {
+                "name": t,
+                "provider": "http",
+                "url": f"{url}/predict",
+                "api_key_env": "EMU_KEY",
+                "output_path": "$.output",
+            }
+            for t in ("a", "b")
+        ],
+        "scenarios": scenarios,
+    }
+
+
+def alive_workers() -> list[str]:
+    return [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)]
+
+
+MIXED = [
+    {"kind": "burst", "total": 30, "concurrency": 3, "warmup": 4},
+    {"kind": "rate", "rps": 40, "duration_s": 1.0},
+]
+
+
+def test_import_gpubench_sdk_never_imports_ray() -> None:
+    code = (
+        "import sys, gpubench_sdk, gpubench_sdk._ray, gpubench_sdk._cli\n"
+        "from gpubench_sdk import Runner, Store, run_on_ray\n"
+        "assert 'ray' not in sys.modules, sorted(m for m in sys.modules if 'ray' in m)\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_two_workers_store_what_one_process_does(
+    cluster: Cluster, emulator: str, tmp_path: Path
+) -> None:
+    config = parse_config(plan(emulator, MIXED))
+    result = run_on_ray(config, store=tmp_path / "ray.sqlite")
+    alone = run_blocking(build_run(config, store=tmp_path / "one.sqlite"))
+    assert result.status == alone.status == "completed"
+    with Store(tmp_path / "ray.sqlite", readonly=True) as s:
+        run = s.run(result.run.id)
+        invs = s.invocations(run.id)
+    with Store(tmp_path / "one.sqlite", readonly=True) as s:
+        one = s.invocations(alone.run.id)
+
+    def key(i: Any) -> tuple[str, int, str, int]:
+        return (i.target, i.scenario, i.phase.value, i.seq)
+
+    # every planned request exactly once, sent by one worker or the other
+    assert sorted(map(key, invs)) == sorted(map(key, one))
+    assert Counter((i.target, i.scenario) for i in invs) == {
+        ("a", 0): 34, ("b", 0): 34, ("a", 1): 40, ("b", 1): 40
+    }  # fmt: skip
+    assert all(i.outcome is Outcome.OK for i in invs), {i.error for i in invs}  # the key arrived
+    # the workers were spread over both nodes, and their clock offsets recorded
+    workers = run.config["ray"]["workers"]
+    assert len({w["node_id"] for w in workers}) == 2
+    for w in workers:  # one machine: the monotonic clocks agree within the measurement's error
+        assert abs(w["clock_offset_ms"]) <= w["rtt_ms"] / 2 + 1.0
+    # the open-loop schedule is one schedule: seq k is due at k/rps from a common start
+    rate = sorted((i for i in invs if i.scenario == 1 and i.target == "a"), key=lambda i: i.seq)
+    t0 = rate[0].scheduled_ns
+    worst_ms = max(abs(i.scheduled_ns - t0 - i.seq * 25e6) for i in rate) / 1e6
+    assert worst_ms < 15, worst_ms
+    # latencies are of the same order as one process's (the loaded machine: generous)
+    ray_ms = sorted(i.latency_ms for i in invs if i.phase is Phase.MEASURE)
+    one_ms = sorted(i.latency_ms for i in one if i.phase is Phase.MEASURE)
+    assert ray_ms[len(ray_ms) // 2] < 10 * one_ms[len(one_ms) // 2] + 20
+    # nothing left running, and the key in clear nowhere: not in the store, not in Ray's logs
+    assert alive_workers() == []
+    assert KEY.encode() not in (tmp_path / "ray.sqlite").read_bytes()
+    session = Path(cluster.head_node.get_session_dir_path())
+    leaked = [p for p in session.rglob("*") if p.is_file() and KEY.encode() in p.read_bytes()]
+    assert leaked == []
+
+
+def test_max_requests_is_one_budget_and_labels_pin_the_workers(
+    cluster: Cluster, emulator: str, tmp_path: Path
+) -> None:
+    data = plan(emulator, [{"kind": "burst", "total": 50, "concurrency": 4}],
+                workers=1, labels={"region": "test-east"})  # fmt: skip
+    data["run"]["max_requests"] = 23
+    result = run_on_ray(parse_config(data), store=tmp_path / "s.sqlite")
+    assert result.run.samples == 23 and result.stop_reason == "max_requests reached"
+    (worker,) = result.run.config["ray"]["workers"]
+    labelled = [n["NodeID"] for n in ray.nodes() if n.get("Labels", {}).get("region")]
+    assert [worker["node_id"]] == labelled
+
+
+def test_a_lost_worker_is_named_its_samples_kept_and_the_other_finishes(
+    cluster: Cluster, emulator: str, tmp_path: Path
+) -> None:
+    config = parse_config(plan(emulator, [{"kind": "rate", "rps": 60, "duration_s": 3.0}]))
+
+    killed: list[str] = []
+
+    def kill_w1(stored: int) -> None:  # the driver's progress callback: samples stored so far
+        if stored >= 60 and not killed:
+            (name,) = [n for n in alive_workers() if n.endswith("-w1")]
+            ray.kill(ray.get_actor(name, namespace="gpubench"), no_restart=True)
+            killed.append(name)
+
+    result = run_on_ray(config, store=tmp_path / "s.sqlite", on_progress=kill_w1)
+    assert killed
+    assert result.status == "failed"
+    assert result.run.error is not None and result.run.error.startswith("partial run")
+    assert "worker w1 (node 127.0.0.1" in result.run.error
+    with Store(tmp_path / "s.sqlite", readonly=True) as s:
+        invs = s.invocations(result.run.id)
+    seqs = {t: {i.seq for i in invs if i.target == t} for t in ("a", "b")}
+    for t in ("a", "b"):
+        assert {q for q in range(180) if q % 2 == 0} <= seqs[t]  # w0 (even seqs) finished
+        odd = {q for q in seqs[t] if q % 2}
+        assert 10 < len(odd) < 90  # w1's samples up to its last batch, then nothing
+    assert alive_workers() == []
+
+
+def test_a_plugin_missing_on_the_workers_is_named_with_its_node(
+    cluster: Cluster, emulator: str, tmp_path: Path
+) -> None:
+    data = plan(emulator, MIXED)
+    data["targets"][0]["provider"] = "no-such-provider"
+    with pytest.raises(ConfigError) as caught:
+        run_on_ray(parse_config(data), store=tmp_path / "s.sqlite")
+    message = str(caught.value)
+    assert "w0 (node 127.0.0.1" in message and "w1 (node 127.0.0.1" in message
+    assert "'no-such-provider' is not installed" in message and "runtime_env" in message
+    assert alive_workers() == []
+    assert not (tmp_path / "s.sqlite").exists()  # nothing begun
+
+
+DRIVER = """
+import sys
+from gpubench_sdk._config import load_config
+from gpubench_sdk._ray import run_on_ray
+def show(n):
+    print(n, flush=True)
+r = run_on_ray(load_config(sys.argv[1]), store=sys.argv[2], on_progress=show)
+print("STATUS", r.status, r.stop_reason, flush=True)
+"""
+
+
+def _driver(cluster: Cluster, emulator: str, tmp_path: Path) -> tuple[subprocess.Popen[str], Path]:
+    import tomli_w
+
+    config = tmp_path / "p.toml"
+    data = plan(emulator, [{"kind": "rate", "rps": 40, "duration_s": 20.0}])
+    config.write_text(tomli_w.dumps(data))
+    store = tmp_path / "s.sqlite"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, str(config), str(store)],
+        stdout=subprocess.PIPE, text=True, env={**os.environ, "RAY_ADDRESS": cluster.address},
+    )  # fmt: skip
+    assert proc.stdout is not None
+    for line in proc.stdout:  # progress: samples stored so far
+        if line.strip().isdigit() and int(line) >= 40:
+            break
+    return proc, store
+
+
+def _gone_within(seconds: float) -> list[str]:
+    deadline = time.monotonic() + seconds
+    while alive_workers() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return alive_workers()
+
+
+def test_ctrl_c_stops_every_worker(cluster: Cluster, emulator: str, tmp_path: Path) -> None:
+    proc, store = _driver(cluster, emulator, tmp_path)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert "STATUS cancelled stopped by SIGINT" in out
+    assert _gone_within(10) == []
+    with Store(store, readonly=True) as s:
+        (run,) = s.runs()
+    assert run.status == "cancelled" and 40 <= run.samples < 1600
+
+
+def test_a_killed_driver_leaves_a_consistent_store(
+    cluster: Cluster, emulator: str, tmp_path: Path
+) -> None:
+    proc, store = _driver(cluster, emulator, tmp_path)
+    time.sleep(1.0)  # past the store's flush interval (0.5 s): the 40 seen are committed
+    proc.kill()
+    proc.wait(10)
+    assert _gone_within(30) == []  # Ray removes the actors of a dead driver
+    with sqlite3.connect(store) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    with Store(store, readonly=True) as s:
+        (run,) = s.runs()
+        invs = s.invocations(run.id)
+    assert run.status == "interrupted" and len(invs) >= 40
+    assert all(i.outcome is Outcome.OK for i in invs)
