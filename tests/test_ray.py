@@ -278,3 +278,26 @@ def test_a_killed_driver_leaves_a_consistent_store(
         invs = s.invocations(run.id)
     assert run.status == "interrupted" and len(invs) >= 40
     assert all(i.outcome is Outcome.OK for i in invs)
+
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "ray_emulated.toml"
+
+
+def test_the_example_runs_from_the_cli(cluster: Cluster, emulator: str, tmp_path: Path) -> None:
+    """examples/ray_emulated.toml, as docs/ray.md runs it: gpubench run ... --ray ADDRESS."""
+    config = tmp_path / "ray.toml"
+    config.write_text(EXAMPLE.read_text().replace("http://127.0.0.1:8787", emulator))
+    store = tmp_path / "s.sqlite"
+    done = subprocess.run(
+        [sys.executable, "-m", "gpubench_sdk", "run", str(config), "--ray", cluster.address,
+         "--store", str(store), "--quiet"],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "EMU_KEY": KEY},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "ray-emulated" in done.stdout and KEY not in done.stdout + done.stderr
+    with Store(store, readonly=True) as s:
+        (run,) = s.runs()
+        invs = s.invocations(run.id)
+    assert run.status == "completed" and len(invs) == 208 + 100
+    assert all(i.outcome is Outcome.OK for i in invs)
+    assert [w["name"] for w in run.config["ray"]["workers"]] == ["w0", "w1"]

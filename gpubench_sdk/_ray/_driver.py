@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import logging
+import os
 import signal
 import threading
 import time
@@ -101,8 +102,6 @@ def sealed_payload(config: RunConfig) -> dict[str, Any]:
                 if secret is not None:
                     env[value] = secret.get_secret_value()
     for name in config.execution.env:
-        import os
-
         if name not in os.environ:
             raise ConfigError("execution.env", name, "a variable set where gpubench runs")
         env[name] = os.environ[name]
@@ -298,6 +297,7 @@ class RayRun:
     def _collect(self, store: Store, run_id: int) -> None:
         running = set(range(self.n))
         cut: set[int] = set()
+        released: set[int] = set()
         stop_deadline: float | None = None
         while running:
             refs = {k: self.handles[k].poll.remote() for k in running}
@@ -319,8 +319,9 @@ class RayRun:
                     self.stop_all(f"worker {self.label(k)} stopped: {why}")
                 else:
                     waiting.add(state["waiting"])
-            if running and len(waiting) == 1 and None not in waiting and self.stopping is None:
-                gen = waiting.pop()
+            gen = waiting.pop() if len(waiting) == 1 else None
+            if running and gen is not None and gen not in released and self.stopping is None:
+                released.add(gen)  # once: a worker still waking must not get a later instant
                 start = time.perf_counter_ns() + int(START_MARGIN_S * 1e9)
                 for k in running:
                     self.handles[k].release.remote(gen, start)

@@ -247,9 +247,10 @@ class LoadWorker:
 
     def poll(self) -> tuple[dict[str, list[Any]], dict[str, Any]]:
         """What the run produced since the last poll, and where this worker stands."""
+        state_now = self._state  # read before take: "done" then means this batch is the last
         batch = self._store.take() if self._store is not None else {}
         state = {
-            "state": self._state,  # read after take: "done" means the batch is the last one
+            "state": state_now,
             "waiting": self._waiting,
             "aborted": self._aborted,
             "stop_reason": None if self._runner is None else self._runner._stop_reason,
