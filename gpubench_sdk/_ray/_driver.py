@@ -21,9 +21,7 @@ every actor and the placement group are removed when the run ends, however it en
 
 from __future__ import annotations
 
-import importlib.metadata
 import logging
-import os
 import signal
 import threading
 import time
@@ -36,9 +34,10 @@ from .._config import RunConfig
 from .._errors import ConfigError
 from .._plan import build_run
 from .._results import RunResult
-from .._secrets import redact, resolve_secret
+from .._secrets import redact
 from .._store import Store
 from ._clock import ClockOffset, measure
+from ._handover import plugin_needs, sealed_payload
 from ._seal import seal
 from ._worker import LoadWorker
 
@@ -61,51 +60,6 @@ def _import_ray() -> Any:
             "Ray installed: pip install 'gpubench-sdk[ray]'",
         ) from None
     return ray
-
-
-def plugin_needs(config: RunConfig) -> dict[str, dict[str, str | None]]:
-    """The plan's plugins, by entry point group, with the distribution that provides each here."""
-
-    def dist(group: str, name: str) -> str | None:
-        for ep in importlib.metadata.entry_points(group=group, name=name):
-            if ep.dist is not None:
-                return str(ep.dist.name)
-        return None
-
-    providers = {t.provider for t in config.targets}
-    return {
-        "gpubench.providers": {p: dist("gpubench.providers", p) for p in sorted(providers)},
-        "gpubench.workloads": {
-            config.workload.kind: dist("gpubench.workloads", config.workload.kind)
-        },
-    }
-
-
-def sealed_payload(config: RunConfig) -> dict[str, Any]:
-    """The plan as written and the secret values the workers need (to be sealed, never sent
-    in clear): each ``*_env`` a target names, ``api_key_file`` contents (the file is on this
-    machine, not theirs), and the variables listed in ``execution.env``."""
-    plan = config.model_dump(mode="json")
-    env: dict[str, str] = {}
-    for i, target in enumerate(plan["targets"]):
-        path = target.get("api_key_file")
-        if path:
-            secret = resolve_secret(f"targets[{i}].api_key_file", env=None, file=path)
-            assert secret is not None
-            var = f"GPUBENCH_RAY_TARGET_{i}_API_KEY"
-            env[var] = secret.get_secret_value()
-            target.pop("api_key_file")
-            target["api_key_env"] = var
-        for key, value in target.items():
-            if key.endswith("_env") and isinstance(value, str) and value not in env:
-                secret = resolve_secret(f"targets[{i}].{key}", env=value, file=None)
-                if secret is not None:
-                    env[value] = secret.get_secret_value()
-    for name in config.execution.env:
-        if name not in os.environ:
-            raise ConfigError("execution.env", name, "a variable set where gpubench runs")
-        env[name] = os.environ[name]
-    return {"plan": plan, "env": env}
 
 
 class RayRun:
@@ -295,32 +249,43 @@ class RayRun:
                 h.stop.remote(reason)
 
     def _collect(self, store: Store, run_id: int) -> None:
+        """Poll every worker each tick; a worker slow to answer (its node failing) keeps its
+        poll pending without holding up the others, and is lost after CALL_TIMEOUT_S."""
         running = set(range(self.n))
+        pending: dict[int, tuple[Any, float]] = {}  # worker -> (its poll, when asked)
+        waiting: dict[int, int | None] = {}  # the barrier each worker last said it waits at
         cut: set[int] = set()
         released: set[int] = set()
         stop_deadline: float | None = None
         while running:
-            refs = {k: self.handles[k].poll.remote() for k in running}
-            waiting: set[int | None] = set()
-            for k, ref in refs.items():
+            tick = time.monotonic()
+            for k in running - pending.keys():
+                pending[k] = (self.handles[k].poll.remote(), tick)
+            refs = [ref for ref, _ in pending.values()]
+            ready, _ = self.ray.wait(refs, num_returns=len(refs), timeout=self.poll_interval_s)
+            done = set(ready)
+            for k, (ref, asked) in list(pending.items()):
+                if ref not in done:
+                    if time.monotonic() - asked > CALL_TIMEOUT_S:
+                        self._lose(k, f"no answer for {CALL_TIMEOUT_S:g} s", running, pending)
+                    continue
+                del pending[k]
                 try:
-                    batch, state = self.ray.get(ref, timeout=CALL_TIMEOUT_S)
+                    batch, state = self.ray.get(ref)
                 except Exception as exc:
-                    self.lost[k] = _why(exc)
-                    running.discard(k)
-                    log.error("worker %s lost: %s", self.label(k), self.lost[k])
+                    self._lose(k, _why(exc), running, pending)
                     continue
                 self._store_batch(store, run_id, batch, self.offsets[k].wall_ns, cut)
+                waiting[k] = state["waiting"]
                 if state["state"] == "done":
                     self.finished[k] = state
                     running.discard(k)
                 elif state["aborted"] and self.stopping is None:
                     why = state.get("stop_reason") or "stopped"
                     self.stop_all(f"worker {self.label(k)} stopped: {why}")
-                else:
-                    waiting.add(state["waiting"])
-            gen = waiting.pop() if len(waiting) == 1 else None
-            if running and gen is not None and gen not in released and self.stopping is None:
+            at = {waiting.get(k) for k in running}
+            gen = at.pop() if len(at) == 1 else None
+            if gen is not None and gen not in released and self.stopping is None:
                 released.add(gen)  # once: a worker still waking must not get a later instant
                 start = time.perf_counter_ns() + int(START_MARGIN_S * 1e9)
                 for k in running:
@@ -330,10 +295,16 @@ class RayRun:
             if self.stopping is not None:
                 stop_deadline = stop_deadline or time.monotonic() + STOP_TIMEOUT_S
                 if time.monotonic() > stop_deadline:
-                    for k in running:
-                        self.lost[k] = f"did not stop within {STOP_TIMEOUT_S:g} s"
+                    for k in list(running):
+                        self._lose(k, f"did not stop within {STOP_TIMEOUT_S:g} s", running, pending)
                     break
-            time.sleep(self.poll_interval_s)
+            time.sleep(max(0.0, self.poll_interval_s - (time.monotonic() - tick)))
+
+    def _lose(self, k: int, why: str, running: set[int], pending: dict[int, Any]) -> None:
+        self.lost[k] = why
+        running.discard(k)
+        pending.pop(k, None)
+        log.error("worker %s lost: %s", self.label(k), why)
 
     def _store_batch(
         self, store: Store, run_id: int, batch: dict[str, Any], wall_ns: int, cut: set[int]
