@@ -298,6 +298,6 @@ def test_the_example_runs_from_the_cli(cluster: Cluster, emulator: str, tmp_path
     with Store(store, readonly=True) as s:
         (run,) = s.runs()
         invs = s.invocations(run.id)
-    assert run.status == "completed" and len(invs) == 208 + 100
+    assert run.status == "completed" and len(invs) == 108 + 50
     assert all(i.outcome is Outcome.OK for i in invs)
     assert [w["name"] for w in run.config["ray"]["workers"]] == ["w0", "w1"]
