@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from gpubench_sdk import ConfigError, Outcome, Phase, Store
+from gpubench_sdk import ConfigError, Outcome, Phase, Store, summarize
 from gpubench_sdk._config import parse_config
 from gpubench_sdk._multiproc import run_blocking
 from gpubench_sdk._plan import build_run
@@ -127,8 +127,17 @@ def test_two_workers_store_what_one_process_does(
     with Store(tmp_path / "ray.sqlite", readonly=True) as s:
         run = s.run(result.run.id)
         invs = s.invocations(run.id)
+        ray_rows = {(r.target, r.scenario): r for r in summarize(s, run)}
     with Store(tmp_path / "one.sqlite", readonly=True) as s:
         one = s.invocations(alone.run.id)
+        one_rows = {(r.target, r.scenario): r for r in summarize(s, s.run(alone.run.id))}
+    # the same summaries: counts exactly, the open loop's throughput (set by its schedule)
+    # within noise
+    assert ray_rows.keys() == one_rows.keys() and len(ray_rows) == 4
+    for k, row in ray_rows.items():
+        assert (row.requests, row.ok) == (one_rows[k].requests, one_rows[k].ok)
+        if "rate" in row.scenario:
+            assert row.throughput_rps == pytest.approx(one_rows[k].throughput_rps, rel=0.2)
 
     def key(i: Any) -> tuple[str, int, str, int]:
         return (i.target, i.scenario, i.phase.value, i.seq)
