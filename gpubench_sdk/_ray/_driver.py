@@ -301,10 +301,16 @@ class RayRun:
             time.sleep(max(0.0, self.poll_interval_s - (time.monotonic() - tick)))
 
     def _lose(self, k: int, why: str, running: set[int], pending: dict[int, Any]) -> None:
-        self.lost[k] = why
+        """Give worker ``k`` up; killed too, in case it is only unreachable: a worker the run
+        no longer hears from must not go on sending load nobody records."""
+        self.lost[k] = why.rstrip(".")
         running.discard(k)
         pending.pop(k, None)
         log.error("worker %s lost: %s", self.label(k), why)
+        try:
+            self.ray.kill(self.handles[k], no_restart=True)
+        except Exception as exc:  # gone with its node
+            log.debug("kill %s: %s", self.label(k), exc)
 
     def _store_batch(
         self, store: Store, run_id: int, batch: dict[str, Any], wall_ns: int, cut: set[int]
