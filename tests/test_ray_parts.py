@@ -113,3 +113,22 @@ def test_ray_and_processes_are_alternatives_on_the_cli(tmp_path: Path) -> None:
     assert done.returncode == 2, done.stderr
     assert "--ray" in done.stderr and "execution.workers" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_without_ray_installed_the_error_names_the_extra(tmp_path: Path) -> None:
+    plan = tmp_path / "p.toml"
+    plan.write_text(
+        '[execution]\nbackend = "ray"\n'
+        '[[targets]]\nname = "a"\nprovider = "http"\nurl = "http://127.0.0.1:9/x"\n'
+        '[[scenarios]]\nkind = "burst"\ntotal = 4\nconcurrency = 1\n'
+    )
+    code = (
+        "import sys\n"
+        "sys.modules['ray'] = None  # as if the extra were not installed\n"
+        "from gpubench_sdk._cli import main\n"
+        f"main(['run', {str(plan)!r}, '--store', {str(tmp_path / 's.sqlite')!r}])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert "pip install 'gpubench-sdk[ray]'" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "s.sqlite").exists()

@@ -224,6 +224,12 @@ class RayRun:
             with _signals(self.stop_all):
                 self._collect(store, info.id)
             status, error = self._outcome()
+        except KeyboardInterrupt:  # a second Ctrl-C: no waiting for the workers to stop
+            status, error = "cancelled", "aborted by a second SIGINT"
+            raise
+        except BaseException as exc:
+            error = redact(f"{type(exc).__name__}: {exc}")
+            raise
         finally:
             store.end_run(info.id, status, error)
         final = store.run(info.id)
