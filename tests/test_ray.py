@@ -121,7 +121,8 @@ def test_two_workers_store_what_one_process_does(
     cluster: Cluster, emulator: str, tmp_path: Path
 ) -> None:
     config = parse_config(plan(emulator, MIXED))
-    result = run_on_ray(config, store=tmp_path / "ray.sqlite")
+    seen: list[Any] = []  # observers see every worker's requests, as the driver stores them
+    result = run_on_ray(config, store=tmp_path / "ray.sqlite", observers=[seen.append])
     alone = run_blocking(build_run(config, store=tmp_path / "one.sqlite"))
     assert result.status == alone.status == "completed"
     with Store(tmp_path / "ray.sqlite", readonly=True) as s:
@@ -143,7 +144,7 @@ def test_two_workers_store_what_one_process_does(
         return (i.target, i.scenario, i.phase.value, i.seq)
 
     # every planned request exactly once, sent by one worker or the other
-    assert sorted(map(key, invs)) == sorted(map(key, one))
+    assert sorted(map(key, invs)) == sorted(map(key, one)) == sorted(map(key, seen))
     assert Counter((i.target, i.scenario) for i in invs) == {
         ("a", 0): 34, ("b", 0): 34, ("a", 1): 40, ("b", 1): 40
     }  # fmt: skip

@@ -193,25 +193,8 @@ def _progress(quiet: bool) -> Progress:
     )
 
 
-def _execute(
-    config: RunConfig,
-    store: str,
-    otlp_endpoint: str | None,
-    quiet: bool,
-    processes: int = 1,
-    prometheus_port: str | None = None,
-    rules: Sequence[Threshold] = (),
-) -> None:
-    if processes > 1:
-        _execute_processes(config, store, otlp_endpoint, quiet, processes, rules)
-        return
-    setup = None
-    if otlp_endpoint or prometheus_port:
-        from ..telemetry import configure, parse_prometheus_address
-
-        host, port = parse_prometheus_address(prometheus_port)
-        setup = configure(otlp_endpoint=otlp_endpoint, prometheus_port=port, prometheus_host=host)
-    progress = _progress(quiet)
+def _scenario_bars(progress: Progress, config: RunConfig) -> Callable[[Invocation], None]:
+    """One bar per scenario, and the observer that advances them with each request."""
     # A Poisson rate's planned count is its expectation: the bar's total grows past it rather
     # than showing 210/200.
     totals = [s.planned(len(config.targets)) for s in config.build_scenarios()]
@@ -232,6 +215,29 @@ def _execute(
             progress.update(tasks[i], total=totals[i])
         progress.update(tasks[i], advance=1, errors=errors[i])
 
+    return advance
+
+
+def _execute(
+    config: RunConfig,
+    store: str,
+    otlp_endpoint: str | None,
+    quiet: bool,
+    processes: int = 1,
+    prometheus_port: str | None = None,
+    rules: Sequence[Threshold] = (),
+) -> None:
+    if processes > 1:
+        _execute_processes(config, store, otlp_endpoint, quiet, processes, rules)
+        return
+    setup = None
+    if otlp_endpoint or prometheus_port:
+        from ..telemetry import configure, parse_prometheus_address
+
+        host, port = parse_prometheus_address(prometheus_port)
+        setup = configure(otlp_endpoint=otlp_endpoint, prometheus_port=port, prometheus_host=host)
+    progress = _progress(quiet)
+    advance = _scenario_bars(progress, config)
     runner = build_run(
         config, store=store, instruments=setup.instruments() if setup else None, observers=[advance]
     )
@@ -300,16 +306,14 @@ def _execute_ray(
 ) -> None:
     from .._ray import run_on_ray
 
-    total = sum(s.planned(len(config.targets)) for s in config.build_scenarios())
-    progress = _progress(quiet)
-    task = progress.add_task("ray workers", total=total, errors="-")
+    progress = _progress(quiet)  # every worker's requests, as the driver stores them
     with progress:
         result = run_on_ray(
             config,
             store=store,
             address=address,
             otlp_endpoint=otlp_endpoint,
-            on_progress=lambda n: progress.update(task, completed=n),
+            observers=[_scenario_bars(progress, config)],
         )
     if result.status == "failed":  # a worker lost: the run is partial, and says so first
         err.print(f"[bold red]FAIL[/]: {escape(result.run.error or 'failed')}", soft_wrap=True)

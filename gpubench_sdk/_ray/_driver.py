@@ -26,7 +26,7 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from .._config import RunConfig
 from .._errors import ConfigError
 from .._plan import build_run
 from .._results import RunResult
+from .._runner import Observer
 from .._secrets import redact
 from .._store import Store
 from ._clock import ClockOffset, measure
@@ -73,6 +74,7 @@ class RayRun:
         workers: int | None = None,
         otlp_endpoint: str | None = None,
         on_progress: Callable[[int], None] | None = None,
+        observers: Iterable[Observer] = (),
         poll_interval_s: float = 0.1,
     ) -> None:
         self.config = config
@@ -81,6 +83,7 @@ class RayRun:
         self.n = workers or config.execution.workers or _alive_nodes(self.ray)
         self.otlp_endpoint = otlp_endpoint
         self.on_progress = on_progress
+        self.observers = list(observers)
         self.poll_interval_s = poll_interval_s
         self.tag = uuid.uuid4().hex[:8]
         self.handles: list[Any] = []
@@ -324,6 +327,11 @@ class RayRun:
         for inv in batch.get("invocations", ()):
             inv.wall_start_ns -= wall_ns  # onto the driver's wall clock, like every timestamp
             store.append(run_id, inv)
+            for observer in self.observers:
+                try:
+                    observer(inv)
+                except Exception:  # a progress bar must not cost a measurement
+                    log.exception("observer %r failed", observer)
         self.stored += len(batch.get("invocations", ()))
         for window in batch.get("health", ()):
             store.append_health(run_id, window)
