@@ -226,6 +226,17 @@ def test_a_plugin_missing_on_the_workers_is_named_with_its_node(
     assert not (tmp_path / "s.sqlite").exists()  # nothing begun
 
 
+def test_a_placement_the_cluster_cannot_hold_is_refused_at_once(
+    cluster: Cluster, emulator: str, tmp_path: Path
+) -> None:
+    began = time.monotonic()
+    with pytest.raises(ConfigError, match=r"execution\.workers: got 5") as caught:
+        run_on_ray(parse_config(plan(emulator, MIXED, workers=5)), store=tmp_path / "s.sqlite")
+    assert time.monotonic() - began < 30  # not the placement timeout
+    assert "lower workers or num_cpus, or add nodes" in str(caught.value)
+    assert not (tmp_path / "s.sqlite").exists()
+
+
 def _driver(cluster: Cluster, emulator: str, tmp_path: Path) -> tuple[subprocess.Popen[str], Path]:
     """``gpubench run PLAN --ray ADDRESS`` in its own process, once 40 samples are committed."""
     import tomli_w

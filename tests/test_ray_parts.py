@@ -132,3 +132,20 @@ def test_without_ray_installed_the_error_names_the_extra(tmp_path: Path) -> None
     assert done.returncode == 2, done.stderr
     assert "pip install 'gpubench-sdk[ray]'" in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "s.sqlite").exists()
+
+
+def test_placements_the_cluster_can_never_hold_are_known_before_waiting() -> None:
+    from gpubench_sdk._ray._driver import feasible
+
+    def node(cpus: float, alive: bool = True, **labels: str) -> dict[str, object]:
+        return {"Alive": alive, "Resources": {"CPU": cpus}, "Labels": labels}
+
+    nodes = [node(2), node(1, region="east"), node(4, alive=False)]
+    cpu = {"CPU": 1.0}
+    assert feasible(nodes, cpu, {}, "spread", 3)
+    assert not feasible(nodes, cpu, {}, "spread", 4)  # the dead node's CPUs do not count
+    assert not feasible(nodes, cpu, {}, "strict_spread", 3)  # two nodes alive
+    assert feasible(nodes, cpu, {}, "strict_pack", 2) and not feasible(nodes, cpu, {}, "pack", 4)
+    assert feasible(nodes, cpu, {"region": "east"}, "spread", 1)
+    assert not feasible(nodes, cpu, {"region": "east"}, "spread", 2)
+    assert not feasible(nodes, {"CPU": 1.0, "gpu_east": 1.0}, {}, "spread", 1)

@@ -113,15 +113,19 @@ class RayRun:
             name=f"gpubench-{self.tag}",
             bundle_label_selector=labels,
         )
-        ready, _ = self.ray.wait([pg.ready()], timeout=PLACEMENT_TIMEOUT_S)
+        # A request the cluster can never hold would wait forever: refused at once. One it can
+        # hold once other jobs free their resources waits up to PLACEMENT_TIMEOUT_S.
+        fits = feasible(self.ray.nodes(), bundle, ex.labels, ex.placement, self.n)
+        ready = fits and self.ray.wait([pg.ready()], timeout=PLACEMENT_TIMEOUT_S)[0]
         if not ready:
             self.ray.util.remove_placement_group(pg)
+            busy = "" if not fits else f"free within {PLACEMENT_TIMEOUT_S:g} s "
             raise ConfigError(
                 "execution.workers",
                 self.n,
                 f"{self.n} worker(s) of {bundle}"
                 + (f" on nodes labelled {ex.labels}" if ex.labels else "")
-                + f" with placement {ex.placement!r} that the cluster can hold "
+                + f" with placement {ex.placement!r} that the cluster can hold {busy}"
                 f"(it has {self.ray.cluster_resources()}); lower workers or num_cpus, "
                 "or add nodes",
             )
@@ -376,6 +380,33 @@ class RayRun:
             self.ray.util.remove_placement_group(pg)
         except Exception as exc:
             log.debug("remove_placement_group: %s", exc)
+
+
+def feasible(
+    nodes: list[dict[str, Any]],
+    bundle: dict[str, float],
+    labels: dict[str, str],
+    placement: str,
+    n: int,
+) -> bool:
+    """Whether ``n`` bundles could ever be placed on the alive ``nodes`` (``ray.nodes()``:
+    total resources, not what is free now) carrying ``labels``, under ``placement``."""
+    per_node = []
+    for node in nodes:
+        have = node.get("Resources", {})
+        node_labels = node.get("Labels", {}) or {}
+        if not node.get("Alive") or any(node_labels.get(k) != v for k, v in labels.items()):
+            continue
+        per_node.append(
+            min(int(have.get(r, 0.0) // amount) for r, amount in bundle.items() if amount > 0)
+            if any(amount > 0 for amount in bundle.values())
+            else n
+        )
+    if placement == "strict_spread":
+        return sum(1 for k in per_node if k >= 1) >= n
+    if placement == "strict_pack":
+        return any(k >= n for k in per_node)
+    return sum(per_node) >= n
 
 
 def _alive_nodes(ray: Any) -> int:
