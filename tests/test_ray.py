@@ -331,6 +331,7 @@ def test_the_example_runs_from_the_cli(cluster: Cluster, emulator: str, tmp_path
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert "ray-emulated" in done.stdout and KEY not in done.stdout + done.stderr
+    assert "ray: 2 worker(s): w0 on 127.0.0.1 (clock " in done.stderr
     with Store(store, readonly=True) as s:
         (run,) = s.runs()
         invs = s.invocations(run.id)

@@ -315,6 +315,13 @@ def _execute_ray(
             otlp_endpoint=otlp_endpoint,
             observers=[_scenario_bars(progress, config)],
         )
+    workers = result.run.config.get("ray", {}).get("workers", [])
+    where = ", ".join(
+        f"{w['name']} on {w['node_ip']} (clock {w['clock_offset_ms']:+.2f} ms "
+        f"+-{w['rtt_ms'] / 2:.2f})"
+        for w in workers
+    )
+    err.print(f"ray: {len(workers)} worker(s): {escape(where)}", highlight=False, soft_wrap=True)
     if result.status == "failed":  # a worker lost: the run is partial, and says so first
         err.print(f"[bold red]FAIL[/]: {escape(result.run.error or 'failed')}", soft_wrap=True)
     _report(result, rules)
