@@ -149,3 +149,11 @@ def test_placements_the_cluster_can_never_hold_are_known_before_waiting() -> Non
     assert feasible(nodes, cpu, {"region": "east"}, "spread", 1)
     assert not feasible(nodes, cpu, {"region": "east"}, "spread", 2)
     assert not feasible(nodes, {"CPU": 1.0, "gpu_east": 1.0}, {}, "spread", 1)
+
+
+def test_an_embedded_local_runtime_is_refused_before_connecting() -> None:
+    from gpubench_sdk import run_on_ray
+
+    data = {**PLAN, "targets": [{"name": "l", "provider": "local"}]}
+    with pytest.raises(ConfigError, match=r"targets\[0\]\.url.*gpubench local serve"):
+        run_on_ray(parse_config(data), address="ray://nowhere.invalid:10001")

@@ -40,7 +40,9 @@ def run_on_ray(
     each poll.
     """
     from ._driver import RayRun, _import_ray
+    from ._handover import check_plan
 
+    check_plan(config)
     ray = _import_ray()
     target = address or config.execution.address or "auto"
     connected_here = not ray.is_initialized()

@@ -159,7 +159,7 @@ class RayRun:
             return self.ray.get(ref, timeout=CALL_TIMEOUT_S)
         except Exception as exc:
             raise ConfigError(
-                "execution", f"worker w{k}", f"a worker that can {what}: {_why(exc)}"
+                "execution", f"worker {self.label(k)}", f"a worker that can {what}: {_why(exc)}"
             ) from None
 
     def _check_plugins(self) -> None:

@@ -12,6 +12,18 @@ from .._errors import ConfigError
 from .._secrets import resolve_secret
 
 
+def check_plan(config: RunConfig) -> None:
+    """Refuse, before connecting to Ray, what cannot run on workers elsewhere."""
+    for i, t in enumerate(config.targets):
+        if t.provider == "local" and not t.provider_options().get("url"):
+            raise ConfigError(
+                f"targets[{i}].url",
+                None,
+                "the URL of a running local runtime the workers can reach, so they all share "
+                "one (each worker would start its own): start it with `gpubench local serve`",
+            )
+
+
 def plugin_needs(config: RunConfig) -> dict[str, dict[str, str | None]]:
     """The plan's plugins, by entry point group, with the distribution that provides each here."""
 
