@@ -135,7 +135,7 @@ def test_without_ray_installed_the_error_names_the_extra(tmp_path: Path) -> None
 
 
 def test_placements_the_cluster_can_never_hold_are_known_before_waiting() -> None:
-    from gpubench_sdk._ray._driver import feasible
+    from gpubench_sdk._ray._place import feasible
 
     def node(cpus: float, alive: bool = True, **labels: str) -> dict[str, object]:
         return {"Alive": alive, "Resources": {"CPU": cpus}, "Labels": labels}

@@ -39,6 +39,7 @@ from .._secrets import redact
 from .._store import Store
 from ._clock import ClockOffset, measure
 from ._handover import plugin_needs, sealed_payload
+from ._place import alive_nodes, feasible
 from ._seal import seal
 from ._worker import LoadWorker
 
@@ -80,7 +81,7 @@ class RayRun:
         self.config = config
         self.store_path = Path(store)
         self.ray = _import_ray()
-        self.n = workers or config.execution.workers or _alive_nodes(self.ray)
+        self.n = workers or config.execution.workers or alive_nodes(self.ray)
         self.otlp_endpoint = otlp_endpoint
         self.on_progress = on_progress
         self.observers = list(observers)
@@ -380,37 +381,6 @@ class RayRun:
             self.ray.util.remove_placement_group(pg)
         except Exception as exc:
             log.debug("remove_placement_group: %s", exc)
-
-
-def feasible(
-    nodes: list[dict[str, Any]],
-    bundle: dict[str, float],
-    labels: dict[str, str],
-    placement: str,
-    n: int,
-) -> bool:
-    """Whether ``n`` bundles could ever be placed on the alive ``nodes`` (``ray.nodes()``:
-    total resources, not what is free now) carrying ``labels``, under ``placement``."""
-    per_node = []
-    for node in nodes:
-        have = node.get("Resources", {})
-        node_labels = node.get("Labels", {}) or {}
-        if not node.get("Alive") or any(node_labels.get(k) != v for k, v in labels.items()):
-            continue
-        per_node.append(
-            min(int(have.get(r, 0.0) // amount) for r, amount in bundle.items() if amount > 0)
-            if any(amount > 0 for amount in bundle.values())
-            else n
-        )
-    if placement == "strict_spread":
-        return sum(1 for k in per_node if k >= 1) >= n
-    if placement == "strict_pack":
-        return any(k >= n for k in per_node)
-    return sum(per_node) >= n
-
-
-def _alive_nodes(ray: Any) -> int:
-    return max(1, sum(1 for n in ray.nodes() if n.get("Alive")))
 
 
 def _why(exc: BaseException) -> str:
