@@ -340,6 +340,22 @@ def test_the_example_runs_from_the_cli(cluster: Cluster, emulator: str, tmp_path
     assert [w["name"] for w in run.config["ray"]["workers"]] == ["w0", "w1"]
 
 
+def test_the_python_example_runs(
+    cluster: Cluster, emulator: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """examples/ray_from_python.py, on this process's Ray connection (as in a notebook)."""
+    import runpy
+
+    plan = tmp_path / "ray.toml"
+    text = EXAMPLE.read_text().replace("http://127.0.0.1:8787", emulator)
+    plan.write_text(text.replace('output = "gpubench-ray.sqlite"', f'output = "{tmp_path}/s.db"'))
+    example = runpy.run_path(str(EXAMPLE.with_name("ray_from_python.py")))
+    result = example["main"](plan, cluster.address)
+    out = capsys.readouterr().out
+    assert result.status == "completed" and "158 requests {'emu': 158}" in out
+    assert "w1 on 127.0.0.1" in out and ray.is_initialized()  # the caller's connection stays
+
+
 def test_a_lost_node_is_named_and_the_run_partial(
     cluster: Cluster, emulator: str, tmp_path: Path
 ) -> None:
