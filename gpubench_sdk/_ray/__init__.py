@@ -53,11 +53,13 @@ def run_on_ray(
             own = {"include_dashboard": False} if target == "local" else {}
             ray.init(address=target, log_to_driver=False, **own)
         except (ConnectionError, RuntimeError, ValueError) as exc:
+            lines = [line for line in str(exc).splitlines() if line.strip()]
             raise ConfigError(
                 "execution.address",
                 target,
                 "the address of a running Ray cluster (ray start --head; 'auto' finds it via "
-                f"RAY_ADDRESS), or 'local' to start one here: {exc}",
+                "RAY_ADDRESS), or 'local' to start one here; Ray said: "
+                + (lines[-1].strip() if lines else type(exc).__name__),  # not the server's trace
             ) from None
     try:
         return RayRun(
