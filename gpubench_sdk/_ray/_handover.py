@@ -9,7 +9,7 @@ from typing import Any
 
 from .._config import RunConfig
 from .._errors import ConfigError
-from .._secrets import resolve_secret
+from .._secrets import remember, resolve_secret
 
 
 def check_plan(config: RunConfig) -> None:
@@ -66,4 +66,5 @@ def sealed_payload(config: RunConfig) -> dict[str, Any]:
         if name not in os.environ:
             raise ConfigError("execution.env", name, "a variable set where gpubench runs")
         env[name] = os.environ[name]
+        remember(env[name])  # a variable listed here is a secret until shown otherwise
     return {"plan": plan, "env": env}

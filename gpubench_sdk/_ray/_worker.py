@@ -40,7 +40,7 @@ from .._monitor import HealthWindow
 from .._multiproc import _loop_options as loop_options
 from .._plan import build_run
 from .._runner import Runner
-from .._secrets import redact
+from .._secrets import redact, remember
 from .._store import RunInfo, Store
 from .._types import FleetState, Invocation
 from ._clock import ClockOffset, clocks
@@ -195,6 +195,8 @@ class LoadWorker:
         """Open the sealed plan and secrets, build the runner and join the driver's run."""
         opened = self._opener.open(sealed)
         os.environ.update(opened["env"])  # this actor's own process: read by api_key_env
+        for value in opened["env"].values():
+            remember(value)  # masked in whatever this worker reports or logs
         config = parse_config(opened["plan"])
         self._offset = offset
         # On this worker's clock: samples land on the driver's timeline.
