@@ -41,6 +41,7 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     from ._plan import build_run
     from ._plugins import PluginInfo, list_plugins, load_provider, provider_class, workload_class
     from ._provider import Provider, ProviderOptions
+    from ._ray import run_on_ray
     from ._report import DailyTraffic, build_report, render_report
     from ._results import RunResult, Target, classify
     from ._runner import Runner, run
@@ -93,6 +94,7 @@ _EXPORTS: dict[str, str] = {
     "LocalRuntimeConfig": "._local",
     "run_processes": "._multiproc",
     "build_run": "._plan",
+    "run_on_ray": "._ray",
     "PluginInfo": "._plugins",
     "list_plugins": "._plugins",
     "load_provider": "._plugins",
@@ -206,6 +208,7 @@ __all__ = [
     "remember",
     "render_report",
     "run",
+    "run_on_ray",
     "run_processes",
     "scrub_url",
     "summarize",

@@ -234,6 +234,43 @@ class RunSection(_Strict):
     flush_interval_s: float = Field(default=0.5, ge=0, le=60, allow_inf_nan=False)
 
 
+class ExecutionSection(_Strict):
+    """``[execution]``: where the load is generated. ``local`` (default) is this machine
+    (``gpubench run -p N`` for its cores); ``ray`` runs ``workers`` load generators as Ray
+    actors on a Ray cluster (gpubench_sdk._ray, docs/ray.md). The plan's other sections are
+    the same on every backend: the result differs only in capacity."""
+
+    backend: Literal["local", "ray"] = "local"
+    # ray.init's address: "auto" (RAY_ADDRESS, else the cluster on this machine), "host:6379",
+    # or a Ray Client address "ray://host:10001"; None: "auto".
+    address: str | None = Field(default=None, min_length=1)
+    workers: int | None = Field(default=None, ge=1, le=4096)  # None: one per alive node
+    num_cpus: float = Field(default=1.0, gt=0)  # each worker's CPU reservation
+    resources: dict[str, float] = Field(default_factory=dict)  # custom resources per worker
+    # Placement group strategy for the workers' bundles (Ray's names, lower case).
+    placement: Literal["spread", "strict_spread", "pack", "strict_pack"] = "spread"
+    # Node labels every worker's node must carry, e.g. {region = "us-east-1"} (Ray node labels:
+    # `ray start --labels`, KubeRay rayStartParams); workers land only on matching nodes.
+    labels: dict[str, str] = Field(default_factory=dict)
+    # Extra environment variables the workers need (e.g. AWS_ACCESS_KEY_ID): read here and
+    # sent sealed, like api_key_env, never through runtime_env's env_vars.
+    env: list[str] = Field(default_factory=list)
+    # Ray runtime_env for the workers (pip, working_dir, py_modules...), so plugins import there.
+    runtime_env: dict[str, Any] | None = None
+
+    @field_validator("runtime_env")
+    @classmethod
+    def _no_env_vars(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value and value.get("env_vars"):
+            raise ConfigError(
+                "execution.runtime_env.env_vars",
+                "(hidden)",
+                "no env_vars: Ray shows them in its dashboard and logs; list the variables "
+                'in execution.env = ["NAME"] and gpubench sends their values sealed',
+            )
+        return value
+
+
 class RunConfig(_Strict):
     """A whole benchmark plan, as written in a TOML file."""
 
@@ -241,6 +278,7 @@ class RunConfig(_Strict):
     workload: WorkloadConfig = WorkloadConfig()
     targets: list[TargetConfig] = Field(min_length=1)
     scenarios: list[dict[str, Any]] = Field(min_length=1)
+    execution: ExecutionSection = ExecutionSection()
     # rules the run must hold (grammar and checks: gpubench_sdk._thresholds)
     thresholds: dict[str, Any] = Field(default_factory=dict)
 
@@ -276,7 +314,12 @@ class RunConfig(_Strict):
     def stored(self) -> dict[str, Any]:
         """The config as stored with a run: references to secrets, never their values
         (credential-named headers and options masked, URLs without user:password)."""
-        data: dict[str, Any] = scrub(self.model_dump(mode="json"))
+        # [execution] is kept only when set: the plan is the same on every backend, and most
+        # runs are local.
+        local = self.execution == ExecutionSection()
+        data: dict[str, Any] = scrub(
+            self.model_dump(mode="json", exclude={"execution"} if local else None)
+        )
         return data
 
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from ._config import RunConfig, provider_options, validate_options
 from ._plugins import provider_class, workload_class
@@ -21,12 +22,14 @@ def build_run(
     instruments: Instruments | None = None,
     observers: Iterable[Observer] = (),
     budget_share: float = 1.0,
+    recorded: Mapping[str, Any] | None = None,
 ) -> Runner:
     """A Runner for ``config``. Fails before anything is sent if a plugin or option is wrong.
 
     ``budget_share`` scales the plan's ``max_cost_usd`` caps: each of N load-generating
     processes gets 1/N of them, so together they can never pass a cap (each meters only
-    its own requests).
+    its own requests). ``recorded`` is added to the config stored with the run (e.g. the Ray
+    backend's workers and their measured clock offsets).
     """
     targets = []
     for t in config.targets:
@@ -42,7 +45,7 @@ def build_run(
         config.build_scenarios(),
         store=store if store is not None else config.run.output,
         name=config.run.name,
-        config=config.stored(),
+        config={**config.stored(), **(recorded or {})},
         instruments=instruments,
         observers=observers,
         max_requests=config.run.max_requests,

@@ -107,6 +107,13 @@ _QUIET = click.option("--quiet", is_flag=True, help="no progress bar")
     is_flag=True,
     help="print each target's requests, duration and cost per scenario; send nothing",
 )
+@click.option(
+    "--ray",
+    "ray_address",
+    metavar="ADDRESS",
+    help="generate the load on a Ray cluster: auto, local, host:6379 or ray://host:10001 "
+    "(overrides [execution]; docs/ray.md)",
+)
 def run_cmd(
     config_path: str,
     store_path: str | None,
@@ -117,6 +124,7 @@ def run_cmd(
     quiet: bool,
     processes: int,
     dry_run: bool,
+    ray_address: str | None,
 ) -> None:
     """Run the benchmark plan in CONFIG (TOML); judge it by its thresholds.
 
@@ -144,6 +152,16 @@ def run_cmd(
         )
     store = resolve_store(store_path or legacy_store, config.run.output)
     with price_warnings(others_as_usual=True):  # one stale-price line per run
+        if ray_address is not None or config.execution.backend == "ray":
+            if processes > 1 or prometheus_port:
+                raise ConfigError(
+                    "--ray" if ray_address else "execution.backend",
+                    ray_address or "ray",
+                    "no --processes or --prometheus-port with Ray: set execution.workers, and "
+                    "export through --otlp-endpoint",
+                )
+            _execute_ray(config, store, otlp_endpoint, quiet, ray_address, rules)
+            return
         _execute(config, store, otlp_endpoint, quiet, processes, prometheus_port, rules)
 
 
@@ -188,25 +206,8 @@ def _progress(quiet: bool) -> Progress:
     )
 
 
-def _execute(
-    config: RunConfig,
-    store: str,
-    otlp_endpoint: str | None,
-    quiet: bool,
-    processes: int = 1,
-    prometheus_port: str | None = None,
-    rules: Sequence[Threshold] = (),
-) -> None:
-    if processes > 1:
-        _execute_processes(config, store, otlp_endpoint, quiet, processes, rules)
-        return
-    setup = None
-    if otlp_endpoint or prometheus_port:
-        from ..telemetry import configure, parse_prometheus_address
-
-        host, port = parse_prometheus_address(prometheus_port)
-        setup = configure(otlp_endpoint=otlp_endpoint, prometheus_port=port, prometheus_host=host)
-    progress = _progress(quiet)
+def _scenario_bars(progress: Progress, config: RunConfig) -> Callable[[Invocation], None]:
+    """One bar per scenario, and the observer that advances them with each request."""
     # A Poisson rate's planned count is its expectation: the bar's total grows past it rather
     # than showing 210/200.
     totals = [s.planned(len(config.targets)) for s in config.build_scenarios()]
@@ -227,6 +228,29 @@ def _execute(
             progress.update(tasks[i], total=totals[i])
         progress.update(tasks[i], advance=1, errors=errors[i])
 
+    return advance
+
+
+def _execute(
+    config: RunConfig,
+    store: str,
+    otlp_endpoint: str | None,
+    quiet: bool,
+    processes: int = 1,
+    prometheus_port: str | None = None,
+    rules: Sequence[Threshold] = (),
+) -> None:
+    if processes > 1:
+        _execute_processes(config, store, otlp_endpoint, quiet, processes, rules)
+        return
+    setup = None
+    if otlp_endpoint or prometheus_port:
+        from ..telemetry import configure, parse_prometheus_address
+
+        host, port = parse_prometheus_address(prometheus_port)
+        setup = configure(otlp_endpoint=otlp_endpoint, prometheus_port=port, prometheus_host=host)
+    progress = _progress(quiet)
+    advance = _scenario_bars(progress, config)
     runner = build_run(
         config, store=store, instruments=setup.instruments() if setup else None, observers=[advance]
     )
@@ -283,6 +307,39 @@ def _execute_processes(
             build, processes, on_progress=lambda n: progress.update(task, completed=n)
         )
     _report(result, rules)
+
+
+def _execute_ray(
+    config: RunConfig,
+    store: str,
+    otlp_endpoint: str | None,
+    quiet: bool,
+    address: str | None,
+    rules: Sequence[Threshold] = (),
+) -> None:
+    from .._ray import run_on_ray
+
+    progress = _progress(quiet)  # every worker's requests, as the driver stores them
+    with progress:
+        result = run_on_ray(
+            config,
+            store=store,
+            address=address,
+            otlp_endpoint=otlp_endpoint,
+            observers=[_scenario_bars(progress, config)],
+        )
+    workers = result.run.config.get("ray", {}).get("workers", [])
+    where = ", ".join(
+        f"{w['name']} on {w['node_ip']} (clock {w['clock_offset_ms']:+.2f} ms "
+        f"+-{w['rtt_ms'] / 2:.2f})"
+        for w in workers
+    )
+    err.print(f"ray: {len(workers)} worker(s): {escape(where)}", highlight=False, soft_wrap=True)
+    if result.status == "failed":  # a worker lost: the run is partial, and says so first
+        err.print(f"[bold red]FAIL[/]: {escape(result.run.error or 'failed')}", soft_wrap=True)
+    _report(result, rules)
+    if result.status == "failed":
+        sys.exit(ExitCode.THRESHOLD_FAILED)
 
 
 def _report(result: RunResult, rules: Sequence[Threshold]) -> None:
