@@ -43,7 +43,19 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     from ._provider import Provider, ProviderOptions
     from ._results import RunResult, Target, classify
     from ._runner import Runner, run
-    from ._scenarios import Burst, ColdStarts, Rate, Scenario
+    from ._runner_load import Load
+    from ._scenarios import (
+        Burst,
+        ColdStarts,
+        Concurrency,
+        MaxRate,
+        Rate,
+        Replay,
+        Scenario,
+        Stage,
+        Stages,
+        Sweep,
+    )
     from ._secrets import redact, remember, scrub_url
     from ._store import RunInfo, Store
     from ._summary import SummaryRow, summarize
@@ -104,10 +116,17 @@ _EXPORTS: dict[str, str] = {
     "classify": "._results",
     "Runner": "._runner",
     "run": "._runner",
+    "Load": "._runner_load",
     "Burst": "._scenarios",
     "ColdStarts": "._scenarios",
+    "Concurrency": "._scenarios",
+    "MaxRate": "._scenarios",
     "Rate": "._scenarios",
+    "Replay": "._scenarios",
     "Scenario": "._scenarios",
+    "Stage": "._scenarios",
+    "Stages": "._scenarios",
+    "Sweep": "._scenarios",
     "redact": "._secrets",
     "remember": "._secrets",
     "scrub_url": "._secrets",
@@ -142,6 +161,7 @@ __all__ = [
     "ColdCheck",
     "ColdStarts",
     "ColdTimeoutError",
+    "Concurrency",
     "ConfigError",
     "EchoProbe",
     "FleetState",
@@ -152,9 +172,11 @@ __all__ = [
     "InvalidResponseError",
     "Invocation",
     "LLMCompletion",
+    "Load",
     "LocalProvider",
     "LocalRuntime",
     "LocalRuntimeConfig",
+    "MaxRate",
     "Outcome",
     "Phase",
     "PluginError",
@@ -165,6 +187,7 @@ __all__ = [
     "ProviderError",
     "ProviderOptions",
     "Rate",
+    "Replay",
     "Request",
     "RequestTimeoutError",
     "Result",
@@ -175,9 +198,12 @@ __all__ = [
     "ScalingSettings",
     "Scenario",
     "ServerHTTPError",
+    "Stage",
+    "Stages",
     "Store",
     "StoreError",
     "SummaryRow",
+    "Sweep",
     "Target",
     "Threshold",
     "ThresholdReport",
