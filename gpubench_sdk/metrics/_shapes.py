@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._scenarios import SEQ_BLOCK
+from .._store import Store
 from .._types import Invocation
 from ._stats import normal_ppf, wilson_interval
 
@@ -252,3 +253,52 @@ def _workers(
         return before, steady, 0.0
     first = np.flatnonzero(hit)
     return before, steady, float(ts[span][first[0]] - at) if first.size else NAN
+
+
+def schedule_origin_ns(invs: Sequence[Invocation], offsets_s: Sequence[float]) -> int:
+    """When a scheduled shape started on the run's clock: every request ``seq`` was due at
+    origin + ``offsets_s[seq]``, so any one of them gives it (the median, against rounding)."""
+    gaps = [i.scheduled_ns - round(offsets_s[i.seq] * 1e9) for i in invs if i.seq < len(offsets_s)]
+    if not gaps:
+        raise ValueError("no request of this schedule was stored")
+    return int(np.median(gaps))
+
+
+def run_scaling_response(
+    store: Store, run: int | str, scenario: int, target: str
+) -> list[ScalingResponse]:
+    """``scaling_response`` of a stored ``stages`` scenario for one target."""
+    from .._scenarios import Stages
+
+    info = store.run(run)
+    sc = _stored_scenario(info.scenarios[scenario].kind, info.scenarios[scenario].params)
+    if not isinstance(sc, Stages):
+        raise ValueError(f"scenario {scenario} is {info.scenarios[scenario].kind!r}, not stages")
+    invs = [i for i in store.invocations(info.id) if i.scenario == scenario and i.target == target]
+    t0 = schedule_origin_ns(invs, list(sc.offsets_s()))
+    fleet = store.fleet(info.id, target=target)
+    return scaling_response(
+        invs, sc.changes(), t0, window_s=sc.window_s, tolerance=sc.tolerance, fleet=fleet
+    )
+
+
+def run_sweep(store: Store, run: int | str, scenario: int, target: str) -> SweepCurve:
+    """``sweep_curve`` of a stored ``sweep`` (or any stepped) scenario for one target."""
+    info = store.run(run)
+    invs = store.invocations(info.id)
+    return sweep_curve([i for i in invs if i.scenario == scenario and i.target == target])
+
+
+def run_max_rate(store: Store, run: int | str, scenario: int, target: str) -> MaxRateResult:
+    """``max_rate_search`` of a stored ``max_rate`` scenario for one target, judged by the
+    SLO stored with it."""
+    info = store.run(run)
+    p = info.scenarios[scenario].params
+    invs = [i for i in store.invocations(info.id) if i.scenario == scenario and i.target == target]
+    return max_rate_search(invs, p["p95_ms"], p["error_rate"], p["confidence"])
+
+
+def _stored_scenario(kind: str, params: Mapping[str, object]) -> object:
+    from .._config import build_scenario
+
+    return build_scenario({"kind": kind, **params}, "stored scenario")
