@@ -36,6 +36,8 @@ class FleetServer:
 
         def handler(payload: Mapping[str, Any]) -> Any:
             self.payloads.append(dict(payload))
+            if "prompt" in payload:  # an LLM request: as many words as it asked for
+                return {"text": " ".join(["ok"] * int(payload.get("max_tokens", 1)))}
             return {"echo": payload.get("echo")}
 
         self.fleet = SimulatedFleet(
