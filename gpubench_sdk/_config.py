@@ -318,7 +318,18 @@ def load_config(path: str | Path) -> RunConfig:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(str(path), "(TOML syntax)", f"valid TOML: {exc}") from None
+    _files_beside(data, path.parent)
     return parse_config(data, str(path))
+
+
+def _files_beside(data: dict[str, Any], folder: Path) -> None:
+    """A scenario's relative ``path`` (a replayed trace) is read beside the plan, wherever
+    gpubench runs from; it is stored absolute, so the run says which file it replayed."""
+    scenarios = data.get("scenarios")
+    for table in scenarios if isinstance(scenarios, list) else ():
+        trace = table.get("path") if isinstance(table, dict) else None
+        if isinstance(trace, str) and trace and not Path(trace).is_absolute():
+            table["path"] = str((folder / trace).resolve())
 
 
 def check_url(field: str, url: str, *, host_only_ok: bool = False) -> None:

@@ -208,7 +208,7 @@ def scaling_response(
     for at, until, rps in changes:
         base, n = p95(at - window_s, at)
         kind = "before"
-        if n < 20 or not math.isfinite(base):
+        if n < 5 or not math.isfinite(base):  # too few before it to tell a level
             base, kind = p95(until - window_s, until)[0], "settled"
         bound = base * (1 + tolerance)
         step = window_s / 10
