@@ -112,6 +112,8 @@ def build_report(
     store: Store, run_refs: Sequence[int | str], *, title: str | None = None
 ) -> Report:
     """Gather the content of a report over ``run_refs`` (ids, uuid prefixes, ``"latest"``)."""
+    from ._shapes import collect_shapes  # it builds on this module's rows
+
     by_id: dict[int, RunInfo] = {}
     for ref in run_refs:
         info = store.run(ref)
@@ -136,6 +138,7 @@ def build_report(
             _bursts(report, store, info)
             _streaming(report, store, info)
             _costs(report, store, info)
+            collect_shapes(report, store, info)  # stages, sweep, max_rate: _shapes.py
         _variability(report, store, infos)
     finally:
         _READ.pop(store, None)

@@ -9,6 +9,7 @@ from typing import Any
 
 from . import _svg
 from ._collect import PHASES, Report, Row
+from ._shapes import shapes_html
 
 _CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2rem auto;max-width:1100px;color:#1d1f23;
@@ -222,6 +223,7 @@ def render_html(report: Report) -> str:
             _cold(report),
             _days(report),
             _bursts(report),
+            shapes_html(report, _figure, table),  # stages, sweep, max_rate: _shapes.py
             _streaming(report),
             _cost(report),
             _config(report),
