@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from .._errors import ConfigError
 from ._base import (
+    DEFAULT_MAX_INFLIGHT,
     MAX_CONCURRENCY,
     MAX_DURATION_S,
     MAX_REQUESTS,
@@ -141,7 +142,7 @@ class Replay(Scenario):
         return len(self.arrivals()) * self.loops * targets
 
     def inflight(self) -> int:
-        return self.max_inflight or min(10_000, max(1, self.planned(1)))
+        return self.max_inflight or min(DEFAULT_MAX_INFLIGHT, max(1, self.planned(1)))
 
     async def drive(self, load: Load) -> None:
         await load.open_loop(

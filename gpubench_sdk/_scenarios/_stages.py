@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from ._base import (
+    DEFAULT_MAX_INFLIGHT,
     MAX_CONCURRENCY,
     MAX_REQUESTS,
     STRICT,
@@ -178,7 +179,7 @@ class Stages(Scenario):
         return max(0, math.ceil(self.expected() - 1e-9 * max(1.0, self.expected()))) * targets
 
     def inflight(self) -> int:
-        cap = self.max_inflight or 10_000
+        cap = self.max_inflight or DEFAULT_MAX_INFLIGHT
         peak = max([self.start_rps, *(st.to_rps for st in self.stages)])
         return max(1, min(cap, math.ceil(peak * self.duration_s)))
 
