@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import anyio.to_thread
 import numpy as np
 import pytest
 from _scenario_fleet import FleetProvider, fleet_server
@@ -133,3 +134,36 @@ async def test_scaling_response_matches_the_fleets_known_cold_start(tmp_path: Pa
     assert boot_s - 0.02 <= resp.workers_s <= boot_s + 0.25, resp
     assert boot_s <= resp.latency_s <= boot_s + 1.0 + 0.8, resp
     assert resp.latency_s > resp.workers_s  # the backlog drains after the workers are up
+
+
+async def test_a_step_up_on_a_warm_fleet_is_judged_against_the_level_before(
+    tmp_path: Path,
+) -> None:
+    """10 req/s on one warm worker (50 ms each), then a step to 40 req/s: two more workers
+    boot in 0.4 s. The baseline is the p95 before the step; workers are up ~0.4 s after it."""
+    boot_s = 0.4
+    config = FleetConfig(
+        cold_start=Duration.fixed(boot_s), min_workers=1, max_workers=3, idle_timeout_s=30
+    )
+    sc = Stages(
+        stages=(Stage(10, 0), Stage(10, 2.0), Stage(40, 0), Stage(40, 2.5)),
+        window_s=0.5,
+        tolerance=0.5,
+    )
+    with fleet_server(config) as server:
+        # the warm worker is up before the first request (else the start-up is a step too)
+        await anyio.to_thread.run_sync(server.fleet.wait_for, lambda c: c.idle >= 1, 10.0)
+        result = await Runner(
+            {"fleet": FleetProvider(url=server.url)},
+            EchoProbe(sleep_ms=50),
+            [sc],
+            store=tmp_path / "w.sqlite",
+            fleet_interval_s=0.02,
+        ).run()
+    with Store(tmp_path / "w.sqlite") as store:
+        warm, step = metrics.run_scaling_response(store, result.run_id, 0, "fleet")
+    assert warm.to_rps == 10 and step.at_s == 2.0 and step.to_rps == 40
+    assert step.baseline == "before" and 45 <= step.baseline_p95_ms <= 120
+    assert step.workers_before == 1 and step.workers_steady == 3
+    assert boot_s - 0.02 <= step.workers_s <= boot_s + 0.3, step
+    assert boot_s <= step.latency_s <= boot_s + 1.0, step  # the boot, then the backlog drains
