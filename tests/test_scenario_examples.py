@@ -15,7 +15,7 @@ from gpubench_sdk import Store, metrics
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
-def gpubench_run(example: str, cwd: Path) -> Store:
+def gpubench_run(example: str, cwd: Path, expect: str = "") -> Store:
     done = subprocess.run(
         [sys.executable, "-m", "gpubench_sdk", "run", str(EXAMPLES / example), "--quiet"],
         capture_output=True,
@@ -24,13 +24,14 @@ def gpubench_run(example: str, cwd: Path) -> Store:
         timeout=180,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+    assert expect in done.stdout  # the shape's one-line answer under the summary
     (store,) = cwd.glob("*.sqlite")
     return Store(store)
 
 
 @pytest.mark.slow
 def test_stages_example(tmp_path: Path) -> None:
-    with gpubench_run("stages_local.toml", tmp_path) as store:
+    with gpubench_run("stages_local.toml", tmp_path, "step-and-spike on local: to 20") as store:
         (run,) = store.runs()
         assert run.status == "completed" and run.scenarios[0].params["name"] == "step-and-spike"
         changes = metrics.run_scaling_response(store, run.id, 0, "local")
@@ -45,7 +46,7 @@ def test_stages_example(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_sweep_and_concurrency_examples(tmp_path: Path) -> None:
     _mk(tmp_path / "sweep")
-    with gpubench_run("sweep_local.toml", tmp_path / "sweep") as store:
+    with gpubench_run("sweep_local.toml", tmp_path / "sweep", "sweep-0 on local: knee") as store:
         curve = metrics.run_sweep(store, "latest", 0, "local")
     assert len(curve.steps) == 5 and curve.knee is not None
     assert 20 <= curve.max_throughput_rps <= 45  # two workers x 50 ms: 40 req/s at most
@@ -58,7 +59,8 @@ def test_sweep_and_concurrency_examples(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_max_rate_and_replay_examples(tmp_path: Path) -> None:
     _mk(tmp_path / "max")
-    with gpubench_run("max_rate_local.toml", tmp_path / "max") as store:
+    answer = "max_rate-1 on local: "
+    with gpubench_run("max_rate_local.toml", tmp_path / "max", answer) as store:
         found = metrics.run_max_rate(store, "latest", 1, "local")
     assert 0 < found.max_rate_rps <= 45  # at most the two workers' 40 req/s, within precision
     _mk(tmp_path / "replay")

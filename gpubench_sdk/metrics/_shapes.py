@@ -302,3 +302,51 @@ def _stored_scenario(kind: str, params: Mapping[str, object]) -> object:
     from .._config import build_scenario
 
     return build_scenario({"kind": kind, **params}, "stored scenario")
+
+
+def shape_summary(store: Store, run: int | str) -> list[str]:
+    """One line per stage change, sweep and max_rate search of a stored run: what the
+    console prints after the summary table."""
+    info = store.run(run)
+    lines = []
+    for sidx, sc in enumerate(info.scenarios):
+        if sc.kind not in ("stages", "sweep", "max_rate"):
+            continue
+        label = sc.params.get("name") or f"{sc.kind}-{sidx}"
+        for t in (t.name for t in info.targets):
+            where = f"{label} on {t}"
+            try:
+                if sc.kind == "stages":
+                    for c in run_scaling_response(store, info.id, sidx, t):
+                        lines.append(
+                            f"{where}: to {c.to_rps:g} req/s at {c.at_s:g} s: p95 back in "
+                            f"{_secs(c.latency_s)}, workers ready in {_secs(c.workers_s)}"
+                        )
+                elif sc.kind == "sweep":
+                    curve = run_sweep(store, info.id, sidx, t)
+                    knee = curve.knee
+                    at = (
+                        "no knee"
+                        if knee is None
+                        else (f"knee at {knee.throughput_rps:.1f} req/s (p95 {knee.p95_ms:.0f} ms)")
+                    )
+                    lines.append(f"{where}: {at}; most {curve.max_throughput_rps:.1f} req/s")
+                else:
+                    m = run_max_rate(store, info.id, sidx, t)
+                    p = sc.params
+                    lines.append(
+                        f"{where}: {m.max_rate_rps:.1f} req/s holds p95 < {p['p95_ms']:g} ms "
+                        f"and errors < {p['error_rate']:.0%} ({m.confidence:.0%} confidence)"
+                        + (
+                            ""
+                            if math.isnan(m.first_failed_rps)
+                            else f"; {m.first_failed_rps:.1f} req/s did not"
+                        )
+                    )
+            except (ValueError, KeyError):  # stopped before it sent anything to judge
+                continue
+    return lines
+
+
+def _secs(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:.2f} s"
