@@ -17,7 +17,6 @@ Published production traces it reads as they are (column names as each schema do
 from __future__ import annotations
 
 import csv
-import itertools
 import json
 import math
 from collections.abc import Iterator, Mapping
@@ -82,6 +81,12 @@ class Replay(Scenario):
             "replay.speed",
             self.speed,
             "a factor > 0 (2: twice as fast as the trace)",
+        )
+        check(
+            self.time_unit in (*_UNITS, "iso"),
+            "replay.time_unit",
+            self.time_unit,
+            "'s', 'ms', 'us', 'ns' or 'iso' (a date-time such as 2023-11-16 18:15:46.68)",
         )
         check_seconds("replay.start_s", self.start_s, zero_ok=True)
         if self.duration_s is not None:
@@ -187,7 +192,7 @@ def _rows(p: Path) -> Iterator[tuple[int, Mapping[str, Any]]]:
         if suffix == ".csv":
             yield from enumerate(csv.DictReader(fp), start=2)  # line 1 is the header
         elif suffix in (".jsonl", ".ndjson", ".json"):
-            for n, line in zip(itertools.count(1), fp, strict=False):
+            for n, line in enumerate(fp, start=1):
                 if line.strip():
                     try:
                         obj = json.loads(line)
