@@ -116,7 +116,7 @@ async def test_scaling_response_matches_the_fleets_known_cold_start(tmp_path: Pa
     config = FleetConfig(
         cold_start=Duration.fixed(boot_s), max_workers=3, idle_timeout_s=30, seed=1
     )
-    sc = Stages(stages=(Stage(40, 0), Stage(40, 3.5)), window_s=0.5, tolerance=0.5)
+    sc = Stages(stages=(Stage(40, 0), Stage(40, 3.5)), window_s=0.5, tolerance=1.0)
     with fleet_server(config) as server:
         runner = Runner(
             {"fleet": FleetProvider(url=server.url)},
@@ -148,7 +148,7 @@ async def test_a_step_up_on_a_warm_fleet_is_judged_against_the_level_before(
     sc = Stages(
         stages=(Stage(10, 0), Stage(10, 2.0), Stage(40, 0), Stage(40, 2.5)),
         window_s=0.5,
-        tolerance=0.5,
+        tolerance=1.0,
     )
     with fleet_server(config) as server:
         # the warm worker is up before the first request (else the start-up is a step too)
@@ -166,4 +166,4 @@ async def test_a_step_up_on_a_warm_fleet_is_judged_against_the_level_before(
     assert step.baseline == "before" and 45 <= step.baseline_p95_ms <= 120
     assert step.workers_before == 1 and step.workers_steady == 3
     assert boot_s - 0.02 <= step.workers_s <= boot_s + 0.3, step
-    assert boot_s <= step.latency_s <= boot_s + 1.0, step  # the boot, then the backlog drains
+    assert boot_s <= step.latency_s <= boot_s + 1.5, step  # the boot, then the backlog drains
