@@ -120,12 +120,15 @@ class ScenarioDrivers(RequestSender):
         k, n = self._shard
         cap = max(1, (max_inflight or DEFAULT_MAX_INFLIGHT) // n)  # the run's total, shared
         if max_inflight is None and self._fd_cap is not None and cap > self._fd_cap:
-            log.warning(
-                "%s: at most %d requests in flight (the open-files limit, ulimit -n); "
-                "set max_inflight to choose",
-                lt.name,
-                self._fd_cap,
-            )
+            warned: set[str] = self.__dict__.setdefault("_fd_warned", set())
+            if lt.name not in warned:  # once per target, not at every step of a sweep
+                warned.add(lt.name)
+                log.warning(
+                    "%s: at most %d requests in flight (the open-files limit, ulimit -n); "
+                    "set max_inflight to choose",
+                    lt.name,
+                    self._fd_cap,
+                )
             cap = self._fd_cap
         limiter = anyio.Semaphore(cap)
 

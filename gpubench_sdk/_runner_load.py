@@ -58,7 +58,7 @@ class Load:
 
     async def open_loop(
         self,
-        offsets_s: Iterable[float] | Callable[[], Iterable[float]],
+        offsets_s: Iterable[float] | Callable[[str], Iterable[float]],
         *,
         step: int = 0,
         max_inflight: int | None = None,
@@ -67,14 +67,14 @@ class Load:
         """Send request ``i`` at ``offsets_s[i]`` seconds from now to every target, whatever the
         responses (latency counts from that scheduled time). Requests are numbered from
         ``step * SEQ_BLOCK``; ``fields(i)`` adds body fields to request ``i``. Pass a function
-        returning the offsets to have them made lazily, once per target."""
+        of the target's name instead to give each target its own schedule (made lazily)."""
         await self.sync()  # every process starts the schedule together
         t0 = time.perf_counter_ns()
         if not callable(offsets_s) and len(self.live) > 1:
             offsets_s = list(offsets_s)  # each target walks the same schedule
         async with anyio.create_task_group() as tg:
             for lt in self.live:  # one schedule per target: a saturated one never delays others
-                offsets = offsets_s() if callable(offsets_s) else offsets_s
+                offsets = offsets_s(lt.name) if callable(offsets_s) else offsets_s
                 tg.start_soon(
                     _open_loop, self.runner, lt, self.index, offsets, t0, max_inflight, step, fields
                 )
@@ -110,17 +110,21 @@ class Load:
             await anyio.to_thread.run_sync(self.runner._store.flush)
         await self.runner._wait_for_shards()
 
-    async def results(self, step: int | None = None) -> list[Invocation]:
+    async def results(self, step: int | None = None, target: str | None = None) -> list[Invocation]:
         """This scenario's requests stored so far by every process (call ``sync`` first), or
-        only those of ``step``."""
+        only those of ``step``, or of ``target``."""
         store = self.runner._store
         await anyio.to_thread.run_sync(store.flush)
         run_id = self.runner._run_id
         invs = await anyio.to_thread.run_sync(store.invocations, run_id)
-        mine = [i for i in invs if i.scenario == self.index and i.phase is Phase.MEASURE]
-        if step is None:
-            return mine
-        return [i for i in mine if i.seq // SEQ_BLOCK == step]
+        return [
+            i
+            for i in invs
+            if i.scenario == self.index
+            and i.phase is Phase.MEASURE
+            and (step is None or i.seq // SEQ_BLOCK == step)
+            and (target is None or i.target == target)
+        ]
 
 
 async def _open_loop(

@@ -50,26 +50,46 @@ async def test_sweep_finds_the_knee_of_a_fleet_of_known_capacity(tmp_path: Path)
     offered = [by_step[j].offered_rps for j in range(2, 6)]
     assert offered == pytest.approx(planned, rel=0.02)
     assert curve.knee is not None
-    # Below capacity latency is flat here, so the knee is the highest constant rate: the
-    # last point before the probe's queueing, within one grid step of the capacity.
-    assert curve.knee.step == 1 + sc.rates
+    # Below capacity latency is flat here, so the knee is the highest constant rate (or, when
+    # a shared machine's jitter lifts that step's p95, the one before): the last point before
+    # the probe's queueing, within a grid step or two of the capacity.
+    assert curve.knee.step in (sc.rates, 1 + sc.rates)
     spacing = (probe.throughput_rps - sync.throughput_rps) / (sc.rates + 1)
-    assert CAPACITY - spacing - 0.15 * CAPACITY <= curve.knee.throughput_rps <= CAPACITY
-    assert curve.knee.p95_ms < 2 * SERVICE_S * 1000 < probe.p95_ms
+    assert CAPACITY - 2 * spacing - 0.1 * CAPACITY <= curve.knee.throughput_rps <= CAPACITY
+    assert curve.knee.p95_ms < probe.p95_ms
 
 
-async def test_max_rate_is_the_capacity_within_ten_percent(tmp_path: Path) -> None:
-    slo = MaxRate(p95_ms=150, error_rate=0.05, confidence=0.9, start_rps=30, trial_s=2.0)
-    store, run_id = await _run(tmp_path, slo)
-    with store:
-        found = metrics.run_max_rate(store, run_id, 1, "fleet")
+async def test_max_rate_is_each_targets_capacity_within_ten_percent(tmp_path: Path) -> None:
+    """Two targets searched side by side: 40 req/s (two workers) and 20 req/s (one)."""
+    # p95 < 200 ms: 150 ms of slack over the service time absorbs a shared machine's jitter,
+    # and a 2.5 s trial past capacity by 6% queues enough to pass it (so within 10%)
+    slo = MaxRate(p95_ms=200, error_rate=0.05, confidence=0.9, start_rps=15, trial_s=2.5)
+    one = FleetConfig(
+        cold_start=Duration.fixed(0.05), min_workers=1, max_workers=1, idle_timeout_s=60
+    )
+    with fleet_server(FLEET) as two_workers, fleet_server(one) as one_worker:
+        result = await Runner(
+            {
+                "fleet": FleetProvider(url=two_workers.url),
+                "small": FleetProvider(url=one_worker.url),
+            },
+            EchoProbe(sleep_ms=SERVICE_S * 1000),
+            [Burst(total=4, concurrency=WORKERS), slo],
+            store=tmp_path / "m.sqlite",
+        ).run()
+    assert result.status == "completed"
+    with Store(tmp_path / "m.sqlite") as store:
+        found = metrics.run_max_rate(store, result.run_id, 1, "fleet")
+        small = metrics.run_max_rate(store, result.run_id, 1, "small")
     rates = [r for r, _ in found.trials]
-    assert rates[:2] == pytest.approx([30, 60], rel=0.02)  # doubling until a failure, ...
-    assert len(rates) >= 4 and len(rates) <= slo.max_trials  # ... then bisecting
+    assert rates[:3] == pytest.approx([15, 30, 60], rel=0.02)  # doubling until a failure, ...
+    assert 4 <= len(rates) <= slo.max_trials  # ... then bisecting
     assert found.max_rate_rps == pytest.approx(CAPACITY, rel=0.10), found
-    assert found.first_failed_rps > found.max_rate_rps
-    assert (found.first_failed_rps - found.max_rate_rps) <= slo.precision * found.first_failed_rps
-    assert found.confidence == 0.9
+    assert small.max_rate_rps == pytest.approx(1 / SERVICE_S, rel=0.10), small
+    for f in (found, small):
+        assert f.first_failed_rps > f.max_rate_rps
+        assert f.first_failed_rps - f.max_rate_rps <= slo.precision * f.first_failed_rps
+        assert f.confidence == 0.9
 
 
 def test_max_rate_search_doubles_then_bisects_to_its_precision() -> None:

@@ -151,7 +151,9 @@ class Replay(Scenario):
 
     async def drive(self, load: Load) -> None:
         await load.open_loop(
-            self.offsets_s, max_inflight=self.max_inflight, fields=self.request_fields
+            lambda _target: self.offsets_s(),
+            max_inflight=self.max_inflight,
+            fields=self.request_fields,
         )
 
 

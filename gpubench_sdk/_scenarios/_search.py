@@ -80,16 +80,20 @@ class Sweep(Scenario):
         await load.closed_loop(1, self.duration_s, step=0)
         await load.closed_loop(self.max_concurrency, self.duration_s, step=1)
         await load.sync()
-        stats = {s.step: s for s in step_stats(await load.results())}
-        if 0 not in stats or 1 not in stats or load.stopped():
-            return  # nothing came back (or the run stopped): no rate to derive
-        between = self.rates_between(stats[0].throughput_rps, stats[1].throughput_rps)
-        for j, rps in enumerate(between, start=2):
-            if rps <= 0 or load.stopped():
+        rates: dict[str, list[float]] = {}  # each target's own rates, between its own probes
+        for target in load.targets:
+            stats = {s.step: s for s in step_stats(await load.results(target=target))}
+            if 0 in stats and 1 in stats:  # else nothing came back: no rate to derive
+                rates[target] = self.rates_between(stats[0].throughput_rps, stats[1].throughput_rps)
+        for j in range(self.rates):
+            if not rates or load.stopped():
                 return
-            await load.open_loop(
-                constant_offsets(rps, self.duration_s), step=j, max_inflight=self.max_inflight
-            )
+
+            def schedule(target: str, j: int = j) -> list[float]:
+                rps = rates[target][j] if target in rates else 0.0
+                return list(constant_offsets(rps, self.duration_s)) if rps > 0 else []
+
+            await load.open_loop(schedule, step=2 + j, max_inflight=self.max_inflight)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +102,8 @@ class MaxRate(Scenario):
     ``error_rate``, each held with ``confidence`` (a step passes only when the upper
     confidence bounds of its share over ``p95_ms`` and of its error rate are below 5% and
     ``error_rate``). Rates double from ``start_rps`` until a step fails, then bisect until
-    the bracket is within ``precision`` (or ``max_trials`` steps ran)."""
+    the bracket is within ``precision`` (or ``max_trials`` steps ran). Each target is searched
+    on its own, the searches in lock step (step j is each target's j-th trial)."""
 
     kind: ClassVar[str] = "max_rate"
     p95_ms: float
@@ -184,12 +189,22 @@ class MaxRate(Scenario):
     async def drive(self, load: Load) -> None:
         from ..metrics._shapes import slo_verdict  # the one rule, shared with the analysis
 
-        tried: list[tuple[float, bool]] = []
-        while (rps := self.next_rate(tried)) is not None and not load.stopped():
-            step = len(tried)
-            offsets = self.trial_offsets(rps)
-            await load.open_loop(offsets, step=step, max_inflight=self.max_inflight)
+        # One search per target, in lock step: step j is every searching target's next trial
+        # (each at its own rate), so every process meets the others at the same barriers.
+        tried: dict[str, list[tuple[float, bool]]] = {t: [] for t in load.targets}
+        for step in range(self.max_trials):
+            rates = {t: self.next_rate(done) for t, done in tried.items()}
+            if all(r is None for r in rates.values()) or load.stopped():
+                return
+
+            def trial(target: str, rates: dict[str, float | None] = rates) -> list[float]:
+                rps = rates[target]
+                return [] if rps is None else self.trial_offsets(rps)
+
+            await load.open_loop(trial, step=step, max_inflight=self.max_inflight)
             await load.sync()
-            invs = await load.results(step)
-            ok = slo_verdict(invs, self.p95_ms, self.error_rate, self.confidence).passed
-            tried.append((rps, ok))
+            for target, rps in rates.items():
+                if rps is not None:
+                    invs = await load.results(step, target)
+                    verdict = slo_verdict(invs, self.p95_ms, self.error_rate, self.confidence)
+                    tried[target].append((rps, verdict.passed))

@@ -184,4 +184,4 @@ class Stages(Scenario):
         return max(1, min(cap, math.ceil(peak * self.duration_s)))
 
     async def drive(self, load: Load) -> None:
-        await load.open_loop(self.offsets_s, max_inflight=self.max_inflight)
+        await load.open_loop(lambda _target: self.offsets_s(), max_inflight=self.max_inflight)
