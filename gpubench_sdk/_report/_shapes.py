@@ -20,7 +20,7 @@ from .._scenarios import Stages
 from .._store import RunInfo, Store
 from ..metrics._shapes import _stored_scenario
 from . import _svg
-from ._collect import Report, Row, _clean, _thin
+from ._collect import Report, Row, _clean, _num, _thin
 
 _SHAPES = ("stages", "sweep", "max_rate")
 
@@ -110,8 +110,8 @@ def _sweep(report: Report, invs: Any, key: Row) -> None:
     report.series.setdefault("sweep_curve", []).append(
         {
             **key,
-            "throughput_rps": [s.throughput_rps for s in curve.steps],
-            "p95_ms": [s.p95_ms for s in curve.steps],
+            "throughput_rps": [_num(s.throughput_rps) for s in curve.steps],
+            "p95_ms": [_num(s.p95_ms) for s in curve.steps],
             "knee": None if curve.knee is None else curve.steps.index(curve.knee),
         }
     )
@@ -211,22 +211,25 @@ def timeline(
     return _svg._svg(height, body, unit)
 
 
-def curve(throughput: list[float], p95_ms: list[float], knee: int | None) -> str:
+def curve(throughput: list[float | None], p95_ms: list[float | None], knee: int | None) -> str:
     """The sweep's steps joined in order of throughput, the knee ringed."""
     top, bottom, height = 10, 220, 270
-    pts = [(a, b) for a, b in zip(throughput, p95_ms, strict=True) if _finite(a, b)]
-    xs = [a for a, _ in pts] or [1.0]
-    ys = [b for _, b in pts] or [1.0]
+    # (step index, throughput, p95) of the steps with both figures (None: not measured)
+    pts = [
+        (n, a, b)
+        for n, (a, b) in enumerate(zip(throughput, p95_ms, strict=True))
+        if a is not None and b is not None and math.isfinite(a) and math.isfinite(b)
+    ]
+    xs = [a for _, a, _ in pts] or [1.0]
+    ys = [b for _, _, b in pts] or [1.0]
     xt, yt = _svg.nice_ticks(0.0, max(xs)), _svg.nice_ticks(0.0, max(ys))
     x = _svg._Scale(xt[0], xt[-1], 60, _svg.WIDTH - 24)
     y = _svg._Scale(yt[0], yt[-1], bottom, top)
     body = _svg._y_axis(y, yt, 60, _svg.WIDTH - 24, "p95 latency (ms)")
     body += _svg._x_axis(x, xt, top, bottom, "throughput (successful req/s)")
-    line = " ".join(f"{x(a):.1f},{y(b):.1f}" for a, b in pts)
+    line = " ".join(f"{x(a):.1f},{y(b):.1f}" for _, a, b in pts)
     body.append(f'<polyline points="{line}" fill="none" stroke="{_svg.PALETTE[0]}"/>')
-    for n, (a, b) in enumerate(zip(throughput, p95_ms, strict=True)):
-        if not _finite(a, b):
-            continue
+    for n, a, b in pts:
         at_knee = n == knee
         body.append(
             f'<circle class="mark" data-kind="{"knee" if at_knee else "point"}" '
@@ -235,7 +238,3 @@ def curve(throughput: list[float], p95_ms: list[float], knee: int | None) -> str
             f"<title>{'knee: ' if at_knee else ''}{a:.1f} req/s, p95 {b:.1f} ms</title></circle>"
         )
     return _svg._svg(height, body, "sweep")
-
-
-def _finite(*values: float) -> bool:
-    return all(v is not None and math.isfinite(v) for v in values)
