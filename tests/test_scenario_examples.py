@@ -46,8 +46,8 @@ def test_stages_example(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_sweep_and_concurrency_examples(tmp_path: Path) -> None:
     _mk(tmp_path / "sweep")
-    with gpubench_run("sweep_local.toml", tmp_path / "sweep", "sweep-0 on local: knee") as store:
-        curve = metrics.run_sweep(store, "latest", 0, "local")
+    with gpubench_run("sweep_local.toml", tmp_path / "sweep", "sweep-1 on local: knee") as store:
+        curve = metrics.run_sweep(store, "latest", 1, "local")
     assert len(curve.steps) == 5 and curve.knee is not None
     assert 20 <= curve.max_throughput_rps <= 45  # two workers x 50 ms: 40 req/s at most
     _mk(tmp_path / "conc")

@@ -182,10 +182,8 @@ def timeline(
     """Values over scenario time, with a dashed line at each stage change."""
     top, bottom, height = 10, 200, 250
     xs, ys = np.asarray(t_s, float), np.asarray(values, float)
-    xt = _svg.nice_ticks(
-        min(0.0, float(xs.min())) if xs.size else 0.0, float(xs.max()) if xs.size else 1.0
-    )
-    yt = _svg.nice_ticks(0.0, float(ys.max()) if ys.size and ys.max() > 0 else 1.0)
+    xt = _ticks(min(0.0, float(xs.min())) if xs.size else 0.0, float(xs.max()) if xs.size else 1.0)
+    yt = _ticks(0.0, float(ys.max()) if ys.size and ys.max() > 0 else 1.0)
     x = _svg._Scale(xt[0], xt[-1], 60, _svg.WIDTH - 24)
     y = _svg._Scale(yt[0], yt[-1], bottom, top)
     body = _svg._y_axis(y, yt, 60, _svg.WIDTH - 24, unit)
@@ -202,8 +200,11 @@ def timeline(
                 f'<circle class="mark" data-kind="point" cx="{x(a):.1f}" cy="{y(b):.1f}" r="2" '
                 f'fill="{color}" fill-opacity="0.5"><title>{a:.2f} s: {b:.1f}</title></circle>'
             )
-    elif xs.size:
-        points = " ".join(f"{x(a):.1f},{y(b):.1f}" for a, b in zip(xs, ys, strict=True))
+    elif xs.size:  # a count holds until the next reading: drawn as steps
+        steps = [(float(xs[0]), float(ys[0]))]
+        for a, b in zip(xs[1:], ys[1:], strict=True):
+            steps += [(float(a), steps[-1][1]), (float(a), float(b))]
+        points = " ".join(f"{x(a):.1f},{y(b):.1f}" for a, b in steps)
         body.append(
             f'<polyline class="mark" data-kind="line" points="{points}" fill="none" '
             f'stroke="{color}" stroke-width="2"><title>{escape(unit)}</title></polyline>'
@@ -222,7 +223,7 @@ def curve(throughput: list[float | None], p95_ms: list[float | None], knee: int 
     ]
     xs = [a for _, a, _ in pts] or [1.0]
     ys = [b for _, _, b in pts] or [1.0]
-    xt, yt = _svg.nice_ticks(0.0, max(xs)), _svg.nice_ticks(0.0, max(ys))
+    xt, yt = _ticks(0.0, max(xs)), _ticks(0.0, max(ys))
     x = _svg._Scale(xt[0], xt[-1], 60, _svg.WIDTH - 24)
     y = _svg._Scale(yt[0], yt[-1], bottom, top)
     body = _svg._y_axis(y, yt, 60, _svg.WIDTH - 24, "p95 latency (ms)")
@@ -238,3 +239,12 @@ def curve(throughput: list[float | None], p95_ms: list[float | None], knee: int 
             f"<title>{'knee: ' if at_knee else ''}{a:.1f} req/s, p95 {b:.1f} ms</title></circle>"
         )
     return _svg._svg(height, body, "sweep")
+
+
+def _ticks(lo: float, hi: float) -> list[float]:
+    """``nice_ticks``, one more where its last falls short of ``hi`` (213 -> ... 200, 250),
+    so no point is drawn above the chart."""
+    ticks = _svg.nice_ticks(lo, hi)
+    if len(ticks) >= 2 and ticks[-1] < hi:
+        ticks.append(ticks[-1] + ticks[1] - ticks[0])
+    return ticks
