@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
+from _scenario_fleet import require_fair_measurement
 from conftest import EchoProvider
 
 from gpubench_sdk import (
@@ -23,6 +24,8 @@ from gpubench_sdk import (
 from gpubench_sdk._multiproc import run_processes
 from gpubench_sdk._scenarios import SEQ_BLOCK
 
+SLO = MaxRate(p95_ms=500, error_rate=0.05, start_rps=20, max_rps=40, trial_s=1.0)
+
 
 def build(url: str, store: str, trace: str) -> Runner:
     """Module level, so spawned processes can unpickle it."""
@@ -35,7 +38,7 @@ def build(url: str, store: str, trace: str) -> Runner:
             ),  # integral 7.5 + 15 = 22.5: arrivals 0..22
             Concurrency(concurrency=3, duration_s=0.5),
             Sweep(duration_s=0.5, rates=1, max_concurrency=4),
-            MaxRate(p95_ms=500, error_rate=0.05, start_rps=20, max_rps=40, trial_s=1.0),
+            SLO,
             Replay(path=trace, time_column="t", loops=2),
         ],
         store=store,
@@ -52,6 +55,7 @@ def test_new_shapes_shard_over_two_processes(external_server: str, tmp_path: Pat
         invs = s.invocations(result.run_id)
         swept = metrics.run_sweep(s, result.run_id, 2, "a")
         found = metrics.run_max_rate(s, result.run_id, 3, "a")
+        searches = {t: metrics.run_max_rate(s, result.run_id, 3, t).trials for t in ("a", "b")}
     assert all(i.ok for i in invs)
 
     def seqs(target: str, scenario: int) -> list[int]:
@@ -67,8 +71,15 @@ def test_new_shapes_shard_over_two_processes(external_server: str, tmp_path: Pat
         assert steps == {0, 1, 2}
         rate_step = [s - 2 * SEQ_BLOCK for s in seqs(t, 2) if s // SEQ_BLOCK == 2]
         assert rate_step == list(range(len(rate_step))) and rate_step
-        # max_rate: both processes ran the same trials (20, then 40 req/s) and stopped
-        by_step = {s // SEQ_BLOCK for s in seqs(t, 3)}
-        assert by_step == {0, 1}
-    assert [round(r) for r, _ in found.trials] == [20, 40] and found.max_rate_rps > 39
+        # max_rate: both processes ran the same trials: each trial's schedule whole, once
+        tried: list[tuple[float, bool]] = []
+        for step, (_, verdict) in enumerate(searches[t]):
+            rps = SLO.next_rate(tried)  # the rate the search chose for this step
+            assert rps is not None
+            sent = [s - step * SEQ_BLOCK for s in seqs(t, 3) if s // SEQ_BLOCK == step]
+            assert sent == list(range(len(SLO.trial_offsets(rps))))
+            tried.append((rps, verdict.passed))
+        assert SLO.next_rate(tried) is None  # and stopped where the search ends
     assert len(swept.steps) == 3
+    require_fair_measurement(result)  # on a machine not starved, the echo server holds 40/s
+    assert [round(r) for r, _ in found.trials] == [20, 40] and found.max_rate_rps > 39

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from _scenario_fleet import FleetProvider, fleet_server
+from _scenario_fleet import FleetProvider, fleet_server, require_fair_measurement
 
 from gpubench_sdk import EchoProbe, MaxRate, Runner, Stage, Stages, Store, Sweep
 from gpubench_sdk._report import build_report, render
@@ -33,9 +33,14 @@ async def test_report_draws_each_shape(tmp_path: Path) -> None:
         ).run()
     with Store(tmp_path / "r.sqlite") as store:
         report = build_report(store, [result.run_id])
+    html = render(report, "html")
+    charts = re.findall(r'data-chart="([a-z-]+)"', html)
+    assert {"stages-latency", "stages-workers", "sweep"} <= set(charts)
+    assert html.count('data-kind="knee"') == 1
+    require_fair_measurement(result)  # the figures below hold only on a machine not starved
     (change,) = report.tables["scaling_response"]
     assert change["scenario"] == "step" and change["to_rps"] == 20
-    assert change["workers_steady"] == 2 and 0.25 <= change["workers_ready_s"] <= 0.6
+    assert change["workers_steady"] == 2 and 0.25 <= change["workers_ready_s"] <= 1.0
     sweep = report.tables["sweep"]
     assert [r["step"] for r in sorted(sweep, key=lambda r: r["step"])] == [0, 1, 2, 3]
     assert sum(r["knee"] for r in sweep) == 1
@@ -43,10 +48,6 @@ async def test_report_draws_each_shape(tmp_path: Path) -> None:
     assert [round(r["rate_rps"]) for r in trials] == [20, 40]
     assert trials[-1]["max_rate_rps"] == pytest.approx(40, rel=0.01)
 
-    html = render(report, "html")
-    charts = re.findall(r'data-chart="([a-z-]+)"', html)
-    assert {"stages-latency", "stages-workers", "sweep"} <= set(charts)
-    assert html.count('data-kind="knee"') == 1
     assert "Stages: scaling response time" in html and "Highest rate within the SLO" in html
     data = json.loads(render(report, "json"))
     assert data["tables"]["scaling_response"][0]["baseline"] in ("before", "settled")

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _scenario_fleet import FleetProvider, fleet_server
+from _scenario_fleet import FleetProvider, fleet_server, require_fair_measurement
 
 from gpubench_sdk import Burst, ConfigError, EchoProbe, MaxRate, Runner, Store, Sweep, metrics
 from gpubench_sdk.testing import Duration, FleetConfig
@@ -32,6 +32,7 @@ async def _run(tmp_path: Path, *scenarios: object) -> tuple[Store, int]:
         )
         result = await runner.run()
     assert result.status == "completed"
+    require_fair_measurement(result)
     return Store(tmp_path / "s.sqlite"), result.run_id
 
 
@@ -78,6 +79,7 @@ async def test_max_rate_is_each_targets_capacity_within_ten_percent(tmp_path: Pa
             store=tmp_path / "m.sqlite",
         ).run()
     assert result.status == "completed"
+    require_fair_measurement(result)
     with Store(tmp_path / "m.sqlite") as store:
         found = metrics.run_max_rate(store, result.run_id, 1, "fleet")
         small = metrics.run_max_rate(store, result.run_id, 1, "small")

@@ -9,7 +9,7 @@ from pathlib import Path
 import anyio.to_thread
 import numpy as np
 import pytest
-from _scenario_fleet import FleetProvider, fleet_server
+from _scenario_fleet import FleetProvider, fleet_server, require_fair_measurement
 from conftest import EchoProvider, LoopbackServer
 
 from gpubench_sdk import (
@@ -75,6 +75,7 @@ async def test_stages_send_on_their_schedule(echo_server: LoopbackServer, tmp_pa
     due = np.array([t0 + round(o * 1e9) for o in plan])
     scheduled = np.array([i.scheduled_ns for i in invs])
     assert np.abs(scheduled - due).max() <= 1_000  # the stored schedule is the plan, to 1 us
+    require_fair_measurement(result)  # when each left holds only on a machine not starved
     late_ms = np.array([(i.start_ns - i.scheduled_ns) / 1e6 for i in invs])
     # sent when due, to timer resolution (generous: the machine is shared)
     assert np.median(late_ms) < 5 and late_ms.max() < 100
@@ -94,16 +95,21 @@ async def test_concurrency_holds_n_in_flight_for_its_duration(
     )
     with Store(tmp_path / "c.sqlite") as store:
         invs = store.invocations(result.run_id)
-    for target in ("a", "b"):
-        mine = [i for i in invs if i.target == target]
+    assert all(i.phase is Phase.MEASURE and i.ok for i in invs)
+    by_target = {t: [i for i in invs if i.target == t] for t in ("a", "b")}
+    for mine in by_target.values():
         events = sorted([(i.start_ns, 1) for i in mine] + [(i.end_ns, -1) for i in mine])
-        assert max(np.cumsum([d for _, d in events])) == 3  # never more, and reached
+        assert max(np.cumsum([d for _, d in events])) <= 3  # never more in flight
         assert len({i.seq for i in mine}) == len(mine)
+        # each slot waits at least 20 ms + 50 ms think: at most 3 / 0.07 s per second
+        assert len(mine) <= 3 * 1.0 / 0.07 + 3
+    require_fair_measurement(result)  # the rest holds only on a machine not starved
+    for mine in by_target.values():
+        events = sorted([(i.start_ns, 1) for i in mine] + [(i.end_ns, -1) for i in mine])
+        assert max(np.cumsum([d for _, d in events])) == 3  # and reached
         span_s = (max(i.start_ns for i in mine) - min(i.start_ns for i in mine)) / 1e9
         assert 0.8 < span_s < 1.2  # sends for duration_s, no longer
-        # each slot waits 20 ms + 50 ms think: at most 3 / 0.07 s per second
-        assert 10 <= len(mine) <= 3 * 1.0 / 0.07 + 3
-    assert all(i.phase is Phase.MEASURE and i.ok for i in invs)
+        assert len(mine) >= 10
 
 
 async def test_scaling_response_matches_the_fleets_known_cold_start(tmp_path: Path) -> None:
@@ -127,6 +133,7 @@ async def test_scaling_response_matches_the_fleets_known_cold_start(tmp_path: Pa
         )
         result = await runner.run()
     assert result.status == "completed"
+    require_fair_measurement(result)
     with Store(tmp_path / "f.sqlite") as store:
         (resp,) = metrics.run_scaling_response(store, result.run_id, 0, "fleet")
     assert resp.at_s == 0 and resp.to_rps == 40 and resp.baseline == "settled"
@@ -139,15 +146,16 @@ async def test_scaling_response_matches_the_fleets_known_cold_start(tmp_path: Pa
 async def test_a_step_up_on_a_warm_fleet_is_judged_against_the_level_before(
     tmp_path: Path,
 ) -> None:
-    """10 req/s on one warm worker (50 ms each), then a step to 40 req/s: two more workers
-    boot in 0.4 s. The baseline is the p95 before the step; workers are up ~0.4 s after it."""
+    """10 req/s on one warm worker (50 ms each), then a step to 40 req/s: more workers boot in
+    0.4 s. The baseline is the p95 before the step; workers are up ~0.4 s after it, and
+    latency cannot be back before they are. Margins are wide: the machine is shared."""
     boot_s = 0.4
     config = FleetConfig(
         cold_start=Duration.fixed(boot_s), min_workers=1, max_workers=3, idle_timeout_s=30
     )
     sc = Stages(
-        stages=(Stage(10, 0), Stage(10, 2.0), Stage(40, 0), Stage(40, 2.5)),
-        window_s=0.5,
+        stages=(Stage(10, 0), Stage(10, 2.0), Stage(40, 0), Stage(40, 4.0)),
+        window_s=0.5,  # five requests before the step: enough to tell its level
         tolerance=1.0,
     )
     with fleet_server(config) as server:
@@ -160,10 +168,12 @@ async def test_a_step_up_on_a_warm_fleet_is_judged_against_the_level_before(
             store=tmp_path / "w.sqlite",
             fleet_interval_s=0.02,
         ).run()
+    require_fair_measurement(result)
     with Store(tmp_path / "w.sqlite") as store:
         warm, step = metrics.run_scaling_response(store, result.run_id, 0, "fleet")
     assert warm.to_rps == 10 and step.at_s == 2.0 and step.to_rps == 40
-    assert step.baseline == "before" and 45 <= step.baseline_p95_ms <= 120
-    assert step.workers_before == 1 and step.workers_steady == 3
-    assert boot_s - 0.02 <= step.workers_s <= boot_s + 0.3, step
-    assert boot_s <= step.latency_s <= boot_s + 1.5, step  # the boot, then the backlog drains
+    assert step.baseline == "before" and step.baseline_p95_ms < boot_s * 1000
+    # one worker serves 10 req/s; on a loaded machine a late answer may have started a second
+    assert step.workers_before in (1, 2) and step.workers_steady == 3
+    assert boot_s - 0.02 <= step.workers_s <= boot_s + 0.8, step
+    assert boot_s <= step.latency_s <= boot_s + 3.0, step  # the boot, then the backlog drains

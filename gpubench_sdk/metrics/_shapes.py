@@ -244,6 +244,8 @@ def _workers(
     prior = count[ts < at]
     before = int(prior[-1]) if prior.size else 0
     tail = count[(ts >= until - (until - at) / 4) & (ts < until)]
+    if not tail.size:  # polls were sparse (a busy provider answers late): its last reading
+        tail = count[(ts >= at) & (ts < until)][-1:]
     if not tail.size:
         return before, None, NAN
     steady = int(np.median(tail))
