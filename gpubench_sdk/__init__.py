@@ -45,7 +45,19 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     from ._report import DailyTraffic, build_report, render_report
     from ._results import RunResult, Target, classify
     from ._runner import Runner, run
-    from ._scenarios import Burst, ColdStarts, Rate, Scenario
+    from ._runner_load import Load
+    from ._scenarios import (
+        Burst,
+        ColdStarts,
+        Concurrency,
+        MaxRate,
+        Rate,
+        Replay,
+        Scenario,
+        Stage,
+        Stages,
+        Sweep,
+    )
     from ._secrets import redact, remember, scrub_url
     from ._store import RunInfo, Store
     from ._summary import SummaryRow, summarize
@@ -110,10 +122,17 @@ _EXPORTS: dict[str, str] = {
     "classify": "._results",
     "Runner": "._runner",
     "run": "._runner",
+    "Load": "._runner_load",
     "Burst": "._scenarios",
     "ColdStarts": "._scenarios",
+    "Concurrency": "._scenarios",
+    "MaxRate": "._scenarios",
     "Rate": "._scenarios",
+    "Replay": "._scenarios",
     "Scenario": "._scenarios",
+    "Stage": "._scenarios",
+    "Stages": "._scenarios",
+    "Sweep": "._scenarios",
     "redact": "._secrets",
     "remember": "._secrets",
     "scrub_url": "._secrets",
@@ -148,6 +167,7 @@ __all__ = [
     "ColdCheck",
     "ColdStarts",
     "ColdTimeoutError",
+    "Concurrency",
     "ConfigError",
     "DailyTraffic",
     "EchoProbe",
@@ -159,9 +179,11 @@ __all__ = [
     "InvalidResponseError",
     "Invocation",
     "LLMCompletion",
+    "Load",
     "LocalProvider",
     "LocalRuntime",
     "LocalRuntimeConfig",
+    "MaxRate",
     "Outcome",
     "Phase",
     "PluginError",
@@ -172,6 +194,7 @@ __all__ = [
     "ProviderError",
     "ProviderOptions",
     "Rate",
+    "Replay",
     "Request",
     "RequestTimeoutError",
     "Result",
@@ -182,9 +205,12 @@ __all__ = [
     "ScalingSettings",
     "Scenario",
     "ServerHTTPError",
+    "Stage",
+    "Stages",
     "Store",
     "StoreError",
     "SummaryRow",
+    "Sweep",
     "Target",
     "Threshold",
     "ThresholdReport",

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
+import importlib.metadata
 import tomllib
 import typing
 from collections.abc import Iterable, Mapping, Sequence
@@ -29,7 +31,7 @@ from pydantic import (
 
 from ._errors import ConfigError
 from ._regions import check_fanned_out, fan_out
-from ._scenarios import Burst, ColdStarts, Rate, Scenario
+from ._scenarios import BUILTIN_SCENARIOS, Scenario
 from ._secrets import SENSITIVE, resolve_secret, scrub
 
 M = TypeVar("M", bound=BaseModel)
@@ -189,30 +191,42 @@ class WorkloadConfig(BaseModel):
         return dict(self.model_extra or {})
 
 
-_SCENARIOS: dict[str, TypeAdapter[Scenario]] = {
-    "burst": TypeAdapter(Burst),
-    "rate": TypeAdapter(Rate),
-    "cold_starts": TypeAdapter(ColdStarts),
-}
+@functools.cache
+def _scenario_adapter(kind: str) -> tuple[type[Scenario], TypeAdapter[Scenario]]:
+    """The class registered for ``kind`` under ``gpubench.scenarios``, and its validator."""
+    from ._plugins import SCENARIOS, scenario_class
+
+    registered = {ep.name for ep in importlib.metadata.entry_points(group=SCENARIOS)}
+    if kind in registered:
+        cls = scenario_class(kind)
+    elif kind in BUILTIN_SCENARIOS:  # installed without its entry points (stale metadata)
+        cls = BUILTIN_SCENARIOS[kind]
+    else:
+        kinds = [*BUILTIN_SCENARIOS, *sorted(registered - set(BUILTIN_SCENARIOS))]
+        close = difflib.get_close_matches(kind, kinds, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise ConfigError("kind", kind, f"{hint}one of {', '.join(map(repr, kinds))}")
+    return cls, TypeAdapter(cls)
 
 
 def build_scenario(data: Mapping[str, Any], where: str) -> Scenario:
-    """A scenario dataclass from its TOML table; the dataclass itself holds the rules."""
+    """A scenario from its TOML table; its class (found by ``kind``) holds the rules."""
     kind = data.get("kind")
-    adapter = _SCENARIOS.get(kind) if isinstance(kind, str) else None
-    if adapter is None:
-        raise ConfigError(f"{where}.kind", kind, f"one of {', '.join(map(repr, _SCENARIOS))}")
+    if not isinstance(kind, str):
+        raise ConfigError(
+            f"{where}.kind", kind, f"one of {', '.join(map(repr, BUILTIN_SCENARIOS))}"
+        )
+    try:
+        cls, adapter = _scenario_adapter(kind)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}.kind", exc.value, exc.expected) from None
     try:
         return adapter.validate_python({k: v for k, v in data.items() if k != "kind"})
     except ValidationError as exc:
         inner = _wrapped_config_error(exc)
         if inner is not None:  # raised by the dataclass's own checks: "burst.total" etc.
             raise ConfigError(f"{where}.{inner.field}", inner.value, inner.expected) from None
-        cls = _SCENARIO_TYPES[str(kind)]
         raise config_error(exc, f"{where}.{kind}", cls, where=f"{where} ({kind})") from None
-
-
-_SCENARIO_TYPES: dict[str, type[Any]] = {"burst": Burst, "rate": Rate, "cold_starts": ColdStarts}
 
 
 def _wrapped_config_error(exc: ValidationError) -> ConfigError | None:
@@ -358,7 +372,18 @@ def load_config(path: str | Path) -> RunConfig:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(str(path), "(TOML syntax)", f"valid TOML: {exc}") from None
+    _files_beside(data, path.parent)
     return parse_config(data, str(path))
+
+
+def _files_beside(data: dict[str, Any], folder: Path) -> None:
+    """A scenario's relative ``path`` (a replayed trace) is read beside the plan, wherever
+    gpubench runs from; it is stored absolute, so the run says which file it replayed."""
+    scenarios = data.get("scenarios")
+    for table in scenarios if isinstance(scenarios, list) else ():
+        trace = table.get("path") if isinstance(table, dict) else None
+        if isinstance(trace, str) and trace and not Path(trace).is_absolute():
+            table["path"] = str((folder / trace).resolve())
 
 
 def check_url(field: str, url: str, *, host_only_ok: bool = False) -> None:

@@ -18,16 +18,19 @@ from stevedore.exception import NoMatches
 
 from ._errors import PluginLoadError, PluginNotFoundError
 from ._provider import Provider
+from ._scenarios import Scenario
 from ._workload import Workload
 
 log = logging.getLogger("gpubench.plugins")
 
 PROVIDERS = "gpubench.providers"
 WORKLOADS = "gpubench.workloads"
-_BASES: dict[str, type] = {PROVIDERS: Provider, WORKLOADS: Workload}
+SCENARIOS = "gpubench.scenarios"
+_BASES: dict[str, type] = {PROVIDERS: Provider, WORKLOADS: Workload, SCENARIOS: Scenario}
 _HINT = {
     PROVIDERS: "pip install gpubench-{name}",
     WORKLOADS: "pip install the package that provides workload {name!r}",
+    SCENARIOS: "pip install the package that provides scenario kind {name!r}",
 }
 
 T = TypeVar("T")
@@ -132,6 +135,13 @@ def workload_class(name: str) -> type[Workload]:
     """The Workload class registered under ``name``; fails loudly if missing or broken."""
     cls = _load(WORKLOADS, name)
     assert issubclass(cls, Workload)
+    return cls
+
+
+def scenario_class(name: str) -> type[Scenario]:
+    """The Scenario class registered under ``name`` (the plan's ``kind``)."""
+    cls = _load(SCENARIOS, name)
+    assert issubclass(cls, Scenario)
     return cls
 
 

@@ -13,7 +13,7 @@ import errno
 from collections.abc import Sequence
 
 from ._errors import ConfigError, GpubenchError, ResourceError
-from ._scenarios import Rate, Scenario
+from ._scenarios import Scenario
 
 try:  # POSIX only; elsewhere there is no such limit to raise or check
     import resource
@@ -46,19 +46,21 @@ def raise_open_files_limit() -> int | None:
 def descriptors_needed(scenarios: Sequence[Scenario], targets: int, shards: int = 1) -> int:
     """Open files one load-generating process (of ``shards``) needs for the plan at its peak:
     its share of the most requests in flight at once, each target driven at the same time.
-    A ``Rate`` without ``max_inflight`` is left out: its bound adapts to the limit."""
+    An open loop without ``max_inflight`` is left out: its bound adapts to the limit."""
     peak = max((sc.inflight() for sc in scenarios if not _adapts(sc)), default=1)
     return -(-peak * targets // shards) + DESCRIPTOR_MARGIN
 
 
 def _adapts(sc: Scenario) -> bool:
-    return isinstance(sc, Rate) and sc.max_inflight is None
+    # an open loop (rate, stages, max_rate, replay) whose max_inflight is unset; a sweep's
+    # closed-loop probe (max_concurrency) is fixed, so a sweep is always counted
+    return getattr(sc, "max_inflight", 0) is None and not hasattr(sc, "max_concurrency")
 
 
 def check_open_files(scenarios: Sequence[Scenario], targets: int, shards: int = 1) -> int | None:
     """Raise the open-files limit, then refuse (``ConfigError``) a plan that cannot fit in it.
     Returns how many requests each target may have in flight in this process (None: no limit),
-    the bound of a ``Rate`` without ``max_inflight``."""
+    the bound of an open loop without ``max_inflight``."""
     limit = raise_open_files_limit()
     if limit is None:
         return None
@@ -69,7 +71,8 @@ def check_open_files(scenarios: Sequence[Scenario], targets: int, shards: int = 
     fixed = [i for i, sc in enumerate(scenarios) if not _adapts(sc)]
     worst = max(fixed, key=lambda i: scenarios[i].inflight())
     sc = scenarios[worst]
-    knob = "max_inflight" if isinstance(sc, Rate) else "concurrency"
+    knobs = ("max_concurrency", "max_inflight", "concurrency")
+    knob = next((k for k in knobs if hasattr(sc, k)), "concurrency")
     raise ConfigError(
         f"scenarios[{worst}].{sc.kind}.{knob}",
         getattr(sc, knob, sc.inflight()),

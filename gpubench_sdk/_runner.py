@@ -26,8 +26,9 @@ from ._provider import Provider
 from ._resources import check_open_files, out_of_files, unwrap
 from ._results import RunResult, Target
 from ._runner_drivers import ScenarioDrivers
+from ._runner_load import Load
 from ._runner_send import BUDGET_SPENT, LiveTarget, Observer, SharedCounter, retry_after_s
-from ._scenarios import Burst, ColdStarts, Rate, Scenario
+from ._scenarios import ColdStarts, Scenario
 from ._secrets import redact
 from ._store import DEFAULT_FLUSH_INTERVAL_S, RunInfo, ScenarioRecord, Store, TargetRecord
 from ._telemetry import Instruments
@@ -138,7 +139,10 @@ class Runner(ScenarioDrivers):
             name=self._name,
             config=self._config,
             targets=[self._target_record(t) for t in self._targets],
-            scenarios=[ScenarioRecord(s.kind, asdict(s)) for s in self._scenarios],
+            scenarios=[
+                ScenarioRecord(s.kind, {**asdict(s), "name": s.label(i)})  # type: ignore[call-overload]
+                for i, s in enumerate(self._scenarios)
+            ],
             origin_ns=self._origin_ns,
             started_wall_ns=self._origin_wall_ns,
         )
@@ -321,14 +325,7 @@ class Runner(ScenarioDrivers):
         deadline = scenario.deadline_s
         with anyio.move_on_after(deadline if deadline is not None else float("inf")) as scope:
             self._scenario_scope = scope
-            if isinstance(scenario, Burst):
-                await self._burst(live, sidx, scenario)
-            elif isinstance(scenario, Rate):
-                await self._rate(live, sidx, scenario)
-            elif isinstance(scenario, ColdStarts):
-                await self._cold_starts(live, sidx, scenario)
-            else:  # pragma: no cover - the Scenario union is closed
-                raise ConfigError("scenario", scenario, "Burst, Rate or ColdStarts")
+            await scenario.drive(Load(self, live, sidx))  # the shape schedules; _send sends
         self._scenario_scope = None
         if scope.cancelled_caught:
             # Said as such, never as "completed": the scenario sent less than it planned.
@@ -359,7 +356,17 @@ def _validate(
     if max_requests is not None and max_requests < 1:
         raise ConfigError("max_requests", max_requests, "an integer >= 1")
     blind = [t.name for t in targets if not t.provider.capabilities.cold_start_control]
+    labels: set[str] = set()
     for i, sc in enumerate(scenarios):
+        if not isinstance(sc, Scenario):
+            raise ConfigError(
+                f"scenarios[{i}]",
+                type(sc).__name__,
+                "a scenario: Burst(...), Rate(...), ... or a subclass of gpubench_sdk.Scenario",
+            )
+        if sc.label(i) in labels:
+            raise ConfigError(f"scenarios[{i}].name", sc.label(i), "a name no other scenario has")
+        labels.add(sc.label(i))
         if isinstance(sc, ColdStarts) and blind and sc.idle_gap_s is None:
             raise ConfigError(
                 f"scenarios[{i}].cold_starts.idle_gap_s",

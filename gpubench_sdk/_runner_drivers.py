@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.lowlevel
@@ -101,27 +101,46 @@ class ScenarioDrivers(RequestSender):
                 tg.start_soon(self._rate_target, lt, sidx, sc, t0)
 
     async def _rate_target(self, lt: LiveTarget, sidx: int, sc: Rate, t0: int) -> None:
+        await self._open_loop(lt, sidx, sc.offsets_s(), t0, max_inflight=sc.max_inflight)
+
+    async def _open_loop(
+        self,
+        lt: LiveTarget,
+        sidx: int,
+        offsets_s: Iterable[float],
+        t0: int,
+        *,
+        max_inflight: int | None = None,
+        seq0: int = 0,
+        fields: Callable[[int], Mapping[str, Any] | None] | None = None,
+    ) -> None:
+        """Send ``seq0 + i`` at ``t0 + offsets_s[i]`` (this shard's every n-th), open loop.
+
+        ``fields(i)`` adds body fields to request ``i`` (a trace's inputs)."""
         k, n = self._shard
-        cap = max(1, (sc.max_inflight or DEFAULT_MAX_INFLIGHT) // n)  # the run's total, shared
-        if sc.max_inflight is None and self._fd_cap is not None and cap > self._fd_cap:
-            log.warning(
-                "%s: at most %d requests in flight (the open-files limit, ulimit -n); "
-                "set rate.max_inflight to choose",
-                lt.name,
-                self._fd_cap,
-            )
+        cap = max(1, (max_inflight or DEFAULT_MAX_INFLIGHT) // n)  # the run's total, shared
+        if max_inflight is None and self._fd_cap is not None and cap > self._fd_cap:
+            warned: set[str] = self.__dict__.setdefault("_fd_warned", set())
+            if lt.name not in warned:  # once per target, not at every step of a sweep
+                warned.add(lt.name)
+                log.warning(
+                    "%s: at most %d requests in flight (the open-files limit, ulimit -n); "
+                    "set max_inflight to choose",
+                    lt.name,
+                    self._fd_cap,
+                )
             cap = self._fd_cap
         limiter = anyio.Semaphore(cap)
 
-        async def fire(seq: int, due: int) -> None:
+        async def fire(seq: int, due: int, extra: Mapping[str, Any] | None) -> None:
             try:
-                await self._send(lt, sidx, seq, Phase.MEASURE, due)
+                await self._send(lt, sidx, seq, Phase.MEASURE, due, extra=extra)
             finally:
                 limiter.release()
 
         async with anyio.create_task_group() as tg:
-            for seq, offset_s in enumerate(sc.offsets_s()):
-                if seq % n != k:  # another process sends this one, on the same schedule
+            for i, offset_s in enumerate(offsets_s):
+                if i % n != k:  # another process sends this one, on the same schedule
                     continue
                 due = t0 + int(offset_s * 1e9)
                 delay = (due - time.perf_counter_ns()) / 1e9
@@ -136,7 +155,34 @@ class ScenarioDrivers(RequestSender):
                 if not self._take(lt):
                     limiter.release()
                     break
-                tg.start_soon(fire, seq, due)
+                tg.start_soon(fire, seq0 + i, due, None if fields is None else fields(i))
+
+    async def _timed_loop(
+        self,
+        lt: LiveTarget,
+        sidx: int,
+        seqs: Iterator[int],
+        slots: int,
+        until_ns: int,
+        think_s: float,
+        phase: Phase = Phase.MEASURE,
+    ) -> None:
+        """A closed loop of ``slots`` requests in flight until ``until_ns``, each slot pausing
+        ``think_s`` between its requests (k6's constant VUs); ``seqs`` is shared by the slots."""
+
+        async def slot() -> None:
+            for seq in seqs:
+                if time.perf_counter_ns() >= until_ns or not self._take(lt):
+                    return
+                await self._send(lt, sidx, seq, phase, time.perf_counter_ns())
+                if think_s:
+                    left_s = (until_ns - time.perf_counter_ns()) / 1e9
+                    await anyio.sleep(min(think_s, max(0.0, left_s)))
+
+        # Requests in flight at the end finish (each bounded by the provider's timeout_s).
+        async with anyio.create_task_group() as tg:
+            for _ in range(slots):
+                tg.start_soon(slot)
 
     async def _cold_starts(self, live: list[LiveTarget], sidx: int, sc: ColdStarts) -> None:
         if self._shard[0] != 0:

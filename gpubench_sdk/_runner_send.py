@@ -22,6 +22,7 @@ import httpx
 from ._http import record_retries
 from ._http import retry_after_s as header_retry_after_s
 from ._results import Target, classify
+from ._scenarios._base import with_fields
 from ._store import Store
 from ._telemetry import Instruments
 from ._types import ColdCheck, Invocation, Outcome, Phase, Result
@@ -117,8 +118,11 @@ class RequestSender:
         scheduled_ns: int,
         expect_cold: bool | None = None,
         check: ColdCheck | None = None,
+        extra: Mapping[str, Any] | None = None,
     ) -> None:
         request = self._workload.request(seq)
+        if extra:  # per-request inputs of a shape (a replayed trace's prompt size, body fields)
+            request = with_fields(request, extra)
         self._inflight += 1
         wall = time.time_ns()
         start = time.perf_counter_ns()

@@ -9,7 +9,7 @@ import click
 from rich.table import Table
 
 from .._errors import ConfigError
-from .._plugins import PROVIDERS, WORKLOADS, list_plugins
+from .._plugins import PROVIDERS, SCENARIOS, WORKLOADS, list_plugins
 from ._console import out
 
 
@@ -17,7 +17,11 @@ from ._console import out
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 def providers_cmd(as_json: bool) -> None:
     """List installed provider and workload plugins with their capabilities."""
-    groups = {"providers": list_plugins(PROVIDERS), "workloads": list_plugins(WORKLOADS)}
+    groups = {
+        "providers": list_plugins(PROVIDERS),
+        "workloads": list_plugins(WORKLOADS),
+        "scenarios": list_plugins(SCENARIOS),
+    }
     if as_json:
         data = {
             g: [

@@ -344,11 +344,15 @@ def _execute_ray(
 
 def _report(result: RunResult, rules: Sequence[Threshold]) -> None:
     """The summary, why requests failed, the thresholds; then the exit code they decide."""
+    from ..metrics import shape_summary
+
     status = result.status + (f" ({result.stop_reason})" if result.stop_reason else "")
     with Store(result.store_path, readonly=True) as store:
         report = check_thresholds(store, result.run.id, rules)  # the verdict first
         with stdout_may_close():
             print_run(store, result.run, status)
+            for line in shape_summary(store, result.run.id):  # stages, sweep, max_rate
+                out.print(line, highlight=False, soft_wrap=True)
             table = render_thresholds(report)
             if table is not None:
                 out.print(table)

@@ -87,6 +87,8 @@ def build_report(
     """Gather the content of a report over ``run_refs`` (ids, uuid prefixes, ``"latest"``):
     the per-run sections, then the comparisons of every target over all the runs (the cost
     one priced at ``traffic``, by default the reference report's daily scenario)."""
+    from ._shapes import collect_shapes  # it builds on this module's rows
+
     by_id: dict[int, RunInfo] = {}
     for ref in run_refs:
         info = store.run(ref)
@@ -109,6 +111,7 @@ def build_report(
             report.runs.append(_run_row(info))
             for collect in PER_RUN:
                 collect(report, store, info)
+            collect_shapes(report, store, info)  # stages, sweep, max_rate: _shapes.py
         _variability(report, store, infos)
         add_comparisons(report, store, infos, DailyTraffic(**report.traffic))
     finally:

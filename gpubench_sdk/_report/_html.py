@@ -19,7 +19,9 @@ from .._summary import usd as _usd
 from . import _questions as q
 from . import _sections as s
 from ._compare import duration
+from ._format import figure, table
 from ._read import Report
+from ._shapes import shapes_html
 
 _CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2rem auto;max-width:1100px;color:#1d1f23;
@@ -113,6 +115,11 @@ def _verdicts(report: Report) -> str:
     return f"<h2>Summary</h2><ul class='review'>{items}</ul>"
 
 
+def _shapes(report: Report) -> str:
+    """Stages, sweep and max_rate results (empty when the runs have none): ``_shapes.py``."""
+    return shapes_html(report, figure, table)
+
+
 LAYOUTS: dict[str, tuple[Section, ...]] = {
     "comparison": (
         _heading,
@@ -124,6 +131,7 @@ LAYOUTS: dict[str, tuple[Section, ...]] = {
         s.cold,
         s.days,
         s.bursts,
+        _shapes,
         s.cost,
         s.config,
     ),
@@ -133,6 +141,7 @@ LAYOUTS: dict[str, tuple[Section, ...]] = {
         _reference_question(q.cold_start, "Cold start", s.cold),
         _reference_question(q.variability, "Variability", s.days),
         _reference_question(q.burst, "Autoscaling", s.bursts),
+        _shapes,
         _reference_question(q.streaming, "Streaming", s.streaming),
         _review,
         _reference_question(q.cost, "Pricing", s.cost),

@@ -1,0 +1,47 @@
+"""Scenarios: how requests are scheduled. Plain data; ``drive`` sends through the runner.
+
+Built-in kinds are registered under the ``gpubench.scenarios`` entry point like any plugin's.
+"""
+
+from ._base import (
+    DEFAULT_MAX_INFLIGHT,
+    MAX_CONCURRENCY,
+    MAX_DURATION_S,
+    MAX_REQUESTS,
+    MAX_RPS,
+    SEQ_BLOCK,
+    Count,
+    Scenario,
+    check,
+)
+from ._builtin import Burst, ColdStarts, Rate
+from ._replay import Replay
+from ._search import MaxRate, Sweep
+from ._stages import Concurrency, Stage, Stages
+
+BUILTIN_SCENARIOS: dict[str, type[Scenario]] = {
+    cls.kind: cls for cls in (Burst, Rate, ColdStarts, Concurrency, Stages, Sweep, MaxRate, Replay)
+}
+"""The kinds gpubench ships (also registered under ``gpubench.scenarios``)."""
+
+__all__ = [
+    "BUILTIN_SCENARIOS",
+    "DEFAULT_MAX_INFLIGHT",
+    "MAX_CONCURRENCY",
+    "MAX_DURATION_S",
+    "MAX_REQUESTS",
+    "MAX_RPS",
+    "SEQ_BLOCK",
+    "Burst",
+    "ColdStarts",
+    "Concurrency",
+    "Count",
+    "MaxRate",
+    "Rate",
+    "Replay",
+    "Scenario",
+    "Stage",
+    "Stages",
+    "Sweep",
+    "check",
+]

@@ -1,0 +1,354 @@
+"""What the load shapes measure: per-step statistics, the throughput-latency curve and its
+knee (``sweep``), the SLO verdict and the search's answer (``max_rate``), and the scaling
+response time of each stage change (``stages``).
+
+Pure functions over ``Invocation`` lists (``Store.invocations`` or a shape's ``Load.results``)
+and fleet readings (``Store.fleet``); ``run_*`` adapters read them from a stored run. The
+runner takes its decisions with these same functions, so a stored run re-analysed later says
+what the run decided.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from .._scenarios import SEQ_BLOCK
+from .._store import Store
+from .._types import Invocation
+from ._stats import normal_ppf, wilson_interval
+
+NAN = math.nan
+
+
+@dataclass(frozen=True, slots=True)
+class StepStats:
+    """One step of a stepped shape (its requests' ``seq // SEQ_BLOCK``)."""
+
+    step: int
+    requests: int
+    ok: int
+    offered_rps: float  # requests sent per second over the step (its schedule's rate)
+    throughput_rps: float  # successful requests per second, first send to last answer
+    p50_ms: float
+    p95_ms: float
+    error_rate: float
+
+
+def step_stats(invs: Sequence[Invocation]) -> list[StepStats]:
+    """Per step, in step order; latency is from the scheduled send (no coordinated omission)."""
+    steps: dict[int, list[Invocation]] = {}
+    for inv in invs:
+        steps.setdefault(inv.seq // SEQ_BLOCK, []).append(inv)
+    out = []
+    for step in sorted(steps):
+        group = steps[step]
+        sched = np.array([i.scheduled_ns for i in group], dtype=np.int64)
+        ends = np.array([i.end_ns for i in group], dtype=np.int64)
+        lat = np.array([i.latency_ms for i in group if i.ok], dtype=np.float64)
+        sent_span = (int(sched.max()) - int(sched.min())) / 1e9
+        span = (int(ends.max()) - int(sched.min())) / 1e9
+        offered = (len(group) - 1) / sent_span if sent_span > 0 else NAN
+        out.append(
+            StepStats(
+                step=step,
+                requests=len(group),
+                ok=int(lat.size),
+                offered_rps=offered,
+                throughput_rps=lat.size / span if span > 0 else NAN,
+                p50_ms=float(np.quantile(lat, 0.5)) if lat.size else NAN,
+                p95_ms=float(np.quantile(lat, 0.95)) if lat.size else NAN,
+                error_rate=1 - lat.size / len(group),
+            )
+        )
+    return out
+
+
+def knee_index(x: Sequence[float], y: Sequence[float]) -> int | None:
+    """Kneedle (Satopää et al., ICDCS 2011) for a convex increasing curve such as latency
+    against throughput: after scaling both axes to [0, 1], the point farthest below the
+    diagonal, i.e. the most throughput before latency climbs. None with fewer than 3 points."""
+    xs, ys = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    keep = np.isfinite(xs) & np.isfinite(ys)
+    if keep.sum() < 3:
+        return None
+    idx = np.flatnonzero(keep)
+    xk, yk = xs[keep], ys[keep]
+    xr, yr = np.ptp(xk), np.ptp(yk)
+    if xr == 0 or yr == 0:
+        return None
+    diff = (xk - xk.min()) / xr - (yk - yk.min()) / yr
+    return int(idx[int(np.argmax(diff))])
+
+
+@dataclass(frozen=True, slots=True)
+class SweepCurve:
+    steps: list[StepStats]  # in order of throughput
+    knee: StepStats | None  # the step at the knee of p95 latency against throughput
+    max_throughput_rps: float
+
+
+def sweep_curve(invs: Sequence[Invocation]) -> SweepCurve:
+    """The throughput-latency curve of a ``sweep`` (or any stepped shape) and its knee."""
+    steps = sorted(step_stats(invs), key=lambda s: (s.throughput_rps, s.step))
+    k = knee_index([s.throughput_rps for s in steps], [s.p95_ms for s in steps])
+    peak = max((s.throughput_rps for s in steps if s.ok), default=NAN)
+    return SweepCurve(steps, None if k is None else steps[k], peak)
+
+
+@dataclass(frozen=True, slots=True)
+class SLOVerdict:
+    """Whether a step held ``p95 < p95_ms`` and ``error rate < error_rate``, each with
+    ``confidence``: the one-sided Wilson upper bounds of the share of successful requests
+    slower than ``p95_ms`` (below 5%) and of the error rate (below ``error_rate``)."""
+
+    passed: bool
+    requests: int
+    p95_ms: float
+    slow_upper: float  # upper bound of the share over the latency target
+    error_upper: float  # upper bound of the error rate
+    confidence: float
+
+
+def _upper(k: int, n: int, confidence: float) -> float:
+    # a one-sided bound at `confidence` is one end of the two-sided interval at 2c - 1
+    return 1.0 if n == 0 else wilson_interval(k, n, 2 * confidence - 1)[1]
+
+
+def min_samples(error_rate: float, confidence: float) -> int:
+    """The fewest requests a step needs for a clean step to pass: the Wilson upper bound of
+    0 of n, about z^2 / n, must drop below 5% (and below ``error_rate`` where it is > 0)."""
+    z = normal_ppf(confidence)
+    need = 0.05 if error_rate <= 0 else min(0.05, error_rate)
+    return math.floor(z * z * (1 - need) / need) + 1
+
+
+def slo_verdict(
+    invs: Sequence[Invocation], p95_ms: float, error_rate: float, confidence: float
+) -> SLOVerdict:
+    n = len(invs)
+    ok = [i.latency_ms for i in invs if i.ok]
+    slow = sum(1 for v in ok if v >= p95_ms)
+    errors = n - len(ok)
+    slow_up = _upper(slow, len(ok), confidence)
+    err_up = _upper(errors, n, confidence)
+    err_ok = errors == 0 if error_rate <= 0 else err_up < error_rate
+    p95 = float(np.quantile(ok, 0.95)) if ok else NAN
+    return SLOVerdict(n > 0 and slow_up < 0.05 and err_ok, n, p95, slow_up, err_up, confidence)
+
+
+@dataclass(frozen=True, slots=True)
+class MaxRateResult:
+    """``max_rate``'s answer: the highest rate that passed, the lowest above it that failed."""
+
+    max_rate_rps: float  # 0 when no rate passed
+    first_failed_rps: float  # NaN when none failed (max_rps reached)
+    confidence: float
+    trials: list[tuple[float, SLOVerdict]]  # (offered rate, verdict) in the order run
+
+
+def max_rate_search(
+    invs: Sequence[Invocation], p95_ms: float, error_rate: float, confidence: float
+) -> MaxRateResult:
+    """Re-judge a stored ``max_rate`` run's steps; the same rule the run searched with."""
+    by_step: dict[int, list[Invocation]] = {}
+    for inv in invs:
+        by_step.setdefault(inv.seq // SEQ_BLOCK, []).append(inv)
+    stats = {s.step: s for s in step_stats(invs)}
+    trials = [
+        (stats[j].offered_rps, slo_verdict(by_step[j], p95_ms, error_rate, confidence))
+        for j in sorted(by_step)
+    ]
+    best = max((r for r, v in trials if v.passed), default=0.0)
+    above = [r for r, v in trials if not v.passed and r > best]
+    return MaxRateResult(best, min(above, default=NAN), confidence, trials)
+
+
+@dataclass(frozen=True, slots=True)
+class ScalingResponse:
+    """How a target answered one stage change (times in seconds from the change)."""
+
+    at_s: float  # when the change began, from the scenario's start
+    to_rps: float
+    baseline_p95_ms: float  # the level latency must come back to (x (1 + tolerance))
+    baseline: str  # "before": the window before the change; "settled": its own last window
+    latency_s: float  # until every later window's p95 was within tolerance; NaN: never
+    workers_before: int | None
+    workers_steady: int | None
+    workers_s: float  # until ready workers reached their new steady count; NaN: unknown
+
+
+def scaling_response(
+    invs: Sequence[Invocation],
+    changes: Sequence[tuple[float, float, float]],
+    t0_ns: int,
+    *,
+    window_s: float,
+    tolerance: float,
+    fleet: Mapping[str, npt.NDArray[np.int64]] | None = None,
+) -> list[ScalingResponse]:
+    """Per change ``(at_s, until_s, rps)`` (``Stages.changes()``) of one target's requests,
+    the scenario starting at ``t0_ns`` on the run's clock; ``fleet``: that target's readings
+    (``Store.fleet(run, target=...)``) when its provider reports them."""
+    ok = [i for i in invs if i.ok]
+    t = np.array([(i.scheduled_ns - t0_ns) / 1e9 for i in ok], dtype=np.float64)
+    lat = np.array([i.latency_ms for i in ok], dtype=np.float64)
+    order = np.argsort(t)
+    t, lat = t[order], lat[order]
+
+    def p95(lo: float, hi: float) -> tuple[float, int]:
+        sel = lat[(t >= lo) & (t < hi)]
+        return (float(np.quantile(sel, 0.95)) if sel.size else NAN), int(sel.size)
+
+    out = []
+    for at, until, rps in changes:
+        base, n = p95(at - window_s, at)
+        kind = "before"
+        if n < 5 or not math.isfinite(base):  # too few before it to tell a level
+            base, kind = p95(until - window_s, until)[0], "settled"
+        bound = base * (1 + tolerance)
+        step = window_s / 10
+        last_bad = None
+        s = at
+        while s + window_s <= until + 1e-9:  # windows by their start: no lag of a window
+            value, count = p95(s, s + window_s)
+            if count and value > bound:
+                last_bad = s
+            s += step
+        if not math.isfinite(bound):
+            latency = NAN
+        elif last_bad is None:
+            latency = 0.0
+        elif last_bad + step + window_s > until + 1e-9:
+            latency = NAN  # still out of tolerance in the change's last window
+        else:
+            latency = last_bad + step - at
+        before, steady, workers = _workers(fleet, t0_ns, at, until)
+        out.append(ScalingResponse(at, rps, base, kind, latency, before, steady, workers))
+    return out
+
+
+def _workers(
+    fleet: Mapping[str, npt.NDArray[np.int64]] | None, t0_ns: int, at: float, until: float
+) -> tuple[int | None, int | None, float]:
+    if fleet is None or not len(fleet.get("t_ns", ())):
+        return None, None, NAN
+    ready, busy = fleet["ready"], fleet["busy"]
+    known = (ready >= 0) & (busy >= 0)
+    ts = (fleet["t_ns"][known] - t0_ns) / 1e9
+    count = (ready + busy)[known]
+    prior = count[ts < at]
+    before = int(prior[-1]) if prior.size else 0
+    tail = count[(ts >= until - (until - at) / 4) & (ts < until)]
+    if not tail.size:  # polls were sparse (a busy provider answers late): its last reading
+        tail = count[(ts >= at) & (ts < until)][-1:]
+    if not tail.size:
+        return before, None, NAN
+    steady = int(np.median(tail))
+    span = (ts >= at) & (ts < until)
+    hit = count[span] >= steady if steady >= before else count[span] <= steady
+    if steady == before:
+        return before, steady, 0.0
+    first = np.flatnonzero(hit)
+    return before, steady, float(ts[span][first[0]] - at) if first.size else NAN
+
+
+def schedule_origin_ns(invs: Sequence[Invocation], offsets_s: Sequence[float]) -> int:
+    """When a scheduled shape started on the run's clock: every request ``seq`` was due at
+    origin + ``offsets_s[seq]``, so any one of them gives it (the median, against rounding)."""
+    gaps = [i.scheduled_ns - round(offsets_s[i.seq] * 1e9) for i in invs if i.seq < len(offsets_s)]
+    if not gaps:
+        raise ValueError("no request of this schedule was stored")
+    return int(np.median(gaps))
+
+
+def run_scaling_response(
+    store: Store, run: int | str, scenario: int, target: str
+) -> list[ScalingResponse]:
+    """``scaling_response`` of a stored ``stages`` scenario for one target."""
+    from .._scenarios import Stages
+
+    info = store.run(run)
+    sc = _stored_scenario(info.scenarios[scenario].kind, info.scenarios[scenario].params)
+    if not isinstance(sc, Stages):
+        raise ValueError(f"scenario {scenario} is {info.scenarios[scenario].kind!r}, not stages")
+    invs = [i for i in store.invocations(info.id) if i.scenario == scenario and i.target == target]
+    t0 = schedule_origin_ns(invs, list(sc.offsets_s()))
+    fleet = store.fleet(info.id, target=target)
+    return scaling_response(
+        invs, sc.changes(), t0, window_s=sc.window_s, tolerance=sc.tolerance, fleet=fleet
+    )
+
+
+def run_sweep(store: Store, run: int | str, scenario: int, target: str) -> SweepCurve:
+    """``sweep_curve`` of a stored ``sweep`` (or any stepped) scenario for one target."""
+    info = store.run(run)
+    invs = store.invocations(info.id)
+    return sweep_curve([i for i in invs if i.scenario == scenario and i.target == target])
+
+
+def run_max_rate(store: Store, run: int | str, scenario: int, target: str) -> MaxRateResult:
+    """``max_rate_search`` of a stored ``max_rate`` scenario for one target, judged by the
+    SLO stored with it."""
+    info = store.run(run)
+    p = info.scenarios[scenario].params
+    invs = [i for i in store.invocations(info.id) if i.scenario == scenario and i.target == target]
+    return max_rate_search(invs, p["p95_ms"], p["error_rate"], p["confidence"])
+
+
+def _stored_scenario(kind: str, params: Mapping[str, object]) -> object:
+    from .._config import build_scenario
+
+    return build_scenario({"kind": kind, **params}, "stored scenario")
+
+
+def shape_summary(store: Store, run: int | str) -> list[str]:
+    """One line per stage change, sweep and max_rate search of a stored run: what the
+    console prints after the summary table."""
+    info = store.run(run)
+    lines = []
+    for sidx, sc in enumerate(info.scenarios):
+        if sc.kind not in ("stages", "sweep", "max_rate"):
+            continue
+        label = sc.params.get("name") or f"{sc.kind}-{sidx}"
+        for t in (t.name for t in info.targets):
+            where = f"{label} on {t}"
+            try:
+                if sc.kind == "stages":
+                    for c in run_scaling_response(store, info.id, sidx, t):
+                        lines.append(
+                            f"{where}: to {c.to_rps:g} req/s at {c.at_s:g} s: p95 back in "
+                            f"{_secs(c.latency_s)}, workers ready in {_secs(c.workers_s)}"
+                        )
+                elif sc.kind == "sweep":
+                    curve = run_sweep(store, info.id, sidx, t)
+                    knee = curve.knee
+                    at = (
+                        "no knee"
+                        if knee is None
+                        else (f"knee at {knee.throughput_rps:.1f} req/s (p95 {knee.p95_ms:.0f} ms)")
+                    )
+                    lines.append(f"{where}: {at}; most {curve.max_throughput_rps:.1f} req/s")
+                else:
+                    m = run_max_rate(store, info.id, sidx, t)
+                    p = sc.params
+                    lines.append(
+                        f"{where}: {m.max_rate_rps:.1f} req/s holds p95 < {p['p95_ms']:g} ms "
+                        f"and errors < {p['error_rate']:.0%} ({m.confidence:.0%} confidence)"
+                        + (
+                            ""
+                            if math.isnan(m.first_failed_rps)
+                            else f"; {m.first_failed_rps:.1f} req/s did not"
+                        )
+                    )
+            except (ValueError, KeyError):  # stopped before it sent anything to judge
+                continue
+    return lines
+
+
+def _secs(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:.2f} s"
