@@ -383,3 +383,16 @@ def test_a_lost_node_is_named_and_the_run_partial(
 
 def _labelled_node_ids() -> set[str]:
     return {n["NodeID"] for n in ray.nodes() if n["Alive"] and n.get("Labels", {}).get("region")}
+
+
+def test_a_shape_that_reads_every_shards_results_needs_one_worker(
+    cluster: Cluster, emulator: str, tmp_path: Path
+) -> None:
+    # sweep and max_rate pick each step from all shards' stored results; Ray workers write to
+    # an outbox, so two of them would each decide alone. Refused before any actor starts.
+    sweep = [{"kind": "sweep", "duration_s": 1, "rates": 2, "max_concurrency": 4}]
+    with pytest.raises(ConfigError, match=r"execution\.workers: got 2") as caught:
+        run_on_ray(parse_config(plan(emulator, sweep)), store=tmp_path / "s.sqlite")
+    assert "sweep" in str(caught.value) and "--processes" in str(caught.value)
+    assert not (tmp_path / "s.sqlite").exists()
+    assert not alive_workers()

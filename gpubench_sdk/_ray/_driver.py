@@ -82,6 +82,17 @@ class RayRun:
         self.store_path = Path(store)
         self.ray = _import_ray()
         self.n = workers or config.execution.workers or alive_nodes(self.ray)
+        adaptive = [sc.kind for sc in config.build_scenarios() if sc.reads_results]
+        if adaptive and self.n > 1:
+            # Each Ray worker writes to an outbox, not to the run's store, so it cannot read the
+            # other workers' results that sweep and max_rate decide their next step from.
+            raise ConfigError(
+                "execution.workers",
+                self.n,
+                f"1 for a plan with {', '.join(sorted(set(adaptive)))} (its next step depends on "
+                "every shard's results, which Ray workers cannot read); run it with "
+                "--processes N, or with workers = 1",
+            )
         self.otlp_endpoint = otlp_endpoint
         self.on_progress = on_progress
         self.observers = list(observers)

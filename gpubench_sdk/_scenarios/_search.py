@@ -46,6 +46,7 @@ class Sweep(Scenario):
     throughput-latency curve and its knee."""
 
     kind: ClassVar[str] = "sweep"
+    reads_results: ClassVar[bool] = True
     duration_s: float
     rates: Count = 5
     max_concurrency: Count = 64
@@ -106,6 +107,7 @@ class MaxRate(Scenario):
     on its own, the searches in lock step (step j is each target's j-th trial)."""
 
     kind: ClassVar[str] = "max_rate"
+    reads_results: ClassVar[bool] = True
     p95_ms: float
     error_rate: float = 0.01
     confidence: float = 0.9
