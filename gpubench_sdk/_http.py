@@ -46,7 +46,7 @@ _httpx_log = logging.getLogger("httpx")  # where httpx logs each request, at INF
 
 def _preloaded(
     status: int,
-    headers: list[tuple[bytes, bytes]],
+    headers: tuple[tuple[bytes, bytes], ...],
     body: bytes,
     extensions: dict[str, Any],
     request: httpx.Request,
@@ -140,6 +140,12 @@ class _Connector(aiohttp.TCPConnector):
             self._factory = functools.partial(_Handler, loop=self._loop)  # type: ignore[assignment]
 
 
+@functools.lru_cache(maxsize=32)
+def _client_timeout(connect: float | None, read: float | None) -> aiohttp.ClientTimeout:
+    """aiohttp's timeout for httpx's (a frozen value: one per setting, not per request)."""
+    return aiohttp.ClientTimeout(total=None, sock_connect=connect, sock_read=read)
+
+
 _DIED = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, ConnectionError)
 
 
@@ -219,10 +225,8 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             body = request.content
         except httpx.RequestNotRead:  # a streaming request body
             body = await request.aread()
-        timeout = aiohttp.ClientTimeout(
-            total=None, sock_connect=timeouts.get("connect"), sock_read=timeouts.get("read")
-        )
-        url, head = request.url, list(request.headers.multi_items())
+        timeout = _client_timeout(timeouts.get("connect"), timeouts.get("read"))
+        url, head = request.url, request.headers.multi_items()
         if url.userinfo:  # httpx already sent it as an Authorization header; aiohttp refuses both
             url = url.copy_with(userinfo=b"")
         resent: str | None = None
@@ -251,7 +255,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         except Exception as exc:
             raise _map_error(exc) from exc
         arrived = time.perf_counter_ns()
-        headers = [(k, v) for k, v in response.raw_headers]
+        headers = response.raw_headers
         extensions: dict[str, Any] = {"http_version": b"HTTP/1.1", FIRST_BYTE_EXT: arrived}
         if resent is not None:
             extensions[RETRIED_EXT] = resent
@@ -322,6 +326,11 @@ class MeasuringClient(httpx.AsyncClient):
     def cookies(self, value: Any) -> None:
         if value:
             raise ValueError("gpubench's client keeps no cookies; send them as a Cookie header")
+
+    def _merge_cookies(self, cookies: Any = None) -> Any:
+        # The client's jar is always empty (it refuses cookies): httpx's merge would only copy
+        # it, per request; a request's own ``cookies=`` still go through unchanged.
+        return cookies
 
     async def send(
         self,
