@@ -10,32 +10,35 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import email.utils
 import functools
 import http.cookiejar
 import logging
-import math
 import time
 from collections.abc import AsyncIterator
 from contextvars import ContextVar
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import httpx
 from aiohttp.client_proto import ResponseHandler
 from httpx._client import USE_CLIENT_DEFAULT, BoundAsyncStream, ClientState, UseClientDefault
 
-from ._errors import (
-    ClientHTTPError,
-    HTTPStatusError,
-    InvalidResponseError,
-    ProviderError,
-    RequestTimeoutError,
-    ServerHTTPError,
-    ThrottledError,
-    TransportError,
-)
-from ._secrets import redact, scrub_url
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
+
+from ._http_errors import as_provider_error, retry_after_s
+from ._http_spans import current_tracer, note_error, note_status, start_http_span
+
+__all__ = [
+    "AiohttpTransport",
+    "MeasuringClient",
+    "as_provider_error",
+    "first_byte_ns",
+    "make_client",
+    "record_retries",
+    "retried",
+    "retry_after_s",
+]
 
 FIRST_BYTE_EXT = "gpubench.first_byte_ns"
 STREAM_EXT = "gpubench.stream"
@@ -74,18 +77,27 @@ def first_byte_ns(response: httpx.Response) -> int | None:
 
 
 class _BodyStream(httpx.AsyncByteStream):
-    def __init__(self, response: aiohttp.ClientResponse) -> None:
+    """A streamed body; its HTTP client span (if tracing) ends when the stream is closed."""
+
+    def __init__(self, response: aiohttp.ClientResponse, span: Span | None) -> None:
         self._response = response
+        self._span = span
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         try:
             async for chunk in self._response.content.iter_any():
                 yield chunk
         except Exception as exc:
-            raise _map_error(exc) from exc
+            error = _map_error(exc)
+            if self._span is not None:
+                note_error(self._span, error)
+            raise error from exc
 
     async def aclose(self) -> None:
         self._response.release()
+        if self._span is not None:
+            self._span.end()
+            self._span = None
 
 
 def _map_error(exc: BaseException) -> Exception:
@@ -219,6 +231,22 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         return session
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        tracer = current_tracer()
+        if tracer is None:  # tracing off: one ContextVar read
+            return await self._exchange(request, None)
+        span = start_http_span(tracer, request)
+        try:
+            response = await self._exchange(request, span)
+        except BaseException as exc:
+            note_error(span, exc)
+            span.end()
+            raise
+        note_status(span, response.status_code, RETRIED_EXT in response.extensions)
+        if response.is_closed:  # read in full: the call is over (a stream ends it on close)
+            span.end()
+        return response
+
+    async def _exchange(self, request: httpx.Request, span: Span | None) -> httpx.Response:
         session = self._session or self._open()
         timeouts: dict[str, float | None] = request.extensions.get("timeout", {})
         try:
@@ -282,7 +310,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         return httpx.Response(
             response.status,
             headers=headers,
-            stream=_BodyStream(response),
+            stream=_BodyStream(response, span),
             extensions=extensions,
             request=request,
         )
@@ -435,82 +463,3 @@ def make_client(
         follow_redirects=follow_redirects,
         transport=AiohttpTransport(verify=verify),
     )
-
-
-_BODY_SHOWN = 300
-
-
-def as_provider_error(
-    exc: BaseException, *, provider: str, request_id: str | None = None
-) -> ProviderError:
-    """The ``ProviderError`` an exception escaping ``invoke`` stands for.
-
-    ``Provider`` applies it to whatever its ``invoke`` raises, so ``raise_for_status()`` and a
-    failed ``response.json()`` are enough in a plugin; the runner's ``classify`` and the testing
-    kit see the same errors. An HTTP status error names the method, the URL (without
-    credentials or query) and the status, and keeps the start of the server's body; a 429
-    becomes ``ThrottledError`` with ``Retry-After``'s seconds. Parsing errors (and plugin bugs)
-    become ``InvalidResponseError`` with the exception's type in the message. Secrets the
-    process knows are masked (``ProviderError`` redacts every message).
-
-    ``request_id`` (e.g. the job a failed poll was reading) is set on the error unless it
-    already names one: ``raise as_provider_error(exc, provider=..., request_id=job) from exc``.
-    """
-    error = _as_provider_error(exc, provider)
-    if error.request_id is None:
-        error.request_id = request_id
-    return error
-
-
-def _as_provider_error(exc: BaseException, provider: str) -> ProviderError:
-    if isinstance(exc, ProviderError):
-        return exc
-    where = ""
-    request = getattr(exc, "_request", None)  # httpx.RequestError.request raises when unset
-    if isinstance(request, httpx.Request):
-        where = f"{request.method} {scrub_url(str(request.url)).split('?', 1)[0]}: "
-    if isinstance(exc, httpx.HTTPStatusError):
-        response = exc.response
-        status = response.status_code
-        text = f"{where}HTTP {status} {response.reason_phrase}".rstrip()
-        body = _body_text(response)
-        if body:
-            text += f": {body}"
-        kw: dict[str, Any] = {"provider": provider, "status_code": status}
-        if status == 429:
-            return ThrottledError(text, retry_after_s=retry_after_s(response), **kw)
-        if 400 <= status < 500:
-            return ClientHTTPError(text, **kw)
-        if status >= 500:
-            return ServerHTTPError(text, **kw)
-        return HTTPStatusError(text, **kw)  # an unfollowed 3xx: not an answer
-    detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    if isinstance(exc, httpx.TimeoutException | TimeoutError):
-        return RequestTimeoutError(where + detail, provider=provider)
-    if isinstance(exc, httpx.TransportError | OSError):
-        return TransportError(where + detail, provider=provider)
-    return InvalidResponseError(where + detail, provider=provider)
-
-
-def _body_text(response: httpx.Response) -> str:
-    try:
-        text = response.text
-    except httpx.ResponseNotRead:  # a streamed body nobody read: say nothing rather than block
-        return ""
-    text = " ".join(redact(text).split())
-    return text if len(text) <= _BODY_SHOWN else text[: _BODY_SHOWN - 3] + "..."
-
-
-def retry_after_s(response: httpx.Response) -> float | None:
-    """``Retry-After`` in seconds: a number, or an HTTP date (RFC 9110 section 10.2.3)."""
-    value = response.headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            seconds = email.utils.parsedate_to_datetime(value).timestamp() - time.time()
-        except (TypeError, ValueError):
-            return None
-    return max(0.0, seconds) if math.isfinite(seconds) else None

@@ -75,6 +75,7 @@ class RequestSender:
     _stop_reason: str | None
     _scenario_scope: anyio.CancelScope | None
     _native_timer: bool | None = None  # deadlines by asyncio.timeout (decided at first send)
+    _tracing = False  # spans recorded: open each invoke span before sending (Runner.run sets)
 
     def _take(self, lt: LiveTarget | None = None) -> bool:
         """Reserve one request of the budget; False once ``max_requests`` went out, or when
@@ -132,6 +133,7 @@ class RequestSender:
         cancelled: BaseException | None = None
         retry_after: float | None = None
         resent = record_retries()  # filled by the transport if it resends (rare)
+        begun = self._instruments.begin(wall) if self._tracing else None
         try:
             timed_out, result = await self._invoke_within(lt, request)
             if timed_out:
@@ -146,6 +148,8 @@ class RequestSender:
             result = None
             outcome, status, error = classify(exc, lt.provider.name)
             failed_id = getattr(exc, "request_id", None)  # the job a failed poll was about
+        finally:
+            self._instruments.leave(begun)
         end = time.perf_counter_ns()
         self._inflight -= 1
         units: tuple[int | None, int | None] = (None, None)
@@ -217,7 +221,7 @@ class RequestSender:
         self._store.append(self._run_id, inv)
         if self._guard is not None:
             self._guard.record(inv)  # the live cost meter: a few float additions
-        self._instruments.record(inv, lt.attrs)
+        self._instruments.record(inv, lt.attrs, begun)
         for observer in self._observers:
             try:
                 observer(inv)
