@@ -52,8 +52,10 @@ def current_tracer() -> Tracer | None:
 
 def start_http_span(tracer: Tracer, request: httpx.Request) -> Span:
     """An HTTP client span for ``request``, started now in the current context."""
-    method = request.method
-    url = request.url
+    return _start(tracer, request.method, request.url)
+
+
+def _start(tracer: Tracer, method: str, url: httpx.URL) -> Span:
     attrs: dict[str, str | int] = {
         "http.request.method": method if method in KNOWN_METHODS else "_OTHER",
         "url.full": scrub_url(str(url)),
@@ -86,3 +88,38 @@ def note_error(span: Span, exc: BaseException) -> None:
     public = getattr(httpx, kind.__name__, None) is kind
     span.set_attribute("error.type", f"httpx.{kind.__name__}" if public else kind.__qualname__)
     span.set_status(Status(StatusCode.ERROR, redact(str(exc)) or kind.__name__))
+
+
+class HTTPCallSpan:
+    """The HTTP client span of a call a plugin makes without httpx (boto3, a gRPC gateway):
+    ``telemetry.start_http_span`` opens it, ``finish`` ends it with what the call got."""
+
+    __slots__ = ("_span",)
+
+    def __init__(self, span: Span) -> None:
+        self._span: Span | None = span
+
+    def finish(self, status: int | None = None, error: BaseException | None = None) -> None:
+        """End the span: the response's ``status``, or the ``error`` that came instead.
+        A second call does nothing."""
+        span, self._span = self._span, None
+        if span is None:
+            return
+        if status is not None:
+            note_status(span, status)
+        elif error is not None:
+            note_error(span, error)
+        span.end()
+
+
+def start_call_span(method: str, url: str) -> HTTPCallSpan | None:
+    """Open an HTTP client span for a call about to be sent, when the run records spans
+    (``None`` otherwise: then there is nothing to finish)."""
+    tracer = _TRACER.get()
+    if tracer is None:
+        return None
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError):
+        return None
+    return HTTPCallSpan(_start(tracer, method.upper(), parsed))
