@@ -8,13 +8,11 @@ keep the httpx API they know while the sockets are aiohttp's. ``bench/loadgen.py
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import functools
 import http.cookiejar
 import logging
 import time
-from collections.abc import AsyncIterator
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +25,9 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
 from ._http_errors import as_provider_error, retry_after_s
+from ._http_errors import map_aiohttp_error as _map_error
 from ._http_spans import current_tracer, note_error, note_status, start_http_span
+from ._http_stream import BodyStream, StreamedResponse, preloaded
 
 __all__ = [
     "AiohttpTransport",
@@ -47,79 +47,10 @@ _EAGER_BODY_MAX = 1 << 20
 _httpx_log = logging.getLogger("httpx")  # where httpx logs each request, at INFO
 
 
-def _preloaded(
-    status: int,
-    headers: tuple[tuple[bytes, bytes], ...],
-    body: bytes,
-    extensions: dict[str, Any],
-    request: httpx.Request,
-) -> httpx.Response:
-    """An ``httpx.Response`` whose identity-encoded body is already read and closed.
-
-    ``httpx.Response(content=...)`` re-reads the bytes through its decoder and chunker (5% of
-    the client's time per request, profiled); here the body is stored where ``Response.read``
-    stores it (``_content``, httpx 0.27-0.28; ``tests/test_http_lean.py`` guards the coupling)
-    and the stream marked consumed, exactly the state ``read()`` leaves.
-    """
-    response = httpx.Response(
-        status, headers=headers, stream=httpx.ByteStream(body), extensions=extensions,
-        request=request,
-    )  # fmt: skip
-    response._content = body
-    response.is_stream_consumed = response.is_closed = True
-    return response
-
-
 def first_byte_ns(response: httpx.Response) -> int | None:
     """``time.perf_counter_ns()`` when the response's status line and headers had arrived."""
     value = response.extensions.get(FIRST_BYTE_EXT)
     return value if isinstance(value, int) else None
-
-
-class _BodyStream(httpx.AsyncByteStream):
-    """A streamed body; its HTTP client span (if tracing) ends when the stream is closed."""
-
-    def __init__(self, response: aiohttp.ClientResponse, span: Span | None) -> None:
-        self._response = response
-        self._span = span
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        try:
-            async for chunk in self._response.content.iter_any():
-                yield chunk
-        except Exception as exc:
-            error = _map_error(exc)
-            if self._span is not None:
-                note_error(self._span, error)
-            raise error from exc
-
-    async def aclose(self) -> None:
-        self._response.release()
-        if self._span is not None:
-            self._span.end()
-            self._span = None
-
-
-def _map_error(exc: BaseException) -> Exception:
-    """Translate aiohttp's exceptions into httpx's, so plugins catch one family."""
-    if isinstance(exc, httpx.HTTPError):
-        return exc
-    text = str(exc) or type(exc).__name__
-    if isinstance(exc, asyncio.TimeoutError | aiohttp.ServerTimeoutError):
-        if isinstance(exc, aiohttp.ConnectionTimeoutError):
-            return httpx.ConnectTimeout(text)
-        return httpx.ReadTimeout(text)
-    if isinstance(exc, aiohttp.ClientConnectorError):
-        return httpx.ConnectError(text)
-    if isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError):
-        return httpx.RemoteProtocolError(text)
-    if isinstance(exc, aiohttp.ClientResponseError):
-        return httpx.RemoteProtocolError(text)
-    if isinstance(exc, aiohttp.ClientOSError | ConnectionError | OSError):
-        return httpx.ReadError(text)
-    if isinstance(exc, aiohttp.ClientError):
-        return httpx.TransportError(text)
-    return httpx.TransportError(f"{type(exc).__name__}: {text}")
 
 
 class _Handler(ResponseHandler):
@@ -306,14 +237,16 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                     extensions=extensions,
                     request=request,
                 )
-            return _preloaded(response.status, headers, body, extensions, request)
-        return httpx.Response(
+            return preloaded(response.status, headers, body, extensions, request)
+        streamed_response = StreamedResponse(
             response.status,
             headers=headers,
-            stream=_BodyStream(response, span),
+            stream=BodyStream(response, span),
             extensions=extensions,
             request=request,
         )
+        streamed_response._reader, streamed_response._span = response.content, span
+        return streamed_response
 
     async def aclose(self) -> None:
         for session in (self._session, self._fresh):

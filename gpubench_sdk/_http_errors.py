@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import math
 import time
 from typing import Any
 
+import aiohttp
 import httpx
 
 from ._errors import (
@@ -21,6 +23,29 @@ from ._errors import (
     TransportError,
 )
 from ._secrets import redact, scrub_url
+
+
+def map_aiohttp_error(exc: BaseException) -> Exception:
+    """Translate aiohttp's exceptions into httpx's, so plugins catch one family."""
+    if isinstance(exc, httpx.HTTPError):
+        return exc
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, asyncio.TimeoutError | aiohttp.ServerTimeoutError):
+        if isinstance(exc, aiohttp.ConnectionTimeoutError):
+            return httpx.ConnectTimeout(text)
+        return httpx.ReadTimeout(text)
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return httpx.ConnectError(text)
+    if isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError):
+        return httpx.RemoteProtocolError(text)
+    if isinstance(exc, aiohttp.ClientResponseError):
+        return httpx.RemoteProtocolError(text)
+    if isinstance(exc, aiohttp.ClientOSError | ConnectionError | OSError):
+        return httpx.ReadError(text)
+    if isinstance(exc, aiohttp.ClientError):
+        return httpx.TransportError(text)
+    return httpx.TransportError(f"{type(exc).__name__}: {text}")
+
 
 _BODY_SHOWN = 300
 
