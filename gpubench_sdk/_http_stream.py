@@ -35,6 +35,7 @@ def preloaded(
         request=request,
     )  # fmt: skip
     response._content = body
+    response._num_bytes_downloaded = len(body)  # as read() would count it
     response.is_stream_consumed = response.is_closed = True
     return response
 

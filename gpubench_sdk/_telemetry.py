@@ -35,7 +35,11 @@ SPAN_EXECUTION = "gpubench.execution"
 METRIC_DURATION = "gpubench.request.duration"
 METRIC_COLD_START = "gpubench.cold_start.duration"
 METRIC_REQUESTS = "gpubench.requests"
-# GenAI client metrics (semconv gen-ai-metrics), recorded for LLM workloads only.
+# GenAI client metrics (semconv gen-ai-metrics), recorded for LLM workloads only. gpubench is
+# the client: semantic-conventions v1.41.0 docs/gen-ai/gen-ai-metrics.md (now in
+# open-telemetry/semantic-conventions-genai) keeps gen_ai.server.time_to_first_token and
+# gen_ai.server.time_per_output_token for model servers ("time to generate first token"); a
+# client records time_to_first_chunk / time_per_output_chunk, measured where it receives them.
 METRIC_GENAI_DURATION = "gen_ai.client.operation.duration"
 METRIC_GENAI_TOKENS = "gen_ai.client.token.usage"
 METRIC_GENAI_TTFC = "gen_ai.client.operation.time_to_first_chunk"
