@@ -111,8 +111,16 @@ def _gpubench_client(
     with tempfile.TemporaryDirectory() as tmp:
         store_path = f"{tmp}/lg.sqlite"
         build = functools.partial(_gpubench_build, url, store_path, total, concurrency, rps)
-        cpu = time.process_time()  # this process and its threads (the store writer)
+        otlp = os.environ.get("GPUBENCH_BENCH_OTLP")  # tracing on (bench/hotpath_bench.py)
+        setup = None
+        if otlp:
+            from gpubench_sdk import telemetry
+
+            setup = telemetry.configure(otlp_endpoint=otlp, service_name="loadgen")
+        cpu = time.process_time()  # this process and its threads (store writer, exporters)
         result = run_processes(build, processes)
+        if setup is not None:
+            setup.shutdown()  # the last export is the run's cost too
         cpu = time.process_time() - cpu
         with Store(store_path) as store:
             cols = store.columns(result.run_id)
