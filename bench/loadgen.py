@@ -72,10 +72,15 @@ async def _aiohttp_client(url: str, total: int, concurrency: int) -> dict[str, f
                     await r.read()
                 latencies.append(time.perf_counter_ns() - t)
 
-        began = time.perf_counter()
+        began, cpu = time.perf_counter(), time.process_time()
         await asyncio.gather(*(slot() for _ in range(concurrency)))
         wall = time.perf_counter() - began
-    return {"rps": total / wall, "p50_ms": statistics.median(latencies) / 1e6}
+        cpu = time.process_time() - cpu
+    return {
+        "rps": total / wall,
+        "p50_ms": statistics.median(latencies) / 1e6,
+        "cpu_us": cpu / total * 1e6,
+    }
 
 
 def _gpubench_build(url: str, store: str, total: int, concurrency: int, rps: float) -> Any:
@@ -106,7 +111,17 @@ def _gpubench_client(
     with tempfile.TemporaryDirectory() as tmp:
         store_path = f"{tmp}/lg.sqlite"
         build = functools.partial(_gpubench_build, url, store_path, total, concurrency, rps)
+        otlp = os.environ.get("GPUBENCH_BENCH_OTLP")  # tracing on (bench/hotpath_bench.py)
+        setup = None
+        if otlp:
+            from gpubench_sdk import telemetry
+
+            setup = telemetry.configure(otlp_endpoint=otlp, service_name="loadgen")
+        cpu = time.process_time()  # this process and its threads (store writer, exporters)
         result = run_processes(build, processes)
+        if setup is not None:
+            setup.shutdown()  # the last export is the run's cost too
+        cpu = time.process_time() - cpu
         with Store(store_path) as store:
             cols = store.columns(result.run_id)
     ok = cols["outcome"] == 0
@@ -115,6 +130,8 @@ def _gpubench_client(
         "rps": float(ok.sum()) / wall,
         "p50_ms": float(np.median(cols["latency_ms"][ok])),
         "errors": float((~ok).sum()),
+        # Setup included (~50 ms); with several processes the children's CPU is not counted.
+        "cpu_us": cpu / len(ok) * 1e6 if processes == 1 else float("nan"),
         "client_bound_s": result.client_bound_s,
     }
 

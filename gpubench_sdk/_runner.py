@@ -20,6 +20,7 @@ import anyio
 import anyio.to_thread
 
 from ._errors import ConfigError
+from ._http_spans import reset_tracer, use_tracer
 from ._input import check_inputs
 from ._monitor import HealthWindow, Monitor
 from ._provider import Provider
@@ -194,6 +195,10 @@ class Runner(ScenarioDrivers):
         monitor = Monitor(
             origin_ns=self._origin_ns, inflight=lambda: self._inflight, sink=self._health
         )
+        # Spans recorded: each request's invoke span is opened before it is sent, and the
+        # transport opens an HTTP client span per call under it (tasks inherit the tracer).
+        self._tracing = self._instruments.enabled
+        http_tracer = use_tracer(self._instruments.tracer if self._tracing else None)
         try:
             # Before the first request opens a socket: the writer's file must not compete with
             # the run's sockets for descriptors (or a run that used them all would keep none).
@@ -232,6 +237,7 @@ class Runner(ScenarioDrivers):
                 raise resource from exc
             raise
         finally:
+            reset_tracer(http_tracer)
             self._scope = None
             if status != "completed":
                 self._release_shards()
@@ -280,7 +286,7 @@ class Runner(ScenarioDrivers):
                 await self._wait_for_shards()
                 if self._spent():
                     continue  # still pass every boundary, so other shards never wait on us
-                self._label(live, scenario)
+                self._label(live, sidx, scenario)
                 await self._scenario(live, sidx, scenario)
             tg.cancel_scope.cancel()
 
@@ -288,13 +294,18 @@ class Runner(ScenarioDrivers):
         p = target.provider
         return TargetRecord(target.name, p.name, p.options.public(), p.capabilities.names())
 
-    def _label(self, live: list[LiveTarget], scenario: Scenario) -> None:
+    def _label(self, live: list[LiveTarget], sidx: int, scenario: Scenario) -> None:
+        # Two scenarios of one kind are two series: the index tells them apart, the name (a
+        # scenario's optional `name`, else kind-index) says which is which.
+        name = getattr(scenario, "name", None) or f"{scenario.kind}-{sidx}"
         for lt in live:
             lt.attrs = {
                 "gpubench.target": lt.name,
                 "gpubench.provider": lt.provider.name,
                 "gpubench.workload": self._workload.name,
                 "gpubench.scenario": scenario.kind,
+                "gpubench.scenario.index": sidx,
+                "gpubench.scenario.name": str(name),
             }
             if lt.provider.endpoint:
                 lt.attrs["gpubench.endpoint"] = lt.provider.endpoint

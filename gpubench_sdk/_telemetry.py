@@ -19,6 +19,7 @@ from itertools import pairwise
 from typing import Any
 from urllib.parse import urlsplit
 
+from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
@@ -34,7 +35,11 @@ SPAN_EXECUTION = "gpubench.execution"
 METRIC_DURATION = "gpubench.request.duration"
 METRIC_COLD_START = "gpubench.cold_start.duration"
 METRIC_REQUESTS = "gpubench.requests"
-# GenAI client metrics (semconv gen-ai-metrics), recorded for LLM workloads only.
+# GenAI client metrics (semconv gen-ai-metrics), recorded for LLM workloads only. gpubench is
+# the client: semantic-conventions v1.41.0 docs/gen-ai/gen-ai-metrics.md (now in
+# open-telemetry/semantic-conventions-genai) keeps gen_ai.server.time_to_first_token and
+# gen_ai.server.time_per_output_token for model servers ("time to generate first token"); a
+# client records time_to_first_chunk / time_per_output_chunk, measured where it receives them.
 METRIC_GENAI_DURATION = "gen_ai.client.operation.duration"
 METRIC_GENAI_TOKENS = "gen_ai.client.token.usage"
 METRIC_GENAI_TTFC = "gen_ai.client.operation.time_to_first_chunk"
@@ -141,19 +146,53 @@ class Instruments:
             )
         return self._enabled
 
-    def record(self, inv: Invocation, attributes: dict[str, Any]) -> None:
-        """Emit the span and metrics of one invocation. Never raises."""
+    @property
+    def tracer(self) -> trace.Tracer:
+        return self._tracer
+
+    def begin(self, wall_start_ns: int) -> tuple[Any, Any] | None:
+        """Open the ``gpubench.invoke`` span of a request about to be sent and make it the
+        current span, so the transport's HTTP client spans are its children; ``None`` when
+        tracing is off or the span is not recorded. Hand the result to ``record``."""
+        if not self.enabled:
+            return None
+        try:
+            span = self._tracer.start_span(
+                SPAN_INVOKE, start_time=wall_start_ns, kind=SpanKind.CLIENT
+            )
+            if not span.is_recording():
+                return None  # sampled out: record() makes (and drops) it as before
+            return span, otel_context.attach(trace.set_span_in_context(span))
+        except Exception:
+            self._warn_once()
+            return None
+
+    def record(
+        self, inv: Invocation, attributes: dict[str, Any], begun: tuple[Any, Any] | None = None
+    ) -> None:
+        """Emit the span and metrics of one invocation (ending the span ``begin`` opened,
+        after ``leave``). Never raises."""
         if not self.enabled:
             return
         try:
-            self._record(inv, attributes)
+            self._record(inv, attributes, None if begun is None else begun[0])
         except Exception:  # telemetry must never break a measurement
-            if not self._failed_once:
-                self._failed_once = True
-                log.warning("telemetry failed; further failures are not logged", exc_info=True)
+            self._warn_once()
 
-    def _record(self, inv: Invocation, base: dict[str, Any]) -> None:
+    @staticmethod
+    def leave(begun: tuple[Any, Any] | None) -> None:
+        """Make the span ``begin`` opened no longer current (as soon as ``invoke`` returns)."""
+        if begun is not None:
+            otel_context.detach(begun[1])
+
+    def _warn_once(self) -> None:
+        if not self._failed_once:
+            self._failed_once = True
+            log.warning("telemetry failed; further failures are not logged", exc_info=True)
+
+    def _record(self, inv: Invocation, base: dict[str, Any], span: Any = None) -> None:
         attrs = dict(base)
+        attrs["gpubench.phase"] = inv.phase.value
         attrs["gpubench.outcome"] = inv.outcome.value
         attrs.update(server_attributes(base.get("gpubench.endpoint")))
         if inv.outcome is not Outcome.OK:
@@ -170,17 +209,18 @@ class Instruments:
 
         start = inv.wall_start_ns
         end = start + (inv.end_ns - inv.start_ns)
-        span = self._tracer.start_span(
-            SPAN_INVOKE, start_time=start, attributes=attrs, kind=SpanKind.CLIENT
-        )
+        if span is None:
+            span = self._tracer.start_span(
+                SPAN_INVOKE, start_time=start, attributes=attrs, kind=SpanKind.CLIENT
+            )
+        else:
+            span.set_attributes(attrs)
         if not span.is_recording():
             span.end(end_time=end)
             return
-        # every provider submits its request with POST (a polling provider's later GETs
-        # belong to the same invocation, whose outcome this span reports)
-        span.set_attribute("http.request.method", "POST")
+        # The HTTP calls (a submit, each poll, a stream) are its children, each an HTTP client
+        # span with its own method and status; this span's status code is the answer's.
         span.set_attribute("gpubench.seq", inv.seq)
-        span.set_attribute("gpubench.phase", inv.phase.value)
         span.set_attribute("gpubench.latency_ms", inv.latency_ms)
         span.set_attribute("gpubench.send_lag_ms", inv.send_lag_ms)
         if inv.cold is not None:
@@ -197,6 +237,8 @@ class Instruments:
         ttfc_ms = first_chunk_ms(inv)
         if ttfc_ms is not None:
             span.set_attribute("gpubench.ttft_ms", ttfc_ms)
+            if genai:  # GenAI semconv span attribute, in seconds
+                span.set_attribute("gen_ai.response.time_to_first_chunk", ttfc_ms / 1e3)
         if genai:
             if inv.input_units is not None:
                 span.set_attribute("gen_ai.usage.input_tokens", inv.input_units)

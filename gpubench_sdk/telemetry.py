@@ -42,6 +42,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from ._config import check_url
 from ._errors import ConfigError
+from ._http_spans import HTTPCallSpan
+from ._http_spans import start_call_span as start_http_span
 from ._telemetry import (
     METRIC_COLD_START,
     METRIC_DURATION,
@@ -70,9 +72,11 @@ __all__ = [
     "SPAN_EXECUTION",
     "SPAN_INVOKE",
     "SPAN_QUEUE",
+    "HTTPCallSpan",
     "TelemetrySetup",
     "configure",
     "parse_prometheus_address",
+    "start_http_span",
 ]
 
 _EXPORT_TIMEOUT_S = 5.0

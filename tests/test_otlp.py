@@ -112,11 +112,16 @@ def test_spans_and_metrics_reach_the_collector(tmp_path: Path) -> None:
         assert attrs["gpubench.provider"].string_value == "local"
         assert attrs["gpubench.outcome"].string_value == "ok"
         assert "error.type" not in attrs
-        # semconv HTTP client attributes
-        assert attrs["http.request.method"].string_value == "POST"
+        # the request's answer; the HTTP call itself is a child span (below)
+        assert "http.request.method" not in attrs
         assert attrs["http.response.status_code"].int_value == 200
         assert attrs["server.address"].string_value == "127.0.0.1"
         assert 0 < attrs["server.port"].int_value < 65536
+        assert attrs["gpubench.phase"].string_value == "measure"
+        assert attrs["gpubench.scenario.name"].string_value == "burst-0"
+        # semconv GenAI span attribute: seconds to the first streamed chunk, if any streamed
+        if inv.token_times_ns:
+            assert attrs["gen_ai.response.time_to_first_chunk"].double_value > 0
         # semconv GenAI attributes: the demo model reports its usage
         assert attrs["gen_ai.operation.name"].string_value == "text_completion"
         assert attrs["gen_ai.usage.input_tokens"].int_value == inv.input_units
@@ -125,6 +130,15 @@ def test_spans_and_metrics_reach_the_collector(tmp_path: Path) -> None:
         assert sp.start_time_unix_nano == inv.wall_start_ns
         assert sp.end_time_unix_nano - sp.start_time_unix_nano == inv.end_ns - inv.start_ns
         children = [c for c in spans if c.parent_span_id == sp.span_id]
+        (call,) = [c for c in children if c.name == "POST"]
+        http = {a.key: a.value for a in call.attributes}  # semconv HTTP client span
+        assert call.kind == Span.SpanKind.SPAN_KIND_CLIENT
+        assert http["http.request.method"].string_value == "POST"
+        assert http["http.response.status_code"].int_value == 200
+        assert http["url.full"].string_value.startswith(url)
+        assert http["server.address"].string_value == "127.0.0.1"
+        assert http["server.port"].int_value == attrs["server.port"].int_value
+        children = [c for c in children if c is not call]
         expected = {"gpubench.queue", "gpubench.execution"}
         if inv.cold:  # the fresh runtime's first worker boots for a request: a cold start
             expected.add("gpubench.cold_start")

@@ -44,7 +44,17 @@ async def test_one_span_per_invocation_with_phase_children(
             c for c in spans if c.parent is not None and c.parent.span_id == sp.context.span_id
         ]
         names = {c.name: c for c in children}
-        assert set(names) == {telemetry.SPAN_QUEUE, telemetry.SPAN_EXECUTION}
+        assert set(names) == {telemetry.SPAN_QUEUE, telemetry.SPAN_EXECUTION, "POST"}
+        http = dict(names["POST"].attributes or {})  # the HTTP call, by the HTTP semconv
+        assert http["http.request.method"] == "POST"
+        assert http["http.response.status_code"] == 200
+        assert http["url.full"].startswith(echo_server.url)
+        assert http["server.address"] == "127.0.0.1"
+        assert names["POST"].kind.name == "CLIENT"
+        assert sp.start_time <= names["POST"].start_time <= names["POST"].end_time  # type: ignore[operator]
+        assert attrs["gpubench.phase"] == "measure"
+        assert attrs["gpubench.scenario.index"] == 0
+        assert attrs["gpubench.scenario.name"] == "burst-0"
         q, e = names[telemetry.SPAN_QUEUE], names[telemetry.SPAN_EXECUTION]
         assert q.end_time - q.start_time == 500_000  # type: ignore[operator]
         assert e.start_time == q.end_time and e.end_time - e.start_time == 1_500_000  # type: ignore[operator]
@@ -69,13 +79,20 @@ async def test_error_spans_carry_status(echo_server: LoopbackServer, tmp_path: P
         instruments=setup.instruments(),
     )
     assert setup.spans is not None
-    (sp, _) = setup.spans.get_finished_spans()
+    spans = setup.spans.get_finished_spans()
+    (sp, _) = [s for s in spans if s.name == telemetry.SPAN_INVOKE]
     attrs = dict(sp.attributes or {})
     # semconv: the status code as a string for an HTTP error; gpubench's class stays alongside
     assert attrs["error.type"] == "503"
     assert attrs["gpubench.outcome"] == "http_5xx"
     assert attrs["http.response.status_code"] == 503
     assert sp.status.status_code.name == "ERROR"
+    # ... and the HTTP client span of the call says the same, by the HTTP conventions
+    http = [s for s in spans if s.parent is not None and s.parent.span_id == sp.context.span_id]
+    (call,) = [s for s in http if s.name == "POST"]
+    assert (call.attributes or {})["error.type"] == "503"
+    assert (call.attributes or {})["http.response.status_code"] == 503
+    assert call.status.status_code.name == "ERROR"
 
 
 async def test_unreachable_collector_never_reaches_the_caller(

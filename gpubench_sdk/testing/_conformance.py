@@ -44,6 +44,7 @@ from ._faults import ASGIApp, Fault
 from ._fleet import FleetConfig, SimulatedFleet
 from ._harness import ServedApp, serve
 from ._jobs import JobStatus, JobTruth
+from ._otlp import check_exported, otlp_receiver
 from ._timing import Duration
 
 T = TypeVar("T")
@@ -353,6 +354,25 @@ class ProviderConformance:
         forms = leak_forms(key)
         leaks = [a[:200] for a in artifacts if any(form in a for form in forms)]
         assert not leaks, f"the API key (or an encoding of it) appears in: {leaks}"
+
+    def test_telemetry_follows_semconv(self, served: ServedApp, tmp_path: Path) -> None:
+        """Spans and metrics reach a real OTLP/HTTP receiver named by the semantic
+        conventions: an HTTP client span per HTTP call (a submit, each poll) under each
+        request's ``gpubench.invoke`` span; phase and scenario on every metric point."""
+        with otlp_receiver() as (url, received):
+            setup = telemetry.configure(otlp_endpoint=url, set_global=False)
+            result = self.run_async(
+                run(
+                    {"t": self.make_provider(served)},
+                    EchoProbe(sleep_ms=60),  # long enough for a polling provider to poll
+                    [Burst(total=3, concurrency=1, warmup=1)],
+                    store=tmp_path / "otlp.sqlite",
+                    instruments=setup.instruments(),
+                )
+            )
+            setup.shutdown()  # flushes both exporters to the receiver
+        assert result.status == "completed"
+        check_exported(received, secret=self.api_key, warmup=1, measured=3)
 
     # -- capability checks ----------------------------------------------------------------
 

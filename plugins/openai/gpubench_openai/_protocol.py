@@ -65,7 +65,7 @@ def delta_text(choice: Mapping[str, Any]) -> tuple[str | None, bool]:
     output too: it counts for token timing, but it is not part of the answer's text.
     """
     delta = choice.get("delta")
-    if isinstance(delta, Mapping):
+    if type(delta) is dict or isinstance(delta, Mapping):  # dict first: per token, ABCs cost
         content = delta.get("content")
         reasoning = delta.get("reasoning_content") or delta.get("reasoning")
         return (content if isinstance(content, str) else None), bool(content or reasoning)

@@ -17,6 +17,7 @@ from __future__ import annotations
 __all__ = ["SSEParser"]
 
 _DATA = b"data:"
+_DATA_SP = b"data: "
 
 
 class SSEParser:
@@ -37,6 +38,10 @@ class SSEParser:
         return bool(self._buf.strip())
 
     def feed(self, chunk: bytes) -> list[bytes]:
+        if not self._buf and chunk[-2:] == b"\n\n" and b"\r" not in chunk:
+            # The usual read: whole events, LF line ends, nothing pending (one event per token
+            # from vLLM, TGI, OpenAI): no buffer to join, no boundary to search for.
+            return self._events(chunk[:-2])
         data = self._buf + chunk if self._buf else chunk
         if b"\r" in data:
             if data.endswith(b"\r"):  # maybe half of a \r\n: decide when the next byte comes
@@ -48,12 +53,22 @@ class SSEParser:
             self._buf = data
             return []
         self._buf = data[end + 2 :]
+        return self._events(data[:end])
+
+    @staticmethod
+    def _events(blocks: bytes) -> list[bytes]:
+        """The data of each event in ``blocks`` (complete events, LF ends, without the final
+        blank line)."""
         out: list[bytes] = []
-        for block in data[:end].split(b"\n\n"):
-            if block.startswith(_DATA) and b"\n" not in block:  # the one-line event: fast path
-                payload = block[5:]
-                out.append(payload[1:] if payload[:1] == b" " else payload)
-            elif block.strip(b"\n"):
+        for block in blocks.split(b"\n\n"):
+            if b"\n" not in block:  # the one-line event: fast path
+                if block[:6] == _DATA_SP:
+                    out.append(block[6:])
+                    continue
+                if block[:5] == _DATA:
+                    out.append(block[5:])
+                    continue
+            if block.strip(b"\n"):
                 payload_or_none = _general(block)
                 if payload_or_none is not None:
                     out.append(payload_or_none)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from typing import Any
 
 from gpubench_sdk import (
@@ -25,6 +26,7 @@ from gpubench_sdk import (
     TransportError,
     redact,
     remember,
+    telemetry,
 )
 
 PROVIDER = "sagemaker"
@@ -139,6 +141,28 @@ def client_config(max_pool: int, timeout_s: float) -> Any:
         read_timeout=timeout_s,
         tcp_keepalive=True,
     )
+
+
+def trace_http_calls(client: Any) -> None:
+    """An HTTP client span per HTTP call botocore makes (gpubench's own transport opens them
+    for httpx only): botocore's ``before-send`` and ``response-received`` events bracket each
+    attempt, in the one worker thread that makes it."""
+    open_span = threading.local()
+
+    def before_send(request: Any, **_: Any) -> None:
+        open_span.value = telemetry.start_http_span(request.method, request.url)
+
+    def response_received(
+        response_dict: dict[str, Any] | None = None,
+        exception: BaseException | None = None,
+        **_: Any,
+    ) -> None:
+        span, open_span.value = getattr(open_span, "value", None), None
+        if span is not None:
+            span.finish(status=(response_dict or {}).get("status_code"), error=exception)
+
+    client.meta.events.register("before-send", before_send)
+    client.meta.events.register("response-received", response_received)
 
 
 def error_code(exc: BaseException) -> str:

@@ -137,6 +137,9 @@ class SageMakerProvider(Provider):
 
             s3_config = config.merge(Config(s3={"addressing_style": "path"}))
             s3 = session.client("s3", endpoint_url=o.s3_url, config=s3_config)
+        for client in (runtime, control, s3):
+            if client is not None:
+                _aws.trace_http_calls(client)
         return runtime, control, s3
 
     async def close(self) -> None:

@@ -1,0 +1,176 @@
+"""Memory of one process holding 10,000 requests in flight for 30 s: gpubench and raw aiohttp.
+
+Run by hand (not a test): ``python bench/memory_bench.py [--requests 10000] [--hold-s 30]``.
+Needs Debian's ``nginx`` with the echo module (``libnginx-mod-http-echo``): its ``/hold``
+endpoint answers after ``--hold-s``. Each client runs in its own process; the figure is that
+process's peak resident set (``ru_maxrss``), next to the same load held by a bare aiohttp
+client (the peer, measured in the same run). Goal (issue 21): <= 1 GiB for gpubench.
+
+The open-files limit matters first: 10,000 sockets need RLIMIT_NOFILE above 10,000; gpubench
+raises its soft limit to the hard one and refuses a plan that still cannot fit
+(``_resources.check_open_files``), so a refusal here names ``ulimit -n``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+PORT = 18191
+NGINX_CONF = """
+load_module {echo_module};
+worker_processes 1;
+worker_rlimit_nofile 40000;
+daemon off;
+error_log {root}/error.log;
+pid {root}/nginx.pid;
+events {{ worker_connections 30000; }}
+http {{
+  access_log off;
+  keepalive_requests 10000000;
+  client_body_temp_path {root}/body;
+  proxy_temp_path {root}/proxy;
+  fastcgi_temp_path {root}/fastcgi;
+  uwsgi_temp_path {root}/uwsgi;
+  scgi_temp_path {root}/scgi;
+  server {{
+    listen 127.0.0.1:{port} backlog=16384;
+    location /hold {{ echo_sleep {hold_s}; echo "ok"; }}
+    location /ready {{ return 200 "ok"; }}
+  }}
+}}
+"""
+
+
+def _peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+
+
+async def _aiohttp_client(url: str, n: int) -> dict[str, Any]:
+    import aiohttp
+
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    ok = 0
+    began = time.perf_counter()
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=120, sock_read=300)
+    async with aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=0), timeout=timeout
+    ) as session:
+
+        async def one() -> None:
+            nonlocal ok
+            async with session.get(url) as r:
+                await r.read()
+                ok += r.status == 200
+
+        await asyncio.gather(*(one() for _ in range(n)), return_exceptions=True)
+    return {"ok": ok, "wall_s": time.perf_counter() - began, "peak_rss_mib": _peak_rss_mib()}
+
+
+def _gpubench_client(url: str, n: int) -> dict[str, Any]:
+    from bench._bench_provider import AnyBody, GetProvider
+    from gpubench_sdk import Burst, Runner, Store
+    from gpubench_sdk._multiproc import run_blocking
+
+    with tempfile.TemporaryDirectory() as tmp:
+        store = f"{tmp}/m.sqlite"
+        runner = Runner(
+            {"nginx": GetProvider(url=url, timeout_s=600)},
+            AnyBody(),
+            [Burst(total=n, concurrency=n)],
+            store=store,
+            name="memory",
+        )
+        began = time.perf_counter()
+        result = run_blocking(runner)
+        wall = time.perf_counter() - began
+        with Store(store) as s:
+            ok = int((s.columns(result.run_id)["outcome"] == 0).sum())
+    return {
+        "ok": ok,
+        "wall_s": wall,
+        "peak_rss_mib": _peak_rss_mib(),
+        "client_bound_s": result.client_bound_s,
+    }
+
+
+def _start_nginx(root: Path, hold_s: float) -> subprocess.Popen[bytes]:
+    import urllib.request
+
+    for d in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
+        (root / d).mkdir()
+    conf = root / "nginx.conf"
+    module = "/usr/lib/nginx/modules/ngx_http_echo_module.so"
+    conf.write_text(NGINX_CONF.format(root=root, port=PORT, echo_module=module, hold_s=hold_s))
+    proc = subprocess.Popen(["nginx", "-c", str(conf)], stderr=subprocess.DEVNULL)
+    for _ in range(100):
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{PORT}/ready", timeout=1).read()
+            return proc
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError("nginx did not start")
+
+
+def _run(client: str, url: str, n: int) -> dict[str, Any]:
+    cmd = [sys.executable, __file__, "--client", client, "--url", url, "--requests", str(n)]
+    root = Path(__file__).parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=root, env=env)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{client} failed: {proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--client")
+    parser.add_argument("--url")
+    parser.add_argument("--requests", type=int, default=10_000)
+    parser.add_argument("--hold-s", type=float, default=30.0)
+    ns = parser.parse_args()
+    if ns.client == "aiohttp":
+        print(json.dumps(asyncio.run(_aiohttp_client(ns.url, ns.requests))))
+        return
+    if ns.client == "gpubench":
+        print(json.dumps(_gpubench_client(ns.url, ns.requests)))
+        return
+    if shutil.which("nginx") is None:
+        sys.exit("needs nginx with the echo module: apt-get install nginx libnginx-mod-http-echo")
+    root = Path(tempfile.mkdtemp(prefix="gpubench-memory-"))
+    nginx = _start_nginx(root, ns.hold_s)
+    try:
+        url = f"http://127.0.0.1:{PORT}/hold"
+        rows = {client: _run(client, url, ns.requests) for client in ("aiohttp", "gpubench")}
+    finally:
+        nginx.terminate()
+        nginx.wait()
+        shutil.rmtree(root, ignore_errors=True)
+    print(f"{ns.requests:,} requests held {ns.hold_s:g} s, one process each:")
+    for client, row in rows.items():
+        print(
+            f"  {client:>8}: peak RSS {row['peak_rss_mib']:,.0f} MiB, "
+            f"{row['ok']:,} ok, wall {row['wall_s']:.1f} s"
+            + (f", client-bound {row['client_bound_s']:.1f} s" if "client_bound_s" in row else "")
+        )
+    g, a = rows["gpubench"], rows["aiohttp"]
+    print(
+        f"gpubench / aiohttp peak RSS: {g['peak_rss_mib'] / a['peak_rss_mib']:.2f}x; "
+        f"goal <= 1024 MiB: {'met' if g['peak_rss_mib'] <= 1024 else 'NOT met'}"
+    )
+
+
+if __name__ == "__main__":
+    main()

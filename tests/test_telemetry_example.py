@@ -1,0 +1,34 @@
+"""``examples/telemetry_spans.py`` runs and shows each request's HTTP calls as its child spans."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).parents[1]
+
+
+def test_the_example_prints_the_submit_and_polls_under_each_request() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "telemetry_spans.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = done.stdout
+    assert out.startswith("run completed:")
+    requests = out.split("gpubench.invoke ")[1:]
+    assert [r.split()[1] for r in requests] == [
+        "phase=warmup", "phase=measure", "phase=measure", "phase=measure"
+    ]  # fmt: skip
+    for block in requests:
+        calls = re.findall(r"^  (POST|GET)\s+(\d{3}) (\S+)", block, flags=re.M)
+        assert calls[0][0] == "POST" and calls[0][2].endswith("/v2/ep1/run"), block
+        polls = calls[1:]
+        assert polls and all(m == "GET" and "/v2/ep1/status/" in u for m, _, u in polls), block
+        assert {s for _, s, _ in calls} == {"200"}
+    assert "gpubench.requests by gpubench.phase: {'measure': 3, 'warmup': 1}" in out
+    assert "rp-example-key" not in out
