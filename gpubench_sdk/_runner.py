@@ -297,7 +297,7 @@ class Runner(ScenarioDrivers):
     def _label(self, live: list[LiveTarget], sidx: int, scenario: Scenario) -> None:
         # Two scenarios of one kind are two series: the index tells them apart, the name (a
         # scenario's optional `name`, else kind-index) says which is which.
-        name = getattr(scenario, "name", None) or f"{scenario.kind}-{sidx}"
+        name = scenario.label(sidx)
         for lt in live:
             lt.attrs = {
                 "gpubench.target": lt.name,
@@ -305,7 +305,7 @@ class Runner(ScenarioDrivers):
                 "gpubench.workload": self._workload.name,
                 "gpubench.scenario": scenario.kind,
                 "gpubench.scenario.index": sidx,
-                "gpubench.scenario.name": str(name),
+                "gpubench.scenario.name": name,
             }
             if lt.provider.endpoint:
                 lt.attrs["gpubench.endpoint"] = lt.provider.endpoint

@@ -210,8 +210,11 @@ def _progress(quiet: bool) -> Progress:
     )
 
 
-def _scenario_bars(progress: Progress, config: RunConfig) -> Callable[[Invocation], None]:
-    """One bar per scenario, and the observer that advances them with each request."""
+def _scenario_bars(
+    progress: Progress, config: RunConfig
+) -> tuple[Callable[[Invocation], None], Callable[[], None]]:
+    """One bar per scenario: the observer that counts each request, and ``push`` that shows
+    the counts (the observer pushes at most every PROGRESS_PUSH_S; push once at the end)."""
     # A Poisson rate's planned count is its expectation: the bar's total grows past it rather
     # than showing 210/200.
     totals = [s.planned(len(config.targets)) for s in config.build_scenarios()]
@@ -241,7 +244,7 @@ def _scenario_bars(progress: Progress, config: RunConfig) -> Callable[[Invocatio
             pushed[0] = now
             push()
 
-    return advance
+    return advance, push
 
 
 def _execute(
@@ -263,7 +266,7 @@ def _execute(
         host, port = parse_prometheus_address(prometheus_port)
         setup = configure(otlp_endpoint=otlp_endpoint, prometheus_port=port, prometheus_host=host)
     progress = _progress(quiet)
-    advance = _scenario_bars(progress, config)
+    advance, push = _scenario_bars(progress, config)
     runner = build_run(
         config, store=store, instruments=setup.instruments() if setup else None, observers=[advance]
     )
@@ -334,14 +337,12 @@ def _execute_ray(
     from .._ray import run_on_ray
 
     progress = _progress(quiet)  # every worker's requests, as the driver stores them
+    advance, push = _scenario_bars(progress, config)
     with progress:
         result = run_on_ray(
-            config,
-            store=store,
-            address=address,
-            otlp_endpoint=otlp_endpoint,
-            observers=[_scenario_bars(progress, config)],
+            config, store=store, address=address, otlp_endpoint=otlp_endpoint, observers=[advance]
         )
+        push()  # the final counts
     workers = result.run.config.get("ray", {}).get("workers", [])
     where = ", ".join(
         f"{w['name']} on {w['node_ip']} (clock {w['clock_offset_ms']:+.2f} ms "
