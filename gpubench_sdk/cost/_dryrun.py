@@ -88,6 +88,16 @@ def _seconds(sc: Any, n: int, each_s: float, gap_s: float) -> tuple[float | None
     if kind == "cold_starts":
         gap = sc.idle_gap_s if sc.idle_gap_s is not None else gap_s
         return sc.n * (gap + (1 + sc.warm_after) * each_s), sc.n
+    if kind == "concurrency":
+        return sc.duration_s + each_s, sc.concurrency
+    if kind == "sweep":  # the synchronous step, the throughput probe, then `rates` steps
+        return (2 + sc.rates) * sc.duration_s + each_s, sc.max_concurrency
+    if kind == "max_rate":  # the search's longest: every trial it may make, at trial_s each
+        return sc.max_trials * sc.trial_s, max(1, math.ceil(sc.max_rps * each_s))
+    offsets = getattr(sc, "offsets_s", None)
+    if callable(offsets):  # an open loop with a known schedule (stages, replay, a plugin's)
+        last = max(offsets(), default=0.0)
+        return last + each_s, max(1, math.ceil(n * each_s / max(last, each_s)))
     return None, n
 
 
