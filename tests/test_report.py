@@ -207,6 +207,15 @@ def test_tables_read_as_people_read_them(store_path: Path, tmp_path: Path) -> No
     shown = usd(cost["total_usd"]).lstrip("$")
     assert len(shown.replace(".", "").lstrip("0")) >= 4  # 4 significant digits, not cents
     assert f"<td>{shown}</td>" in html
+    # every unit the cost module prices is in the JSON; the page shows only those counted
+    units = ("per_request_usd", "per_1k_requests_usd", "per_1k_input_tokens_usd",
+             "per_million_output_tokens_usd", "per_image_usd", "per_audio_minute_usd")  # fmt: skip
+    assert all(unit in cost for unit in units)
+    costs = html.split("<h2>Cost of the runs</h2>", 1)[1].split("</table>", 1)[0]
+    assert "per 1,000 requests ($)" in costs
+    counted = [c for c in ("per_image_usd", "per_million_output_tokens_usd") if cost[c]]
+    assert ("per image ($)" in costs) == ("per_image_usd" in counted)
+    assert ("per 1M output tokens ($)" in costs) == ("per_million_output_tokens_usd" in counted)
     cli = gpubench("results", "show", "1", "--store", str(store_path), "--json")
     assert cli.returncode == 0, cli.stderr
     rows = {(r["target"], r["scenario"]): r for r in json.loads(cli.stdout)["summary"]}

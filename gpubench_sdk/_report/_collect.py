@@ -378,10 +378,9 @@ def _costs(report: Report, store: Store, info: RunInfo) -> None:
                     "compute_usd": c.bill.cost_usd,
                     "fees_usd": c.fees_usd,
                     "total_usd": c.total_usd,
-                    "per_request_usd": u.per_request_usd,
-                    "per_1k_requests_usd": u.per_1k_requests_usd,
-                    "per_million_output_tokens_usd": u.per_million_output_tokens_usd,
-                    "per_image_usd": u.per_image_usd,
+                    # every unit the cost module prices (per request, 1k requests, 1k/1M
+                    # input and output tokens, image, audio minute); None where not counted
+                    **{k: v for k, v in dataclasses.asdict(u).items() if k != "total_usd"},
                 }
             )
         )

@@ -18,7 +18,12 @@ SUMMARY_COLUMNS = (
 )  # fmt: skip
 COST_COLUMNS = (
     "target", "total_usd", "per_1k_requests_usd", "per_request_usd", "requests", "billed_s",
-    "workers", "compute_usd", "fees_usd", "per_million_output_tokens_usd", "per_image_usd", "run",
+    "workers", "compute_usd", "fees_usd", "run",
+)  # fmt: skip
+# Shown after "fees_usd" where some target's workload counted that unit (tokens, images, audio)
+UNIT_COLUMNS = (
+    "per_1k_input_tokens_usd", "per_million_input_tokens_usd", "per_1k_output_tokens_usd",
+    "per_million_output_tokens_usd", "per_image_usd", "per_audio_minute_usd",
 )  # fmt: skip
 
 
@@ -172,7 +177,9 @@ def cost(report: Report) -> str:
         "<p>Estimated from the measured invocations with the cost module "
         "(each target's plan price; see the cost model page).</p>"
     )
-    return "<h2>Cost of the runs</h2>" + note + table(rows, COST_COLUMNS)
+    units = [c for c in UNIT_COLUMNS if any(r.get(c) is not None for r in rows)]
+    columns = (*COST_COLUMNS[:-1], *units, COST_COLUMNS[-1])
+    return "<h2>Cost of the runs</h2>" + note + table(rows, columns)
 
 
 def config(report: Report) -> str:
