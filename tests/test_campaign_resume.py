@@ -179,22 +179,26 @@ def test_budgets_per_slot_and_per_campaign(tmp_path: Path, runtime_url: str) -> 
     assert "70 requests of max_requests 70" in (slots[3].reason or "")
     assert spent[0] == 70 and spent[1] is not None and spent[1] > 0
 
-    # a USD cap: the first slot's estimated bill (idle tail included) already passes it
+    # a USD cap over the campaign: each slot's guard holds the estimated bill (two workers' 5 s
+    # idle tails at $0.001/s, each request reserving 0.2 s + its tail) under what the earlier
+    # slots left, so the campaign's bill never passes the cap
     create_campaign(
-        # timeout_s bounds what the live guard counts per request in flight ($0.0002 here), so
-        # the slot's 100 requests fit under the cap; its estimated bill then passes it
         parse_config(
             {**plan, "run": {"name": "usd"}, "targets": [{**target, "name": "a", "timeout_s": 0.2}]}
         ),
         Schedule(time.time_ns(), 0.6, every_s=0.3, grace_s=120),
         store=store,
-        budget=Budget(max_cost_usd=0.001),
+        budget=Budget(max_cost_usd=0.012),
     )
-    (only,) = run_campaign(store, "usd")
-    assert only.requests == 100 and only.cost_usd is not None and only.cost_usd >= 0.001
+    first, second = run_campaign(store, "usd")
+    assert 0 < first.requests < 100 and 0 < second.requests < 100  # stopped by the guard
+    assert first.cost_usd is not None and second.cost_usd is not None
+    assert first.cost_usd + second.cost_usd <= 0.012
     with CampaignDB(store) as db:
-        second = db.slots(db.get("usd"))[1]
-    assert second.status == "skipped" and "max_cost_usd" in (second.reason or "")
+        slots = db.slots(db.get("usd"))
+    assert all("max_cost_usd" in (s.reason or "") for s in slots)
+    left = 0.012 - first.cost_usd
+    assert f"${left:.6f} cap" in (slots[1].reason or "")  # the second slot got what was left
 
 
 def test_a_scheduler_started_late_records_missed_slots(tmp_path: Path, runtime_url: str) -> None:

@@ -114,7 +114,8 @@ CASES: list[tuple[list[str], str]] = [
     (["results", "compare", "fast", "slow", "--scenario", "x"], "'--scenario': 'x' is not"),
     (["results", "compare", "fast", "slow", "--scenario", "9", "--store", "STORE"], "--scenario"),
     # report
-    (["report"], "Missing argument 'RUN...'"),
+    (["report"], "Missing option '-o' / '--output'"),
+    (["report", "-o", "r.html", "--store", "STORE"], "or --campaign NAME"),
     (["report", "latest", "--store", "STORE"], "Missing option '-o' / '--output'"),
     (["report", "latest", "-o", "UNDER_FILE", "--store", "STORE"], "is a regular file"),
     (["report", "latest", "-o", "DIR/none/r.html", "--store", "STORE"], "mkdir -p"),

@@ -19,7 +19,7 @@ async def test_saturated_client_is_flagged(external_server: str, tmp_path: Path)
     result = await run(
         {"a": EchoProvider(url=external_server)},
         EchoProbe(),
-        [Burst(total=4000, concurrency=128, deadline_s=6)],
+        [Burst(total=100_000, concurrency=128, deadline_s=5)],  # the deadline ends it
         store=tmp_path / "r.sqlite",
     )
     assert result.client_bound_s >= 1

@@ -7,6 +7,9 @@
 - ``serve``: run an emulator (an ASGI app) with uvicorn on a random loopback port;
   ``serve_forever``: the same as an emulator's command line (prints its URL, then serves).
 - ``ProviderConformance``: the test suite a plugin subclasses in five lines.
+- ``otlp_receiver`` (with ``check_exported`` and ``span_attributes``): a real OTLP/HTTP
+  receiver on loopback, and the semantic-convention checks the conformance suite applies to
+  what a run exported; for a plugin's own telemetry tests.
 
 Needs the ``testing`` extra (``pip install 'gpubench-sdk[testing]'``): uvicorn, starlette,
 pytest. They are imported only when used, so ``import gpubench_sdk`` never needs them.
@@ -27,6 +30,8 @@ from ._timing import Duration
 
 if TYPE_CHECKING:
     from ._conformance import ProviderConformance
+    from ._otlp import attributes as span_attributes
+    from ._otlp import check_exported, otlp_receiver
 
 __all__ = [
     "FAULT_CASES",
@@ -52,13 +57,19 @@ __all__ = [
     "SimulatedFleet",
     "WorkerBill",
     "WorkerState",
+    "check_exported",
     "echo_handler",
     "json_error",
+    "otlp_receiver",
     "serve",
     "serve_forever",
+    "span_attributes",
 ]
 
 _NEEDS_PYTEST = {"ProviderConformance"}
+# The OTLP receiver decodes with opentelemetry-proto: imported only by the tests that use it.
+_OTLP = {"otlp_receiver": "otlp_receiver", "check_exported": "check_exported",
+         "span_attributes": "attributes"}  # fmt: skip
 
 
 def __getattr__(name: str) -> Any:
@@ -70,4 +81,8 @@ def __getattr__(name: str) -> Any:
         from . import _conformance
 
         return getattr(_conformance, name)
+    if name in _OTLP:
+        from . import _otlp
+
+        return getattr(_otlp, _OTLP[name])
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -103,7 +103,8 @@ async def test_async_failure_names_the_request(served: ServedApp, fleet: Simulat
 async def test_abandoned_async_requests(served: ServedApp, fleet: SimulatedFleet) -> None:
     """Baseten cancels a request still QUEUED; one already IN_PROGRESS runs to its end."""
     async with provider(served, mode="async") as p:
-        running = asyncio.create_task(p.invoke(probe(0, sleep_ms=800)))
+        # long enough that the queued one is still queued when its cancel lands (loaded CI)
+        running = asyncio.create_task(p.invoke(probe(0, sleep_ms=3000)))
         await asyncio.to_thread(fleet.wait_for, lambda c: c.running == 1, 10)
         queued = asyncio.create_task(p.invoke(probe(1)))
         await asyncio.to_thread(fleet.wait_for, lambda c: c.queued == 1, 10)
@@ -112,7 +113,10 @@ async def test_abandoned_async_requests(served: ServedApp, fleet: SimulatedFleet
             with contextlib.suppress(asyncio.CancelledError):
                 await task
     first, second = fleet.truths()
-    assert second.status is JobStatus.CANCELLED
+    deadline = time.monotonic() + 2.5  # the DELETE may still be on its way
+    while fleet.truth(second.job_id).status is JobStatus.QUEUED and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert fleet.truth(second.job_id).status is JobStatus.CANCELLED
     fleet.wait_for(lambda c: c.completed == 1, 10)
     assert fleet.truth(first.job_id).status is JobStatus.COMPLETED
 

@@ -203,6 +203,7 @@ class FalProvider(Provider):
             status, progress_ns = await self._follow_stream(urls["status_url"])
         if status is None:  # polling, or a status stream that broke off: the request goes on
             status, progress_ns = await self._follow_polling(urls["status_url"], progress_ns)
+        done_ns = time.perf_counter_ns()  # COMPLETED seen: the run ended before this
         self._raise_if_failed(status, request_id)
         response = await self._poll(httpx.URL(urls["response_url"]))
         try:
@@ -212,6 +213,10 @@ class FalProvider(Provider):
         queue_ms = (progress_ns - start_ns) / 1e6 if progress_ns is not None else None
         metrics = status.get("metrics") if isinstance(status.get("metrics"), dict) else {}
         inference_s = number(metrics.get("inference_time")) if metrics else None
+        if queue_ms is not None and inference_s is not None:
+            # A status seen late (a poll that skipped IN_PROGRESS, a loaded client) dates the
+            # start too late; the run began at least inference_time before COMPLETED was seen.
+            queue_ms = max(0.0, min(queue_ms, (done_ns - start_ns) / 1e6 - inference_s * 1e3))
         detail: dict[str, Any] = {"metrics": metrics} if metrics else {}
         if status.get("logs"):
             detail["logs"] = status["logs"]

@@ -12,7 +12,8 @@ from pathlib import Path
 from test_sagemaker_moto import SECRET, moto_url, provider, queue_results
 
 from gpubench_sdk import Burst, EchoProbe, run, telemetry
-from gpubench_sdk.testing._otlp import attributes, check_exported, otlp_receiver
+from gpubench_sdk.testing import check_exported, otlp_receiver
+from gpubench_sdk.testing import span_attributes as attributes
 
 __all__ = ["moto_url"]  # the module-scoped moto server fixture, shared
 
