@@ -1,0 +1,253 @@
+"""The decision: rank the estimates, recommend one, say why and how sure.
+
+Rule: among options meeting every objective in at least ``confidence`` of the resamples, the
+one with the lowest median daily cost (ties: lower median latency). When none does, the one
+most likely to meet them all, flagged ``meets_objectives=False``. Stability: the same rule
+re-applied to bootstrap replicates of the resamples; the share of replicates that pick the
+recommendation again. Below ``STABLE_SHARE`` the answer is
+unstable, and ``more_cold_starts`` estimates how many cold starts would settle it: a bootstrap
+spread shrinks as 1/sqrt(n), so a margin now worth z standard errors (z = the normal quantile
+of the share) reaches the 90% quantile after n x (z90 / z)^2 samples.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+
+from ..cost._traffic import SECONDS_PER_DAY
+from ._inputs import MeasuredTarget, Objectives, Traffic
+from ._search import (
+    DEFAULT_SCALE_DOWN_S,
+    Estimate,
+    draws,
+    estimate,
+    mark_frontier,
+    options_for,
+)
+
+STABLE_SHARE = 0.8
+_Z_STABLE = NormalDist().inv_cdf(0.9)
+_REDECIDE = 200
+_MAX_FACTOR = 100.0  # beyond 100x the measurements, "many more" is the honest answer
+
+
+@dataclass(frozen=True)
+class Advice:
+    """What ``advise`` found: every option's estimate (``options``, cheapest first), the
+    recommendation and the runner-up, the reason in a sentence, and how stable the pick is."""
+
+    traffic: Traffic
+    objectives: Objectives
+    resamples: int
+    confidence: float
+    options: list[Estimate]
+    recommended: Estimate | None
+    runner_up: Estimate | None
+    meets_objectives: bool
+    reason: str
+    stability: float  # share of resamples whose own pick is the recommendation
+    cold_starts_measured: int
+    more_cold_starts: int | None  # None: stable, or no recommendation
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def frontier(self) -> list[Estimate]:
+        return [e for e in self.options if e.frontier]
+
+    @property
+    def stable(self) -> bool:
+        return self.stability >= STABLE_SHARE
+
+    def to_json(self) -> dict[str, Any]:
+        def est(e: Estimate | None) -> dict[str, Any] | None:
+            if e is None:
+                return None
+            o = e.option
+            return {
+                "target": o.target,
+                "label": o.label,
+                "min_workers": o.min_workers,
+                "max_workers": o.max_workers,
+                "scale_down_s": o.scale_down_s,
+                "cost_usd_per_day": _triple(e.cost_usd_per_day),
+                "latency_ms": _triple(tuple(v * 1e3 for v in e.latency_s)),
+                "cold_rate": _triple(e.cold_rate),
+                "p_meets": {k: _share(v) for k, v in e.meets.items()},
+                "p_meets_all": _share(e.meets_all),
+                "frontier": e.frontier,
+            }
+
+        return {
+            "traffic": {
+                "arrivals": self.traffic.arrivals,
+                "rate_per_s": self.traffic.rate_per_s,
+                "requests_per_day": self.traffic.requests_per_day,
+                "simulated_window_s": self.traffic.window_s,
+            },
+            "objectives": {
+                "latency_percentile": self.objectives.latency_percentile,
+                "latency_ms": self.objectives.latency_s * 1e3,
+                "max_cold_rate": self.objectives.max_cold_rate,
+                "budget_usd_per_day": self.objectives.budget_usd_per_day,
+            },
+            "resamples": self.resamples,
+            "confidence": self.confidence,
+            "recommended": est(self.recommended),
+            "runner_up": est(self.runner_up),
+            "meets_objectives": self.meets_objectives,
+            "reason": self.reason,
+            "stability": self.stability,
+            "stable": self.stable,
+            "cold_starts_measured": self.cold_starts_measured,
+            "more_cold_starts": self.more_cold_starts,
+            "notes": self.notes,
+            "options": [est(e) for e in self.options],
+        }
+
+
+def _triple(v: tuple[float, ...]) -> dict[str, float]:
+    return {"median": v[0], "p5": v[1], "p95": v[2]}
+
+
+def _share(v: tuple[float, float, float]) -> dict[str, float]:
+    return {"share": v[0], "low": v[1], "high": v[2]}
+
+
+def _rank_key(e: Estimate) -> tuple[float, float]:
+    return (e.cost_usd_per_day[0], e.latency_s[0])
+
+
+def advise_targets(
+    targets: Sequence[MeasuredTarget],
+    traffic: Traffic,
+    objectives: Objectives,
+    *,
+    resamples: int = 40,
+    confidence: float = 0.9,
+    scale_down_s: Sequence[float] = DEFAULT_SCALE_DOWN_S,
+    max_workers: int | None = None,
+    seed: int = 0,
+) -> Advice:
+    """Search every target's scaling settings for ``traffic`` and recommend one (see the
+    module's docstring for the rule). Deterministic for a given ``seed``."""
+    from .._errors import ConfigError
+
+    if not targets:
+        raise ConfigError("runs", [], "at least one stored run with a measured target")
+    if resamples < 2:
+        raise ConfigError("--resamples", resamples, "an integer >= 2")
+    if not 0 < confidence <= 1:
+        raise ConfigError("--confidence", confidence, "a share in (0, 1]")
+    by_name = {t.name: t for t in targets}
+    all_draws = draws(targets, traffic, resamples, seed)
+    found = [
+        estimate(o, by_name[o.target], all_draws, traffic, objectives)
+        for t in targets
+        for o in options_for(t, traffic, scale_down_s=scale_down_s, max_workers=max_workers)
+    ]
+    ranked = sorted(mark_frontier(found), key=_rank_key)
+    sure = [e for e in ranked if e.meets_all[0] >= confidence]
+    meets = bool(sure)
+    if sure:
+        order = sure + sorted([e for e in ranked if e not in sure], key=lambda e: -e.meets_all[0])
+    else:
+        order = sorted(ranked, key=lambda e: (-e.meets_all[0], *_rank_key(e)))
+    best, second = order[0], (order[1] if len(order) > 1 else None)
+    stability = _stability(ranked, best, resamples, confidence, seed)
+    involved = [by_name[best.option.target]] + ([by_name[second.option.target]] if second else [])
+    cold_n = min(t.cold_start_s.size for t in involved)
+    more = None if stability >= STABLE_SHARE else _more_samples(stability, cold_n)
+    notes = [
+        f"{t.name}: {t.cold_start_s.size} cold starts and {t.execution_s.size} executions "
+        f"measured; billed per {t.billing.granularity_s:g} s at ${t.rate_usd_per_s:.6g}/s; "
+        f"worker policy {t.worker_policy}"
+        for t in targets
+    ]
+    if traffic.window_s < SECONDS_PER_DAY:
+        notes.append(
+            f"simulated {traffic.window_s:,.0f} s of traffic per resample, bills scaled to a day"
+        )
+    return Advice(
+        traffic=traffic,
+        objectives=objectives,
+        resamples=resamples,
+        confidence=confidence,
+        options=ranked,
+        recommended=best,
+        runner_up=second,
+        meets_objectives=meets,
+        reason=_reason(best, second, objectives, confidence, meets, resamples),
+        stability=stability,
+        cold_starts_measured=cold_n,
+        more_cold_starts=more,
+        notes=notes,
+    )
+
+
+
+
+def _stability(
+    ranked: Sequence[Estimate], best: Estimate, resamples: int, confidence: float, seed: int
+) -> float:
+    """The share of ``_REDECIDE`` bootstrap replicates of the resamples on which the same rule
+    (the cheapest median cost among options meeting everything in ``confidence`` of them)
+    picks ``best`` again: low when a cheaper option's share sits near ``confidence`` or when
+    two options' costs are close."""
+    costs = np.array([e.costs for e in ranked])  # options x resamples
+    ok = np.array([e.ok for e in ranked], dtype=bool)
+    idx = ranked.index(best)
+    rng = np.random.default_rng(seed)
+    same = 0
+    for _ in range(_REDECIDE):
+        k = rng.integers(0, resamples, resamples)
+        share = ok[:, k].mean(axis=1)
+        median = np.median(costs[:, k], axis=1)
+        sure = np.flatnonzero(share >= confidence)
+        pick = sure[np.argmin(median[sure])] if sure.size else int(np.argmax(share))
+        same += int(pick == idx)
+    return same / _REDECIDE
+
+
+def _more_samples(stability: float, measured: int) -> int:
+    """Roughly how many cold starts in total would make the pick stable (see module doc)."""
+    z = NormalDist().inv_cdf(min(max(stability, 0.5 + 1e-3), 0.999))
+    factor = min((_Z_STABLE / z) ** 2, _MAX_FACTOR)
+    return max(math.ceil(measured * factor), measured + 1)
+
+
+def _reason(
+    best: Estimate,
+    second: Estimate | None,
+    objectives: Objectives,
+    confidence: float,
+    meets: bool,
+    resamples: int,
+) -> str:
+    cost = best.cost_usd_per_day[0]
+    q = f"p{objectives.latency_percentile:g}"
+    share = best.meets_all[0]
+    if not meets:
+        return (
+            f"No option met every objective in {confidence:.0%} of {resamples} resamples; "
+            f"{best.option.label} came closest ({share:.0%}, {q} "
+            f"{best.latency_s[0] * 1e3:,.0f} ms, ${cost:,.2f}/day)."
+        )
+    than = ""
+    if second is not None:
+        saving = second.cost_usd_per_day[0] - cost
+        than = (
+            f", ${saving:,.2f}/day less than the runner-up {second.option.label}"
+            if saving > 0
+            else f", with a lower {q} than the equally priced {second.option.label}"
+        )
+    return (
+        f"{best.option.label} is the cheapest option that met every objective in "
+        f"{share:.0%} of {resamples} resamples ({q} {best.latency_s[0] * 1e3:,.0f} ms "
+        f"against {objectives.latency_s * 1e3:,.0f} ms, ${cost:,.2f}/day){than}."
+    )

@@ -1,0 +1,207 @@
+"""What ``advise`` decides from: measured targets, a traffic profile and the objectives.
+
+A ``MeasuredTarget`` is one target of a stored run reduced to what the fleet simulator needs:
+the measured execution and cold-start samples (``cost.distributions_from_run``), the
+provider's billing rules and rate (the plan's price, else one given), and the provider's stated
+worker-selection policy (``cost.provider_policy``). Nothing here is a point value: the samples
+are kept whole so ``advise`` can resample them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from .._errors import ConfigError
+from ..cost._billing import BillingModel
+from ..cost._catalog import PriceCatalog
+from ..cost._policy import WorkerPolicy, provider_policy
+from ..cost._pricing import billing_for, declared_billing
+from ..cost._traffic import SECONDS_PER_DAY, distributions_from_run, poisson_arrivals
+
+if TYPE_CHECKING:
+    from .._store import Store
+
+# Simulate at most about this many arrivals per option and resample; a busier day is
+# simulated over a shorter window and its bill scaled to the day (``Traffic.window_s``).
+MAX_SIMULATED_ARRIVALS = 6_000
+
+
+@dataclass(frozen=True, slots=True)
+class Traffic:
+    """A traffic profile: a mean rate, Poisson (random gaps) or constant (even gaps).
+
+    ``Traffic.per_day(1000)`` is the reference report's "1,000 documents a day"."""
+
+    rate_per_s: float
+    arrivals: Literal["poisson", "constant"] = "poisson"
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.rate_per_s) and self.rate_per_s > 0):
+            raise ConfigError("traffic.rate_per_s", self.rate_per_s, "requests per second > 0")
+        if self.arrivals not in ("poisson", "constant"):
+            raise ConfigError("traffic.arrivals", self.arrivals, "'poisson' or 'constant'")
+
+    @classmethod
+    def per_day(cls, requests: float, arrivals: Literal["poisson", "constant"] = "poisson") -> Traffic:
+        if not requests > 0:
+            raise ConfigError("--per-day", requests, "requests per day > 0")
+        return cls(requests / SECONDS_PER_DAY, arrivals)
+
+    @property
+    def requests_per_day(self) -> float:
+        return self.rate_per_s * SECONDS_PER_DAY
+
+    @property
+    def window_s(self) -> float:
+        """The simulated window: a whole day, or less when a day holds too many requests."""
+        return min(SECONDS_PER_DAY, MAX_SIMULATED_ARRIVALS / self.rate_per_s)
+
+    def sample(self, seed: int) -> npt.NDArray[np.float64]:
+        """Arrival times (seconds) over ``window_s``."""
+        if self.arrivals == "constant":
+            gap = 1.0 / self.rate_per_s
+            return np.arange(0.0, self.window_s, gap, dtype=np.float64)
+        return poisson_arrivals(self.rate_per_s, self.window_s, seed=seed)
+
+    def describe(self) -> str:
+        kind = "Poisson" if self.arrivals == "poisson" else "evenly spaced"
+        return f"{kind}, {self.requests_per_day:,.0f} requests/day ({self.rate_per_s:.4g}/s)"
+
+
+@dataclass(frozen=True, slots=True)
+class Objectives:
+    """What an option must meet: a latency percentile (``latency_percentile``, default p95)
+    under ``latency_s``, optionally a cold-start rate and a daily budget."""
+
+    latency_s: float
+    latency_percentile: float = 95.0
+    max_cold_rate: float | None = None
+    budget_usd_per_day: float | None = None
+
+    def __post_init__(self) -> None:
+        if not self.latency_s > 0:
+            raise ConfigError("--p95-ms", self.latency_s * 1e3, "milliseconds > 0")
+        if not 0 < self.latency_percentile <= 100:
+            raise ConfigError("latency_percentile", self.latency_percentile, "in (0, 100]")
+        if self.max_cold_rate is not None and not 0 <= self.max_cold_rate <= 1:
+            raise ConfigError("--max-cold-rate", self.max_cold_rate, "a fraction in [0, 1]")
+        if self.budget_usd_per_day is not None and not self.budget_usd_per_day > 0:
+            raise ConfigError("--budget-usd-per-day", self.budget_usd_per_day, "dollars > 0")
+
+    def names(self) -> list[str]:
+        out = [f"p{self.latency_percentile:g}"]
+        if self.max_cold_rate is not None:
+            out.append("cold_rate")
+        if self.budget_usd_per_day is not None:
+            out.append("budget")
+        return out
+
+
+@dataclass(frozen=True)
+class MeasuredTarget:
+    """One measured target: its samples, how it is billed, how its platform picks workers."""
+
+    name: str
+    provider: str
+    execution_s: npt.NDArray[np.float64]
+    cold_start_s: npt.NDArray[np.float64]
+    billing: BillingModel
+    rate_usd_per_s: float
+    worker_policy: WorkerPolicy
+    run_id: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.execution_s.size == 0:
+            raise ConfigError(f"{self.name}.execution_s", "(empty)", "at least one measurement")
+        if self.cold_start_s.size == 0:
+            raise ConfigError(
+                f"{self.name}.cold_start_s",
+                "(none)",
+                "at least one measured cold start (add a cold_starts scenario to the run)",
+            )
+        if not self.rate_usd_per_s >= 0:
+            raise ConfigError(f"{self.name}.rate_usd_per_s", self.rate_usd_per_s, "USD/s >= 0")
+
+
+def measured_targets(
+    store: Store,
+    runs: Sequence[int | str],
+    catalog: PriceCatalog,
+    prices: Mapping[str, tuple[str, float]] | None = None,
+) -> list[MeasuredTarget]:
+    """Every target of ``runs`` with its samples and price.
+
+    A target's price is ``prices[name]`` (``(billing model name, USD per second)``), else its
+    plan entry's ``price_per_s_usd``/``price_sku`` and ``billing`` (else the provider plugin's
+    declared billing, else the catalog's). A target with no price is an error naming the fix.
+    The same target name in two runs is kept as ``name@run``."""
+    prices = prices or {}
+    out: list[MeasuredTarget] = []
+    names = [t.name for r in runs for t in store.run(r).targets]
+    for ref in runs:
+        info = store.run(ref)
+        entries = [t for t in info.config.get("targets", []) if isinstance(t, dict)]
+        plans = {str(t.get("name")): (i, t) for i, t in enumerate(entries)}
+        for t in info.targets:
+            index, plan = plans.get(t.name, (0, {}))
+            label = t.name if names.count(t.name) == 1 else f"{t.name}@{info.id}"
+            if t.name in prices:
+                model_name, rate = prices[t.name]
+                billing = catalog.billing_model(model_name)
+            else:
+                billing, _ = billing_for(
+                    index, plan.get("billing"), t.provider, declared_billing(t.provider), catalog
+                )
+                if plan.get("price_per_s_usd") is not None:
+                    rate = float(plan["price_per_s_usd"])
+                elif plan.get("price_sku"):
+                    rate = catalog.rate_usd_per_s(
+                        plan.get("billing") or t.provider, str(plan["price_sku"])
+                    )
+                else:
+                    raise ConfigError(
+                        "--price",
+                        t.name,
+                        f"{t.name}=USD_PER_S (run {info.id}'s plan names no price_sku or "
+                        "price_per_s_usd for it)",
+                    )
+            execution_s, cold_start_s = measured_samples(store, info.id, t.name)
+            out.append(
+                MeasuredTarget(
+                    name=label,
+                    provider=t.provider,
+                    execution_s=execution_s,
+                    cold_start_s=cold_start_s,
+                    billing=billing,
+                    rate_usd_per_s=rate,
+                    worker_policy=provider_policy(plan.get("billing") or t.provider).policy,
+                    run_id=info.id,
+                )
+            )
+    return out
+
+
+def measured_samples(
+    store: Store, run: int, target: str
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Execution and cold-start seconds of ``target`` in ``run``.
+
+    As ``cost.distributions_from_run``, except that a cold request whose server reported its
+    queue time (``queue_ms``: RunPod's ``delayTime``, from submission to the start of
+    execution, boot included) but no ``setup_ms`` counts that queue time as its cold start,
+    not ``latency - execution``: the latter adds the client's polling and network time, which
+    the platform neither spends booting nor bills."""
+    dist = distributions_from_run(store, run, target)
+    cols = store.columns(run, target=target)
+    cold = (cols["outcome"] == 0) & (cols["cold"] == 1)
+    setup_s = cols["setup_ms"][cold] / 1e3
+    queue_s = cols["queue_ms"][cold] / 1e3
+    if cold.any() and np.isnan(setup_s).all() and not np.isnan(queue_s).any():
+        return dist.execution_s, np.maximum(queue_s, 0.0)
+    return dist.execution_s, dist.cold_start_s

@@ -1,0 +1,214 @@
+"""The search: every measured target x its scaling settings, simulated on resampled data.
+
+For each option (a target with min workers, max workers and a scale-down delay) the what-if
+simulator (``cost.simulate``: the provider's billing rules and stated worker-selection policy)
+serves the traffic ``resamples`` times. Each resample draws new arrivals and resamples every
+target's measured execution and cold-start arrays with replacement (a bootstrap), and every
+option sees the same draw (common random numbers), so options are compared on equal terms.
+What an option gets: its daily bill, latency percentile and cold-start rate per resample; the
+share of resamples meeting each objective (with a Wilson interval on that share); and whether
+it is dominated on (median daily cost, median latency percentile).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from .._errors import ConfigError
+from ..cost._sim import FleetSettings, simulate
+from ..cost._traffic import SECONDS_PER_DAY
+from ._inputs import MeasuredTarget, Objectives, Traffic
+
+DEFAULT_SCALE_DOWN_S = (5.0, 30.0, 60.0, 300.0, 900.0)
+_Z90 = 1.6448536269514722  # two-sided 90% normal quantile (Wilson interval, stability target)
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """One setting of one target."""
+
+    target: str
+    min_workers: int
+    max_workers: int
+    scale_down_s: float
+
+    @property
+    def label(self) -> str:
+        warm = "always-warm" if self.min_workers else "scale-to-zero"
+        return (
+            f"{self.target} {warm} min={self.min_workers} max={self.max_workers} "
+            f"idle={self.scale_down_s:g}s"
+        )
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """An option over every resample: the median and the 5-95% interval of each figure, and
+    the share of resamples meeting each objective (``meets``) with its 90% Wilson interval."""
+
+    option: Option
+    cost_usd_per_day: tuple[float, float, float]  # median, 5%, 95%
+    latency_s: tuple[float, float, float]  # the objective's percentile
+    cold_rate: tuple[float, float, float]
+    meets: dict[str, tuple[float, float, float]]  # objective -> (share, low, high)
+    meets_all: tuple[float, float, float]
+    frontier: bool = False
+    costs: npt.NDArray[np.float64] | None = None  # per resample (for the stability check)
+    ok: npt.NDArray[np.bool_] | None = None
+
+
+def wilson(successes: int, n: int, z: float = _Z90) -> tuple[float, float, float]:
+    """The share ``successes / n`` and its Wilson score interval (never outside [0, 1])."""
+    if n == 0:
+        return (math.nan, 0.0, 1.0)
+    p = successes / n
+    den = 1 + z * z / n
+    mid = (p + z * z / (2 * n)) / den
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    return (p, max(0.0, mid - half), min(1.0, mid + half))
+
+
+def _spread(values: npt.NDArray[np.float64]) -> tuple[float, float, float]:
+    return (
+        float(np.median(values)),
+        float(np.percentile(values, 5)),
+        float(np.percentile(values, 95)),
+    )
+
+
+def options_for(
+    target: MeasuredTarget,
+    traffic: Traffic,
+    *,
+    scale_down_s: Sequence[float] = DEFAULT_SCALE_DOWN_S,
+    max_workers: int | None = None,
+) -> list[Option]:
+    """The settings worth simulating for ``target``: scale to zero with every delay, and
+    always warm with 1 worker (or enough for the mean load), each with room to burst.
+
+    ``max_workers`` defaults to the mean load (rate x mean execution) plus headroom: the
+    smallest fleet that is not overloaded, and two more."""
+    busy = traffic.rate_per_s * float(np.mean(target.execution_s))
+    need = max(1, math.ceil(busy))
+    cap = max_workers if max_workers is not None else need + 2
+    if cap < need:
+        raise ConfigError(
+            "--max-workers", cap, f">= {need} (the mean load of {target.name} needs {need})"
+        )
+    delays = sorted({target.billing.effective_idle_timeout_s(d) for d in scale_down_s})
+    out = [Option(target.name, 0, cap, d) for d in delays]
+    for warm in sorted({1, need}):
+        # with min workers the delay only matters for the burst workers above them
+        out.append(Option(target.name, warm, max(cap, warm), delays[len(delays) // 2]))
+    return out
+
+
+@dataclass(frozen=True)
+class Draw:
+    """One resample: arrivals and, per target, resampled execution and cold-start arrays."""
+
+    arrivals_s: npt.NDArray[np.float64]
+    execution_s: dict[str, npt.NDArray[np.float64]]
+    cold_start_s: dict[str, npt.NDArray[np.float64]]
+    seed: int
+
+
+def draws(
+    targets: Sequence[MeasuredTarget], traffic: Traffic, resamples: int, seed: int
+) -> list[Draw]:
+    """``resamples`` bootstrap draws (the first keeps the measurements as measured)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for k in range(resamples):
+        boot = k > 0
+
+        def pick(a: npt.NDArray[np.float64], boot: bool = boot) -> npt.NDArray[np.float64]:
+            return rng.choice(a, size=a.size, replace=True) if boot else a
+
+        out.append(
+            Draw(
+                traffic.sample(seed + k),
+                {t.name: pick(t.execution_s) for t in targets},
+                {t.name: pick(t.cold_start_s) for t in targets},
+                seed + k,
+            )
+        )
+    return out
+
+
+def simulate_option(
+    option: Option, target: MeasuredTarget, draw: Draw, traffic: Traffic, objectives: Objectives
+) -> tuple[float, float, float]:
+    """(daily cost in USD, the objective's latency percentile in s, cold-start rate) of one
+    option on one draw. The window's bill is scaled to a day; fees are per request."""
+    window = traffic.window_s
+    sim = simulate(
+        draw.arrivals_s,
+        execution_s=draw.execution_s[target.name],
+        cold_start_s=draw.cold_start_s[target.name],
+        settings=FleetSettings(
+            option.min_workers,
+            option.max_workers,
+            option.scale_down_s,
+            1,
+            target.worker_policy,
+        ),
+        billing=target.billing,
+        rate_usd_per_s=target.rate_usd_per_s,
+        horizon_s=window,
+        seed=draw.seed,
+    )
+    per_day = SECONDS_PER_DAY / window
+    cost = (sim.cost_usd + target.billing.fees_usd(sim.requests)) * per_day
+    latency = sim.latency_percentile_s(objectives.latency_percentile)
+    return cost, latency, sim.cold_rate
+
+
+def estimate(
+    option: Option,
+    target: MeasuredTarget,
+    all_draws: Sequence[Draw],
+    traffic: Traffic,
+    objectives: Objectives,
+) -> Estimate:
+    rows = np.array([simulate_option(option, target, d, traffic, objectives) for d in all_draws])
+    cost, latency, cold = rows[:, 0], rows[:, 1], rows[:, 2]
+    checks = {f"p{objectives.latency_percentile:g}": latency <= objectives.latency_s}
+    if objectives.max_cold_rate is not None:
+        checks["cold_rate"] = cold <= objectives.max_cold_rate
+    if objectives.budget_usd_per_day is not None:
+        checks["budget"] = cost <= objectives.budget_usd_per_day
+    ok = np.logical_and.reduce(list(checks.values()))
+    n = len(all_draws)
+    return Estimate(
+        option=option,
+        cost_usd_per_day=_spread(cost),
+        latency_s=_spread(latency),
+        cold_rate=_spread(cold),
+        meets={k: wilson(int(v.sum()), n) for k, v in checks.items()},
+        meets_all=wilson(int(ok.sum()), n),
+        costs=cost,
+        ok=ok,
+    )
+
+
+def mark_frontier(estimates: Sequence[Estimate]) -> list[Estimate]:
+    """The same estimates, ``frontier`` set on those no other option beats on both median
+    daily cost and median latency (at least as good on both, better on one)."""
+    from dataclasses import replace
+
+    def dominated(e: Estimate) -> bool:
+        c, lat = e.cost_usd_per_day[0], e.latency_s[0]
+        return any(
+            o.cost_usd_per_day[0] <= c
+            and o.latency_s[0] <= lat
+            and (o.cost_usd_per_day[0] < c or o.latency_s[0] < lat)
+            for o in estimates
+        )
+
+    return [replace(e, frontier=not dominated(e)) for e in estimates]

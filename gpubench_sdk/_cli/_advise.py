@@ -1,0 +1,125 @@
+"""``gpubench advise``: which measured target, with which scaling settings, for a traffic
+profile and objectives, with how sure the answer is (docs/advise.md)."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from .._advise import Advice, Objectives, Traffic, advise
+from .._errors import ConfigError
+from .._store import Store
+from ..cost._catalog import load_catalog
+from ._console import existing_store, store_option
+
+
+def _prices(given: tuple[str, ...]) -> dict[str, tuple[str, float]]:
+    out = {}
+    for text in given:
+        name, sep, rest = text.partition("=")
+        model, _, rate = rest.rpartition(":")
+        try:
+            out[name] = (model, float(rate))
+        except ValueError:
+            raise ConfigError("--price", text, "TARGET=BILLING_MODEL:USD_PER_S") from None
+        if not sep or not name or not model:
+            raise ConfigError("--price", text, "TARGET=BILLING_MODEL:USD_PER_S")
+    return out
+
+
+@click.command("advise")
+@click.argument("runs", nargs=-1, required=True)
+@store_option
+@click.option("--rate", type=float, default=None, help="mean requests per second")
+@click.option("--per-day", type=float, default=None, help="requests per day")
+@click.option("--constant", is_flag=True, help="evenly spaced arrivals (default: Poisson)")
+@click.option("--p95-ms", type=float, required=True, help="latency objective (ms)")
+@click.option("--percentile", type=float, default=95.0, show_default=True)
+@click.option("--max-cold-rate", type=float, default=None, help="largest share of cold requests")
+@click.option("--budget-usd-per-day", type=float, default=None)
+@click.option(
+    "--price", "prices", multiple=True, metavar="TARGET=MODEL:USD_PER_S", help="repeatable"
+)
+@click.option("--resamples", type=click.IntRange(2), default=40, show_default=True)
+@click.option("--confidence", type=float, default=0.9, show_default=True)
+@click.option("--max-workers", type=click.IntRange(1), default=None)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="print the advice as JSON")
+def advise_cmd(
+    runs: tuple[str, ...],
+    store_path: str | None,
+    rate: float | None,
+    per_day: float | None,
+    constant: bool,
+    p95_ms: float,
+    percentile: float,
+    max_cold_rate: float | None,
+    budget_usd_per_day: float | None,
+    prices: tuple[str, ...],
+    resamples: int,
+    confidence: float,
+    max_workers: int | None,
+    seed: int,
+    as_json: bool,
+) -> None:
+    """Recommend a target and scaling settings for a traffic profile and objectives, from the
+    measured runs RUN... (ids or 'latest')."""
+    if (rate is None) == (per_day is None):
+        raise ConfigError("--rate/--per-day", None, "exactly one of --rate R or --per-day N")
+    kind = "constant" if constant else "poisson"
+    traffic = Traffic(rate, kind) if rate is not None else Traffic.per_day(per_day or 0, kind)
+    objectives = Objectives(p95_ms / 1e3, percentile, max_cold_rate, budget_usd_per_day)
+    with Store(existing_store(store_path), readonly=True) as store:
+        advice = advise(
+            store,
+            [int(r) if r.isdigit() else r for r in runs],
+            traffic,
+            objectives,
+            prices=_prices(prices),
+            catalog=load_catalog(),
+            resamples=resamples,
+            confidence=confidence,
+            max_workers=max_workers,
+            seed=seed,
+        )
+    if as_json:
+        click.echo(json.dumps(advice.to_json(), indent=2))
+    else:
+        _print(advice)
+
+
+def _print(advice: Advice) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    q = f"p{advice.objectives.latency_percentile:g}"
+    table = Table(title=f"{advice.traffic.describe()}; {advice.resamples} resamples")
+    for col in ("", "option", "$/day (5-95%)", f"{q} ms (5-95%)", "cold", "P(meets all)"):
+        table.add_column(col)
+    for e in advice.options:
+        mark = "*" if e is advice.recommended else ("f" if e.frontier else "")
+        c, lat, share = e.cost_usd_per_day, e.latency_s, e.meets_all
+        table.add_row(
+            mark,
+            e.option.label,
+            f"{c[0]:,.2f} ({c[1]:,.2f}-{c[2]:,.2f})",
+            f"{lat[0] * 1e3:,.0f} ({lat[1] * 1e3:,.0f}-{lat[2] * 1e3:,.0f})",
+            f"{e.cold_rate[0]:.1%}",
+            f"{share[0]:.0%} ({share[1]:.0%}-{share[2]:.0%})",
+        )
+    console = Console(soft_wrap=True)
+    console.print(table)
+    console.print("* recommended, f on the cost/latency frontier (not dominated)")
+    console.print(f"Recommendation: {advice.reason}", markup=False)
+    if advice.stable:
+        console.print(f"Stable: picked again in {advice.stability:.0%} of re-decisions.")
+    else:
+        console.print(
+            f"Unstable: picked again in only {advice.stability:.0%} of re-decisions; about "
+            f"{advice.more_cold_starts} cold starts (now {advice.cold_starts_measured}) "
+            "would settle it.",
+            markup=False,
+        )
+    for note in advice.notes:
+        console.print(f"note: {note}", markup=False)
