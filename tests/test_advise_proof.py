@@ -28,7 +28,7 @@ from gpubench_sdk.testing import Duration, FleetConfig, SimulatedFleet, serve
 from gpubench_sdk.testing._replay import VirtualTimeLoop
 
 pytest.importorskip("gpubench_runpod")
-from gpubench_runpod.emulator import make_app  # noqa: E402
+from gpubench_runpod.emulator import make_app
 
 KEY = "rpa_advise_0c9b7a3e5d1f"
 POLICY = provider_policy("runpod").policy  # the emulated platforms pick workers as RunPod does

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from ._decide import STABLE_SHARE, Advice, advise_targets
+from ._decide import Advice, advise_targets
 from ._inputs import MeasuredTarget, Objectives, Traffic, measured_targets
 from ._search import DEFAULT_SCALE_DOWN_S, Estimate, Option
 
@@ -57,7 +57,6 @@ def advise(
 
 __all__ = [
     "DEFAULT_SCALE_DOWN_S",
-    "STABLE_SHARE",
     "Advice",
     "Estimate",
     "MeasuredTarget",

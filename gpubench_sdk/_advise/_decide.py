@@ -2,12 +2,15 @@
 
 Rule: among options meeting every objective in at least ``confidence`` of the resamples, the
 one with the lowest median daily cost (ties: lower median latency). When none does, the one
-most likely to meet them all, flagged ``meets_objectives=False``. Stability: the same rule
-re-applied to bootstrap replicates of the resamples; the share of replicates that pick the
-recommendation again. Below ``STABLE_SHARE`` the answer is
-unstable, and ``more_cold_starts`` estimates how many cold starts would settle it: a bootstrap
-spread shrinks as 1/sqrt(n), so a margin now worth z standard errors (z = the normal quantile
-of the share) reaches the 90% quantile after n x (z90 / z)^2 samples.
+most likely to meet them all, flagged ``meets_objectives=False``.
+
+Stability: the pick is unstable when a cheaper option is *unsettled*: the resamples neither
+rule it in (it met every objective in ``confidence`` of them) nor out (in ``1 - confidence``
+or fewer). More measurements would settle it one way or the other, and so could change the
+pick. How many: the share ``s`` of resamples an option meets puts the objective about
+``z = Phi^-1(s)`` bootstrap standard errors from its estimate; standard errors shrink as
+1/sqrt(n), so reaching ``z_c = Phi^-1(confidence)`` takes about ``n x (z_c / z)^2`` cold starts
+(capped at 100 x n: "many more"). A rough guide, said to be one.
 """
 
 from __future__ import annotations
@@ -17,8 +20,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Any
-
-import numpy as np
 
 from ..cost._traffic import SECONDS_PER_DAY
 from ._inputs import MeasuredTarget, Objectives, Traffic
@@ -31,9 +32,6 @@ from ._search import (
     options_for,
 )
 
-STABLE_SHARE = 0.8
-_Z_STABLE = NormalDist().inv_cdf(0.9)
-_REDECIDE = 200
 _MAX_FACTOR = 100.0  # beyond 100x the measurements, "many more" is the honest answer
 
 
@@ -51,7 +49,7 @@ class Advice:
     runner_up: Estimate | None
     meets_objectives: bool
     reason: str
-    stability: float  # share of resamples whose own pick is the recommendation
+    unsettled_by: Estimate | None  # the cheaper option the resamples neither rule in nor out
     cold_starts_measured: int
     more_cold_starts: int | None  # None: stable, or no recommendation
     notes: list[str] = field(default_factory=list)
@@ -62,7 +60,7 @@ class Advice:
 
     @property
     def stable(self) -> bool:
-        return self.stability >= STABLE_SHARE
+        return self.unsettled_by is None
 
     def to_json(self) -> dict[str, Any]:
         def est(e: Estimate | None) -> dict[str, Any] | None:
@@ -102,7 +100,7 @@ class Advice:
             "runner_up": est(self.runner_up),
             "meets_objectives": self.meets_objectives,
             "reason": self.reason,
-            "stability": self.stability,
+            "unsettled_by": est(self.unsettled_by),
             "stable": self.stable,
             "cold_starts_measured": self.cold_starts_measured,
             "more_cold_starts": self.more_cold_starts,
@@ -159,10 +157,13 @@ def advise_targets(
     else:
         order = sorted(ranked, key=lambda e: (-e.meets_all[0], *_rank_key(e)))
     best, second = order[0], (order[1] if len(order) > 1 else None)
-    stability = _stability(ranked, best, resamples, confidence, seed)
+    unsettled = _unsettled(ranked, best, confidence) if meets else None
     involved = [by_name[best.option.target]] + ([by_name[second.option.target]] if second else [])
     cold_n = min(t.cold_start_s.size for t in involved)
-    more = None if stability >= STABLE_SHARE else _more_samples(stability, cold_n)
+    if unsettled is not None:
+        involved.append(by_name[unsettled.option.target])
+        cold_n = min(t.cold_start_s.size for t in involved)
+    more = None if unsettled is None else _more_samples(unsettled.meets_all[0], confidence, cold_n)
     notes = [
         f"{t.name}: {t.cold_start_s.size} cold starts and {t.execution_s.size} executions "
         f"measured; billed per {t.billing.granularity_s:g} s at ${t.rate_usd_per_s:.6g}/s; "
@@ -183,41 +184,29 @@ def advise_targets(
         runner_up=second,
         meets_objectives=meets,
         reason=_reason(best, second, objectives, confidence, meets, resamples),
-        stability=stability,
+        unsettled_by=unsettled,
         cold_starts_measured=cold_n,
         more_cold_starts=more,
         notes=notes,
     )
 
 
+def _unsettled(ranked: Sequence[Estimate], best: Estimate, confidence: float) -> Estimate | None:
+    """The cheaper option closest to the line between ruled in and ruled out, if any."""
+    low = min(confidence, 1 - confidence)
+    cheaper = [
+        e for e in ranked if _rank_key(e) < _rank_key(best) and low < e.meets_all[0] < confidence
+    ]
+    return max(cheaper, key=lambda e: e.meets_all[0], default=None)
 
 
-def _stability(
-    ranked: Sequence[Estimate], best: Estimate, resamples: int, confidence: float, seed: int
-) -> float:
-    """The share of ``_REDECIDE`` bootstrap replicates of the resamples on which the same rule
-    (the cheapest median cost among options meeting everything in ``confidence`` of them)
-    picks ``best`` again: low when a cheaper option's share sits near ``confidence`` or when
-    two options' costs are close."""
-    costs = np.array([e.costs for e in ranked])  # options x resamples
-    ok = np.array([e.ok for e in ranked], dtype=bool)
-    idx = ranked.index(best)
-    rng = np.random.default_rng(seed)
-    same = 0
-    for _ in range(_REDECIDE):
-        k = rng.integers(0, resamples, resamples)
-        share = ok[:, k].mean(axis=1)
-        median = np.median(costs[:, k], axis=1)
-        sure = np.flatnonzero(share >= confidence)
-        pick = sure[np.argmin(median[sure])] if sure.size else int(np.argmax(share))
-        same += int(pick == idx)
-    return same / _REDECIDE
-
-
-def _more_samples(stability: float, measured: int) -> int:
-    """Roughly how many cold starts in total would make the pick stable (see module doc)."""
-    z = NormalDist().inv_cdf(min(max(stability, 0.5 + 1e-3), 0.999))
-    factor = min((_Z_STABLE / z) ** 2, _MAX_FACTOR)
+def _more_samples(share: float, confidence: float, measured: int) -> int:
+    """Roughly how many cold starts in total would settle an option met in ``share`` of the
+    resamples (see the module's docstring)."""
+    normal = NormalDist()
+    z = abs(normal.inv_cdf(min(max(share, 1e-3), 1 - 1e-3)))
+    target = abs(normal.inv_cdf(confidence if confidence < 1 else 0.999))
+    factor = _MAX_FACTOR if z < 1e-9 else min((target / z) ** 2, _MAX_FACTOR)
     return max(math.ceil(measured * factor), measured + 1)
 
 

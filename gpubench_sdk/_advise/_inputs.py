@@ -48,7 +48,9 @@ class Traffic:
             raise ConfigError("traffic.arrivals", self.arrivals, "'poisson' or 'constant'")
 
     @classmethod
-    def per_day(cls, requests: float, arrivals: Literal["poisson", "constant"] = "poisson") -> Traffic:
+    def per_day(
+        cls, requests: float, arrivals: Literal["poisson", "constant"] = "poisson"
+    ) -> Traffic:
         if not requests > 0:
             raise ConfigError("--per-day", requests, "requests per day > 0")
         return cls(requests / SECONDS_PER_DAY, arrivals)

@@ -25,7 +25,7 @@ from ..cost._traffic import SECONDS_PER_DAY
 from ._inputs import MeasuredTarget, Objectives, Traffic
 
 DEFAULT_SCALE_DOWN_S = (5.0, 30.0, 60.0, 300.0, 900.0)
-_Z90 = 1.6448536269514722  # two-sided 90% normal quantile (Wilson interval, stability target)
+_Z90 = 1.6448536269514722  # two-sided 90% normal quantile (the Wilson interval's)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,8 +58,6 @@ class Estimate:
     meets: dict[str, tuple[float, float, float]]  # objective -> (share, low, high)
     meets_all: tuple[float, float, float]
     frontier: bool = False
-    costs: npt.NDArray[np.float64] | None = None  # per resample (for the stability check)
-    ok: npt.NDArray[np.bool_] | None = None
 
 
 def wilson(successes: int, n: int, z: float = _Z90) -> tuple[float, float, float]:
@@ -192,8 +190,6 @@ def estimate(
         cold_rate=_spread(cold),
         meets={k: wilson(int(v.sum()), n) for k, v in checks.items()},
         meets_all=wilson(int(ok.sum()), n),
-        costs=cost,
-        ok=ok,
     )
 
 

@@ -4,6 +4,7 @@ profile and objectives, with how sure the answer is (docs/advise.md)."""
 from __future__ import annotations
 
 import json
+from typing import Literal
 
 import click
 
@@ -67,7 +68,7 @@ def advise_cmd(
     measured runs RUN... (ids or 'latest')."""
     if (rate is None) == (per_day is None):
         raise ConfigError("--rate/--per-day", None, "exactly one of --rate R or --per-day N")
-    kind = "constant" if constant else "poisson"
+    kind: Literal["poisson", "constant"] = "constant" if constant else "poisson"
     traffic = Traffic(rate, kind) if rate is not None else Traffic.per_day(per_day or 0, kind)
     objectives = Objectives(p95_ms / 1e3, percentile, max_cold_rate, budget_usd_per_day)
     with Store(existing_store(store_path), readonly=True) as store:
@@ -98,7 +99,7 @@ def _print(advice: Advice) -> None:
     for col in ("", "option", "$/day (5-95%)", f"{q} ms (5-95%)", "cold", "P(meets all)"):
         table.add_column(col)
     for e in advice.options:
-        mark = "*" if e is advice.recommended else ("f" if e.frontier else "")
+        mark = ("*" if e is advice.recommended else "") + ("f" if e.frontier else "")
         c, lat, share = e.cost_usd_per_day, e.latency_s, e.meets_all
         table.add_row(
             mark,
@@ -112,12 +113,14 @@ def _print(advice: Advice) -> None:
     console.print(table)
     console.print("* recommended, f on the cost/latency frontier (not dominated)")
     console.print(f"Recommendation: {advice.reason}", markup=False)
-    if advice.stable:
-        console.print(f"Stable: picked again in {advice.stability:.0%} of re-decisions.")
+    unsettled = advice.unsettled_by
+    if unsettled is None:
+        console.print("Stable: no cheaper option is left undecided by the resamples.")
     else:
         console.print(
-            f"Unstable: picked again in only {advice.stability:.0%} of re-decisions; about "
-            f"{advice.more_cold_starts} cold starts (now {advice.cold_starts_measured}) "
+            f"Unstable: the cheaper {unsettled.option.label} met every objective in "
+            f"{unsettled.meets_all[0]:.0%} of the resamples, neither ruled in nor out; about "
+            f"{advice.more_cold_starts} cold starts in all (now {advice.cold_starts_measured}) "
             "would settle it.",
             markup=False,
         )
