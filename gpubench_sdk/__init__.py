@@ -14,7 +14,7 @@ import typing as _typing
 __version__ = "0.1.0"
 
 if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
-    from ._advise import Advice, Objectives, Traffic, advise
+    from ._advise import Advice, MeasuredTarget, Objectives, Traffic, advise, advise_targets
     from ._capabilities import BillingModel, Capabilities
     from ._config import RunConfig, load_config, validate_options
     from ._errors import (
@@ -81,6 +81,8 @@ _EXPORTS: dict[str, str] = {
     "Objectives": "._advise",
     "Traffic": "._advise",
     "advise": "._advise",
+    "advise_targets": "._advise",
+    "MeasuredTarget": "._advise",
     "BillingModel": "._capabilities",
     "Capabilities": "._capabilities",
     "RunConfig": "._config",
@@ -190,6 +192,7 @@ __all__ = [
     "LocalRuntime",
     "LocalRuntimeConfig",
     "MaxRate",
+    "MeasuredTarget",
     "Objectives",
     "Outcome",
     "Phase",
@@ -228,6 +231,7 @@ __all__ = [
     "WorkloadOptions",
     "__version__",
     "advise",
+    "advise_targets",
     "as_provider_error",
     "build_report",
     "build_run",

@@ -5,6 +5,8 @@ verdict, bad input and the CLI (table and JSON). The end-to-end proof on emulate
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -193,3 +195,13 @@ def test_cli_bad_input_is_a_clear_error(tmp_path: Path) -> None:
     prices = ["--price", "slowboot=runpod:0.0004", "--price", "quick=runpod:0.0006"]
     priced = CliRunner().invoke(main, [*args, "--rate", "0.01", "--resamples", "3", *prices])
     assert priced.exit_code == 0, priced.output
+
+
+def test_the_reference_example_runs() -> None:
+    example = Path(__file__).resolve().parents[1] / "examples" / "advise_reference.py"
+    done = subprocess.run(
+        [sys.executable, str(example)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert "1,000 requests/day" in done.stdout and "frontier:" in done.stdout
+    assert "recommendation:" in done.stdout and "cheapest option that met" in done.stdout

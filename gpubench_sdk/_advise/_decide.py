@@ -193,7 +193,7 @@ def advise_targets(
 
 def _unsettled(ranked: Sequence[Estimate], best: Estimate, confidence: float) -> Estimate | None:
     """The cheaper option closest to the line between ruled in and ruled out, if any."""
-    low = min(confidence, 1 - confidence)
+    low = round(min(confidence, 1 - confidence), 9)  # 1 - 0.9 is 0.09999999999999998
     cheaper = [
         e for e in ranked if _rank_key(e) < _rank_key(best) and low < e.meets_all[0] < confidence
     ]
