@@ -205,3 +205,38 @@ def test_the_reference_example_runs() -> None:
     assert done.returncode == 0, done.stderr
     assert "1,000 requests/day" in done.stdout and "frontier:" in done.stdout
     assert "recommendation:" in done.stdout and "cheapest option that met" in done.stdout
+
+
+def test_a_committed_worker_prices_the_always_warm_option(tmp_path: Path) -> None:
+    path = tmp_path / "m.sqlite"
+    _store(path)
+    with Store(path, readonly=True) as store:
+        advice = advise(
+            store,
+            ["latest"],
+            Traffic.per_day(1000),
+            Objectives(latency_s=30.0),
+            committed={"slowboot": 0.5},  # $12/day, against $34.56 a day on demand
+            resamples=10,
+        )
+    warm = {
+        e.option.committed: e
+        for e in advice.options
+        if e.option.target == "slowboot" and e.option.min_workers == 1
+    }
+    assert set(warm) == {False, True}
+    on_demand, reserved = warm[False].cost_usd_per_day[0], warm[True].cost_usd_per_day[0]
+    # the same simulated day: only the pinned worker's price changes (burst workers stay
+    # on demand)
+    assert reserved == pytest.approx(on_demand - 0.0004 * 86_400 + 0.5 * 24, rel=1e-6)
+    assert "always-warm committed" in warm[True].option.label
+    assert any(o["committed"] for o in advice.to_json()["options"])
+    with Store(path, readonly=True) as store, pytest.raises(ConfigError, match="nosuch"):
+        advise(
+            store, ["latest"], Traffic(0.01), Objectives(latency_s=30.0), committed={"nosuch": 1}
+        )
+    args = ["advise", "latest", "--store", str(path), "--per-day", "1000", "--p95-ms", "30000"]
+    done = CliRunner().invoke(main, [*args, "--resamples", "3", "--committed", "quick=0.4"])
+    assert done.exit_code == 0 and "quick always-warm committed" in done.output, done.output
+    bad = CliRunner().invoke(main, [*args, "--committed", "quick"])
+    assert bad.exit_code != 0 and "TARGET=USD_PER_HOUR" in bad.output

@@ -26,6 +26,7 @@ def advise(
     objectives: Objectives,
     *,
     prices: Mapping[str, tuple[str, float]] | None = None,
+    committed: Mapping[str, float] | None = None,
     catalog: PriceCatalog | None = None,
     resamples: int = 40,
     confidence: float = 0.9,
@@ -37,12 +38,13 @@ def advise(
 
     ``runs``: stored runs (ids or ``"latest"``) whose targets were measured with cold starts;
     ``prices``: ``{target: (billing model, USD per second)}`` for targets whose plan names no
-    price. Every option is simulated on ``resamples`` bootstrap resamples of the measurements;
-    the recommendation is the cheapest option meeting every objective in ``confidence`` of
-    them."""
+    price; ``committed``: ``{target: USD per hour}`` of one worker on a commitment (reserved or
+    active workers), which adds always-warm options priced that way. Every option is
+    simulated on ``resamples`` bootstrap resamples of the measurements; the recommendation is
+    the cheapest option meeting every objective in ``confidence`` of them."""
     from ..cost._catalog import load_catalog
 
-    targets = measured_targets(store, runs, catalog or load_catalog(), prices)
+    targets = measured_targets(store, runs, catalog or load_catalog(), prices, committed)
     return advise_targets(
         targets,
         traffic,

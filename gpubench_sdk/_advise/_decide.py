@@ -73,6 +73,7 @@ class Advice:
                 "min_workers": o.min_workers,
                 "max_workers": o.max_workers,
                 "scale_down_s": o.scale_down_s,
+                "committed": o.committed,
                 "cost_usd_per_day": _triple(e.cost_usd_per_day),
                 "latency_ms": _triple(tuple(v * 1e3 for v in e.latency_s)),
                 "cold_rate": _triple(e.cold_rate),

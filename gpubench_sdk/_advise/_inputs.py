@@ -107,7 +107,11 @@ class Objectives:
 
 @dataclass(frozen=True)
 class MeasuredTarget:
-    """One measured target: its samples, how it is billed, how its platform picks workers."""
+    """One measured target: its samples, how it is billed, how its platform picks workers.
+
+    ``committed_usd_per_hour``: the price of one worker kept on by commitment (a reserved or
+    "active" worker, billed every hour whether used or not); when given, always-warm options
+    are also priced with their pinned workers committed and only the burst on demand."""
 
     name: str
     provider: str
@@ -117,8 +121,12 @@ class MeasuredTarget:
     rate_usd_per_s: float
     worker_policy: WorkerPolicy
     run_id: int | None = None
+    committed_usd_per_hour: float | None = None
 
     def __post_init__(self) -> None:
+        c = self.committed_usd_per_hour
+        if c is not None and not (math.isfinite(c) and c >= 0):
+            raise ConfigError(f"{self.name}.committed_usd_per_hour", c, "USD per hour >= 0")
         if self.execution_s.size == 0:
             raise ConfigError(f"{self.name}.execution_s", "(empty)", "at least one measurement")
         if self.cold_start_s.size == 0:
@@ -136,14 +144,21 @@ def measured_targets(
     runs: Sequence[int | str],
     catalog: PriceCatalog,
     prices: Mapping[str, tuple[str, float]] | None = None,
+    committed: Mapping[str, float] | None = None,
 ) -> list[MeasuredTarget]:
     """Every target of ``runs`` with its samples and price.
 
     A target's price is ``prices[name]`` (``(billing model name, USD per second)``), else its
     plan entry's ``price_per_s_usd``/``price_sku`` and ``billing`` (else the provider plugin's
     declared billing, else the catalog's). A target with no price is an error naming the fix.
-    The same target name in two runs is kept as ``name@run``."""
+    The same target name in two runs is kept as ``name@run``. ``committed``: a target's price
+    per hour of one committed worker (``MeasuredTarget.committed_usd_per_hour``)."""
     prices = prices or {}
+    committed = committed or {}
+    known = {t.name for r in runs for t in store.run(r).targets}
+    for name in set(prices) | set(committed):
+        if name not in known:
+            raise ConfigError("--price/--committed", name, f"a target of the runs: {sorted(known)}")
     out: list[MeasuredTarget] = []
     names = [t.name for r in runs for t in store.run(r).targets]
     for ref in runs:
@@ -184,6 +199,7 @@ def measured_targets(
                     rate_usd_per_s=rate,
                     worker_policy=provider_policy(plan.get("billing") or t.provider).policy,
                     run_id=info.id,
+                    committed_usd_per_hour=committed.get(t.name),
                 )
             )
     return out

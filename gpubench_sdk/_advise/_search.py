@@ -36,10 +36,12 @@ class Option:
     min_workers: int
     max_workers: int
     scale_down_s: float
+    committed: bool = False  # the min workers on a commitment, not on demand
 
     @property
     def label(self) -> str:
         warm = "always-warm" if self.min_workers else "scale-to-zero"
+        warm += " committed" if self.committed else ""
         return (
             f"{self.target} {warm} min={self.min_workers} max={self.max_workers} "
             f"idle={self.scale_down_s:g}s"
@@ -102,7 +104,10 @@ def options_for(
     out = [Option(target.name, 0, cap, d) for d in delays]
     for warm in sorted({1, need}):
         # with min workers the delay only matters for the burst workers above them
-        out.append(Option(target.name, warm, max(cap, warm), delays[len(delays) // 2]))
+        middle = delays[len(delays) // 2]
+        out.append(Option(target.name, warm, max(cap, warm), middle))
+        if target.committed_usd_per_hour is not None:
+            out.append(Option(target.name, warm, max(cap, warm), middle, committed=True))
     return out
 
 
@@ -163,6 +168,10 @@ def simulate_option(
     )
     per_day = SECONDS_PER_DAY / window
     cost = (sim.cost_usd + target.billing.fees_usd(sim.requests)) * per_day
+    if option.committed and target.committed_usd_per_hour is not None:
+        # the pinned workers' billed day on demand is replaced by their commitment
+        pinned_s = option.min_workers * target.billing.billed_s(window)
+        cost += (target.committed_usd_per_hour / 3600 - target.rate_usd_per_s) * pinned_s * per_day
     latency = sim.latency_percentile_s(objectives.latency_percentile)
     return cost, latency, sim.cold_rate
 

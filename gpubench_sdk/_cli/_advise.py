@@ -29,6 +29,19 @@ def _prices(given: tuple[str, ...]) -> dict[str, tuple[str, float]]:
     return out
 
 
+def _committed(given: tuple[str, ...]) -> dict[str, float]:
+    out = {}
+    for text in given:
+        name, sep, rate = text.partition("=")
+        try:
+            out[name] = float(rate)
+        except ValueError:
+            raise ConfigError("--committed", text, "TARGET=USD_PER_HOUR") from None
+        if not sep or not name:
+            raise ConfigError("--committed", text, "TARGET=USD_PER_HOUR")
+    return out
+
+
 @click.command("advise")
 @click.argument("runs", nargs=-1, required=True)
 @store_option
@@ -41,6 +54,13 @@ def _prices(given: tuple[str, ...]) -> dict[str, tuple[str, float]]:
 @click.option("--budget-usd-per-day", type=float, default=None)
 @click.option(
     "--price", "prices", multiple=True, metavar="TARGET=MODEL:USD_PER_S", help="repeatable"
+)
+@click.option(
+    "--committed",
+    "committed",
+    multiple=True,
+    metavar="TARGET=USD_PER_HOUR",
+    help="a worker on commitment (reserved/active); adds always-warm options priced so",
 )
 @click.option("--resamples", type=click.IntRange(2), default=40, show_default=True)
 @click.option("--confidence", type=float, default=0.9, show_default=True)
@@ -58,6 +78,7 @@ def advise_cmd(
     max_cold_rate: float | None,
     budget_usd_per_day: float | None,
     prices: tuple[str, ...],
+    committed: tuple[str, ...],
     resamples: int,
     confidence: float,
     max_workers: int | None,
@@ -78,6 +99,7 @@ def advise_cmd(
             traffic,
             objectives,
             prices=_prices(prices),
+            committed=_committed(committed),
             catalog=load_catalog(),
             resamples=resamples,
             confidence=confidence,
