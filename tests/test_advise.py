@@ -222,7 +222,7 @@ def test_a_committed_worker_prices_the_always_warm_option(tmp_path: Path) -> Non
     warm = {
         e.option.committed: e
         for e in advice.options
-        if e.option.target == "slowboot" and e.option.min_workers == 1
+        if e.option.target == "slowboot" and e.option.min_workers == 1 and not e.option.overflow_to
     }
     assert set(warm) == {False, True}
     on_demand, reserved = warm[False].cost_usd_per_day[0], warm[True].cost_usd_per_day[0]
@@ -240,3 +240,35 @@ def test_a_committed_worker_prices_the_always_warm_option(tmp_path: Path) -> Non
     assert done.exit_code == 0 and "quick always-warm committed" in done.output, done.output
     bad = CliRunner().invoke(main, [*args, "--committed", "quick"])
     assert bad.exit_code != 0 and "TARGET=USD_PER_HOUR" in bad.output
+
+
+def test_overflow_goes_where_every_primary_worker_is_busy() -> None:
+    from gpubench_sdk._advise._overflow import split_overflow
+
+    arrivals = np.array([0.0, 1.0, 2.0, 20.0])
+    kept, over = split_overflow(arrivals, np.full(4, 5.0), 1)
+    assert over.tolist() == [False, True, True, False] and kept.tolist() == [5.0, 5.0]
+    kept, over = split_overflow(arrivals, np.full(4, 5.0), 2)
+    assert over.tolist() == [False, False, True, False]
+
+
+def test_a_warm_primary_with_overflow_is_priced_as_its_pinned_day_plus_the_overflow() -> None:
+    # a free secondary: the pair's bill is the primary's pinned day alone; at 2 requests a
+    # minute of 12 s each, one worker is busy 40% of the time, so some requests overflow
+    # and meet the secondary's cold start
+    primary = _target("p", np.full(20, 30.0), 0.0004)
+    free = _target("s", np.full(20, 50.0), 0.0)
+    advice = advise_targets(
+        [primary, free], Traffic(2 / 60), Objectives(latency_s=120.0), resamples=5
+    )
+    pairs = [e for e in advice.options if e.option.overflow_to == "s" and e.option.target == "p"]
+    assert pairs and {e.option.min_workers for e in pairs} == {1}
+    for e in pairs:
+        assert e.cost_usd_per_day[0] == pytest.approx(0.0004 * 86_400)
+        assert 0.1 < e.cold_rate[0] < 0.5  # overflowed requests, cold at the secondary
+    assert all(o["overflow_to"] in (None, "p", "s") for o in advice.to_json()["options"])
+    alone = advise_targets(
+        [primary, free], Traffic(2 / 60), Objectives(latency_s=120.0), resamples=5,
+        overflow=False,
+    )  # fmt: skip
+    assert not any(e.option.overflow_to for e in alone.options)

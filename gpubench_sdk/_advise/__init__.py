@@ -33,6 +33,7 @@ def advise(
     scale_down_s: Sequence[float] = DEFAULT_SCALE_DOWN_S,
     max_workers: int | None = None,
     seed: int = 0,
+    overflow: bool = True,
 ) -> Advice:
     """Recommend a target and its scaling settings for ``traffic`` under ``objectives``.
 
@@ -54,6 +55,7 @@ def advise(
         scale_down_s=scale_down_s,
         max_workers=max_workers,
         seed=seed,
+        overflow=overflow,
     )
 
 

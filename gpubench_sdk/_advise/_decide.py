@@ -30,6 +30,7 @@ from ._search import (
     estimate,
     mark_frontier,
     options_for,
+    overflow_options,
 )
 
 _MAX_FACTOR = 100.0  # beyond 100x the measurements, "many more" is the honest answer
@@ -74,6 +75,8 @@ class Advice:
                 "max_workers": o.max_workers,
                 "scale_down_s": o.scale_down_s,
                 "committed": o.committed,
+                "overflow_to": o.overflow_to,
+                "overflow_max_workers": o.overflow_max_workers or None,
                 "cost_usd_per_day": _triple(e.cost_usd_per_day),
                 "latency_ms": _triple(tuple(v * 1e3 for v in e.latency_s)),
                 "cold_rate": _triple(e.cold_rate),
@@ -132,9 +135,12 @@ def advise_targets(
     scale_down_s: Sequence[float] = DEFAULT_SCALE_DOWN_S,
     max_workers: int | None = None,
     seed: int = 0,
+    overflow: bool = True,
 ) -> Advice:
     """Search every target's scaling settings for ``traffic`` and recommend one (see the
-    module's docstring for the rule). Deterministic for a given ``seed``."""
+    module's docstring for the rule). With two targets or more and ``overflow``, each pair
+    is also tried as a primary kept warm with overflow to the other scaled to zero.
+    Deterministic for a given ``seed``."""
     from .._errors import ConfigError
 
     if not targets:
@@ -145,11 +151,17 @@ def advise_targets(
         raise ConfigError("--confidence", confidence, "a share in (0, 1]")
     by_name = {t.name: t for t in targets}
     all_draws = draws(targets, traffic, resamples, seed)
-    found = [
-        estimate(o, by_name[o.target], all_draws, traffic, objectives)
-        for t in targets
-        for o in options_for(t, traffic, scale_down_s=scale_down_s, max_workers=max_workers)
-    ]
+    grid = dict(scale_down_s=scale_down_s, max_workers=max_workers)
+    options = [o for t in targets for o in options_for(t, traffic, **grid)]  # type: ignore[arg-type]
+    if overflow:
+        options += [
+            o
+            for p in targets
+            for s in targets
+            if p is not s
+            for o in overflow_options(p, s, traffic, **grid)  # type: ignore[arg-type]
+        ]
+    found = [estimate(o, by_name, all_draws, traffic, objectives) for o in options]
     ranked = sorted(mark_frontier(found), key=_rank_key)
     sure = [e for e in ranked if e.meets_all[0] >= confidence]
     meets = bool(sure)
@@ -159,10 +171,10 @@ def advise_targets(
         order = sorted(ranked, key=lambda e: (-e.meets_all[0], *_rank_key(e)))
     best, second = order[0], (order[1] if len(order) > 1 else None)
     unsettled = _unsettled(ranked, best, confidence) if meets else None
-    involved = [by_name[best.option.target]] + ([by_name[second.option.target]] if second else [])
+    involved = [by_name[n] for e in (best, second) if e for n in _names(e)]
     cold_n = min(t.cold_start_s.size for t in involved)
     if unsettled is not None:
-        involved.append(by_name[unsettled.option.target])
+        involved += [by_name[n] for n in _names(unsettled)]
         cold_n = min(t.cold_start_s.size for t in involved)
     more = None if unsettled is None else _more_samples(unsettled.meets_all[0], confidence, cold_n)
     notes = [
@@ -190,6 +202,11 @@ def advise_targets(
         more_cold_starts=more,
         notes=notes,
     )
+
+
+def _names(e: Estimate) -> list[str]:
+    o = e.option
+    return [o.target] + ([o.overflow_to] if o.overflow_to else [])
 
 
 def _unsettled(ranked: Sequence[Estimate], best: Estimate, confidence: float) -> Estimate | None:

@@ -13,7 +13,7 @@ it is dominated on (median daily cost, median latency percentile).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,9 +37,16 @@ class Option:
     max_workers: int
     scale_down_s: float
     committed: bool = False  # the min workers on a commitment, not on demand
+    overflow_to: str | None = None  # a second target taking what finds every worker busy
+    overflow_max_workers: int = 0
 
     @property
     def label(self) -> str:
+        if self.overflow_to is not None:
+            return (
+                f"{self.target} always-warm min=max={self.min_workers} + overflow to "
+                f"{self.overflow_to} max={self.overflow_max_workers} idle={self.scale_down_s:g}s"
+            )
         warm = "always-warm" if self.min_workers else "scale-to-zero"
         warm += " committed" if self.committed else ""
         return (
@@ -144,11 +151,57 @@ def draws(
     return out
 
 
+def overflow_options(
+    primary: MeasuredTarget,
+    secondary: MeasuredTarget,
+    traffic: Traffic,
+    *,
+    scale_down_s: Sequence[float] = DEFAULT_SCALE_DOWN_S,
+    max_workers: int | None = None,
+) -> list[Option]:
+    """``primary`` always warm (1 worker, or the mean load) with no burst of its own, and
+    ``secondary`` scaled to zero with its shortest and middle delay taking the overflow."""
+    own = options_for(primary, traffic, scale_down_s=scale_down_s, max_workers=max_workers)
+    other = options_for(secondary, traffic, scale_down_s=scale_down_s, max_workers=max_workers)
+    delays = sorted({o.scale_down_s for o in other if o.min_workers == 0})
+    cap = other[0].max_workers
+    return [
+        Option(primary.name, o.min_workers, o.min_workers, d, False, secondary.name, cap)
+        for o in own
+        if o.min_workers and not o.committed
+        for d in sorted({delays[0], delays[len(delays) // 2]})
+    ]
+
+
 def simulate_option(
-    option: Option, target: MeasuredTarget, draw: Draw, traffic: Traffic, objectives: Objectives
+    option: Option,
+    targets: Mapping[str, MeasuredTarget],
+    draw: Draw,
+    traffic: Traffic,
+    objectives: Objectives,
 ) -> tuple[float, float, float]:
     """(daily cost in USD, the objective's latency percentile in s, cold-start rate) of one
     option on one draw. The window's bill is scaled to a day; fees are per request."""
+    target = targets[option.target]
+    if option.overflow_to is not None:
+        from ._overflow import simulate_overflow
+
+        second = targets[option.overflow_to]
+        settings = FleetSettings(
+            0, option.overflow_max_workers, option.scale_down_s, 1, second.worker_policy
+        )
+        return simulate_overflow(
+            target,
+            option.min_workers,
+            second,
+            settings,
+            draw.arrivals_s,
+            draw.execution_s,
+            draw.cold_start_s,
+            traffic,
+            objectives,
+            draw.seed,
+        )
     window = traffic.window_s
     sim = simulate(
         draw.arrivals_s,
@@ -178,12 +231,12 @@ def simulate_option(
 
 def estimate(
     option: Option,
-    target: MeasuredTarget,
+    targets: Mapping[str, MeasuredTarget],
     all_draws: Sequence[Draw],
     traffic: Traffic,
     objectives: Objectives,
 ) -> Estimate:
-    rows = np.array([simulate_option(option, target, d, traffic, objectives) for d in all_draws])
+    rows = np.array([simulate_option(option, targets, d, traffic, objectives) for d in all_draws])
     cost, latency, cold = rows[:, 0], rows[:, 1], rows[:, 2]
     checks = {f"p{objectives.latency_percentile:g}": latency <= objectives.latency_s}
     if objectives.max_cold_rate is not None:

@@ -65,6 +65,11 @@ def _committed(given: tuple[str, ...]) -> dict[str, float]:
 @click.option("--resamples", type=click.IntRange(2), default=40, show_default=True)
 @click.option("--confidence", type=float, default=0.9, show_default=True)
 @click.option("--max-workers", type=click.IntRange(1), default=None)
+@click.option(
+    "--no-overflow",
+    is_flag=True,
+    help="do not try pairs (one target kept warm, overflow to another scaled to zero)",
+)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="print the advice as JSON")
 def advise_cmd(
@@ -82,6 +87,7 @@ def advise_cmd(
     resamples: int,
     confidence: float,
     max_workers: int | None,
+    no_overflow: bool,
     seed: int,
     as_json: bool,
 ) -> None:
@@ -105,6 +111,7 @@ def advise_cmd(
             confidence=confidence,
             max_workers=max_workers,
             seed=seed,
+            overflow=not no_overflow,
         )
     if as_json:
         click.echo(json.dumps(advice.to_json(), indent=2))
