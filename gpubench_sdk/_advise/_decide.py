@@ -183,6 +183,9 @@ def advise_targets(
         f"worker policy {t.worker_policy}"
         for t in targets
     ]
+    tail = _tail_note(best, objectives, by_name)
+    if tail:
+        notes.append(tail)
     if traffic.window_s < SECONDS_PER_DAY:
         notes.append(
             f"simulated {traffic.window_s:,.0f} s of traffic per resample, bills scaled to a day"
@@ -201,6 +204,31 @@ def advise_targets(
         cold_starts_measured=cold_n,
         more_cold_starts=more,
         notes=notes,
+    )
+
+
+def _tail_note(
+    best: Estimate, objectives: Objectives, by_name: dict[str, MeasuredTarget]
+) -> str | None:
+    """A warning when the recommendation's latency percentile falls among its cold requests
+    at a quantile the measured cold starts are too few to resolve: a bootstrap never draws a
+    cold start slower than the slowest measured, so the latency and its interval come out
+    too low. With a share ``c`` of cold requests, the ``p``th latency percentile sits near
+    the ``1 - (1 - p) / c`` quantile of cold starts, which needs about ``c / (1 - p)``
+    measurements to be more than the largest one."""
+    cold = best.cold_rate[0]
+    tail = 1 - objectives.latency_percentile / 100
+    if cold <= tail:
+        return None
+    need = math.ceil(cold / tail) if tail > 0 else 10**6  # p100: the slowest ever drawn
+    n = min(by_name[name].cold_start_s.size for name in _names(best))
+    if n >= 2 * need:
+        return None
+    q = f"p{objectives.latency_percentile:g}"
+    return (
+        f"the recommendation's {q} falls among its cold requests ({cold:.0%} of them), near "
+        f"the slowest of the {n} measured cold starts: the bootstrap cannot draw slower ones, "
+        f"so its {q} and interval may be low; {2 * need:,}+ cold starts would resolve it"
     )
 
 
