@@ -273,3 +273,17 @@ def test_a_warm_primary_with_overflow_is_priced_as_its_pinned_day_plus_the_overf
         overflow=False,
     )  # fmt: skip
     assert not any(e.option.overflow_to for e in alone.options)
+
+
+def test_constant_traffic_and_a_quiet_day() -> None:
+    assert Traffic(0.5, "constant").sample(0).size == pytest.approx(0.5 * Traffic(0.5).window_s)
+    assert Traffic(1.0).window_s == 6_000.0  # a busy day is simulated over a shorter window
+    # one request a day: some draws hold none, and a draw with no request meets the latency
+    quiet = advise_targets(
+        [_target("a", np.full(10, 5.0), 0.001)],
+        Traffic.per_day(1),
+        Objectives(latency_s=60.0),
+        resamples=10,
+    )
+    assert quiet.recommended is not None and quiet.meets_objectives
+    json.dumps(quiet.to_json(), allow_nan=False)  # no NaN in the JSON

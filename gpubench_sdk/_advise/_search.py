@@ -225,7 +225,8 @@ def simulate_option(
         # the pinned workers' billed day on demand is replaced by their commitment
         pinned_s = option.min_workers * target.billing.billed_s(window)
         cost += (target.committed_usd_per_hour / 3600 - target.rate_usd_per_s) * pinned_s * per_day
-    latency = sim.latency_percentile_s(objectives.latency_percentile)
+    # a draw with no request at all (a very low rate) keeps every latency objective
+    latency = sim.latency_percentile_s(objectives.latency_percentile) if sim.requests else 0.0
     return cost, latency, sim.cold_rate
 
 
