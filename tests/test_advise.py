@@ -287,3 +287,34 @@ def test_constant_traffic_and_a_quiet_day() -> None:
     )
     assert quiet.recommended is not None and quiet.meets_objectives
     json.dumps(quiet.to_json(), allow_nan=False)  # no NaN in the JSON
+
+
+def test_a_daily_shape_sizes_the_fleet_for_its_peak() -> None:
+    # 3,600 requests of 12 s a day: half a worker busy on average, but all in one busy hour
+    # of 24 (24x the mean rate there): 12 workers busy at the peak
+    peak = (0.0,) * 23 + (1.0,)
+    shaped = Traffic.per_day(3_600, daily_profile=peak)
+    assert shaped.peak_rate_per_s == pytest.approx(24 * shaped.rate_per_s)
+    times = shaped.sample(1)
+    assert times.size > 3_000 and times.min() >= 23 * 3_600  # only in the last hour
+    target = _target("a", np.full(10, 5.0), 0.001)
+    flat = advise_targets([target], Traffic.per_day(3_600), Objectives(latency_s=60.0), resamples=3)
+    busy = advise_targets([target], shaped, Objectives(latency_s=60.0), resamples=3)
+    assert max(e.option.max_workers for e in flat.options) == 3  # 0.5 busy -> 1 + 2
+    assert max(e.option.max_workers for e in busy.options) == 14  # 12 busy -> 12 + 2
+    assert "24-slot daily shape" in busy.traffic.describe()
+    with pytest.raises(ConfigError, match="--profile"):
+        Traffic(0.01, "constant", peak)
+    with pytest.raises(ConfigError, match="--profile"):
+        Traffic(1.0, daily_profile=peak)  # 86,400 a day: too many to simulate whole days
+
+
+def test_cli_profile(tmp_path: Path) -> None:
+    path = tmp_path / "m.sqlite"
+    _store(path)
+    args = ["advise", "latest", "--store", str(path), "--per-day", "1000", "--p95-ms", "30000"]
+    done = CliRunner().invoke(main, [*args, "--resamples", "3", "--profile", "1,1,2,4", "--json"])
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.output)["traffic"]["daily_profile"] == [1, 1, 2, 4]
+    bad = CliRunner().invoke(main, [*args, "--profile", "1,x"])
+    assert bad.exit_code != 0 and "--profile" in bad.output and "Traceback" not in bad.output

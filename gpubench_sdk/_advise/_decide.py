@@ -90,6 +90,7 @@ class Advice:
                 "arrivals": self.traffic.arrivals,
                 "rate_per_s": self.traffic.rate_per_s,
                 "requests_per_day": self.traffic.requests_per_day,
+                "daily_profile": list(self.traffic.daily_profile or []) or None,
                 "simulated_window_s": self.traffic.window_s,
             },
             "objectives": {

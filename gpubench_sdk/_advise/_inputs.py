@@ -30,30 +30,57 @@ if TYPE_CHECKING:
 # Simulate at most about this many arrivals per option and resample; a busier day is
 # simulated over a shorter window and its bill scaled to the day (``Traffic.window_s``).
 MAX_SIMULATED_ARRIVALS = 6_000
+MAX_PROFILED_ARRIVALS = 30_000  # a daily shape needs the whole day simulated
 
 
 @dataclass(frozen=True, slots=True)
 class Traffic:
     """A traffic profile: a mean rate, Poisson (random gaps) or constant (even gaps).
 
+    ``daily_profile``: relative Poisson rates over the day in equal slots (24 for hours),
+    scaled so ``rate_per_s`` stays the day's mean; the whole day is then simulated.
     ``Traffic.per_day(1000)`` is the reference report's "1,000 documents a day"."""
 
     rate_per_s: float
     arrivals: Literal["poisson", "constant"] = "poisson"
+    daily_profile: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.rate_per_s) and self.rate_per_s > 0):
             raise ConfigError("traffic.rate_per_s", self.rate_per_s, "requests per second > 0")
         if self.arrivals not in ("poisson", "constant"):
             raise ConfigError("traffic.arrivals", self.arrivals, "'poisson' or 'constant'")
+        if self.daily_profile is not None:
+            p = self.daily_profile
+            if not p or min(p) < 0 or sum(p) <= 0 or not all(map(math.isfinite, p)):
+                raise ConfigError("--profile", list(p), "relative rates >= 0, not all zero")
+            if self.arrivals != "poisson":
+                raise ConfigError("--profile", list(p), "Poisson arrivals (not --constant)")
+            if self.requests_per_day > MAX_PROFILED_ARRIVALS:
+                raise ConfigError(
+                    "--profile",
+                    list(p),
+                    f"at most {MAX_PROFILED_ARRIVALS:,} requests a day (a whole day is "
+                    "simulated per resample); leave the profile out for busier traffic",
+                )
+
+    @property
+    def peak_rate_per_s(self) -> float:
+        """The busiest slot's rate (the mean rate without a daily profile)."""
+        if self.daily_profile is None:
+            return self.rate_per_s
+        return self.rate_per_s * max(self.daily_profile) / float(np.mean(self.daily_profile))
 
     @classmethod
     def per_day(
-        cls, requests: float, arrivals: Literal["poisson", "constant"] = "poisson"
+        cls,
+        requests: float,
+        arrivals: Literal["poisson", "constant"] = "poisson",
+        daily_profile: tuple[float, ...] | None = None,
     ) -> Traffic:
         if not requests > 0:
             raise ConfigError("--per-day", requests, "requests per day > 0")
-        return cls(requests / SECONDS_PER_DAY, arrivals)
+        return cls(requests / SECONDS_PER_DAY, arrivals, daily_profile)
 
     @property
     def requests_per_day(self) -> float:
@@ -61,7 +88,10 @@ class Traffic:
 
     @property
     def window_s(self) -> float:
-        """The simulated window: a whole day, or less when a day holds too many requests."""
+        """The simulated window: a whole day, or less when a day holds too many requests
+        (never less with a daily profile)."""
+        if self.daily_profile is not None:
+            return SECONDS_PER_DAY
         return min(SECONDS_PER_DAY, MAX_SIMULATED_ARRIVALS / self.rate_per_s)
 
     def sample(self, seed: int) -> npt.NDArray[np.float64]:
@@ -69,11 +99,17 @@ class Traffic:
         if self.arrivals == "constant":
             gap = 1.0 / self.rate_per_s
             return np.arange(0.0, self.window_s, gap, dtype=np.float64)
-        return poisson_arrivals(self.rate_per_s, self.window_s, seed=seed)
+        return poisson_arrivals(
+            self.rate_per_s, self.window_s, daily_profile=self.daily_profile, seed=seed
+        )
 
     def describe(self) -> str:
         kind = "Poisson" if self.arrivals == "poisson" else "evenly spaced"
-        return f"{kind}, {self.requests_per_day:,.0f} requests/day ({self.rate_per_s:.4g}/s)"
+        shape = ""
+        if self.daily_profile is not None:
+            peak = self.peak_rate_per_s / self.rate_per_s
+            shape = f", a {len(self.daily_profile)}-slot daily shape (peak x{peak:.2g})"
+        return f"{kind}, {self.requests_per_day:,.0f} requests/day ({self.rate_per_s:.4g}/s){shape}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -98,9 +98,9 @@ def options_for(
     """The settings worth simulating for ``target``: scale to zero with every delay, and
     always warm with 1 worker (or enough for the mean load), each with room to burst.
 
-    ``max_workers`` defaults to the mean load (rate x mean execution) plus headroom: the
-    smallest fleet that is not overloaded, and two more."""
-    busy = traffic.rate_per_s * float(np.mean(target.execution_s))
+    ``max_workers`` defaults to the mean load (the peak slot's rate x mean execution) plus
+    headroom: the smallest fleet that is not overloaded, and two more."""
+    busy = traffic.peak_rate_per_s * float(np.mean(target.execution_s))
     need = max(1, math.ceil(busy))
     cap = max_workers if max_workers is not None else need + 2
     if cap < need:

@@ -48,6 +48,7 @@ def _committed(given: tuple[str, ...]) -> dict[str, float]:
 @click.option("--rate", type=float, default=None, help="mean requests per second")
 @click.option("--per-day", type=float, default=None, help="requests per day")
 @click.option("--constant", is_flag=True, help="evenly spaced arrivals (default: Poisson)")
+@click.option("--profile", default=None, metavar="R0,R1,...", help="relative rates over the day")
 @click.option("--p95-ms", type=float, required=True, help="latency objective (ms)")
 @click.option("--percentile", type=float, default=95.0, show_default=True)
 @click.option("--max-cold-rate", type=float, default=None, help="largest share of cold requests")
@@ -78,6 +79,7 @@ def advise_cmd(
     rate: float | None,
     per_day: float | None,
     constant: bool,
+    profile: str | None,
     p95_ms: float,
     percentile: float,
     max_cold_rate: float | None,
@@ -96,7 +98,14 @@ def advise_cmd(
     if (rate is None) == (per_day is None):
         raise ConfigError("--rate/--per-day", None, "exactly one of --rate R or --per-day N")
     kind: Literal["poisson", "constant"] = "constant" if constant else "poisson"
-    traffic = Traffic(rate, kind) if rate is not None else Traffic.per_day(per_day or 0, kind)
+    shape = None
+    if profile is not None:
+        try:
+            shape = tuple(float(x) for x in profile.split(","))
+        except ValueError:
+            raise ConfigError("--profile", profile, "relative rates, e.g. 1,1,2,4,2,1") from None
+    mean = rate if rate is not None else Traffic.per_day(per_day or 0).rate_per_s
+    traffic = Traffic(mean, kind, shape)
     objectives = Objectives(p95_ms / 1e3, percentile, max_cold_rate, budget_usd_per_day)
     with Store(existing_store(store_path), readonly=True) as store:
         advice = advise(
