@@ -51,8 +51,8 @@ class Advice:
     meets_objectives: bool
     reason: str
     unsettled_by: Estimate | None  # the cheaper option the resamples neither rule in nor out
-    cold_starts_measured: int
-    more_cold_starts: int | None  # None: stable, or no recommendation
+    cold_starts_measured: int  # of the unsettled option's target (else the recommendation's)
+    more_cold_starts: int | None  # None: stable
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -152,15 +152,20 @@ def advise_targets(
         raise ConfigError("--confidence", confidence, "a share in (0, 1]")
     by_name = {t.name: t for t in targets}
     all_draws = draws(targets, traffic, resamples, seed)
-    grid = dict(scale_down_s=scale_down_s, max_workers=max_workers)
-    options = [o for t in targets for o in options_for(t, traffic, **grid)]  # type: ignore[arg-type]
+    options = [
+        o
+        for t in targets
+        for o in options_for(t, traffic, scale_down_s=scale_down_s, max_workers=max_workers)
+    ]
     if overflow:
         options += [
             o
             for p in targets
             for s in targets
             if p is not s
-            for o in overflow_options(p, s, traffic, **grid)  # type: ignore[arg-type]
+            for o in overflow_options(
+                p, s, traffic, scale_down_s=scale_down_s, max_workers=max_workers
+            )
         ]
     found = [estimate(o, by_name, all_draws, traffic, objectives) for o in options]
     ranked = sorted(mark_frontier(found), key=_rank_key)
@@ -172,11 +177,8 @@ def advise_targets(
         order = sorted(ranked, key=lambda e: (-e.meets_all[0], *_rank_key(e)))
     best, second = order[0], (order[1] if len(order) > 1 else None)
     unsettled = _unsettled(ranked, best, confidence) if meets else None
-    involved = [by_name[n] for e in (best, second) if e for n in _names(e)]
-    cold_n = min(t.cold_start_s.size for t in involved)
-    if unsettled is not None:
-        involved += [by_name[n] for n in _names(unsettled)]
-        cold_n = min(t.cold_start_s.size for t in involved)
+    # the cold starts to add are the unsettled option's (its target's, or its pair's fewest)
+    cold_n = min(by_name[n].cold_start_s.size for n in _names(unsettled or best))
     more = None if unsettled is None else _more_samples(unsettled.meets_all[0], confidence, cold_n)
     notes = [
         f"{t.name}: {t.cold_start_s.size} cold starts and {t.execution_s.size} executions "

@@ -158,8 +158,8 @@ def _print(advice: Advice) -> None:
         console.print(
             f"Unstable: the cheaper {unsettled.option.label} met every objective in "
             f"{unsettled.meets_all[0]:.0%} of the resamples, neither ruled in nor out; about "
-            f"{advice.more_cold_starts} cold starts in all (now {advice.cold_starts_measured}) "
-            "would settle it.",
+            f"{advice.more_cold_starts} cold starts of {unsettled.option.target} in all (now "
+            f"{advice.cold_starts_measured}) would settle it.",
             markup=False,
         )
     for note in advice.notes:
