@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -14,20 +15,22 @@ import pytest
 from click.testing import CliRunner
 
 from gpubench_sdk import Invocation, Objectives, Outcome, Phase, Store, Traffic, advise
-from gpubench_sdk._advise import MeasuredTarget, advise_targets
+from gpubench_sdk._advise import Advice, MeasuredTarget, advise_targets, measured_targets
 from gpubench_sdk._advise._search import wilson
 from gpubench_sdk._cli import main
 from gpubench_sdk._errors import ConfigError
 from gpubench_sdk._store import ScenarioRecord, TargetRecord
-from gpubench_sdk.cost import BillingModel
+from gpubench_sdk.cost import BillingModel, load_catalog
 
 SECOND = BillingModel(granularity_s=1.0)
 
 
-def _store(path: Path, *, priced: bool = True, colds: int = 12) -> None:
+def _store(
+    path: Path, *, priced: bool = True, colds: int = 12, quick_cold_s: float = 8.0, seed: int = 3
+) -> None:
     """One run, two targets: "slowboot" (cold 40 s, cheap) and "quick" (cold 8 s, dearer);
     both execute in about 12 s (the reference report's inference time)."""
-    rng = np.random.default_rng(3)
+    rng = np.random.default_rng(seed)
     targets = [TargetRecord("slowboot", "runpod"), TargetRecord("quick", "runpod")]
     plan = {
         "targets": [
@@ -46,7 +49,7 @@ def _store(path: Path, *, priced: bool = True, colds: int = 12) -> None:
             origin_ns=0,
             started_wall_ns=0,
         )
-        for ti, (name, cold_s) in enumerate((("slowboot", 40.0), ("quick", 8.0))):
+        for ti, (name, cold_s) in enumerate((("slowboot", 40.0), ("quick", quick_cold_s))):
             for seq in range(colds * 3):
                 cold = seq % 3 == 0
                 exec_ms = float(rng.uniform(11_000, 13_000))
@@ -318,3 +321,29 @@ def test_cli_profile(tmp_path: Path) -> None:
     assert json.loads(done.output)["traffic"]["daily_profile"] == [1, 1, 2, 4]
     bad = CliRunner().invoke(main, [*args, "--profile", "1,x"])
     assert bad.exit_code != 0 and "--profile" in bad.output and "Traceback" not in bad.output
+
+
+def test_runs_of_one_target_are_pooled_and_resampled_day_by_day(tmp_path: Path) -> None:
+    # three "days": quick boots in 8 s on two, 30 s on the third. One candidate per target;
+    # resampling days, not just requests, widens the interval (a draw may hold the slow day
+    # twice or not at all)
+    path = tmp_path / "m.sqlite"
+    for day, cold in enumerate((8.0, 8.0, 30.0)):
+        _store(path, quick_cold_s=cold, seed=day)
+    objectives = Objectives(latency_s=30.0)
+    with Store(path, readonly=True) as store:
+        advice = advise(store, [1, 2, 3], Traffic.per_day(1000), objectives, resamples=30)
+        targets = {t.name: t for t in measured_targets(store, [1, 2, 3], load_catalog())}
+    assert {e.option.target for e in advice.options} == {"slowboot", "quick"}
+    quick = targets["quick"]
+    assert quick.runs == (1, 2, 3) and quick.cold_start_s.size == 36
+    assert any("pooled from runs 1, 2, 3" in note for note in advice.notes)
+    flat = replace(quick, runs=(), run_sizes=())  # the same samples, resampled as one day
+    by_day = advise_targets([quick], Traffic.per_day(1000), objectives, resamples=30)
+    as_one = advise_targets([flat], Traffic.per_day(1000), objectives, resamples=30)
+
+    def width(a: Advice) -> float:
+        e = next(o for o in a.options if o.option.min_workers == 0)  # the shortest delay
+        return e.latency_s[2] - e.latency_s[1]
+
+    assert width(by_day) > 1.5 * width(as_one), (width(by_day), width(as_one))

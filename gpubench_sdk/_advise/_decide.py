@@ -184,6 +184,11 @@ def advise_targets(
         f"{t.name}: {t.cold_start_s.size} cold starts and {t.execution_s.size} executions "
         f"measured; billed per {t.billing.granularity_s:g} s at ${t.rate_usd_per_s:.6g}/s; "
         f"worker policy {t.worker_policy}"
+        + (
+            f"; pooled from runs {', '.join(map(str, t.runs))}, resampled run by run"
+            if len(t.runs) > 1
+            else ""
+        )
         for t in targets
     ]
     tail = _tail_note(best, objectives, by_name)

@@ -25,7 +25,8 @@ from ..cost._pricing import billing_for, declared_billing
 from ..cost._traffic import SECONDS_PER_DAY, distributions_from_run, poisson_arrivals
 
 if TYPE_CHECKING:
-    from .._store import Store
+    from .._store import RunInfo, Store
+    from .._store_schema import TargetRecord
 
 # Simulate at most about this many arrivals per option and resample; a busier day is
 # simulated over a shorter window and its bill scaled to the day (``Traffic.window_s``).
@@ -132,14 +133,6 @@ class Objectives:
         if self.budget_usd_per_day is not None and not self.budget_usd_per_day > 0:
             raise ConfigError("--budget-usd-per-day", self.budget_usd_per_day, "dollars > 0")
 
-    def names(self) -> list[str]:
-        out = [f"p{self.latency_percentile:g}"]
-        if self.max_cold_rate is not None:
-            out.append("cold_rate")
-        if self.budget_usd_per_day is not None:
-            out.append("budget")
-        return out
-
 
 @dataclass(frozen=True)
 class MeasuredTarget:
@@ -147,7 +140,9 @@ class MeasuredTarget:
 
     ``committed_usd_per_hour``: the price of one worker kept on by commitment (a reserved or
     "active" worker, billed every hour whether used or not); when given, always-warm options
-    are also priced with their pinned workers committed and only the burst on demand."""
+    are also priced with their pinned workers committed and only the burst on demand.
+    ``runs``/``run_sizes``: the runs (days of a campaign) pooled into the arrays, in order, and
+    how many (executions, cold starts) each gave; several runs are resampled day by day."""
 
     name: str
     provider: str
@@ -156,8 +151,19 @@ class MeasuredTarget:
     billing: BillingModel
     rate_usd_per_s: float
     worker_policy: WorkerPolicy
-    run_id: int | None = None
     committed_usd_per_hour: float | None = None
+    runs: tuple[int, ...] = ()
+    run_sizes: tuple[tuple[int, int], ...] = ()
+
+    def groups(self) -> list[tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]]:
+        """(executions, cold starts) of each pooled run; one group when not told."""
+        if len(self.run_sizes) <= 1:
+            return [(self.execution_s, self.cold_start_s)]
+        out, e, c = [], 0, 0
+        for ne, nc in self.run_sizes:
+            out.append((self.execution_s[e : e + ne], self.cold_start_s[c : c + nc]))
+            e, c = e + ne, c + nc
+        return out
 
     def __post_init__(self) -> None:
         c = self.committed_usd_per_hour
@@ -173,6 +179,11 @@ class MeasuredTarget:
             )
         if not self.rate_usd_per_s >= 0:
             raise ConfigError(f"{self.name}.rate_usd_per_s", self.rate_usd_per_s, "USD/s >= 0")
+        if self.run_sizes and (
+            sum(n for n, _ in self.run_sizes) != self.execution_s.size
+            or sum(n for _, n in self.run_sizes) != self.cold_start_s.size
+        ):
+            raise ConfigError(f"{self.name}.run_sizes", self.run_sizes, "the arrays' sizes")
 
 
 def measured_targets(
@@ -187,58 +198,77 @@ def measured_targets(
     A target's price is ``prices[name]`` (``(billing model name, USD per second)``), else its
     plan entry's ``price_per_s_usd``/``price_sku`` and ``billing`` (else the provider plugin's
     declared billing, else the catalog's). A target with no price is an error naming the fix.
-    The same target name in two runs is kept as ``name@run``. ``committed``: a target's price
-    per hour of one committed worker (``MeasuredTarget.committed_usd_per_hour``)."""
+    A target measured in several runs (a campaign's days) is one candidate: its samples are
+    pooled and resampled run by run (``MeasuredTarget.run_sizes``), so the spread from day to
+    day shows in the intervals; its price is taken from the first run that names one.
+    ``committed``: a target's price per hour of one committed worker
+    (``MeasuredTarget.committed_usd_per_hour``)."""
     prices = prices or {}
     committed = committed or {}
-    known = {t.name for r in runs for t in store.run(r).targets}
+    infos = [store.run(r) for r in runs]
+    known = {t.name for info in infos for t in info.targets}
     for name in set(prices) | set(committed):
         if name not in known:
             raise ConfigError("--price/--committed", name, f"a target of the runs: {sorted(known)}")
-    out: list[MeasuredTarget] = []
-    names = [t.name for r in runs for t in store.run(r).targets]
-    for ref in runs:
-        info = store.run(ref)
-        entries = [t for t in info.config.get("targets", []) if isinstance(t, dict)]
-        plans = {str(t.get("name")): (i, t) for i, t in enumerate(entries)}
+    seen: dict[str, list[tuple[RunInfo, TargetRecord]]] = {}
+    for info in infos:
         for t in info.targets:
-            index, plan = plans.get(t.name, (0, {}))
-            label = t.name if names.count(t.name) == 1 else f"{t.name}@{info.id}"
-            if t.name in prices:
-                model_name, rate = prices[t.name]
-                billing = catalog.billing_model(model_name)
-            else:
-                billing, _ = billing_for(
-                    index, plan.get("billing"), t.provider, declared_billing(t.provider), catalog
-                )
-                if plan.get("price_per_s_usd") is not None:
-                    rate = float(plan["price_per_s_usd"])
-                elif plan.get("price_sku"):
-                    rate = catalog.rate_usd_per_s(
-                        plan.get("billing") or t.provider, str(plan["price_sku"])
-                    )
-                else:
-                    raise ConfigError(
-                        "--price",
-                        t.name,
-                        f"{t.name}=USD_PER_S (run {info.id}'s plan names no price_sku or "
-                        "price_per_s_usd for it)",
-                    )
-            execution_s, cold_start_s = measured_samples(store, info.id, t.name)
-            out.append(
-                MeasuredTarget(
-                    name=label,
-                    provider=t.provider,
-                    execution_s=execution_s,
-                    cold_start_s=cold_start_s,
-                    billing=billing,
-                    rate_usd_per_s=rate,
-                    worker_policy=provider_policy(plan.get("billing") or t.provider).policy,
-                    run_id=info.id,
-                    committed_usd_per_hour=committed.get(t.name),
-                )
+            seen.setdefault(t.name, []).append((info, t))
+    out: list[MeasuredTarget] = []
+    for name, measured in seen.items():
+        billing, rate, policy = _price(name, measured, catalog, prices)
+        samples = [measured_samples(store, info.id, name) for info, _ in measured]
+        out.append(
+            MeasuredTarget(
+                name=name,
+                provider=measured[0][1].provider,
+                execution_s=np.concatenate([e for e, _ in samples]),
+                cold_start_s=np.concatenate([c for _, c in samples]),
+                billing=billing,
+                rate_usd_per_s=rate,
+                worker_policy=policy,
+                committed_usd_per_hour=committed.get(name),
+                runs=tuple(info.id for info, _ in measured),
+                run_sizes=tuple((e.size, c.size) for e, c in samples),
             )
+        )
     return out
+
+
+def _price(
+    name: str,
+    measured: Sequence[tuple[RunInfo, TargetRecord]],
+    catalog: PriceCatalog,
+    prices: Mapping[str, tuple[str, float]],
+) -> tuple[BillingModel, float, WorkerPolicy]:
+    """The billing, rate and worker policy of target ``name``: ``prices``, else the first
+    run whose plan prices it."""
+    provider = measured[0][1].provider
+    if name in prices:
+        model_name, rate = prices[name]
+        return catalog.billing_model(model_name), rate, provider_policy(provider).policy
+    for info, t in measured:
+        entries = [p for p in info.config.get("targets", []) if isinstance(p, dict)]
+        index, plan = next(
+            ((i, p) for i, p in enumerate(entries) if p.get("name") == name), (0, {})
+        )
+        if plan.get("price_per_s_usd") is None and not plan.get("price_sku"):
+            continue
+        billing, _ = billing_for(
+            index, plan.get("billing"), t.provider, declared_billing(t.provider), catalog
+        )
+        if plan.get("price_per_s_usd") is not None:
+            rate = float(plan["price_per_s_usd"])
+        else:
+            rate = catalog.rate_usd_per_s(plan.get("billing") or t.provider, str(plan["price_sku"]))
+        return billing, rate, provider_policy(plan.get("billing") or t.provider).policy
+    runs = ", ".join(str(info.id) for info, _ in measured)
+    raise ConfigError(
+        "--price",
+        name,
+        f"{name}=BILLING_MODEL:USD_PER_S (the plan of run {runs} names no price_sku or "
+        "price_per_s_usd for it)",
+    )
 
 
 def measured_samples(

@@ -135,20 +135,35 @@ def draws(
     rng = np.random.default_rng(seed)
     out = []
     for k in range(resamples):
-        boot = k > 0
-
-        def pick(a: npt.NDArray[np.float64], boot: bool = boot) -> npt.NDArray[np.float64]:
-            return rng.choice(a, size=a.size, replace=True) if boot else a
-
-        out.append(
-            Draw(
-                traffic.sample(seed + k),
-                {t.name: pick(t.execution_s) for t in targets},
-                {t.name: pick(t.cold_start_s) for t in targets},
-                seed + k,
-            )
-        )
+        execution, cold = {}, {}
+        for t in targets:
+            if k == 0:
+                execution[t.name], cold[t.name] = t.execution_s, t.cold_start_s
+            else:
+                execution[t.name], cold[t.name] = _resample(t, rng)
+        out.append(Draw(traffic.sample(seed + k), execution, cold, seed + k))
     return out
+
+
+def _resample(
+    target: MeasuredTarget, rng: np.random.Generator
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """One bootstrap resample of a target's samples. Measured in several runs (days), the
+    runs are drawn first, with replacement, then samples within them: a two-stage bootstrap,
+    so a day unlike the others moves the answer as much as it would in a new campaign."""
+    groups = target.groups()
+    if len(groups) > 1:
+        chosen = [groups[i] for i in rng.integers(0, len(groups), len(groups))]
+        execution = np.concatenate([e for e, _ in chosen])
+        cold = np.concatenate([c for _, c in chosen])
+        if execution.size == 0 or cold.size == 0:  # the chosen days lack one kind: keep all
+            execution, cold = target.execution_s, target.cold_start_s
+    else:
+        execution, cold = target.execution_s, target.cold_start_s
+    return (
+        rng.choice(execution, size=target.execution_s.size, replace=True),
+        rng.choice(cold, size=target.cold_start_s.size, replace=True),
+    )
 
 
 def overflow_options(
