@@ -347,3 +347,28 @@ def test_runs_of_one_target_are_pooled_and_resampled_day_by_day(tmp_path: Path) 
         return e.latency_s[2] - e.latency_s[1]
 
     assert width(by_day) > 1.5 * width(as_one), (width(by_day), width(as_one))
+
+
+def test_a_recorded_trace_is_played_as_it_is(tmp_path: Path) -> None:
+    # a burst of 30 requests within a minute, then quiet for an hour: the fleet is sized for
+    # the burst (30 x 12 s in 60 s = 6 busy) and every draw plays the same arrivals
+    times = [float(i) * 2 for i in range(30)] + [3_600.0]
+    traffic = Traffic.from_trace([t + 1e9 for t in times])  # any origin
+    assert traffic.window_s == 3_600.0 and traffic.sample(0)[0] == 0.0
+    assert traffic.sample(1).tolist() == traffic.sample(2).tolist()
+    target = _target("a", np.full(10, 5.0), 0.001)
+    advice = advise_targets([target], traffic, Objectives(latency_s=60.0), resamples=3)
+    assert max(e.option.max_workers for e in advice.options) == 8
+    assert advice.to_json()["traffic"]["trace_arrivals"] == 31
+    with pytest.raises(ConfigError, match="--trace"):
+        Traffic.from_trace([5.0])
+    path = tmp_path / "m.sqlite"
+    _store(path)
+    trace = Path(__file__).resolve().parents[1] / "examples" / "replay_trace.csv"
+    args = ["advise", "latest", "--store", str(path), "--p95-ms", "30000", "--resamples", "3"]
+    args += ["--trace", str(trace), "--trace-time-column", "Timestamp"]
+    done = CliRunner().invoke(main, args)
+    assert done.exit_code == 0, done.output
+    assert "a trace of" in done.output and "Recommendation:" in done.output
+    both = CliRunner().invoke(main, [*args, "--rate", "1"])
+    assert both.exit_code != 0 and "--trace" in both.output

@@ -91,6 +91,9 @@ class Advice:
                 "rate_per_s": self.traffic.rate_per_s,
                 "requests_per_day": self.traffic.requests_per_day,
                 "daily_profile": list(self.traffic.daily_profile or []) or None,
+                "trace_arrivals": None
+                if self.traffic.trace_s is None
+                else len(self.traffic.trace_s),
                 "simulated_window_s": self.traffic.window_s,
             },
             "objectives": {

@@ -45,12 +45,15 @@ class Traffic:
     rate_per_s: float
     arrivals: Literal["poisson", "constant"] = "poisson"
     daily_profile: tuple[float, ...] | None = None
+    trace_s: tuple[float, ...] | None = None  # recorded arrivals (``Traffic.from_trace``)
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.rate_per_s) and self.rate_per_s > 0):
             raise ConfigError("traffic.rate_per_s", self.rate_per_s, "requests per second > 0")
         if self.arrivals not in ("poisson", "constant"):
             raise ConfigError("traffic.arrivals", self.arrivals, "'poisson' or 'constant'")
+        if self.trace_s is not None and self.daily_profile is not None:
+            raise ConfigError("--profile", list(self.daily_profile), "no profile with a trace")
         if self.daily_profile is not None:
             p = self.daily_profile
             if not p or min(p) < 0 or sum(p) <= 0 or not all(map(math.isfinite, p)):
@@ -64,6 +67,23 @@ class Traffic:
                     f"at most {MAX_PROFILED_ARRIVALS:,} requests a day (a whole day is "
                     "simulated per resample); leave the profile out for busier traffic",
                 )
+
+    @classmethod
+    def from_trace(cls, times_s: Sequence[float], span_s: float | None = None) -> Traffic:
+        """Recorded arrival times (seconds, any origin) played as they are in every draw; the
+        bill of their span (``span_s``, default first to last arrival) is scaled to a day."""
+        t = np.sort(np.asarray(times_s, dtype=np.float64))
+        if t.size < 2 or not np.isfinite(t).all():
+            raise ConfigError("--trace", f"{t.size} arrivals", "at least 2 finite times")
+        if t.size > MAX_PROFILED_ARRIVALS:
+            raise ConfigError(
+                "--trace", f"{t.size:,} arrivals", f"at most {MAX_PROFILED_ARRIVALS:,}"
+            )
+        t -= t[0]
+        span = float(t[-1]) if span_s is None else span_s
+        if not span > 0 or span < t[-1]:
+            raise ConfigError("--trace", span, "a span > 0 holding every arrival")
+        return cls(t.size / span, "poisson", None, tuple(t.tolist()))
 
     @property
     def peak_rate_per_s(self) -> float:
@@ -91,12 +111,16 @@ class Traffic:
     def window_s(self) -> float:
         """The simulated window: a whole day, or less when a day holds too many requests
         (never less with a daily profile)."""
+        if self.trace_s is not None:
+            return len(self.trace_s) / self.rate_per_s
         if self.daily_profile is not None:
             return SECONDS_PER_DAY
         return min(SECONDS_PER_DAY, MAX_SIMULATED_ARRIVALS / self.rate_per_s)
 
     def sample(self, seed: int) -> npt.NDArray[np.float64]:
         """Arrival times (seconds) over ``window_s``."""
+        if self.trace_s is not None:
+            return np.asarray(self.trace_s, dtype=np.float64)
         if self.arrivals == "constant":
             gap = 1.0 / self.rate_per_s
             return np.arange(0.0, self.window_s, gap, dtype=np.float64)
@@ -105,6 +129,11 @@ class Traffic:
         )
 
     def describe(self) -> str:
+        if self.trace_s is not None:
+            return (
+                f"a trace of {len(self.trace_s):,} arrivals over {self.window_s:,.0f} s "
+                f"({self.requests_per_day:,.0f} requests/day)"
+            )
         kind = "Poisson" if self.arrivals == "poisson" else "evenly spaced"
         shape = ""
         if self.daily_profile is not None:

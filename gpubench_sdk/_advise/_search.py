@@ -101,6 +101,10 @@ def options_for(
     ``max_workers`` defaults to the mean load (the peak slot's rate x mean execution) plus
     headroom: the smallest fleet that is not overloaded, and two more."""
     busy = traffic.peak_rate_per_s * float(np.mean(target.execution_s))
+    if traffic.trace_s is not None:  # the busiest minute of the trace
+        t = np.asarray(traffic.trace_s)
+        per_minute = np.searchsorted(t, t + 60.0) - np.arange(t.size)
+        busy = max(busy, float(per_minute.max()) / 60.0 * float(np.mean(target.execution_s)))
     need = max(1, math.ceil(busy))
     cap = max_workers if max_workers is not None else need + 2
     if cap < need:

@@ -49,6 +49,20 @@ def _committed(given: tuple[str, ...]) -> dict[str, float]:
 @click.option("--per-day", type=float, default=None, help="requests per day")
 @click.option("--constant", is_flag=True, help="evenly spaced arrivals (default: Poisson)")
 @click.option("--profile", default=None, metavar="R0,R1,...", help="relative rates over the day")
+@click.option(
+    "--trace",
+    "trace_path",
+    default=None,
+    metavar="FILE",
+    help="recorded arrivals (.csv or .jsonl, as a replay scenario reads them) instead of a rate",
+)
+@click.option("--trace-time-column", default="timestamp", show_default=True)
+@click.option(
+    "--trace-time-unit",
+    type=click.Choice(["s", "ms", "us", "ns", "iso"]),
+    default="s",
+    show_default=True,
+)
 @click.option("--p95-ms", type=float, required=True, help="latency objective (ms)")
 @click.option("--percentile", type=float, default=95.0, show_default=True)
 @click.option("--max-cold-rate", type=float, default=None, help="largest share of cold requests")
@@ -80,6 +94,9 @@ def advise_cmd(
     per_day: float | None,
     constant: bool,
     profile: str | None,
+    trace_path: str | None,
+    trace_time_column: str,
+    trace_time_unit: str,
     p95_ms: float,
     percentile: float,
     max_cold_rate: float | None,
@@ -95,17 +112,17 @@ def advise_cmd(
 ) -> None:
     """Recommend a target and scaling settings for a traffic profile and objectives, from the
     measured runs RUN... (ids or 'latest')."""
-    if (rate is None) == (per_day is None):
-        raise ConfigError("--rate/--per-day", None, "exactly one of --rate R or --per-day N")
-    kind: Literal["poisson", "constant"] = "constant" if constant else "poisson"
-    shape = None
-    if profile is not None:
-        try:
-            shape = tuple(float(x) for x in profile.split(","))
-        except ValueError:
-            raise ConfigError("--profile", profile, "relative rates, e.g. 1,1,2,4,2,1") from None
-    mean = rate if rate is not None else Traffic.per_day(per_day or 0).rate_per_s
-    traffic = Traffic(mean, kind, shape)
+    if trace_path is not None:
+        if rate is not None or per_day is not None or profile is not None or constant:
+            raise ConfigError(
+                "--trace", trace_path, "a trace alone (no --rate/--per-day/--profile)"
+            )
+        from .._scenarios._replay import _read
+
+        rows = _read(trace_path, trace_time_column, trace_time_unit, None, (), 0.0, None)
+        traffic = Traffic.from_trace([r.at_s for r in rows])
+    else:
+        traffic = _traffic(rate, per_day, constant, profile)
     objectives = Objectives(p95_ms / 1e3, percentile, max_cold_rate, budget_usd_per_day)
     with Store(existing_store(store_path), readonly=True) as store:
         advice = advise(
@@ -126,6 +143,24 @@ def advise_cmd(
         click.echo(json.dumps(advice.to_json(), indent=2))
     else:
         _print(advice)
+
+
+def _traffic(
+    rate: float | None, per_day: float | None, constant: bool, profile: str | None
+) -> Traffic:
+    if (rate is None) == (per_day is None):
+        raise ConfigError(
+            "--rate/--per-day", None, "exactly one of --rate R or --per-day N (or --trace FILE)"
+        )
+    kind: Literal["poisson", "constant"] = "constant" if constant else "poisson"
+    shape = None
+    if profile is not None:
+        try:
+            shape = tuple(float(x) for x in profile.split(","))
+        except ValueError:
+            raise ConfigError("--profile", profile, "relative rates, e.g. 1,1,2,4,2,1") from None
+    mean = rate if rate is not None else Traffic.per_day(per_day or 0).rate_per_s
+    return Traffic(mean, kind, shape)
 
 
 def _print(advice: Advice) -> None:
