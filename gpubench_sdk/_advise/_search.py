@@ -1,6 +1,7 @@
 """The search: every measured target x its scaling settings, simulated on resampled data.
 
-For each option (a target with min workers, max workers and a scale-down delay) the what-if
+For each option (a target with min workers, max workers and a scale-down delay; its pinned
+workers on a commitment; or a warm target with overflow to another, ``_overflow.py``) the what-if
 simulator (``cost.simulate``: the provider's billing rules and stated worker-selection policy)
 serves the traffic ``resamples`` times. Each resample draws new arrivals and resamples every
 target's measured execution and cold-start arrays with replacement (a bootstrap), and every
@@ -96,7 +97,7 @@ def options_for(
     max_workers: int | None = None,
 ) -> list[Option]:
     """The settings worth simulating for ``target``: scale to zero with every delay, and
-    always warm with 1 worker (or enough for the mean load), each with room to burst.
+    always warm with 1 worker (or enough for the load at its peak), each with room to burst.
 
     ``max_workers`` defaults to the mean load (the peak slot's rate x mean execution) plus
     headroom: the smallest fleet that is not overloaded, and two more."""
@@ -109,7 +110,7 @@ def options_for(
     cap = max_workers if max_workers is not None else need + 2
     if cap < need:
         raise ConfigError(
-            "--max-workers", cap, f">= {need} (the mean load of {target.name} needs {need})"
+            "--max-workers", cap, f">= {need} (the peak load of {target.name} needs {need})"
         )
     delays = sorted({target.billing.effective_idle_timeout_s(d) for d in scale_down_s})
     out = [Option(target.name, 0, cap, d) for d in delays]
