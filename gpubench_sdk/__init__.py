@@ -14,6 +14,7 @@ import typing as _typing
 __version__ = "0.1.0"
 
 if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
+    from ._advise import Advice, MeasuredTarget, Objectives, Traffic, advise, advise_targets
     from ._capabilities import BillingModel, Capabilities
     from ._config import RunConfig, load_config, validate_options
     from ._errors import (
@@ -76,6 +77,12 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
 
 # public name -> the private module that defines it
 _EXPORTS: dict[str, str] = {
+    "Advice": "._advise",
+    "Objectives": "._advise",
+    "Traffic": "._advise",
+    "advise": "._advise",
+    "advise_targets": "._advise",
+    "MeasuredTarget": "._advise",
     "BillingModel": "._capabilities",
     "Capabilities": "._capabilities",
     "RunConfig": "._config",
@@ -159,6 +166,7 @@ _EXPORTS: dict[str, str] = {
 }
 
 __all__ = [
+    "Advice",
     "BillingModel",
     "Burst",
     "Capabilities",
@@ -184,6 +192,8 @@ __all__ = [
     "LocalRuntime",
     "LocalRuntimeConfig",
     "MaxRate",
+    "MeasuredTarget",
+    "Objectives",
     "Outcome",
     "Phase",
     "PluginError",
@@ -215,10 +225,13 @@ __all__ = [
     "Threshold",
     "ThresholdReport",
     "ThrottledError",
+    "Traffic",
     "TransportError",
     "Workload",
     "WorkloadOptions",
     "__version__",
+    "advise",
+    "advise_targets",
     "as_provider_error",
     "build_report",
     "build_run",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import click
 
+from ._advise import advise_cmd
 from ._campaign import campaign, compare
 from ._console import EXIT_CODES_HELP, Group
 from ._cost import cost
@@ -28,7 +29,8 @@ def main() -> None:
 
 
 for _command in (
-    run_cmd, demo_cmd, providers_cmd, results, local, cost, campaign, compare, report_cmd
+    run_cmd, demo_cmd, providers_cmd, results, local, cost, campaign, compare, report_cmd,
+    advise_cmd,
 ):  # fmt: skip
     main.add_command(_command)
 

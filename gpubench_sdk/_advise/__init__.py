@@ -1,0 +1,73 @@
+"""``gpubench advise``: from stored measurements to a provider and settings for a traffic
+profile and objectives, with how sure the answer is. See docs/advise.md.
+
+``advise(store, runs, traffic, objectives)`` reads every target of ``runs``
+(``measured_targets``) and searches their scaling settings (``advise_targets``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from ._decide import Advice, advise_targets
+from ._inputs import MeasuredTarget, Objectives, Traffic, measured_targets
+from ._search import DEFAULT_SCALE_DOWN_S, Estimate, Option
+
+if TYPE_CHECKING:
+    from .._store import Store
+    from ..cost._catalog import PriceCatalog
+
+
+def advise(
+    store: Store,
+    runs: Sequence[int | str],
+    traffic: Traffic,
+    objectives: Objectives,
+    *,
+    prices: Mapping[str, tuple[str, float]] | None = None,
+    committed: Mapping[str, float] | None = None,
+    catalog: PriceCatalog | None = None,
+    resamples: int = 40,
+    confidence: float = 0.9,
+    scale_down_s: Sequence[float] = DEFAULT_SCALE_DOWN_S,
+    max_workers: int | None = None,
+    seed: int = 0,
+    overflow: bool = True,
+) -> Advice:
+    """Recommend a target and its scaling settings for ``traffic`` under ``objectives``.
+
+    ``runs``: stored runs (ids or ``"latest"``) whose targets were measured with cold starts;
+    ``prices``: ``{target: (billing model, USD per second)}`` for targets whose plan names no
+    price; ``committed``: ``{target: USD per hour}`` of one worker on a commitment (reserved or
+    active workers), which adds always-warm options priced that way. Every option is
+    simulated on ``resamples`` bootstrap resamples of the measurements; the recommendation is
+    the cheapest option meeting every objective in ``confidence`` of them."""
+    from ..cost._catalog import load_catalog
+
+    targets = measured_targets(store, runs, catalog or load_catalog(), prices, committed)
+    return advise_targets(
+        targets,
+        traffic,
+        objectives,
+        resamples=resamples,
+        confidence=confidence,
+        scale_down_s=scale_down_s,
+        max_workers=max_workers,
+        seed=seed,
+        overflow=overflow,
+    )
+
+
+__all__ = [
+    "DEFAULT_SCALE_DOWN_S",
+    "Advice",
+    "Estimate",
+    "MeasuredTarget",
+    "Objectives",
+    "Option",
+    "Traffic",
+    "advise",
+    "advise_targets",
+    "measured_targets",
+]

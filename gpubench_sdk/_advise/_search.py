@@ -1,0 +1,293 @@
+"""The search: every measured target x its scaling settings, simulated on resampled data.
+
+For each option (a target with min workers, max workers and a scale-down delay; its pinned
+workers on a commitment; or a warm target with overflow to another, ``_overflow.py``) the what-if
+simulator (``cost.simulate``: the provider's billing rules and stated worker-selection policy)
+serves the traffic ``resamples`` times. Each resample draws new arrivals and resamples every
+target's measured execution and cold-start arrays with replacement (a bootstrap), and every
+option sees the same draw (common random numbers), so options are compared on equal terms.
+What an option gets: its daily bill, latency percentile and cold-start rate per resample; the
+share of resamples meeting each objective (with a Wilson interval on that share); and whether
+it is dominated on (median daily cost, median latency percentile).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from .._errors import ConfigError
+from ..cost._sim import FleetSettings, simulate
+from ..cost._traffic import SECONDS_PER_DAY
+from ._inputs import MeasuredTarget, Objectives, Traffic
+
+DEFAULT_SCALE_DOWN_S = (5.0, 30.0, 60.0, 300.0, 900.0)
+_Z90 = 1.6448536269514722  # two-sided 90% normal quantile (the Wilson interval's)
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """One setting of one target."""
+
+    target: str
+    min_workers: int
+    max_workers: int
+    scale_down_s: float
+    committed: bool = False  # the min workers on a commitment, not on demand
+    overflow_to: str | None = None  # a second target taking what finds every worker busy
+    overflow_max_workers: int = 0
+
+    @property
+    def label(self) -> str:
+        if self.overflow_to is not None:
+            return (
+                f"{self.target} always-warm min=max={self.min_workers} + overflow to "
+                f"{self.overflow_to} max={self.overflow_max_workers} idle={self.scale_down_s:g}s"
+            )
+        warm = "always-warm" if self.min_workers else "scale-to-zero"
+        warm += " committed" if self.committed else ""
+        return (
+            f"{self.target} {warm} min={self.min_workers} max={self.max_workers} "
+            f"idle={self.scale_down_s:g}s"
+        )
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """An option over every resample: the median and the 5-95% interval of each figure, and
+    the share of resamples meeting each objective (``meets``) with its 90% Wilson interval."""
+
+    option: Option
+    cost_usd_per_day: tuple[float, float, float]  # median, 5%, 95%
+    latency_s: tuple[float, float, float]  # the objective's percentile
+    cold_rate: tuple[float, float, float]
+    meets: dict[str, tuple[float, float, float]]  # objective -> (share, low, high)
+    meets_all: tuple[float, float, float]
+    frontier: bool = False
+
+
+def wilson(successes: int, n: int, z: float = _Z90) -> tuple[float, float, float]:
+    """The share ``successes / n`` and its Wilson score interval (never outside [0, 1])."""
+    if n == 0:
+        return (math.nan, 0.0, 1.0)
+    p = successes / n
+    den = 1 + z * z / n
+    mid = (p + z * z / (2 * n)) / den
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    return (p, max(0.0, mid - half), min(1.0, mid + half))
+
+
+def _spread(values: npt.NDArray[np.float64]) -> tuple[float, float, float]:
+    return (
+        float(np.median(values)),
+        float(np.percentile(values, 5)),
+        float(np.percentile(values, 95)),
+    )
+
+
+def options_for(
+    target: MeasuredTarget,
+    traffic: Traffic,
+    *,
+    scale_down_s: Sequence[float] = DEFAULT_SCALE_DOWN_S,
+    max_workers: int | None = None,
+) -> list[Option]:
+    """The settings worth simulating for ``target``: scale to zero with every delay, and
+    always warm with 1 worker (or enough for the load at its peak), each with room to burst.
+
+    ``max_workers`` defaults to the mean load (the peak slot's rate x mean execution) plus
+    headroom: the smallest fleet that is not overloaded, and two more."""
+    busy = traffic.peak_rate_per_s * float(np.mean(target.execution_s))
+    if traffic.trace_s is not None:  # the busiest minute of the trace
+        t = np.asarray(traffic.trace_s)
+        per_minute = np.searchsorted(t, t + 60.0) - np.arange(t.size)
+        busy = max(busy, float(per_minute.max()) / 60.0 * float(np.mean(target.execution_s)))
+    need = max(1, math.ceil(busy))
+    cap = max_workers if max_workers is not None else need + 2
+    if cap < need:
+        raise ConfigError(
+            "--max-workers", cap, f">= {need} (the peak load of {target.name} needs {need})"
+        )
+    delays = sorted({target.billing.effective_idle_timeout_s(d) for d in scale_down_s})
+    out = [Option(target.name, 0, cap, d) for d in delays]
+    for warm in sorted({1, need}):
+        # with min workers the delay only matters for the burst workers above them
+        middle = delays[len(delays) // 2]
+        out.append(Option(target.name, warm, max(cap, warm), middle))
+        if target.committed_usd_per_hour is not None:
+            out.append(Option(target.name, warm, max(cap, warm), middle, committed=True))
+    return out
+
+
+@dataclass(frozen=True)
+class Draw:
+    """One resample: arrivals and, per target, resampled execution and cold-start arrays."""
+
+    arrivals_s: npt.NDArray[np.float64]
+    execution_s: dict[str, npt.NDArray[np.float64]]
+    cold_start_s: dict[str, npt.NDArray[np.float64]]
+    seed: int
+
+
+def draws(
+    targets: Sequence[MeasuredTarget], traffic: Traffic, resamples: int, seed: int
+) -> list[Draw]:
+    """``resamples`` bootstrap draws (the first keeps the measurements as measured)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for k in range(resamples):
+        execution, cold = {}, {}
+        for t in targets:
+            if k == 0:
+                execution[t.name], cold[t.name] = t.execution_s, t.cold_start_s
+            else:
+                execution[t.name], cold[t.name] = _resample(t, rng)
+        out.append(Draw(traffic.sample(seed + k), execution, cold, seed + k))
+    return out
+
+
+def _resample(
+    target: MeasuredTarget, rng: np.random.Generator
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """One bootstrap resample of a target's samples. Measured in several runs (days), the
+    runs are drawn first, with replacement, then samples within them: a two-stage bootstrap,
+    so a day unlike the others moves the answer as much as it would in a new campaign."""
+    groups = target.groups()
+    if len(groups) > 1:
+        chosen = [groups[i] for i in rng.integers(0, len(groups), len(groups))]
+        execution = np.concatenate([e for e, _ in chosen])
+        cold = np.concatenate([c for _, c in chosen])
+        if execution.size == 0 or cold.size == 0:  # the chosen days lack one kind: keep all
+            execution, cold = target.execution_s, target.cold_start_s
+    else:
+        execution, cold = target.execution_s, target.cold_start_s
+    return (
+        rng.choice(execution, size=target.execution_s.size, replace=True),
+        rng.choice(cold, size=target.cold_start_s.size, replace=True),
+    )
+
+
+def overflow_options(
+    primary: MeasuredTarget,
+    secondary: MeasuredTarget,
+    traffic: Traffic,
+    *,
+    scale_down_s: Sequence[float] = DEFAULT_SCALE_DOWN_S,
+    max_workers: int | None = None,
+) -> list[Option]:
+    """``primary`` always warm (1 worker, or the mean load) with no burst of its own, and
+    ``secondary`` scaled to zero with its shortest and middle delay taking the overflow."""
+    own = options_for(primary, traffic, scale_down_s=scale_down_s, max_workers=max_workers)
+    other = options_for(secondary, traffic, scale_down_s=scale_down_s, max_workers=max_workers)
+    delays = sorted({o.scale_down_s for o in other if o.min_workers == 0})
+    cap = other[0].max_workers
+    return [
+        Option(primary.name, o.min_workers, o.min_workers, d, False, secondary.name, cap)
+        for o in own
+        if o.min_workers and not o.committed
+        for d in sorted({delays[0], delays[len(delays) // 2]})
+    ]
+
+
+def simulate_option(
+    option: Option,
+    targets: Mapping[str, MeasuredTarget],
+    draw: Draw,
+    traffic: Traffic,
+    objectives: Objectives,
+) -> tuple[float, float, float]:
+    """(daily cost in USD, the objective's latency percentile in s, cold-start rate) of one
+    option on one draw. The window's bill is scaled to a day; fees are per request."""
+    target = targets[option.target]
+    if option.overflow_to is not None:
+        from ._overflow import simulate_overflow
+
+        second = targets[option.overflow_to]
+        settings = FleetSettings(
+            0, option.overflow_max_workers, option.scale_down_s, 1, second.worker_policy
+        )
+        return simulate_overflow(
+            target,
+            option.min_workers,
+            second,
+            settings,
+            draw.arrivals_s,
+            draw.execution_s,
+            draw.cold_start_s,
+            traffic,
+            objectives,
+            draw.seed,
+        )
+    window = traffic.window_s
+    sim = simulate(
+        draw.arrivals_s,
+        execution_s=draw.execution_s[target.name],
+        cold_start_s=draw.cold_start_s[target.name],
+        settings=FleetSettings(
+            option.min_workers,
+            option.max_workers,
+            option.scale_down_s,
+            1,
+            target.worker_policy,
+        ),
+        billing=target.billing,
+        rate_usd_per_s=target.rate_usd_per_s,
+        horizon_s=window,
+        seed=draw.seed,
+    )
+    per_day = SECONDS_PER_DAY / window
+    cost = (sim.cost_usd + target.billing.fees_usd(sim.requests)) * per_day
+    if option.committed and target.committed_usd_per_hour is not None:
+        # the pinned workers' billed day on demand is replaced by their commitment
+        pinned_s = option.min_workers * target.billing.billed_s(window)
+        cost += (target.committed_usd_per_hour / 3600 - target.rate_usd_per_s) * pinned_s * per_day
+    # a draw with no request at all (a very low rate) keeps every latency objective
+    latency = sim.latency_percentile_s(objectives.latency_percentile) if sim.requests else 0.0
+    return cost, latency, sim.cold_rate
+
+
+def estimate(
+    option: Option,
+    targets: Mapping[str, MeasuredTarget],
+    all_draws: Sequence[Draw],
+    traffic: Traffic,
+    objectives: Objectives,
+) -> Estimate:
+    rows = np.array([simulate_option(option, targets, d, traffic, objectives) for d in all_draws])
+    cost, latency, cold = rows[:, 0], rows[:, 1], rows[:, 2]
+    checks = {f"p{objectives.latency_percentile:g}": latency <= objectives.latency_s}
+    if objectives.max_cold_rate is not None:
+        checks["cold_rate"] = cold <= objectives.max_cold_rate
+    if objectives.budget_usd_per_day is not None:
+        checks["budget"] = cost <= objectives.budget_usd_per_day
+    ok = np.logical_and.reduce(list(checks.values()))
+    n = len(all_draws)
+    return Estimate(
+        option=option,
+        cost_usd_per_day=_spread(cost),
+        latency_s=_spread(latency),
+        cold_rate=_spread(cold),
+        meets={k: wilson(int(v.sum()), n) for k, v in checks.items()},
+        meets_all=wilson(int(ok.sum()), n),
+    )
+
+
+def mark_frontier(estimates: Sequence[Estimate]) -> list[Estimate]:
+    """The same estimates, ``frontier`` set on those no other option beats on both median
+    daily cost and median latency (at least as good on both, better on one)."""
+    from dataclasses import replace
+
+    def dominated(e: Estimate) -> bool:
+        c, lat = e.cost_usd_per_day[0], e.latency_s[0]
+        return any(
+            o.cost_usd_per_day[0] <= c
+            and o.latency_s[0] <= lat
+            and (o.cost_usd_per_day[0] < c or o.latency_s[0] < lat)
+            for o in estimates
+        )
+
+    return [replace(e, frontier=not dominated(e)) for e in estimates]

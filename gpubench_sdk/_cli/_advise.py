@@ -1,0 +1,201 @@
+"""``gpubench advise``: which measured target, with which scaling settings, for a traffic
+profile and objectives, with how sure the answer is (docs/advise.md)."""
+
+from __future__ import annotations
+
+import json
+from typing import Literal
+
+import click
+
+from .._advise import Advice, Objectives, Traffic, advise
+from .._errors import ConfigError
+from .._store import Store
+from ..cost._catalog import load_catalog
+from ._console import existing_store, store_option
+
+
+def _prices(given: tuple[str, ...]) -> dict[str, tuple[str, float]]:
+    out = {}
+    for text in given:
+        name, sep, rest = text.partition("=")
+        model, _, rate = rest.rpartition(":")
+        try:
+            out[name] = (model, float(rate))
+        except ValueError:
+            raise ConfigError("--price", text, "TARGET=BILLING_MODEL:USD_PER_S") from None
+        if not sep or not name or not model:
+            raise ConfigError("--price", text, "TARGET=BILLING_MODEL:USD_PER_S")
+    return out
+
+
+def _committed(given: tuple[str, ...]) -> dict[str, float]:
+    out = {}
+    for text in given:
+        name, sep, rate = text.partition("=")
+        try:
+            out[name] = float(rate)
+        except ValueError:
+            raise ConfigError("--committed", text, "TARGET=USD_PER_HOUR") from None
+        if not sep or not name:
+            raise ConfigError("--committed", text, "TARGET=USD_PER_HOUR")
+    return out
+
+
+@click.command("advise")
+@click.argument("runs", nargs=-1, required=True)
+@store_option
+@click.option("--rate", type=float, default=None, help="mean requests per second")
+@click.option("--per-day", type=float, default=None, help="requests per day")
+@click.option("--constant", is_flag=True, help="evenly spaced arrivals (default: Poisson)")
+@click.option("--profile", default=None, metavar="R0,R1,...", help="relative rates over the day")
+@click.option(
+    "--trace",
+    "trace_path",
+    default=None,
+    metavar="FILE",
+    help="recorded arrivals (.csv or .jsonl, as a replay scenario reads them) instead of a rate",
+)
+@click.option("--trace-time-column", default="timestamp", show_default=True)
+@click.option(
+    "--trace-time-unit",
+    type=click.Choice(["s", "ms", "us", "ns", "iso"]),
+    default="s",
+    show_default=True,
+)
+@click.option("--p95-ms", type=float, required=True, help="latency objective (ms)")
+@click.option("--percentile", type=float, default=95.0, show_default=True)
+@click.option("--max-cold-rate", type=float, default=None, help="largest share of cold requests")
+@click.option("--budget-usd-per-day", type=float, default=None)
+@click.option(
+    "--price", "prices", multiple=True, metavar="TARGET=MODEL:USD_PER_S", help="repeatable"
+)
+@click.option(
+    "--committed",
+    "committed",
+    multiple=True,
+    metavar="TARGET=USD_PER_HOUR",
+    help="a worker on commitment (reserved/active); adds always-warm options priced so",
+)
+@click.option("--resamples", type=click.IntRange(2), default=40, show_default=True)
+@click.option("--confidence", type=float, default=0.9, show_default=True)
+@click.option("--max-workers", type=click.IntRange(1), default=None)
+@click.option(
+    "--no-overflow",
+    is_flag=True,
+    help="do not try pairs (one target kept warm, overflow to another scaled to zero)",
+)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="print the advice as JSON")
+def advise_cmd(
+    runs: tuple[str, ...],
+    store_path: str | None,
+    rate: float | None,
+    per_day: float | None,
+    constant: bool,
+    profile: str | None,
+    trace_path: str | None,
+    trace_time_column: str,
+    trace_time_unit: str,
+    p95_ms: float,
+    percentile: float,
+    max_cold_rate: float | None,
+    budget_usd_per_day: float | None,
+    prices: tuple[str, ...],
+    committed: tuple[str, ...],
+    resamples: int,
+    confidence: float,
+    max_workers: int | None,
+    no_overflow: bool,
+    seed: int,
+    as_json: bool,
+) -> None:
+    """Recommend a target and scaling settings for a traffic profile and objectives, from the
+    measured runs RUN... (ids or 'latest')."""
+    if trace_path is not None:
+        if rate is not None or per_day is not None or profile is not None or constant:
+            raise ConfigError(
+                "--trace", trace_path, "a trace alone (no --rate/--per-day/--profile)"
+            )
+        from .._scenarios._replay import _read
+
+        rows = _read(trace_path, trace_time_column, trace_time_unit, None, (), 0.0, None)
+        traffic = Traffic.from_trace([r.at_s for r in rows])
+    else:
+        traffic = _traffic(rate, per_day, constant, profile)
+    objectives = Objectives(p95_ms / 1e3, percentile, max_cold_rate, budget_usd_per_day)
+    with Store(existing_store(store_path), readonly=True) as store:
+        advice = advise(
+            store,
+            [int(r) if r.isdigit() else r for r in runs],
+            traffic,
+            objectives,
+            prices=_prices(prices),
+            committed=_committed(committed),
+            catalog=load_catalog(),
+            resamples=resamples,
+            confidence=confidence,
+            max_workers=max_workers,
+            seed=seed,
+            overflow=not no_overflow,
+        )
+    if as_json:
+        click.echo(json.dumps(advice.to_json(), indent=2))
+    else:
+        _print(advice)
+
+
+def _traffic(
+    rate: float | None, per_day: float | None, constant: bool, profile: str | None
+) -> Traffic:
+    if (rate is None) == (per_day is None):
+        raise ConfigError(
+            "--rate/--per-day", None, "exactly one of --rate R or --per-day N (or --trace FILE)"
+        )
+    kind: Literal["poisson", "constant"] = "constant" if constant else "poisson"
+    shape = None
+    if profile is not None:
+        try:
+            shape = tuple(float(x) for x in profile.split(","))
+        except ValueError:
+            raise ConfigError("--profile", profile, "relative rates, e.g. 1,1,2,4,2,1") from None
+    mean = rate if rate is not None else Traffic.per_day(per_day or 0).rate_per_s
+    return Traffic(mean, kind, shape)
+
+
+def _print(advice: Advice) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    q = f"p{advice.objectives.latency_percentile:g}"
+    table = Table(title=f"{advice.traffic.describe()}; {advice.resamples} resamples")
+    for col in ("", "option", "$/day (5-95%)", f"{q} ms (5-95%)", "cold", "P(meets all)"):
+        table.add_column(col)
+    for e in advice.options:
+        mark = ("*" if e is advice.recommended else "") + ("f" if e.frontier else "")
+        c, lat, share = e.cost_usd_per_day, e.latency_s, e.meets_all
+        table.add_row(
+            mark,
+            e.option.label,
+            f"{c[0]:,.2f} ({c[1]:,.2f}-{c[2]:,.2f})",
+            f"{lat[0] * 1e3:,.0f} ({lat[1] * 1e3:,.0f}-{lat[2] * 1e3:,.0f})",
+            f"{e.cold_rate[0]:.1%}",
+            f"{share[0]:.0%} ({share[1]:.0%}-{share[2]:.0%})",
+        )
+    console = Console(soft_wrap=True)
+    console.print(table)
+    console.print("* recommended, f on the cost/latency frontier (not dominated)")
+    console.print(f"Recommendation: {advice.reason}", markup=False)
+    unsettled = advice.unsettled_by
+    if unsettled is None:
+        console.print("Stable: no cheaper option is left undecided by the resamples.")
+    else:
+        console.print(
+            f"Unstable: the cheaper {unsettled.option.label} met every objective in "
+            f"{unsettled.meets_all[0]:.0%} of the resamples, neither ruled in nor out; about "
+            f"{advice.more_cold_starts} cold starts of {unsettled.option.target} in all (now "
+            f"{advice.cold_starts_measured}) would settle it.",
+            markup=False,
+        )
+    for note in advice.notes:
+        console.print(f"note: {note}", markup=False)
