@@ -111,9 +111,10 @@ def test_min_samples_and_bad_slo_fields() -> None:
     assert metrics.min_samples(0.05, 0.9) == 32
     sc = MaxRate(p95_ms=100, error_rate=0.05, start_rps=1, trial_s=1)
     assert len(sc.trial_offsets(1.0)) == 32  # lengthened, not a trial that cannot pass
-    with pytest.raises(ConfigError) as info:
-        MaxRate(p95_ms=100, confidence=1.0)
-    assert info.value.field == "max_rate.confidence"
+    for confidence in (1.0, 0.5):  # 0.5: a one-sided bound at 0 sigma, no interval at all
+        with pytest.raises(ConfigError) as info:
+            MaxRate(p95_ms=100, confidence=confidence)
+        assert info.value.field == "max_rate.confidence"
     with pytest.raises(ConfigError) as info:
         MaxRate(p95_ms=100, start_rps=50, max_rps=10)
     assert info.value.field == "max_rate.max_rps"

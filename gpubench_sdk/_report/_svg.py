@@ -39,6 +39,8 @@ def nice_ticks(lo: float, hi: float, count: int = 6) -> list[float]:
         lo = lo if math.isfinite(lo) else 0.0
         hi = max(hi, lo + 1) if math.isfinite(hi) else lo + 1
     raw = (hi - lo) / max(1, count - 1)
+    if raw < 1e-300:  # a subnormal span (e.g. one value of 5e-324): too small for log10
+        hi, raw = lo + 1e-290, 1e-290 / max(1, count - 1)
     mag = 10 ** math.floor(math.log10(raw))
     step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
     # (a quotient a rounding error off a whole number must not add a tick past the data)

@@ -132,11 +132,13 @@ class MaxRate(Scenario):
             ("confidence", self.confidence, 0.5),
             ("precision", self.precision, 0.0),
         ):
+            # confidence 0.5 would be a one-sided bound at 0 sigma: a verdict with no interval
+            open_low = field in ("precision", "confidence")
             check(
-                finite(value) and low <= value < 1 and (field != "precision" or value > 0),
+                finite(value) and low <= value < 1 and (not open_low or value > low),
                 f"max_rate.{field}",
                 value,
-                f"a fraction in [{low:g}, 1)" + (", above 0" if field == "precision" else ""),
+                f"a fraction in ({low:g}, 1)" if open_low else f"a fraction in [{low:g}, 1)",
             )
         check_rps("max_rate.start_rps", self.start_rps)
         check_rps("max_rate.max_rps", self.max_rps)
