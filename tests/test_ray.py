@@ -29,6 +29,9 @@ from gpubench_sdk import ConfigError, Outcome, Phase, Store, summarize
 from gpubench_sdk._config import parse_config
 from gpubench_sdk._multiproc import run_blocking
 from gpubench_sdk._plan import build_run
+from gpubench_sdk._scenarios._base import SEQ_BLOCK
+from gpubench_sdk._scenarios._search import MaxRate, Sweep, constant_offsets
+from gpubench_sdk.metrics._shapes import slo_verdict, step_stats
 
 if os.environ.get("CI"):
     import ray  # CI installs the extra: a missing Ray fails there
@@ -358,6 +361,71 @@ def test_the_python_example_runs(
     assert "w1 on 127.0.0.1" in out and ray.is_initialized()  # the caller's connection stays
 
 
+ADAPTIVE = [
+    {"kind": "sweep", "duration_s": 0.5, "rates": 2, "max_concurrency": 4},
+    # at most 2 in flight per target (1 per worker), each request 30 ms: the rate past what
+    # that holds queues at the client, its latency (from the scheduled time) grows, it fails
+    {"kind": "max_rate", "p95_ms": 250, "confidence": 0.6, "error_rate": 0.05,
+     "start_rps": 10, "max_rps": 160, "trial_s": 0.5, "precision": 0.25, "max_trials": 6,
+     "max_inflight": 2},
+]  # fmt: skip
+
+
+def _one_schedule(invs: list[Any], rps: float, n: int) -> None:
+    """Both workers sent one step's share of ONE schedule: ``n`` requests at ``rps``. Each
+    sends every other seq from its own start instant, so the seqs together are exactly
+    0..n-1 and each worker's scheduled times are spaced exactly by the rate it chose."""
+    seqs = sorted(i.seq % SEQ_BLOCK for i in invs)
+    assert seqs == list(range(n)), (rps, n, seqs)
+    for parity in (0, 1):
+        mine = sorted((i for i in invs if i.seq % 2 == parity), key=lambda i: i.seq)
+        first = mine[0].seq % SEQ_BLOCK
+        for i in mine:
+            k = i.seq % SEQ_BLOCK
+            due_ns = int(k / rps * 1e9) - int(first / rps * 1e9)
+            assert abs(i.scheduled_ns - mine[0].scheduled_ns - due_ns) < 10_000, (rps, k)
+
+
+def test_sweep_and_max_rate_decide_alike_on_every_worker(
+    cluster: Cluster, emulator: str, tmp_path: Path
+) -> None:
+    """Each next step is decided from every worker's results, read from the driver's store:
+    every step's schedule is one schedule, at the rate the stored results give."""
+    data = plan(emulator, ADAPTIVE)
+    data["workload"] = {"kind": "probe", "sleep_ms": 30}
+    config = parse_config(data)
+    result = run_on_ray(config, store=tmp_path / "s.sqlite")
+    assert result.status == "completed", result.run.error
+    with Store(tmp_path / "s.sqlite", readonly=True) as s:
+        invs = s.invocations(result.run.id)
+    assert result.run.samples == len(invs) == result.requests
+    assert all(i.outcome is Outcome.OK for i in invs), {i.error for i in invs}
+    sweep, max_rate = config.build_scenarios()
+    assert isinstance(sweep, Sweep) and isinstance(max_rate, MaxRate)
+    for target in ("a", "b"):
+        mine = [i for i in invs if i.target == target and i.phase is Phase.MEASURE]
+        steps: dict[tuple[int, int], list[Any]] = {}
+        for i in mine:
+            steps.setdefault((i.scenario, i.seq // SEQ_BLOCK), []).append(i)
+        # sweep: the constant rates between this target's two probes, as stored
+        probes = {st.step: st for st in step_stats(steps[0, 0] + steps[0, 1])}
+        rates = sweep.rates_between(probes[0].throughput_rps, probes[1].throughput_rps)
+        assert sorted(j for sc, j in steps if sc == 0) == [0, 1, 2, 3]
+        for j, rps in enumerate(rates):
+            _one_schedule(steps[0, 2 + j], rps, len(list(constant_offsets(rps, 0.5))))
+        # max_rate: each trial at the rate the search picks from the verdicts before it
+        tried: list[tuple[float, bool]] = []
+        while (rps := max_rate.next_rate(tried)) is not None:
+            step = steps[1, len(tried)]
+            _one_schedule(step, rps, len(max_rate.trial_offsets(rps)))
+            verdict = slo_verdict(step, max_rate.p95_ms, max_rate.error_rate, max_rate.confidence)
+            tried.append((rps, verdict.passed))
+        assert len(tried) == len([j for sc, j in steps if sc == 1])  # and no step more
+        assert [r for r, _ in tried[:2]] == [10, 20]  # it doubled, then ...
+        assert any(ok for _, ok in tried) and not all(ok for _, ok in tried)  # ... bisected
+    assert alive_workers() == []
+
+
 def test_a_lost_node_is_named_and_the_run_partial(
     cluster: Cluster, emulator: str, tmp_path: Path
 ) -> None:
@@ -385,16 +453,3 @@ def test_a_lost_node_is_named_and_the_run_partial(
 
 def _labelled_node_ids() -> set[str]:
     return {n["NodeID"] for n in ray.nodes() if n["Alive"] and n.get("Labels", {}).get("region")}
-
-
-def test_a_shape_that_reads_every_shards_results_needs_one_worker(
-    cluster: Cluster, emulator: str, tmp_path: Path
-) -> None:
-    # sweep and max_rate pick each step from all shards' stored results; Ray workers write to
-    # an outbox, so two of them would each decide alone. Refused before any actor starts.
-    sweep = [{"kind": "sweep", "duration_s": 1, "rates": 2, "max_concurrency": 4}]
-    with pytest.raises(ConfigError, match=r"execution\.workers: got 2") as caught:
-        run_on_ray(parse_config(plan(emulator, sweep)), store=tmp_path / "s.sqlite")
-    assert "sweep" in str(caught.value) and "--processes" in str(caught.value)
-    assert not (tmp_path / "s.sqlite").exists()
-    assert not alive_workers()
