@@ -13,10 +13,15 @@ import os
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # before Ray is imported
 
+import contextlib
+import secrets
+import shutil
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -424,6 +429,88 @@ def test_sweep_and_max_rate_decide_alike_on_every_worker(
         assert [r for r, _ in tried[:2]] == [10, 20]  # it doubled, then ...
         assert any(ok for _, ok in tried) and not all(ok for _, ok in tried)  # ... bisected
     assert alive_workers() == []
+
+
+def _free_ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    for sock in socks:
+        sock.bind(("127.0.0.1", 0))
+    ports = [sock.getsockname()[1] for sock in socks]
+    for sock in socks:
+        sock.close()
+    return ports
+
+
+@pytest.fixture()
+def client_head(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
+    """A one-node cluster from ``ray start --head`` with its Ray Client server, on 127.0.0.1,
+    with Ray's token authentication (which ``ray start`` of Ray 2.60 turns on by default) given
+    explicitly: ``RAY_AUTH_MODE=token`` and the token in ``RAY_AUTH_TOKEN``, for the head and
+    for every client (docs.ray.io/en/latest/ray-security/token-auth.html). Nothing is written
+    to ~/.ray: the token is only in the environment. It is started with the ``ray`` command
+    installed beside this Python: started with ``python -c`` from this checkout instead, the
+    per-client servers exited at once here ("Starting Ray client server failed")."""
+    gcs, client, agent = _free_ports(3)
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16)}
+    temp = tempfile.mkdtemp(prefix="gbrc-", dir="/tmp")  # Ray's socket paths must stay short
+    head = subprocess.Popen(
+        [str(Path(sys.executable).with_name("ray")), "start", "--head", "--block",
+         "--node-ip-address=127.0.0.1", f"--port={gcs}",
+         f"--ray-client-server-port={client}", "--num-cpus=2", "--include-dashboard=false",
+         f"--object-store-memory={78 * 1024 * 1024}", "--disable-usage-stats",
+         f"--dashboard-agent-listen-port={agent}",  # not the default: another cluster's
+         f"--temp-dir={temp}"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", client), 1):
+                break
+            assert head.poll() is None and time.monotonic() < deadline, "no Ray Client server"
+            time.sleep(0.2)
+        yield f"ray://127.0.0.1:{client}", env
+    finally:
+        os.killpg(head.pid, signal.SIGKILL)  # the head and everything it started (its group)
+        head.wait(10)
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def test_a_plan_runs_through_ray_client(
+    client_head: tuple[str, dict[str, str]], emulator: str, tmp_path: Path
+) -> None:
+    """``gpubench run plan.toml --ray ray://127.0.0.1:PORT``: the driver talks to the cluster
+    through Ray Client (its store stays here), and a sweep's steps are decided alike."""
+    import tomli_w
+
+    address, env = client_head
+    sweep = [{"kind": "sweep", "duration_s": 0.3, "rates": 1, "max_concurrency": 4}]
+    config = tmp_path / "p.toml"
+    config.write_text(tomli_w.dumps(plan(emulator, sweep)))
+    store = tmp_path / "s.sqlite"
+    done = subprocess.run(
+        [sys.executable, "-m", "gpubench_sdk", "run", str(config), "--ray", address,
+         "--store", str(store), "--quiet"],
+        capture_output=True, text=True, timeout=120, env={**env, "EMU_KEY": KEY},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "ray: 2 worker(s): w0 on 127.0.0.1 (clock " in done.stderr
+    assert KEY not in done.stdout + done.stderr and env["RAY_AUTH_TOKEN"] not in done.stderr
+    with Store(store, readonly=True) as s:
+        (run,) = s.runs()
+        invs = s.invocations(run.id)
+    assert run.status == "completed" and run.config["ray"]["address"] == address
+    assert all(i.outcome is Outcome.OK for i in invs)
+    assert Counter(i.seq // SEQ_BLOCK for i in invs).keys() == {0, 1, 2}
+    for target in ("a", "b"):
+        mine = [i for i in invs if i.target == target]
+        probes = {st.step: st for st in step_stats(mine) if st.step < 2}
+        (rps,) = Sweep(duration_s=0.3, rates=1).rates_between(
+            probes[0].throughput_rps, probes[1].throughput_rps
+        )
+        step = [i for i in mine if i.seq // SEQ_BLOCK == 2]
+        _one_schedule(step, rps, len(list(constant_offsets(rps, 0.3))))
+    assert KEY.encode() not in store.read_bytes()
 
 
 def test_a_lost_node_is_named_and_the_run_partial(

@@ -66,6 +66,7 @@ def run_on_ray(
             config,
             store if store is not None else config.run.output,
             workers=workers,
+            address=target if connected_here else None,  # else: the caller's connection
             otlp_endpoint=otlp_endpoint,
             on_progress=on_progress,
             observers=observers,

@@ -76,6 +76,7 @@ class RayRun:
         store: str | Path,
         *,
         workers: int | None = None,
+        address: str | None = None,
         otlp_endpoint: str | None = None,
         on_progress: Callable[[int], None] | None = None,
         observers: Iterable[Observer] = (),
@@ -85,6 +86,7 @@ class RayRun:
         self.store_path = Path(store)
         self.ray = _import_ray()
         self.n = workers or config.execution.workers or alive_nodes(self.ray)
+        self.address = address  # recorded with the run (None: the caller's connection)
         self.otlp_endpoint = otlp_endpoint
         self.on_progress = on_progress
         self.observers = list(observers)
@@ -211,7 +213,7 @@ class RayRun:
             | self.offsets[k].as_record()
             for k in range(self.n)
         ]
-        recorded = {"ray": {"workers": workers, "address": self.config.execution.address}}
+        recorded = {"ray": {"workers": workers, "address": self.address}}
         parent = build_run(self.config, store=self.store_path, recorded=recorded)
         info = parent.begin()
         store = parent.store
