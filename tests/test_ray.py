@@ -511,6 +511,21 @@ def test_a_plan_runs_through_ray_client(
         step = [i for i in mine if i.seq // SEQ_BLOCK == 2]
         _one_schedule(step, rps, len(list(constant_offsets(rps, 0.3))))
     assert KEY.encode() not in store.read_bytes()
+    # a wrong token: refused, and the error says what to set (Ray Client retries a refused
+    # token as a server not up yet: three tries, here of 1 s each instead of 5, 10 and 20)
+    wrong = {**env, "EMU_KEY": KEY, "RAY_AUTH_TOKEN": secrets.token_hex(16)}
+    for knob in ("INITIAL", "MAX"):
+        wrong[f"RAY_CLIENT_{knob}_CONNECTION_TIMEOUT_S"] = "1"
+    refused = subprocess.run(
+        [sys.executable, "-m", "gpubench_sdk", "run", str(config), "--ray", address,
+         "--store", str(tmp_path / "refused.sqlite"), "--quiet"],
+        capture_output=True, text=True, timeout=120, env=wrong,
+    )  # fmt: skip
+    assert refused.returncode == 2, refused.stderr
+    assert f"execution.address: got '{address}'" in refused.stderr
+    assert "RAY_AUTH_MODE=token and RAY_AUTH_TOKEN" in refused.stderr
+    assert "Traceback" not in refused.stderr and wrong["RAY_AUTH_TOKEN"] not in refused.stderr
+    assert not (tmp_path / "refused.sqlite").exists()
 
 
 def test_a_lost_node_is_named_and_the_run_partial(
