@@ -4,7 +4,8 @@ Every node and the GCS are bound to and advertised on 127.0.0.1: ``node_ip_addre
 nodes, and ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` (Ray's own switch, ray_constants.py) so that
 Ray's node-address lookup answers the loopback address instead of the machine's interface.
 Ray is the optional extra ``gpubench-sdk[ray]``: without it the module skips, except in CI,
-where it must be installed (.ci/run installs it).
+where it must be installed (.ci/run installs it). The Ray Client test starts its own one-node
+head with ``ray start`` (a Ray Client server needs one), also on 127.0.0.1.
 """
 
 from __future__ import annotations
