@@ -443,7 +443,7 @@ def _free_ports(n: int) -> list[int]:
 
 
 @pytest.fixture()
-def client_head(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
+def client_head(tmp_path: Path) -> Iterator[tuple[str, dict[str, str], Path]]:
     """A one-node cluster from ``ray start --head`` with its Ray Client server, on 127.0.0.1,
     with Ray's token authentication (which ``ray start`` of Ray 2.60 turns on by default) given
     explicitly: ``RAY_AUTH_MODE=token`` and the token in ``RAY_AUTH_TOKEN``, for the head and
@@ -452,7 +452,14 @@ def client_head(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
     installed beside this Python: started with ``python -c`` from this checkout instead, the
     per-client servers exited at once here ("Starting Ray client server failed")."""
     gcs, client, agent = _free_ports(3)
-    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16)}
+    # not what this process's own ray.init (the module's cluster) added to its environment
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_CLIENT_MODE", "PYTHONBREAKPOINT")}
+    env |= {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16)}
+    # The client server forks a server per client while its gRPC threads run; with gRPC's
+    # fork handlers on, that child sometimes died at once ("fork_posix.cc: Other threads are
+    # currently calling into gRPC, skipping fork() handlers", then "Starting Ray client
+    # server failed"), 2 runs in 6 here. The child only execs: it needs no fork support.
+    env["GRPC_ENABLE_FORK_SUPPORT"] = "0"
     temp = tempfile.mkdtemp(prefix="gbrc-", dir="/tmp")  # Ray's socket paths must stay short
     head = subprocess.Popen(
         [str(Path(sys.executable).with_name("ray")), "start", "--head", "--block",
@@ -470,21 +477,28 @@ def client_head(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
                 break
             assert head.poll() is None and time.monotonic() < deadline, "no Ray Client server"
             time.sleep(0.2)
-        yield f"ray://127.0.0.1:{client}", env
+        yield f"ray://127.0.0.1:{client}", env, Path(temp)
     finally:
         os.killpg(head.pid, signal.SIGKILL)  # the head and everything it started (its group)
         head.wait(10)
         shutil.rmtree(temp, ignore_errors=True)
 
 
+def _client_server_logs(temp: Path) -> str:
+    """The head's Ray Client server logs, for a failure's message (they say why a client was
+    not served)."""
+    logs = sorted(temp.glob("session_*/logs/ray_client_server*"))
+    return "".join(f"\n--- {p.name}:\n" + p.read_text(errors="replace")[:3000] for p in logs)
+
+
 def test_a_plan_runs_through_ray_client(
-    client_head: tuple[str, dict[str, str]], emulator: str, tmp_path: Path
+    client_head: tuple[str, dict[str, str], Path], emulator: str, tmp_path: Path
 ) -> None:
     """``gpubench run plan.toml --ray ray://127.0.0.1:PORT``: the driver talks to the cluster
     through Ray Client (its store stays here), and a sweep's steps are decided alike."""
     import tomli_w
 
-    address, env = client_head
+    address, env, temp = client_head
     sweep = [{"kind": "sweep", "duration_s": 0.3, "rates": 1, "max_concurrency": 4}]
     config = tmp_path / "p.toml"
     config.write_text(tomli_w.dumps(plan(emulator, sweep)))
@@ -494,7 +508,7 @@ def test_a_plan_runs_through_ray_client(
          "--store", str(store), "--quiet"],
         capture_output=True, text=True, timeout=120, env={**env, "EMU_KEY": KEY},
     )  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == 0, done.stdout + done.stderr + _client_server_logs(temp)
     assert "ray: 2 worker(s): w0 on 127.0.0.1 (clock " in done.stderr
     assert KEY not in done.stdout + done.stderr and env["RAY_AUTH_TOKEN"] not in done.stderr
     with Store(store, readonly=True) as s:
