@@ -4,7 +4,8 @@ Every node and the GCS are bound to and advertised on 127.0.0.1: ``node_ip_addre
 nodes, and ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` (Ray's own switch, ray_constants.py) so that
 Ray's node-address lookup answers the loopback address instead of the machine's interface.
 Ray is the optional extra ``gpubench-sdk[ray]``: without it the module skips, except in CI,
-where it must be installed (.ci/run installs it).
+where it must be installed (.ci/run installs it). The Ray Client test starts its own one-node
+head with ``ray start`` (a Ray Client server needs one), also on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -13,10 +14,15 @@ import os
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # before Ray is imported
 
+import contextlib
+import secrets
+import shutil
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -29,6 +35,9 @@ from gpubench_sdk import ConfigError, Outcome, Phase, Store, summarize
 from gpubench_sdk._config import parse_config
 from gpubench_sdk._multiproc import run_blocking
 from gpubench_sdk._plan import build_run
+from gpubench_sdk._scenarios._base import SEQ_BLOCK
+from gpubench_sdk._scenarios._search import MaxRate, Sweep, constant_offsets
+from gpubench_sdk.metrics._shapes import slo_verdict, step_stats
 
 if os.environ.get("CI"):
     import ray  # CI installs the extra: a missing Ray fails there
@@ -358,6 +367,182 @@ def test_the_python_example_runs(
     assert "w1 on 127.0.0.1" in out and ray.is_initialized()  # the caller's connection stays
 
 
+ADAPTIVE = [
+    {"kind": "sweep", "duration_s": 0.5, "rates": 2, "max_concurrency": 4},
+    # at most 2 in flight per target (1 per worker), each request 30 ms: the rate past what
+    # that holds queues at the client, its latency (from the scheduled time) grows, it fails
+    {"kind": "max_rate", "p95_ms": 250, "confidence": 0.6, "error_rate": 0.05,
+     "start_rps": 10, "max_rps": 160, "trial_s": 0.5, "precision": 0.25, "max_trials": 6,
+     "max_inflight": 2},
+]  # fmt: skip
+
+
+def _one_schedule(invs: list[Any], rps: float, n: int) -> None:
+    """Both workers sent one step's share of ONE schedule: ``n`` requests at ``rps``. Each
+    sends every other seq from its own start instant, so the seqs together are exactly
+    0..n-1 and each worker's scheduled times are spaced exactly by the rate it chose."""
+    seqs = sorted(i.seq % SEQ_BLOCK for i in invs)
+    assert seqs == list(range(n)), (rps, n, seqs)
+    for parity in (0, 1):
+        mine = sorted((i for i in invs if i.seq % 2 == parity), key=lambda i: i.seq)
+        first = mine[0].seq % SEQ_BLOCK
+        for i in mine:
+            k = i.seq % SEQ_BLOCK
+            due_ns = int(k / rps * 1e9) - int(first / rps * 1e9)
+            assert abs(i.scheduled_ns - mine[0].scheduled_ns - due_ns) < 10_000, (rps, k)
+
+
+def test_sweep_and_max_rate_decide_alike_on_every_worker(
+    cluster: Cluster, emulator: str, tmp_path: Path
+) -> None:
+    """Each next step is decided from every worker's results, read from the driver's store:
+    every step's schedule is one schedule, at the rate the stored results give."""
+    data = plan(emulator, ADAPTIVE)
+    data["workload"] = {"kind": "probe", "sleep_ms": 30}
+    config = parse_config(data)
+    result = run_on_ray(config, store=tmp_path / "s.sqlite")
+    assert result.status == "completed", result.run.error
+    with Store(tmp_path / "s.sqlite", readonly=True) as s:
+        invs = s.invocations(result.run.id)
+    assert result.run.samples == len(invs) == result.requests
+    assert all(i.outcome is Outcome.OK for i in invs), {i.error for i in invs}
+    sweep, max_rate = config.build_scenarios()
+    assert isinstance(sweep, Sweep) and isinstance(max_rate, MaxRate)
+    for target in ("a", "b"):
+        mine = [i for i in invs if i.target == target and i.phase is Phase.MEASURE]
+        steps: dict[tuple[int, int], list[Any]] = {}
+        for i in mine:
+            steps.setdefault((i.scenario, i.seq // SEQ_BLOCK), []).append(i)
+        # sweep: the constant rates between this target's two probes, as stored
+        probes = {st.step: st for st in step_stats(steps[0, 0] + steps[0, 1])}
+        rates = sweep.rates_between(probes[0].throughput_rps, probes[1].throughput_rps)
+        assert sorted(j for sc, j in steps if sc == 0) == [0, 1, 2, 3]
+        for j, rps in enumerate(rates):
+            _one_schedule(steps[0, 2 + j], rps, len(list(constant_offsets(rps, 0.5))))
+        # max_rate: each trial at the rate the search picks from the verdicts before it
+        tried: list[tuple[float, bool]] = []
+        while (rps := max_rate.next_rate(tried)) is not None:
+            step = steps[1, len(tried)]
+            _one_schedule(step, rps, len(max_rate.trial_offsets(rps)))
+            verdict = slo_verdict(step, max_rate.p95_ms, max_rate.error_rate, max_rate.confidence)
+            tried.append((rps, verdict.passed))
+        assert len(tried) == len([j for sc, j in steps if sc == 1])  # and no step more
+        assert [r for r, _ in tried[:2]] == [10, 20]  # it doubled, then ...
+        assert any(ok for _, ok in tried) and not all(ok for _, ok in tried)  # ... bisected
+    assert alive_workers() == []
+
+
+def _free_ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    for sock in socks:
+        sock.bind(("127.0.0.1", 0))
+    ports = [sock.getsockname()[1] for sock in socks]
+    for sock in socks:
+        sock.close()
+    return ports
+
+
+@pytest.fixture()
+def client_head(tmp_path: Path) -> Iterator[tuple[str, dict[str, str], Path]]:
+    """A one-node cluster from ``ray start --head`` with its Ray Client server, on 127.0.0.1,
+    with Ray's token authentication (which ``ray start`` of Ray 2.60 turns on by default) given
+    explicitly: ``RAY_AUTH_MODE=token`` and the token in ``RAY_AUTH_TOKEN``, for the head and
+    for every client (docs.ray.io/en/latest/ray-security/token-auth.html). Nothing is written
+    to ~/.ray: the token is only in the environment. It is started with the ``ray`` command
+    installed beside this Python: started with ``python -c`` from this checkout instead, the
+    per-client servers exited at once here ("Starting Ray client server failed")."""
+    gcs, client, agent = _free_ports(3)
+    # not what this process's own ray.init (the module's cluster) added to its environment
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_CLIENT_MODE", "PYTHONBREAKPOINT")}
+    env |= {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16)}
+    # The client server forks a server per client while its gRPC threads run; with gRPC's
+    # fork handlers on, that child sometimes died at once ("fork_posix.cc: Other threads are
+    # currently calling into gRPC, skipping fork() handlers", then "Starting Ray client
+    # server failed"), 2 runs in 6 here. The child only execs: it needs no fork support.
+    env["GRPC_ENABLE_FORK_SUPPORT"] = "0"
+    temp = tempfile.mkdtemp(prefix="gbrc-", dir="/tmp")  # Ray's socket paths must stay short
+    head = subprocess.Popen(
+        [str(Path(sys.executable).with_name("ray")), "start", "--head", "--block",
+         "--node-ip-address=127.0.0.1", f"--port={gcs}",
+         f"--ray-client-server-port={client}", "--num-cpus=2", "--include-dashboard=false",
+         f"--object-store-memory={78 * 1024 * 1024}", "--disable-usage-stats",
+         f"--dashboard-agent-listen-port={agent}",  # not the default: another cluster's
+         f"--temp-dir={temp}"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", client), 1):
+                break
+            assert head.poll() is None and time.monotonic() < deadline, "no Ray Client server"
+            time.sleep(0.2)
+        yield f"ray://127.0.0.1:{client}", env, Path(temp)
+    finally:
+        os.killpg(head.pid, signal.SIGKILL)  # the head and everything it started (its group)
+        head.wait(10)
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def _client_server_logs(temp: Path) -> str:
+    """The head's Ray Client server logs, for a failure's message (they say why a client was
+    not served)."""
+    logs = sorted(temp.glob("session_*/logs/ray_client_server*"))
+    return "".join(f"\n--- {p.name}:\n" + p.read_text(errors="replace")[:3000] for p in logs)
+
+
+def test_a_plan_runs_through_ray_client(
+    client_head: tuple[str, dict[str, str], Path], emulator: str, tmp_path: Path
+) -> None:
+    """``gpubench run plan.toml --ray ray://127.0.0.1:PORT``: the driver talks to the cluster
+    through Ray Client (its store stays here), and a sweep's steps are decided alike."""
+    import tomli_w
+
+    address, env, temp = client_head
+    sweep = [{"kind": "sweep", "duration_s": 0.3, "rates": 1, "max_concurrency": 4}]
+    config = tmp_path / "p.toml"
+    config.write_text(tomli_w.dumps(plan(emulator, sweep)))
+    store = tmp_path / "s.sqlite"
+    done = subprocess.run(
+        [sys.executable, "-m", "gpubench_sdk", "run", str(config), "--ray", address,
+         "--store", str(store), "--quiet"],
+        capture_output=True, text=True, timeout=120, env={**env, "EMU_KEY": KEY},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr + _client_server_logs(temp)
+    assert "ray: 2 worker(s): w0 on 127.0.0.1 (clock " in done.stderr
+    assert KEY not in done.stdout + done.stderr and env["RAY_AUTH_TOKEN"] not in done.stderr
+    with Store(store, readonly=True) as s:
+        (run,) = s.runs()
+        invs = s.invocations(run.id)
+    assert run.status == "completed" and run.config["ray"]["address"] == address
+    assert all(i.outcome is Outcome.OK for i in invs)
+    assert Counter(i.seq // SEQ_BLOCK for i in invs).keys() == {0, 1, 2}
+    for target in ("a", "b"):
+        mine = [i for i in invs if i.target == target]
+        probes = {st.step: st for st in step_stats(mine) if st.step < 2}
+        (rps,) = Sweep(duration_s=0.3, rates=1).rates_between(
+            probes[0].throughput_rps, probes[1].throughput_rps
+        )
+        step = [i for i in mine if i.seq // SEQ_BLOCK == 2]
+        _one_schedule(step, rps, len(list(constant_offsets(rps, 0.3))))
+    assert KEY.encode() not in store.read_bytes()
+    # a wrong token: refused, and the error says what to set (Ray Client retries a refused
+    # token as a server not up yet: three tries, here of 1 s each instead of 5, 10 and 20)
+    wrong = {**env, "EMU_KEY": KEY, "RAY_AUTH_TOKEN": secrets.token_hex(16)}
+    for knob in ("INITIAL", "MAX"):
+        wrong[f"RAY_CLIENT_{knob}_CONNECTION_TIMEOUT_S"] = "1"
+    refused = subprocess.run(
+        [sys.executable, "-m", "gpubench_sdk", "run", str(config), "--ray", address,
+         "--store", str(tmp_path / "refused.sqlite"), "--quiet"],
+        capture_output=True, text=True, timeout=120, env=wrong,
+    )  # fmt: skip
+    assert refused.returncode == 2, refused.stderr
+    assert f"execution.address: got '{address}'" in refused.stderr
+    assert "RAY_AUTH_MODE=token and RAY_AUTH_TOKEN" in refused.stderr
+    assert "Traceback" not in refused.stderr and wrong["RAY_AUTH_TOKEN"] not in refused.stderr
+    assert not (tmp_path / "refused.sqlite").exists()
+
+
 def test_a_lost_node_is_named_and_the_run_partial(
     cluster: Cluster, emulator: str, tmp_path: Path
 ) -> None:
@@ -385,16 +570,3 @@ def test_a_lost_node_is_named_and_the_run_partial(
 
 def _labelled_node_ids() -> set[str]:
     return {n["NodeID"] for n in ray.nodes() if n["Alive"] and n.get("Labels", {}).get("region")}
-
-
-def test_a_shape_that_reads_every_shards_results_needs_one_worker(
-    cluster: Cluster, emulator: str, tmp_path: Path
-) -> None:
-    # sweep and max_rate pick each step from all shards' stored results; Ray workers write to
-    # an outbox, so two of them would each decide alone. Refused before any actor starts.
-    sweep = [{"kind": "sweep", "duration_s": 1, "rates": 2, "max_concurrency": 4}]
-    with pytest.raises(ConfigError, match=r"execution\.workers: got 2") as caught:
-        run_on_ray(parse_config(plan(emulator, sweep)), store=tmp_path / "s.sqlite")
-    assert "sweep" in str(caught.value) and "--processes" in str(caught.value)
-    assert not (tmp_path / "s.sqlite").exists()
-    assert not alive_workers()

@@ -1,5 +1,6 @@
 """The Ray backend's parts that need no cluster: sealing, clock offsets, shares, the plan's
-[execution] section and its CLI errors. tests/test_ray.py runs the whole on a real cluster."""
+[execution] section and its CLI errors, a worker asking for results. tests/test_ray.py runs the
+whole on a real cluster."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -157,3 +159,41 @@ def test_an_embedded_local_runtime_is_refused_before_connecting() -> None:
     data = {**PLAN, "targets": [{"name": "l", "provider": "local"}]}
     with pytest.raises(ConfigError, match=r"targets\[0\]\.url.*gpubench local serve"):
         run_on_ray(parse_config(data), address="ray://nowhere.invalid:10001")
+
+
+def test_a_worker_asks_once_per_barrier_and_is_answered_by_barrier() -> None:
+    """The worker's side of ``Load.results()`` (test_ray.py runs it on a cluster): it says in
+    ``poll`` after which barrier it asks, takes only the answer for that barrier, asks once
+    per barrier, and gives up (no results) when the run is stopped."""
+    import threading
+
+    from gpubench_sdk._ray._worker import LoadWorker
+
+    worker: Any = LoadWorker("w0")  # answered with strings: the protocol carries any records
+    got: list[list[str]] = []
+
+    def ask() -> None:
+        got.append(worker._results())
+
+    worker._gen = 2  # it passed two barriers
+    t = threading.Thread(target=ask)
+    t.start()
+    deadline = time.monotonic() + 10
+    while worker.poll()[1]["asking"] != 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert worker.poll()[1]["asking"] == 2
+    worker.answer(1, ["stale"])  # an older barrier's: not taken
+    time.sleep(0.05)
+    assert t.is_alive() and got == []
+    worker.answer(2, ["a", "b"])
+    t.join(10)
+    assert got == [["a", "b"]] and worker.poll()[1]["asking"] is None
+    assert worker._results() == ["a", "b"]  # again after the same barrier: no second ask
+    worker._gen = 3
+    t = threading.Thread(target=ask)
+    t.start()
+    while worker.poll()[1]["asking"] != 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    worker.stop("stopped by SIGINT")  # the run is stopping: the shape sees nothing and ends
+    t.join(10)
+    assert got[-1] == [] and not t.is_alive()

@@ -54,18 +54,27 @@ def run_on_ray(
             ray.init(address=target, log_to_driver=False, **own)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             lines = [line for line in str(exc).splitlines() if line.strip()]
+            said = lines[-1].strip() if lines else type(exc).__name__  # not the server's trace
+            if target.startswith("ray://") and "timeout" in said:
+                # Ray Client retries a refused token as if the server were down, and says only
+                # "timeout" (ray/util/client/worker.py, Ray 2.60): name the likely cause.
+                said += (
+                    "; if the port is reachable, the cluster may require its token: set "
+                    "RAY_AUTH_MODE=token and RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) here, "
+                    "see docs/ray.md"
+                )
             raise ConfigError(
                 "execution.address",
                 target,
                 "the address of a running Ray cluster (ray start --head; 'auto' finds it via "
-                "RAY_ADDRESS), or 'local' to start one here; Ray said: "
-                + (lines[-1].strip() if lines else type(exc).__name__),  # not the server's trace
+                "RAY_ADDRESS), or 'local' to start one here; Ray said: " + said,
             ) from None
     try:
         return RayRun(
             config,
             store if store is not None else config.run.output,
             workers=workers,
+            address=target if connected_here else None,  # else: the caller's connection
             otlp_endpoint=otlp_endpoint,
             on_progress=on_progress,
             observers=observers,

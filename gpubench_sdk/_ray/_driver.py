@@ -12,7 +12,9 @@ Order of a run (each step fails with a clear error before anything is sent):
    shard k of n;
 6. poll: every ``poll_interval_s`` each worker hands over what it measured since the last
    poll, which goes to the store at once (so progress, a crash of the driver and the report
-   all see every worker); barriers are released here with a common start instant.
+   all see every worker); barriers are released here with a common start instant, and a
+   worker whose shape decides from every shard's results (``sweep``, ``max_rate``) is
+   answered from this store: what every worker stored before the barrier it passed.
 
 A worker that dies is reported by name; what it handed over is kept and the run is recorded as
 failed with "partial run" in its error, while the others finish. Ctrl-C stops every worker;
@@ -37,6 +39,7 @@ from .._results import RunResult
 from .._runner import Observer
 from .._secrets import redact
 from .._store import Store
+from .._types import Phase
 from ._clock import ClockOffset, measure
 from ._handover import plugin_needs, sealed_payload
 from ._place import alive_nodes, feasible
@@ -73,6 +76,7 @@ class RayRun:
         store: str | Path,
         *,
         workers: int | None = None,
+        address: str | None = None,
         otlp_endpoint: str | None = None,
         on_progress: Callable[[int], None] | None = None,
         observers: Iterable[Observer] = (),
@@ -82,17 +86,7 @@ class RayRun:
         self.store_path = Path(store)
         self.ray = _import_ray()
         self.n = workers or config.execution.workers or alive_nodes(self.ray)
-        adaptive = [sc.kind for sc in config.build_scenarios() if sc.reads_results]
-        if adaptive and self.n > 1:
-            # Each Ray worker writes to an outbox, not to the run's store, so it cannot read the
-            # other workers' results that sweep and max_rate decide their next step from.
-            raise ConfigError(
-                "execution.workers",
-                self.n,
-                f"1 for a plan with {', '.join(sorted(set(adaptive)))} (its next step depends on "
-                "every shard's results, which Ray workers cannot read); run it with "
-                "--processes N, or with workers = 1",
-            )
+        self.address = address  # recorded with the run (None: the caller's connection)
         self.otlp_endpoint = otlp_endpoint
         self.on_progress = on_progress
         self.observers = list(observers)
@@ -105,6 +99,7 @@ class RayRun:
         self.finished: dict[int, dict[str, Any]] = {}
         self.stopping: str | None = None
         self.stored = 0
+        self.snapshot: tuple[int, Any] | None = None  # (barrier, ref to its results) see _answer
 
     def label(self, k: int) -> str:
         w = self.where[k] if k < len(self.where) else {}
@@ -218,7 +213,7 @@ class RayRun:
             | self.offsets[k].as_record()
             for k in range(self.n)
         ]
-        recorded = {"ray": {"workers": workers, "address": self.config.execution.address}}
+        recorded = {"ray": {"workers": workers, "address": self.address}}
         parent = build_run(self.config, store=self.store_path, recorded=recorded)
         info = parent.begin()
         store = parent.store
@@ -279,6 +274,8 @@ class RayRun:
         running = set(range(self.n))
         pending: dict[int, tuple[Any, float]] = {}  # worker -> (its poll, when asked)
         waiting: dict[int, int | None] = {}  # the barrier each worker last said it waits at
+        asking: dict[int, int | None] = {}  # the barrier after which it asks for results
+        answered: dict[int, int] = {}  # the barrier after which it was last answered
         cut: set[int] = set()
         released: set[int] = set()
         stop_deadline: float | None = None
@@ -302,12 +299,17 @@ class RayRun:
                     continue
                 self._store_batch(store, run_id, batch, self.offsets[k].wall_ns, cut)
                 waiting[k] = state["waiting"]
+                asking[k] = state["asking"]
                 if state["state"] == "done":
                     self.finished[k] = state
                     running.discard(k)
                 elif state["aborted"] and self.stopping is None:
                     why = state.get("stop_reason") or "stopped"
                     self.stop_all(f"worker {self.label(k)} stopped: {why}")
+            for k, gen in asking.items():  # after this tick's batches are all stored
+                if gen is not None and answered.get(k) != gen and k in running:
+                    answered[k] = gen
+                    self.handles[k].answer.remote(gen, self._results_after(store, run_id, gen))
             at = {waiting.get(k) for k in running}
             gen = at.pop() if len(at) == 1 else None
             if gen is not None and gen not in released and self.stopping is None:
@@ -324,6 +326,25 @@ class RayRun:
                         self._lose(k, f"did not stop within {STOP_TIMEOUT_S:g} s", running, pending)
                     break
             time.sleep(max(0.0, self.poll_interval_s - (time.monotonic() - tick)))
+
+    def _results_after(self, store: Store, run_id: int, gen: int) -> Any:
+        """The current scenario's measured requests, as stored when the first worker asked
+        after barrier ``gen``: one answer for every worker asking after it, so all of them take
+        the same next step. The barrier was released only once every worker had said it waited
+        there, and each said so in a poll whose batch held all it had sent before (the batches
+        are stored before any barrier is released), so the answer holds every shard's requests.
+
+        Scenarios run one after another with a barrier between them, so the highest scenario
+        index stored is the asking one's (or, when it has stored nothing yet, an earlier one's,
+        which ``Load.results`` filters out): only that scenario's requests travel. They are the
+        same records the workers sent (no secrets: the runner masks them before storing)."""
+        if self.snapshot is None or self.snapshot[0] != gen:
+            store.flush()
+            invs = store.invocations(run_id)
+            now = max((i.scenario for i in invs), default=0)
+            measured = [i for i in invs if i.scenario == now and i.phase is Phase.MEASURE]
+            self.snapshot = (gen, self.ray.put(measured))  # one copy, whatever the workers
+        return self.snapshot[1]
 
     def _lose(self, k: int, why: str, running: set[int], pending: dict[int, Any]) -> None:
         """Give worker ``k`` up; killed too, in case it is only unreachable: a worker the run

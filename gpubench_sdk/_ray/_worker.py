@@ -11,7 +11,12 @@ every backend. What differs is where results go and how shards meet:
   the run's one store;
 * the scenario barrier is the driver: a worker at a boundary says so in ``poll`` and waits
   until the driver releases every worker with a common start instant on the driver's clock,
-  which it turns into its own with the measured clock offset and sleeps until.
+  which it turns into its own with the measured clock offset and sleeps until;
+* a shape that decides from every shard's results (``sweep``, ``max_rate``: ``Load.results``
+  after ``Load.sync``) reads them from the driver's store: the outbox's ``invocations`` says
+  in ``poll`` that it asks, and waits for the driver's ``answer``. The driver stored every
+  worker's batches before it released the barrier, and gives every worker asking after the
+  same barrier the same answer, so every worker takes the same next step.
 
 The actor is threaded (``max_concurrency``): the run's event loop lives in a thread of its own
 (an anyio blocking portal) while ``poll``, ``release`` and ``stop`` are answered from others.
@@ -28,7 +33,7 @@ import socket
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -54,9 +59,10 @@ class OutboxStore(Store):
     with the driver's run, which this worker joined.
     """
 
-    def __init__(self, path: Path, run: RunInfo) -> None:
+    def __init__(self, path: Path, run: RunInfo, ask: Callable[[], list[Invocation]]) -> None:
         super().__init__(path)
         self._joined = run
+        self._ask = ask
         self._box = threading.Lock()
         self._invocations: list[Invocation] = []
         self._health: list[HealthWindow] = []
@@ -87,6 +93,10 @@ class OutboxStore(Store):
 
     def run(self, ref: int | str) -> RunInfo:
         return self._joined
+
+    def invocations(self, run_id: int) -> list[Invocation]:
+        """The run's requests as the driver stored them from every worker (see ``_ask``)."""
+        return self._ask()
 
     def take(self) -> dict[str, list[Any]]:
         """Everything appended since the last ``take``."""
@@ -163,6 +173,8 @@ class LoadWorker:
         self._aborted = False
         self._state = "idle"  # idle -> ready -> running -> done
         self._outcome: dict[str, Any] = {}
+        self._asking: int | None = None  # the barrier after which this worker asks for results
+        self._answer: tuple[int, list[Invocation]] | None = None  # (barrier, the driver's)
 
     def hello(self) -> dict[str, Any]:
         """Who and where this worker is, and the public key the driver seals its plan to."""
@@ -202,7 +214,7 @@ class LoadWorker:
         # On this worker's clock: samples land on the driver's timeline.
         joined = dataclasses.replace(run, origin_ns=offset.to_worker(run.origin_ns))
         self._tmp = tempfile.mkdtemp(prefix="gpubench-ray-")
-        self._store = OutboxStore(Path(self._tmp) / "outbox.sqlite", joined)
+        self._store = OutboxStore(Path(self._tmp) / "outbox.sqlite", joined, self._results)
         instruments = None
         if otlp_endpoint:
             from ..telemetry import configure
@@ -249,11 +261,14 @@ class LoadWorker:
 
     def poll(self) -> tuple[dict[str, list[Any]], dict[str, Any]]:
         """What the run produced since the last poll, and where this worker stands."""
-        state_now = self._state  # read before take: "done" then means this batch is the last
+        # Where it stands is read before take: "done" then means this batch is the last, and
+        # "waiting at barrier g" that the batch holds every request sent before barrier g.
+        state_now, waiting, asking = self._state, self._waiting, self._asking
         batch = self._store.take() if self._store is not None else {}
         state = {
             "state": state_now,
-            "waiting": self._waiting,
+            "waiting": waiting,
+            "asking": asking,
             "aborted": self._aborted,
             "stop_reason": None if self._runner is None else self._runner._stop_reason,
             **self._outcome,
@@ -264,6 +279,12 @@ class LoadWorker:
         """Let this worker pass barrier ``gen`` at ``start_ns`` (driver clock); None: broken."""
         with self._cond:
             self._released[gen] = start_ns
+            self._cond.notify_all()
+
+    def answer(self, gen: int, invocations: list[Invocation]) -> None:
+        """The driver's answer to ``_results`` after barrier ``gen``."""
+        with self._cond:
+            self._answer = (gen, invocations)
             self._cond.notify_all()
 
     def stop(self, reason: str) -> None:
@@ -299,6 +320,22 @@ class LoadWorker:
         delay_ns = self._offset.to_worker(start) - time.perf_counter_ns()
         if delay_ns > 0:
             time.sleep(delay_ns / 1e9)
+
+    def _results(self) -> list[Invocation]:
+        """Every worker's requests of the current scenario, from the driver's store, as they
+        were after the last barrier this worker passed (one ask per barrier: a shape reading
+        each target's results in turn asks once). Empty once the run is stopping."""
+        with self._cond:
+            gen = self._gen
+            if self._answer is not None and self._answer[0] == gen:
+                return list(self._answer[1])
+            self._asking = gen
+            while (self._answer is None or self._answer[0] != gen) and not self._broken:
+                self._cond.wait(0.5)
+            self._asking = None
+            if self._answer is None or self._answer[0] != gen:
+                return []  # stopped: the shape sees no results and ends (load.stopped())
+            return list(self._answer[1])
 
     def _abort(self) -> None:
         """The runner stops early: the driver learns it from ``poll`` and stops the others."""
