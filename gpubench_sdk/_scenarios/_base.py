@@ -126,9 +126,6 @@ class Scenario:
     __slots__ = ()
     __pydantic_config__ = STRICT  # unknown plan keys are refused, with the closest valid one
     kind: ClassVar[str]
-    # True for a shape that picks its next step from every shard's stored results (sweep,
-    # max_rate): the backends that cannot show a shard the others' results refuse it.
-    reads_results: ClassVar[bool] = False
     if TYPE_CHECKING:  # every shape declares these as dataclass fields (defaults None)
         name: str | None
         deadline_s: float | None

@@ -46,7 +46,6 @@ class Sweep(Scenario):
     throughput-latency curve and its knee."""
 
     kind: ClassVar[str] = "sweep"
-    reads_results: ClassVar[bool] = True
     duration_s: float
     rates: Count = 5
     max_concurrency: Count = 64
@@ -107,7 +106,6 @@ class MaxRate(Scenario):
     on its own, the searches in lock step (step j is each target's j-th trial)."""
 
     kind: ClassVar[str] = "max_rate"
-    reads_results: ClassVar[bool] = True
     p95_ms: float
     error_rate: float = 0.01
     confidence: float = 0.9
