@@ -343,6 +343,14 @@ class ScenarioRecord:
     params: Mapping[str, Any] = field(default_factory=dict)
     status: str | None = None  # "deadline": cut short by its deadline_s; None: ran to its end
 
+    def key(self, index: int) -> str:
+        """``"<index>:<name>"`` when the plan named it, else ``"<index>:<kind>"``: how summary
+        and report tables label it (the index keeps two scenarios of one kind apart). The
+        runner stores the default name ``"<kind>-<index>"`` too; that one reads as the kind."""
+        name = self.params.get("name")
+        named = isinstance(name, str) and name and name != f"{self.kind}-{index}"
+        return f"{index}:{name if named else self.kind}"
+
 
 @dataclass(frozen=True)
 class RunInfo:

@@ -134,7 +134,7 @@ def summarize(store: Store, run: RunInfo) -> list[SummaryRow]:
             if np.asarray(cols["outcome"]).size == 0:
                 continue
             tokens = store.token_times(run.id, target=target.name, scenario=sidx)
-            rows.append(_row(target.name, f"{sidx}:{scenario.kind}", cols, tokens))
+            rows.append(_row(target.name, scenario.key(sidx), cols, tokens))
     return rows
 
 

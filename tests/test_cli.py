@@ -285,3 +285,20 @@ def test_two_processes_need_a_shared_local_runtime(plan: Path, tmp_path: Path) -
     proc = gpubench("run", str(plan), "--store", str(tmp_path / "x.sqlite"), "-p", "2")
     assert proc.returncode == 2
     assert "targets[0].url" in proc.stderr and "gpubench local serve" in proc.stderr
+
+
+def test_named_scenario_labels_summary_rows(tmp_path: Path) -> None:
+    """A scenario the plan names is shown by its name; an unnamed one by its kind."""
+    plan = tmp_path / "plan.toml"
+    plan.write_text(
+        PLAN.format(total=4).replace('kind = "burst"\n', 'kind = "burst"\nname = "spike"\n')
+    )
+    store = tmp_path / "out.sqlite"
+    proc = gpubench("run", str(plan), "--store", str(store), "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    assert "0:cold_starts" in proc.stdout and "1:spike" in proc.stdout
+    show = gpubench("results", "show", "latest", "--store", str(store), "--json")
+    assert {r["scenario"] for r in json.loads(show.stdout)["summary"]} == {
+        "0:cold_starts",
+        "1:spike",
+    }

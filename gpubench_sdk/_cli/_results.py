@@ -167,7 +167,7 @@ def results_compare(
             ok_a, ok_b = a["outcome"] == Outcome.OK.code, b["outcome"] == Outcome.OK.code
             c = compare(a["latency_ms"][ok_a], b["latency_ms"][ok_b], a_name=name_a, b_name=name_b)
             if c.a_count and c.b_count:
-                found.append((f"{idx}:{run_a.scenarios[idx].kind}", c))
+                found.append((run_a.scenarios[idx].key(idx), c))
     if as_json:
         data = [{"scenario": s} | asdict(c) for s, c in found]
         click.echo(json.dumps(json_safe(data), indent=2))

@@ -132,7 +132,7 @@ def _run_row(info: RunInfo) -> Row:
         "host": info.host,
         "gpubench_version": info.gpubench_version,
         "targets": [{"name": t.name, "provider": t.provider} for t in info.targets],
-        "scenarios": [f"{i}:{s.kind}" for i, s in enumerate(info.scenarios)],
+        "scenarios": [s.key(i) for i, s in enumerate(info.scenarios)],
         "config": _scrub(dict(info.config)),  # after _remember_env_secrets (build_report)
     }
 
@@ -156,7 +156,7 @@ def _each(store: Store, info: RunInfo) -> list[tuple[str, int, str, Columns]]:
         for t in info.targets:
             cols = read_columns(store, info.id, t.name, sidx)
             if cols["outcome"].size:
-                found.append((t.name, sidx, f"{sidx}:{scenario.kind}", cols))
+                found.append((t.name, sidx, scenario.key(sidx), cols))
     return found
 
 
