@@ -43,6 +43,27 @@ def test_a_constant_stage_is_a_rate_and_a_ramp_integrates_its_rate() -> None:
     assert down.changes() == [(1.0, 2.0, 0)]
 
 
+def test_poisson_stages_follow_the_rate_and_replay_from_the_seed() -> None:
+    """Time rescaling: the counts per stage are Poisson with the stage's integral as mean, the
+    gaps in a flat stage are exponential, and one seed gives one schedule."""
+    sc = Stages(stages=(Stage(40, 10), Stage(40, 10), Stage(0, 10)), arrivals="poisson", seed=3)
+    offsets = np.array(list(sc.offsets_s()))
+    assert list(sc.offsets_s()) == offsets.tolist()  # seeded: the same schedule every time
+    assert sc.planned(2) == 2 * 800
+    assert np.all(np.diff(offsets) >= 0) and offsets[-1] < 30
+    counts = np.histogram(offsets, bins=[0, 10, 20, 30])[0]
+    for got, mean in zip(counts, (200, 400, 200), strict=True):  # 5 sigma: fails 1 in 1.7M
+        assert abs(got - mean) < 5 * math.sqrt(mean), counts
+    flat = offsets[(offsets >= 10) & (offsets < 20)]
+    gaps = np.diff(flat) * 40  # unit exponential: mean 1, variance 1 (1 for constant: 0)
+    assert abs(gaps.mean() - 1) < 0.25 and abs(gaps.var() - 1) < 0.5
+    other = Stages(stages=sc.stages, arrivals="poisson", seed=4)
+    assert list(other.offsets_s())[:5] != offsets[:5].tolist()
+    with pytest.raises(ConfigError) as info:
+        Stages(stages=sc.stages, arrivals="bursty")  # type: ignore[arg-type]
+    assert info.value.field == "stages.arrivals"
+
+
 def test_bad_stages_name_the_field() -> None:
     with pytest.raises(ConfigError) as info:
         Stages(stages=(Stage(5, 1), Stage(-1, 1)))

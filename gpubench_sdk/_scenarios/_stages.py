@@ -4,9 +4,10 @@ whose rate follows piecewise-linear stages, k6's ramping arrival rate / Locust's
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from ._base import (
     DEFAULT_MAX_INFLIGHT,
@@ -73,15 +74,20 @@ class Stages(Scenario):
     """Open loop whose rate starts at ``start_rps`` and follows ``stages`` piecewise-linearly.
 
     Arrival ``i`` is sent when the integral of the rate reaches ``i`` (exact, not sampled), so
-    a constant stage sends exactly what ``Rate`` would. Each stage whose level differs from the
-    one before is a *change*; ``gpubench_sdk.metrics.scaling_response`` measures how long the
-    target took to answer it (latency back within ``tolerance`` of the level before, in a
-    sliding window of ``window_s``; ready workers at their new steady count).
+    a constant stage sends exactly what ``Rate`` would. ``arrivals="poisson"`` makes the
+    arrivals an inhomogeneous Poisson process with that rate (time rescaling: arrival ``i`` when
+    the integral reaches the sum of ``i + 1`` unit exponential draws from ``seed``). Each stage
+    whose level differs from the one before is a *change*;
+    ``gpubench_sdk.metrics.scaling_response`` measures how long the target took to answer it
+    (latency back within ``tolerance`` of the level before, in a sliding window of
+    ``window_s``; ready workers at their new steady count).
     """
 
     kind: ClassVar[str] = "stages"
     stages: tuple[Stage, ...]
     start_rps: float = 0.0
+    arrivals: Literal["constant", "poisson"] = "constant"
+    seed: Count = 0
     max_inflight: Count | None = None
     window_s: float = 5.0
     tolerance: float = 0.25
@@ -94,6 +100,12 @@ class Stages(Scenario):
         for j, st in enumerate(self.stages):
             check_rps(f"stages.stages[{j}].to_rps", st.to_rps, zero_ok=True)
             check_seconds(f"stages.stages[{j}].over_s", st.over_s, zero_ok=True)
+        check(
+            self.arrivals in ("constant", "poisson"),
+            "stages.arrivals",
+            self.arrivals,
+            "'constant' or 'poisson'",
+        )
         check(
             self.duration_s > 0,
             "stages.stages",
@@ -140,10 +152,24 @@ class Stages(Scenario):
         """The integral of the rate: how many requests the schedule sends per target."""
         return sum((a + b) / 2 * over for _, over, a, b in self.segments())
 
+    def _levels(self) -> Iterator[float]:
+        """The rate's integral at each arrival: 0, 1, 2, ... or a unit-rate Poisson process."""
+        if self.arrivals == "constant":
+            i = 0
+            while True:
+                yield float(i)
+                i += 1
+        rng = random.Random(self.seed)
+        level = 0.0
+        while True:
+            level += rng.expovariate(1.0)
+            yield level
+
     def offsets_s(self) -> Iterator[float]:
-        """Arrival ``i`` at the time the rate's integral reaches ``i`` (lazily)."""
+        """Each arrival at the time the rate's integral reaches its level (lazily)."""
         done = 0.0  # the integral up to the current segment's start
-        i = 0
+        levels = self._levels()
+        i = next(levels)
         for start, over, a, b in self.segments():
             if over == 0:
                 continue
@@ -158,7 +184,7 @@ class Stages(Scenario):
                 else:  # solve a*tau + slope*tau^2/2 = need, in the form stable for both signs
                     tau = 2 * need / (a + math.sqrt(max(0.0, a * a + 2 * slope * need)))
                 yield start + min(tau, over)
-                i += 1
+                i = next(levels)
             done += area
 
     def changes(self) -> list[tuple[float, float, float]]:
@@ -175,7 +201,10 @@ class Stages(Scenario):
         return out
 
     def planned(self, targets: int) -> int:
-        """Exact: the arrivals are the integers below the rate's integral."""
+        """Exact for constant arrivals (the integers below the rate's integral); for Poisson
+        arrivals the expected count (the seeded draw differs by about its square root)."""
+        if self.arrivals == "poisson":
+            return round(self.expected()) * targets
         return max(0, math.ceil(self.expected() - 1e-9 * max(1.0, self.expected()))) * targets
 
     def inflight(self) -> int:
