@@ -77,6 +77,8 @@ def test_every_example_plan_has_a_dry_run(plan: str) -> None:
         assert row.requests > 0 and row.worst_s is not None
         if row.expected_usd is not None:
             assert row.worst_usd is not None and 0 <= row.expected_usd <= row.worst_usd
+        name = getattr(scenarios[row.scenario], "name", None)  # labelled as the summary is
+        assert row.label == f"{row.scenario}:{name or scenarios[row.scenario].kind}"
 
 
 def _sent(store_path: Path) -> Counter[tuple[str, int]]:

@@ -37,6 +37,12 @@ class PlannedScenario:
     worst_s: float | None
     expected_usd: float | None
     worst_usd: float | None
+    name: str | None = None  # the plan's name for it, if any
+
+    @property
+    def label(self) -> str:
+        """``"<index>:<name>"``, else ``"<index>:<kind>"``, as the run's summary shows it."""
+        return f"{self.scenario}:{self.name or self.kind}"
 
 
 @dataclass(frozen=True)
@@ -182,6 +188,7 @@ def dry_run(
                     target=t.name,
                     scenario=sidx,
                     kind=getattr(sc, "kind", type(sc).__name__),
+                    name=getattr(sc, "name", None),
                     requests=n,
                     expected_s=expected_s,
                     worst_s=worst_s,

@@ -158,7 +158,7 @@ def dry_run_table(plan: DryRun, title: str) -> Table:
         for r in (r for r in plan.rows if r.target == target):
             table.add_row(
                 r.target,
-                f"{r.scenario} {r.kind}",
+                r.label,
                 f"{r.requests:,}",
                 _secs(r.expected_s),
                 _secs(r.worst_s),
