@@ -24,6 +24,7 @@ from gpubench_sdk import (
     Store,
     metrics,
     run,
+    summarize,
 )
 from gpubench_sdk.testing import Duration, FleetConfig
 
@@ -131,6 +132,33 @@ async def test_concurrency_holds_n_in_flight_for_its_duration(
         span_s = (max(i.start_ns for i in mine) - min(i.start_ns for i in mine)) / 1e9
         assert 0.8 < span_s < 1.2  # sends for duration_s, no longer
         assert len(mine) >= 10
+
+
+async def test_concurrency_warmup_absorbs_the_cold_starts(tmp_path: Path) -> None:
+    """Two slots onto a fleet of two workers that boot in 0.3 s: the warm-up takes both cold
+    starts (stored as warm-up, negative seq), the measured part only warm requests."""
+    config = FleetConfig(cold_start=Duration.fixed(0.3), max_workers=2, idle_timeout_s=30)
+    sc = Concurrency(concurrency=2, duration_s=0.4, warmup_s=0.5)
+    with fleet_server(config) as server:
+        result = await run(
+            {"fleet": FleetProvider(url=server.url)},
+            EchoProbe(sleep_ms=20),
+            [sc],
+            store=tmp_path / "w.sqlite",
+        )
+    with Store(tmp_path / "w.sqlite") as store:
+        invs = store.invocations(result.run_id)
+        (row,) = summarize(store, store.run(result.run_id))
+    warm = [i for i in invs if i.phase is Phase.WARMUP]
+    measured = [i for i in invs if i.phase is Phase.MEASURE]
+    assert warm and measured and all(i.ok for i in invs)
+    assert all(i.seq < 0 for i in warm) and all(i.seq >= 0 for i in measured)
+    assert sum(bool(i.cold) for i in warm) == 2 and not any(i.cold for i in measured)
+    assert max(i.end_ns for i in warm) <= min(i.start_ns for i in measured)
+    assert row.requests == len(measured)  # the summary counts the measured part only
+    with pytest.raises(ConfigError) as info:
+        Concurrency(concurrency=2, duration_s=1, warmup_s=-1)
+    assert info.value.field == "concurrency.warmup_s"
 
 
 async def test_scaling_response_matches_the_fleets_known_cold_start(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Literal
 
+from .._types import Phase
 from ._base import (
     DEFAULT_MAX_INFLIGHT,
     MAX_CONCURRENCY,
@@ -32,12 +33,17 @@ if TYPE_CHECKING:
 @dataclass(frozen=True, slots=True)
 class Concurrency(Scenario):
     """Closed loop: ``concurrency`` requests in flight per target for ``duration_s``, each slot
-    sending its next request ``think_s`` after its last response (k6's constant VUs)."""
+    sending its next request ``think_s`` after its last response (k6's constant VUs).
+
+    ``warmup_s`` runs the same loop that long first, its requests stored as warm-up (negative
+    ``seq``, ``Phase.WARMUP``, left out of every summary), so the measured part starts on a
+    warmed fleet; the warm-up's last requests finish before the measured part begins."""
 
     kind: ClassVar[str] = "concurrency"
     concurrency: Count
     duration_s: float
     think_s: float = 0.0
+    warmup_s: float = 0.0
     deadline_s: float | None = None
     name: str | None = None
 
@@ -45,18 +51,23 @@ class Concurrency(Scenario):
         check_count("concurrency.concurrency", self.concurrency, 1, MAX_CONCURRENCY)
         check_seconds("concurrency.duration_s", self.duration_s)
         check_seconds("concurrency.think_s", self.think_s, zero_ok=True)
+        check_seconds("concurrency.warmup_s", self.warmup_s, zero_ok=True)
         check_deadline("concurrency", self.deadline_s)
         check_name("concurrency", self.name)
 
     def planned(self, targets: int) -> int:
         """An estimate: one request per slot per second of thinking (or per second)."""
-        per_slot = self.duration_s / max(self.think_s, 1.0)
+        per_slot = (self.warmup_s + self.duration_s) / max(self.think_s, 1.0)
         return max(1, math.ceil(per_slot * self.concurrency)) * targets
 
     def inflight(self) -> int:
         return self.concurrency
 
     async def drive(self, load: Load) -> None:
+        if self.warmup_s:  # numbered from -SEQ_BLOCK up: negative, as rate's warm-up is
+            await load.closed_loop(
+                self.concurrency, self.warmup_s, think_s=self.think_s, step=-1, phase=Phase.WARMUP
+            )
         await load.closed_loop(self.concurrency, self.duration_s, think_s=self.think_s)
 
 
