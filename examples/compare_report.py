@@ -23,9 +23,9 @@ PLAN = {
     "run": {"name": "compare-report"},
     "workload": {"kind": "probe", "sleep_ms": 20},
     "targets": [
-        {"name": "echo", "provider": "local", "handler": "gpubench_sdk._local.demo:echo",
+        {"name": "echo", "provider": "local", "handler": "gpubench_sdk.demo:echo",
          "load": "", "max_workers": 3, "idle_timeout_s": 1.0, "price_per_s_usd": 0.0004},
-        {"name": "model", "provider": "local", "handler": "gpubench_sdk._local.demo:predict",
+        {"name": "model", "provider": "local", "handler": "gpubench_sdk.demo:predict",
          "max_workers": 3, "idle_timeout_s": 1.0, "price_per_s_usd": 0.0003},
     ],
     "scenarios": [

@@ -42,7 +42,7 @@ def gpubench(*args: str) -> subprocess.Popen[str]:
 def runtime_url() -> Iterator[str]:
     """One local runtime for every slot, so a slot costs requests, not a runtime start."""
     proc = gpubench(
-        "local", "serve", "--port", "0", "--handler", "gpubench_sdk._local.demo:echo",
+        "local", "serve", "--port", "0", "--handler", "gpubench_sdk.demo:echo",
         "--max-workers", "2", "--idle-timeout", "30",
     )  # fmt: skip
     assert proc.stdout is not None

@@ -27,7 +27,7 @@ sleep_ms = 5
 [[targets]]
 name = "loc"
 provider = "local"
-handler = "gpubench_sdk._local.demo:echo"
+handler = "gpubench_sdk.demo:echo"
 load = ""
 max_workers = 2
 idle_timeout_s = 2.0
@@ -239,7 +239,7 @@ def local_serve(max_workers: int) -> Iterator[tuple[str, subprocess.Popen[str]]]
     """`gpubench local serve` on a free port, stopped with Ctrl-C (SIGINT) afterwards."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "gpubench_sdk", "local", "serve", "--port", "0",
-         "--handler", "gpubench_sdk._local.demo:echo", "--max-workers", str(max_workers)],
+         "--handler", "gpubench_sdk.demo:echo", "--max-workers", str(max_workers)],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )  # fmt: skip
     try:

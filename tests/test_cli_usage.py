@@ -29,7 +29,7 @@ name = "usage"
 [[targets]]
 name = "loc"
 provider = "local"
-handler = "gpubench_sdk._local.demo:echo"
+handler = "gpubench_sdk.demo:echo"
 load = ""
 
 [[scenarios]]

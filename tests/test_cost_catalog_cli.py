@@ -51,7 +51,7 @@ TARGET = """
 [[targets]]
 name = "{name}"
 provider = "local"
-handler = "gpubench_sdk._local.demo:echo"
+handler = "gpubench_sdk.demo:echo"
 load = ""
 billing = "{billing}"
 price_sku = "{sku}"

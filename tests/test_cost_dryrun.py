@@ -36,7 +36,7 @@ sleep_ms = 5
 [[targets]]
 name = "loc"
 provider = "local"
-handler = "gpubench_sdk._local.demo:echo"
+handler = "gpubench_sdk.demo:echo"
 load = ""
 max_workers = 2
 idle_timeout_s = 1.0

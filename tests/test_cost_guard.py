@@ -25,7 +25,7 @@ sleep_ms = 50
 [[targets]]
 name = "loc"
 provider = "local"
-handler = "gpubench_sdk._local.demo:echo"
+handler = "gpubench_sdk.demo:echo"
 load = ""
 max_workers = 2
 idle_timeout_s = 2.0
@@ -267,7 +267,7 @@ def test_two_processes_stop_a_target_together_within_its_cap(tmp_path: Path) -> 
 
     serve = subprocess.Popen(
         [sys.executable, "-m", "gpubench_sdk", "local", "serve", "--port", "0",
-         "--handler", "gpubench_sdk._local.demo:echo", "--max-workers", "4",
+         "--handler", "gpubench_sdk.demo:echo", "--max-workers", "4",
          "--idle-timeout", "2"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
@@ -277,7 +277,7 @@ def test_two_processes_stop_a_target_together_within_its_cap(tmp_path: Path) -> 
         assert "listening on http://127.0.0.1:" in line, line
         url = line.rsplit(" ", 1)[1].strip()
         plan = tmp_path / "plan.toml"
-        text = PLAN.replace('handler = "gpubench_sdk._local.demo:echo"\nload = ""\n', "")
+        text = PLAN.replace('handler = "gpubench_sdk.demo:echo"\nload = ""\n', "")
         text = text.replace("max_workers = 2\n", f'url = "{url}"\n')
         text = text.replace("max_cost_usd = 0.8", "max_cost_usd = 2.0")
         plan.write_text(text.replace("concurrency = 2", "concurrency = 4"))

@@ -30,7 +30,7 @@ def test_simulated_cold_starts_match_the_local_runtimes(tmp_path: Path) -> None:
                 {
                     "name": "loc",
                     "provider": "local",
-                    "handler": "gpubench_sdk._local.demo:echo",
+                    "handler": "gpubench_sdk.demo:echo",
                     "load": "",
                     "max_workers": 1,
                     "idle_timeout_s": IDLE_TIMEOUT_S,

@@ -71,7 +71,7 @@ def test_gpubench_run_refuses_a_cap_too_small_for_one_request(tmp_path: Path) ->
     plan = tmp_path / "plan.toml"
     plan.write_text(
         '[workload]\nkind = "probe"\n\n[[targets]]\nname = "loc"\nprovider = "local"\n'
-        'handler = "gpubench_sdk._local.demo:echo"\nload = ""\n'
+        'handler = "gpubench_sdk.demo:echo"\nload = ""\n'
         "price_per_s_usd = 0.01\nmax_cost_usd = 1.0\n\n"
         '[[scenarios]]\nkind = "burst"\ntotal = 5\nconcurrency = 1\n'
     )

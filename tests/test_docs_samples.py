@@ -45,7 +45,7 @@ kind = "probe"
 [[targets]]
 name = "local"
 provider = "local"
-handler = "gpubench_sdk._local.demo:echo"
+handler = "gpubench_sdk.demo:echo"
 load = ""
 
 [[scenarios]]

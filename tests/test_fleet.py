@@ -15,7 +15,7 @@ pytestmark = pytest.mark.anyio
 
 async def test_burst_scale_out_is_recorded(tmp_path: Path) -> None:
     provider = LocalProvider(
-        handler="gpubench_sdk._local.demo:echo", load="", max_workers=3, idle_timeout_s=30
+        handler="gpubench_sdk.demo:echo", load="", max_workers=3, idle_timeout_s=30
     )
     result = await run(
         {"loc": provider},
@@ -61,7 +61,7 @@ def test_fleet_round_trip_and_unknown_target(tmp_path: Path) -> None:
 
 
 async def test_a_runtime_the_provider_starts_itself_is_its_endpoint() -> None:
-    provider = LocalProvider(handler="gpubench_sdk._local.demo:echo", load="", max_workers=1)
+    provider = LocalProvider(handler="gpubench_sdk.demo:echo", load="", max_workers=1)
     assert provider.endpoint is None  # not started yet
     async with provider:
         assert provider.endpoint == provider.url and provider.url.startswith("http://127.0.0.1:")

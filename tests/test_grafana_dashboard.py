@@ -41,7 +41,7 @@ stream = true
 [[targets]]
 name = "local"
 provider = "local"
-handler = "gpubench_sdk._local.demo:predict"  # the demo model answers LLM payloads
+handler = "gpubench_sdk.demo:predict"  # the demo model answers LLM payloads
 max_workers = 2
 
 [[targets]]

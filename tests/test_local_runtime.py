@@ -406,7 +406,7 @@ async def test_bad_bodies_are_400(client: httpx.AsyncClient, handler_env: dict[s
     [
         ("bench_handler:predict_plain", None, {"args": 1, "echo": "e"}),
         ("bench_handler:predict_async", None, {"async": True}),
-        ("gpubench_sdk._local.demo:echo", "", {"echo": "e", "slept_ms": pytest.approx(2, abs=50)}),
+        ("gpubench_sdk.demo:echo", "", {"echo": "e", "slept_ms": pytest.approx(2, abs=50)}),
     ],
 )
 async def test_handlers_without_load_and_async_handlers(

@@ -25,7 +25,7 @@ BASE: dict[str, Any] = {
     "targets": [{"name": "t", "provider": "http", "url": "http://127.0.0.1:9/x"}],
     "scenarios": [{"kind": "burst", "total": 2, "concurrency": 1}],
 }
-LOCAL = {"name": "t", "provider": "local", "handler": "gpubench_sdk._local.demo:echo", "load": ""}
+LOCAL = {"name": "t", "provider": "local", "handler": "gpubench_sdk.demo:echo", "load": ""}
 
 Edit = Callable[[dict[str, Any]], None]
 

@@ -34,7 +34,7 @@ sleep_ms = 2
 [[targets]]
 name = "loc"
 provider = "local"
-handler = "gpubench_sdk._local.demo:echo"
+handler = "gpubench_sdk.demo:echo"
 load = ""
 
 [[scenarios]]

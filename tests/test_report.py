@@ -128,7 +128,7 @@ kind = "probe"
 [[targets]]
 name = "loc"
 provider = "local"
-handler = "gpubench_sdk._local.demo:echo"
+handler = "gpubench_sdk.demo:echo"
 load = ""
 api_key_env = "GPUBENCH_REPORT_TEST_KEY"
 headers = {{ "X-Trace" = "{secret}" }}

@@ -45,7 +45,7 @@ PLAN = {
             "name": "loc",
             "provider": "local",
             "api_key_env": "GPB_TEST_KEY",
-            "handler": "gpubench_sdk._local.demo:echo",
+            "handler": "gpubench_sdk.demo:echo",
             "load": "",
             "idle_timeout_s": 1.0,
         }

@@ -15,8 +15,8 @@ from pydantic import (
     model_validator,
 )
 
-DEFAULT_HANDLER = "gpubench_sdk._local.demo:predict"
-DEFAULT_LOAD = "gpubench_sdk._local.demo:load"
+DEFAULT_HANDLER = "gpubench_sdk.demo:predict"
+DEFAULT_LOAD = "gpubench_sdk.demo:load"
 # Passes the gateway's API key to a runtime started by ``spawn_runtime``: never on a command line,
 # where every user of the machine can read it.
 API_KEY_ENV = "GPUBENCH_LOCAL_API_KEY"

@@ -78,19 +78,18 @@ def read_frame_sync(stream: IO[bytes]) -> dict[str, Any] | None:
     return decode(data)
 
 
-_OWN_PACKAGE = "gpubench_sdk._local."
+_DEMO = "gpubench_sdk.demo"
+_DEMO_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "demo.py")
 
 
 def _import(module_name: str) -> Any:
-    """Import a module; this runtime's own handlers (the demo) by path, like this file.
+    """Import a module; the demo handlers (``gpubench_sdk.demo``) by path, like this file.
 
     The demo stands in for a user's handler, and a deployed handler does not import gpubench.
     """
-    name = module_name.removeprefix(_OWN_PACKAGE)
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name + ".py")
-    if name == module_name or "." in name or module_name in sys.modules or not os.path.exists(path):
+    if module_name != _DEMO or module_name in sys.modules or not os.path.exists(_DEMO_PATH):
         return importlib.import_module(module_name)
-    spec = importlib.util.spec_from_file_location(module_name, path)
+    spec = importlib.util.spec_from_file_location(module_name, _DEMO_PATH)
     assert spec is not None and spec.loader is not None
     module = sys.modules[module_name] = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
