@@ -77,7 +77,8 @@ def _axes(svg: ET.Element) -> tuple[Any, Any]:
         if t.get("text-anchor") == "middle" and re.fullmatch(r"-?[\d.]+k?", t.text or "")
     ]
     ys = [(_value(t.text or ""), float(t.get("y", 0))) for t in texts
-          if t.get("text-anchor") == "end" and t.get("dy") and re.fullmatch(r"-?[\d.]+k?", t.text or "")]  # fmt: skip
+          if t.get("text-anchor") == "end" and t.get("dy")
+          and re.fullmatch(r"-?[\d.]+k?", t.text or "")]  # fmt: skip
     assert len(xs) >= 2 and len(ys) >= 2
 
     def fit(pairs: list[tuple[float, float]]) -> Any:
@@ -150,7 +151,7 @@ def test_scores_and_ttft_columns_show_when_asked(tmp_path: Path) -> None:
 
 
 def test_report_includes_the_advice(tmp_path: Path) -> None:
-    page, data = _advise_page(tmp_path)
+    _, data = _advise_page(tmp_path)
     out = tmp_path / "report.html"
     args = ["report", "1", "--store", str(tmp_path / "m.sqlite"), "-o", str(out)]
     for layout in ("comparison", "reference"):
@@ -185,7 +186,7 @@ def test_the_page_in_a_browser(tmp_path: Path) -> None:
         pytest.skip("needs Debian's chromium (apt-get install chromium)")
     from test_report_browser import CHROMIUM_ARGS, MARKS_OUTSIDE, TABLES_OVERFLOWING
 
-    page_html, data = _advise_page(tmp_path)
+    _, data = _advise_page(tmp_path)
     path = tmp_path / "advice.html"
     errors: list[str] = []
     with sync_api.sync_playwright() as pw:
@@ -207,3 +208,19 @@ def test_the_page_in_a_browser(tmp_path: Path) -> None:
         shutil.copy(shot, Path(artifacts) / "report" / "advise.png")
     assert errors == [] and outside == [] and overflowing == []
     assert points == len(data["options"])
+
+
+def test_the_page_example_runs(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "advise_page.py"
+    out = tmp_path / "advise.html"
+    done = subprocess.run(
+        [sys.executable, str(example), str(out)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert "highest weighted score" in done.stdout and "cheapest option" in done.stdout
+    page = out.read_text()
+    _well_formed(page)
+    assert 'data-chart="advise-frontier"' in page and "<h3>Weighted score</h3>" in page

@@ -23,7 +23,7 @@ SLA = {"sla": {"runpod": 99.5, "pricey": 99.99}}
 
 
 def _targets() -> list[MeasuredTarget]:
-    """"cheap" (a runpod target) boots in 10 s; "pricey" boots in 5 s at three times the rate."""
+    """ "cheap" (a runpod target) boots in 10 s; "pricey" boots in 5 s at three times the rate."""
     rng = np.random.default_rng(4)
 
     def one(name: str, provider: str, cold_s: float, rate: float) -> MeasuredTarget:
@@ -76,9 +76,7 @@ def test_weights_rank_the_options_meeting_every_objective_and_only_when_given() 
     assert ranked.recommended.meets_all[0] >= 0.9
     assert "highest weighted score" in ranked.reason
     # among pricey's options meeting everything, ties on the SLA go to the cheaper
-    sure = [
-        e for e in ranked.options if e.option.target == "pricey" and e.meets_all[0] >= 0.9
-    ]
+    sure = [e for e in ranked.options if e.option.target == "pricey" and e.meets_all[0] >= 0.9]
     assert ranked.recommended.cost_usd_per_day[0] == min(e.cost_usd_per_day[0] for e in sure)
     data = ranked.to_json()
     assert data["scoring"]["ranks"] and data["scoring"]["criteria"] == SLA
@@ -87,15 +85,15 @@ def test_weights_rank_the_options_meeting_every_objective_and_only_when_given() 
 
 
 def test_bad_weights_and_criteria_name_the_field_and_the_fix() -> None:
-    with pytest.raises(ConfigError, match="--weight.*speed.*cost"):
+    with pytest.raises(ConfigError, match=r"--weight.*speed.*cost"):
         Scoring({"speed": 1})
-    with pytest.raises(ConfigError, match="--weight cost.*>= 0"):
+    with pytest.raises(ConfigError, match=r"--weight cost.*>= 0"):
         Scoring({"cost": -1})
     with pytest.raises(ConfigError, match="at least one weight > 0"):
         Scoring({"cost": 0})
-    with pytest.raises(ConfigError, match="--criterion.*cost.*new name"):
+    with pytest.raises(ConfigError, match=r"--criterion.*cost.*new name"):
         Scoring(criteria={"cost": {"runpod": 1}})
-    with pytest.raises(ConfigError, match="--criterion sla.runpod.*finite number"):
+    with pytest.raises(ConfigError, match=r"--criterion sla.runpod.*finite number"):
         Scoring(criteria={"sla": {"runpod": "high"}})  # type: ignore[dict-item]
     with pytest.raises(ConfigError, match="a value for target 'pricey'"):
         _advice(Scoring(criteria={"sla": {"runpod": 99.5}}))

@@ -139,8 +139,9 @@ def test_a_ttft_objective_changes_the_pick(measured: tuple[Path, int]) -> None:
 
 
 def test_a_ttft_objective_needs_streamed_measurements(tmp_path: Path) -> None:
-    from gpubench_sdk._errors import ConfigError
     from test_advise import _store
+
+    from gpubench_sdk._errors import ConfigError
 
     path = tmp_path / "m.sqlite"
     _store(path)  # not streamed: no first-token times
