@@ -147,3 +147,24 @@ def test_a_ttft_objective_needs_streamed_measurements(tmp_path: Path) -> None:
     _store(path)  # not streamed: no first-token times
     with Store(path, readonly=True) as store, pytest.raises(ConfigError, match="--ttft-p95-ms"):
         advise(store, ["latest"], Traffic.per_day(1000), Objectives(30.0, ttft_s=1.0))
+
+
+def test_cli_ttft_objective(measured: tuple[Path, int]) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from gpubench_sdk._cli import main
+
+    path, run = measured
+    args = ["advise", str(run), "--store", str(path), "--rate", str(RATE), "--p95-ms", "5000"]
+    args += ["--resamples", "5", "--ttft-p95-ms", str(TTFT_S * 1e3)]
+    table = CliRunner().invoke(main, args)
+    assert table.exit_code == 0, table.output
+    assert "TTFT p95 ms" in table.output and "TTFT p95" in table.output.split("Recommendation:")[1]
+    data = json.loads(CliRunner().invoke(main, [*args, "--json"]).output)
+    assert data["objectives"]["ttft_ms"] == TTFT_S * 1e3
+    assert {t["name"]: t["ttfts"] for t in data["targets"]} == {"slow": 30, "quick": 30}
+    assert data["recommended"]["p_meets"]["ttft_p95"]["share"] >= 0.9
+    bad = CliRunner().invoke(main, [*args[:-1], "-5"])
+    assert bad.exit_code != 0 and "--ttft-p95-ms" in bad.output and "Traceback" not in bad.output

@@ -258,11 +258,13 @@ def _print(advice: Advice) -> None:
         )
     console.print(f"Recommendation: {advice.reason}", markup=False)
     unsettled = advice.unsettled_by
+    ranks = advice.scoring is not None and advice.scoring.ranks
+    above = "higher-scoring" if ranks else "cheaper"
     if unsettled is None:
         console.print("Stable: no cheaper option is left undecided by the resamples.")
     else:
         console.print(
-            f"Unstable: the cheaper {unsettled.option.label} met every objective in "
+            f"Unstable: the {above} {unsettled.option.label} met every objective in "
             f"{unsettled.meets_all[0]:.0%} of the resamples, neither ruled in nor out; about "
             f"{advice.more_cold_starts} cold starts of {unsettled.option.target} in all (now "
             f"{advice.cold_starts_measured}) would settle it.",
