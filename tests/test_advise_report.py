@@ -224,3 +224,22 @@ def test_the_page_example_runs(tmp_path: Path) -> None:
     page = out.read_text()
     _well_formed(page)
     assert 'data-chart="advise-frontier"' in page and "<h3>Weighted score</h3>" in page
+
+
+def test_names_are_escaped_and_nothing_is_fetched() -> None:
+    import numpy as np
+
+    from gpubench_sdk import MeasuredTarget, Objectives, Traffic, advise_targets
+    from gpubench_sdk.cost import BillingModel
+
+    evil = '<img src="https://x.invalid/a.png" onerror="alert(1)">'
+    target = MeasuredTarget(
+        evil, "x", np.full(20, 2.0), np.full(5, 6.0), BillingModel(granularity_s=1.0),
+        0.0004, "longest_idle",
+    )  # fmt: skip
+    page = advise_targets([target], Traffic.per_day(500), Objectives(30.0), resamples=3).to_html(
+        title=evil
+    )
+    _well_formed(page)
+    assert "<img" not in page and "&lt;img src=&quot;https://x.invalid" in page
+    assert "default-src 'none'" in page  # and the CSP forbids any fetch regardless
