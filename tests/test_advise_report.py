@@ -168,6 +168,18 @@ def test_report_includes_the_advice(tmp_path: Path) -> None:
     done = CliRunner().invoke(main, [*args[:-1], str(as_json), "--advice",
                                      str(tmp_path / "advice.json")])  # fmt: skip
     assert done.exit_code == 0 and json.loads(as_json.read_text())["advice"] == data
+    markdown = tmp_path / "report.md"
+    done = CliRunner().invoke(main, [*args[:-1], str(markdown), "--advice",
+                                     str(tmp_path / "advice.json")])  # fmt: skip
+    assert done.exit_code == 0 and "## advice" in markdown.read_text()
+    assert f"| {data['recommended']['label']} | recommended |" in markdown.read_text()
+    # from Python: build_report(..., advice=Advice.to_json())
+    from gpubench_sdk import Store, build_report, render_report
+
+    with Store(tmp_path / "m.sqlite", readonly=True) as store:
+        report = build_report(store, ["latest"], advice=data)
+    assert len(report.tables["advice"]) == len(data["options"])
+    assert 'data-chart="advise-frontier"' in render_report(report, "html")
     (tmp_path / "bad.json").write_text('{"runs": []}')
     for bad, says in (
         (tmp_path / "bad.json", "missing options"),

@@ -96,10 +96,13 @@ def report_cmd(
             if not runs:
                 raise ConfigError("--campaign", campaign, "a campaign with at least one run")
             refs += runs
-        content = build_report(store, refs, title=title, traffic=traffic, layout=layout)
-    if advice_path is not None:
-        from .._report._advise import read_advice
+        advice = None
+        if advice_path is not None:
+            from .._report._advise import read_advice
 
-        content.advice = read_advice(advice_path)
+            advice = read_advice(advice_path)
+        content = build_report(
+            store, refs, title=title, traffic=traffic, layout=layout, advice=advice
+        )
     Path(output).write_text(render(content, chosen), encoding="utf-8")
     click.echo(f"wrote {output} ({chosen}, {layout} layout, {len(content.runs)} run(s))")

@@ -12,11 +12,15 @@ ringed. Every point is ``class="mark" data-kind="option"`` with its figures in `
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from html import escape
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._format import figure
 from ._svg import PALETTE, WIDTH, _f, _plot, _Scale, _svg, _x_axis, _y_axis, nice_ticks
+
+if TYPE_CHECKING:
+    from ._read import Report
 
 _FRONTIER, _OTHER, _PICK, _SECOND = PALETTE[0], "#9498a0", PALETTE[2], PALETTE[1]
 
@@ -273,6 +277,16 @@ def advice_page(data: dict[str, Any], title: str = "gpubench advise") -> str:
 
 
 _REQUIRED = ("options", "objectives", "traffic", "reason", "recommended", "resamples")
+_FIX = "the JSON that `gpubench advise ... --json > FILE` writes (Advice.to_json())"
+
+
+def _check(data: Any, where: str) -> dict[str, Any]:
+    from .._errors import ConfigError
+
+    missing = [k for k in _REQUIRED if not isinstance(data, Mapping) or k not in data]
+    if missing:
+        raise ConfigError("--advice", where, f"{_FIX} (missing {', '.join(missing)})")
+    return dict(data)
 
 
 def read_advice(path: str) -> dict[str, Any]:
@@ -282,14 +296,40 @@ def read_advice(path: str) -> dict[str, Any]:
 
     from .._errors import ConfigError
 
-    fix = "the JSON that `gpubench advise ... --json > FILE` writes"
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
-        raise ConfigError("--advice", path, f"a readable file ({exc.strerror}): {fix}") from None
+        raise ConfigError("--advice", path, f"a readable file ({exc.strerror}): {_FIX}") from None
     except ValueError as exc:
-        raise ConfigError("--advice", path, f"valid JSON ({exc}): {fix}") from None
-    missing = [k for k in _REQUIRED if not isinstance(data, dict) or k not in data]
-    if missing:
-        raise ConfigError("--advice", path, f"{fix} (missing {', '.join(missing)})")
-    return dict(data)
+        raise ConfigError("--advice", path, f"valid JSON ({exc}): {_FIX}") from None
+    return _check(data, path)
+
+
+def attach_advice(report: Report, advice: Mapping[str, Any]) -> None:
+    """Put ``advice`` (``Advice.to_json()``) in ``report``: whole for the HTML page and the
+    JSON, and as the ``advice`` table (one row per option) that CSV and Markdown print."""
+    data = _check(advice, "advice")
+    report.advice = data
+    pick = (data.get("recommended") or {}).get("label")
+    second = (data.get("runner_up") or {}).get("label")
+    rows = report.table("advice")
+    for o in data["options"]:
+        c, lat, share = o["cost_usd_per_day"], o["latency_ms"], o["p_meets_all"]
+        rows.append(
+            {
+                "option": o["label"],
+                "choice": "recommended" if o["label"] == pick else
+                "runner-up" if o["label"] == second else "",
+                "frontier": o["frontier"],
+                "usd_per_day": c["median"],
+                "usd_per_day_p5": c["p5"],
+                "usd_per_day_p95": c["p95"],
+                "latency_ms": lat["median"],
+                "latency_p5_ms": lat["p5"],
+                "latency_p95_ms": lat["p95"],
+                "cold_rate": o["cold_rate"]["median"],
+                "ttft_ms": (o.get("ttft_ms") or {}).get("median"),
+                "p_meets_all": share["share"],
+                "score": (o.get("score") or {}).get("score"),
+            }
+        )  # fmt: skip
