@@ -120,18 +120,13 @@ def _values(
         "cost": e.cost_usd_per_day[0],
         "latency": e.latency_s[0],
         "cold": e.cold_rate[0],
-        "ttft": _ttft_median(e),
+        "ttft": math.nan if e.ttft_s is None else e.ttft_s[0],
     }
     names = [e.option.target] + ([e.option.overflow_to] if e.option.overflow_to else [])
     for criterion, values in user.items():
         per = [float(values[n] if n in values else values[targets[n].provider]) for n in names]
         out[criterion] = min(per)
     return out
-
-
-def _ttft_median(e: Estimate) -> float:
-    ttft = getattr(e, "ttft_s", None)
-    return float(ttft[0]) if ttft is not None else math.nan
 
 
 def parse_weights(text: str) -> dict[str, float]:

@@ -138,9 +138,9 @@ def _inputs(data: dict[str, Any]) -> str:
         for t in data.get("targets", [])
     )
     head = (
-        "<tr><th>target</th><th>provider</th><th>executions</th><th>cold starts</th>"
-        "<th>TTFTs</th><th>runs</th><th>USD/s</th><th>billed per (s)</th>"
-        "<th>worker policy</th></tr>"
+        '<tr><th class="l">target</th><th class="l">provider</th><th>executions</th>'
+        '<th>cold starts</th><th>TTFTs</th><th class="l">runs</th><th>USD/s</th>'
+        '<th>billed per (s)</th><th class="l">worker policy</th></tr>'
     )
     traffic = data["traffic"]
     return (
