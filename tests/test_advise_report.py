@@ -255,3 +255,25 @@ def test_names_are_escaped_and_nothing_is_fetched() -> None:
     _well_formed(page)
     assert "<img" not in page and "&lt;img src=&quot;https://x.invalid" in page
     assert "default-src 'none'" in page  # and the CSP forbids any fetch regardless
+
+
+def test_an_unstable_pick_says_how_many_cold_starts_or_days_would_settle_it() -> None:
+    import numpy as np
+
+    from gpubench_sdk import MeasuredTarget, Objectives, Traffic, advise_targets
+    from gpubench_sdk.cost import BillingModel
+
+    # three days of 10 executions and 2, 2, 1 cold starts, one of them 30 s: scaled to zero,
+    # a 35 s p95 is met only by the draws without it (as in test_advise's unstable case)
+    days = MeasuredTarget(
+        "a", "x", np.full(30, 12.0), np.array([10.0, 12.0, 14.0, 16.0, 30.0]),
+        BillingModel(granularity_s=1.0), 0.0004, "longest_idle",
+        runs=(1, 2, 3), run_sizes=((10, 2), (10, 2), (10, 1)),
+    )  # fmt: skip
+    advice = advise_targets([days], Traffic.per_day(1000), Objectives(35.0), resamples=30)
+    assert not advice.stable and advice.unsettled_by is not None
+    assert advice.days_measured == 3 and advice.more_days is not None and advice.more_days > 3
+    page = advice.to_html()
+    assert f"about {advice.more_days:,} days of campaign in all (now 3)" in page
+    assert f"about {advice.more_cold_starts:,} cold starts of a in all (now 5)" in page
+    assert advice.to_json()["more_days"] == advice.more_days

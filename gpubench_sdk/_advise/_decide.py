@@ -58,6 +58,10 @@ class Advice:
     notes: list[str] = field(default_factory=list)
     # the weighted score of each option, in ``options``' order (None: no weights or criteria)
     scores: list[OptionScore] | None = None
+    # with the unsettled target measured over several runs (a campaign's days): about how many
+    # days in all would settle it, by the same rule as the cold starts (None: not applicable)
+    more_days: int | None = None
+    days_measured: int = 1
     scoring: Scoring | None = None
     targets: list[MeasuredTarget] = field(default_factory=list, repr=False)
 
@@ -145,6 +149,8 @@ class Advice:
             "stable": self.stable,
             "cold_starts_measured": self.cold_starts_measured,
             "more_cold_starts": self.more_cold_starts,
+            "days_measured": self.days_measured,
+            "more_days": self.more_days,
             "notes": self.notes,
             "options": [est(e) for e in self.options],
         }
@@ -257,6 +263,10 @@ def advise_targets(
     # the cold starts to add are the unsettled option's (its target's, or its pair's fewest)
     cold_n = min(by_name[n].cold_start_s.size for n in _names(unsettled or best))
     more = None if unsettled is None else _more_samples(unsettled.meets_all[0], confidence, cold_n)
+    days = min(max(1, len(by_name[n].runs)) for n in _names(unsettled or best))
+    more_days = None
+    if unsettled is not None and days > 1:  # days are resampled too: they settle it the same way
+        more_days = _more_samples(unsettled.meets_all[0], confidence, days)
     notes = [
         f"{t.name}: {t.cold_start_s.size} cold starts and {t.execution_s.size} executions "
         f"measured; billed per {t.billing.granularity_s:g} s at ${t.rate_usd_per_s:.6g}/s; "
@@ -291,6 +301,8 @@ def advise_targets(
         cold_starts_measured=cold_n,
         more_cold_starts=more,
         notes=notes,
+        more_days=more_days,
+        days_measured=days,
         scores=scores,
         scoring=scoring,
         targets=list(targets),

@@ -267,7 +267,13 @@ def _print(advice: Advice) -> None:
             f"Unstable: the {above} {unsettled.option.label} met every objective in "
             f"{unsettled.meets_all[0]:.0%} of the resamples, neither ruled in nor out; about "
             f"{advice.more_cold_starts} cold starts of {unsettled.option.target} in all (now "
-            f"{advice.cold_starts_measured}) would settle it.",
+            f"{advice.cold_starts_measured}) would settle it"
+            + (
+                f", or about {advice.more_days} days of campaign in all (now "
+                f"{advice.days_measured})."
+                if advice.more_days is not None
+                else "."
+            ),
             markup=False,
         )
     for note in advice.notes:

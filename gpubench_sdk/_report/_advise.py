@@ -162,7 +162,13 @@ def _warnings(data: dict[str, Any]) -> str:
             f"Unstable pick: {unsettled['label']} ranks above it and met every objective in "
             f"{unsettled['p_meets_all']['share']:.0%} of the resamples, neither ruled in nor "
             f"out; about {data['more_cold_starts']:,} cold starts of {unsettled['target']} in "
-            f"all (now {data['cold_starts_measured']:,}) would settle it."
+            f"all (now {data['cold_starts_measured']:,}) would settle it"
+            + (
+                f", or about {data['more_days']:,} days of campaign in all (now "
+                f"{data['days_measured']:,})."
+                if data.get("more_days") is not None
+                else "."
+            )
         )
     else:
         out.append("Stable: no option ranked above the pick is left undecided by the resamples.")
