@@ -14,7 +14,15 @@ import typing as _typing
 __version__ = "0.1.0"
 
 if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
-    from ._advise import Advice, MeasuredTarget, Objectives, Traffic, advise, advise_targets
+    from ._advise import (
+        Advice,
+        MeasuredTarget,
+        Objectives,
+        Scoring,
+        Traffic,
+        advise,
+        advise_targets,
+    )
     from ._capabilities import BillingModel, Capabilities
     from ._config import RunConfig, load_config, validate_options
     from ._errors import (
@@ -83,6 +91,7 @@ _EXPORTS: dict[str, str] = {
     "advise": "._advise",
     "advise_targets": "._advise",
     "MeasuredTarget": "._advise",
+    "Scoring": "._advise",
     "BillingModel": "._capabilities",
     "Capabilities": "._capabilities",
     "RunConfig": "._config",
@@ -214,6 +223,7 @@ __all__ = [
     "Runner",
     "ScalingSettings",
     "Scenario",
+    "Scoring",
     "ServerHTTPError",
     "Stage",
     "Stages",

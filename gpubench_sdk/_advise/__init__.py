@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from ._decide import Advice, advise_targets
 from ._inputs import MeasuredTarget, Objectives, Traffic, measured_targets
+from ._score import OptionScore, Scoring
 from ._search import DEFAULT_SCALE_DOWN_S, Estimate, Option
 
 if TYPE_CHECKING:
@@ -34,6 +35,8 @@ def advise(
     max_workers: int | None = None,
     seed: int = 0,
     overflow: bool = True,
+    weights: Mapping[str, float] | None = None,
+    criteria: Mapping[str, Mapping[str, float]] | None = None,
 ) -> Advice:
     """Recommend a target and its scaling settings for ``traffic`` under ``objectives``.
 
@@ -42,7 +45,11 @@ def advise(
     price; ``committed``: ``{target: USD per hour}`` of one worker on a commitment (reserved or
     active workers), which adds always-warm options priced that way. Every option is
     simulated on ``resamples`` bootstrap resamples of the measurements; the recommendation is
-    the cheapest option meeting every objective in ``confidence`` of them."""
+    the cheapest option meeting every objective in ``confidence`` of them. ``weights``
+    (``cost``, ``latency``, ``cold``, ``ttft`` and any user criterion -> weight) rank those
+    options by the metrics guide's weighted score instead; ``criteria`` (user criterion ->
+    provider or target -> number, higher is better, e.g. ``{"sla": {"runpod": 99.9}}``) adds
+    criteria to it. Either one shows each option's score (``Advice.scores``)."""
     from ..cost._catalog import load_catalog
 
     targets = measured_targets(store, runs, catalog or load_catalog(), prices, committed)
@@ -56,6 +63,7 @@ def advise(
         max_workers=max_workers,
         seed=seed,
         overflow=overflow,
+        scoring=None if weights is None and criteria is None else Scoring(weights, criteria),
     )
 
 
@@ -66,6 +74,8 @@ __all__ = [
     "MeasuredTarget",
     "Objectives",
     "Option",
+    "OptionScore",
+    "Scoring",
     "Traffic",
     "advise",
     "advise_targets",

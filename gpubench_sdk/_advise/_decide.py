@@ -1,8 +1,9 @@
 """The decision: rank the estimates, recommend one, say why and how sure.
 
 Rule: among options meeting every objective in at least ``confidence`` of the resamples, the
-one with the lowest median daily cost (ties: lower median latency). When none does, the one
-most likely to meet them all, flagged ``meets_objectives=False``.
+one with the lowest median daily cost (ties: lower median latency); with weights given
+(``Scoring``, ``_score.py``), the one with the highest weighted score (ties: cheaper). When none
+does, the one most likely to meet them all, flagged ``meets_objectives=False``.
 
 Stability: the pick is unstable when a cheaper option is *unsettled*: the resamples neither
 rule it in (it met every objective in ``confidence`` of them) nor out (in ``1 - confidence``
@@ -16,13 +17,14 @@ pick. How many: the share ``s`` of resamples an option meets puts the objective 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Any
 
 from ..cost._traffic import SECONDS_PER_DAY
 from ._inputs import MeasuredTarget, Objectives, Traffic
+from ._score import OptionScore, Scoring, score_options
 from ._search import (
     DEFAULT_SCALE_DOWN_S,
     Estimate,
@@ -54,6 +56,19 @@ class Advice:
     cold_starts_measured: int  # of the unsettled option's target (else the recommendation's)
     more_cold_starts: int | None  # None: stable
     notes: list[str] = field(default_factory=list)
+    # the weighted score of each option, in ``options``' order (None: no weights or criteria)
+    scores: list[OptionScore] | None = None
+    # with the unsettled target measured over several runs (a campaign's days): about how many
+    # days in all would settle it, by the same rule as the cold starts (None: not applicable)
+    more_days: int | None = None
+    days_measured: int = 1
+    scoring: Scoring | None = None
+    targets: list[MeasuredTarget] = field(default_factory=list, repr=False)
+
+    def score_of(self, e: Estimate) -> OptionScore | None:
+        if self.scores is None:
+            return None
+        return next(s for o, s in zip(self.options, self.scores, strict=True) if o is e)
 
     @property
     def frontier(self) -> list[Estimate]:
@@ -62,6 +77,13 @@ class Advice:
     @property
     def stable(self) -> bool:
         return self.unsettled_by is None
+
+    def to_html(self, title: str = "gpubench advise") -> str:
+        """The advice as a standalone page in the HTML report's style, with the cost/latency
+        frontier chart (``gpubench advise --html``)."""
+        from .._report._advise import advice_page
+
+        return advice_page(self.to_json(), title)
 
     def to_json(self) -> dict[str, Any]:
         def est(e: Estimate | None) -> dict[str, Any] | None:
@@ -83,10 +105,13 @@ class Advice:
                 "p_meets": {k: _share(v) for k, v in e.meets.items()},
                 "p_meets_all": _share(e.meets_all),
                 "frontier": e.frontier,
+                "ttft_ms": None if e.ttft_s is None else _triple(tuple(v * 1e3 for v in e.ttft_s)),
+                "score": _score_json(self.score_of(e)),
             }
 
         return {
             "traffic": {
+                "description": self.traffic.describe(),
                 "arrivals": self.traffic.arrivals,
                 "rate_per_s": self.traffic.rate_per_s,
                 "requests_per_day": self.traffic.requests_per_day,
@@ -101,6 +126,18 @@ class Advice:
                 "latency_ms": self.objectives.latency_s * 1e3,
                 "max_cold_rate": self.objectives.max_cold_rate,
                 "budget_usd_per_day": self.objectives.budget_usd_per_day,
+                "ttft_percentile": self.objectives.ttft_percentile
+                if self.objectives.ttft_s is not None
+                else None,
+                "ttft_ms": None if self.objectives.ttft_s is None else self.objectives.ttft_s * 1e3,
+            },
+            "targets": [_target_json(t) for t in self.targets],
+            "scoring": None
+            if self.scoring is None
+            else {
+                "ranks": self.scoring.ranks,
+                "weights": None if self.scoring.weights is None else dict(self.scoring.weights),
+                "criteria": {k: dict(v) for k, v in (self.scoring.criteria or {}).items()},
             },
             "resamples": self.resamples,
             "confidence": self.confidence,
@@ -112,9 +149,31 @@ class Advice:
             "stable": self.stable,
             "cold_starts_measured": self.cold_starts_measured,
             "more_cold_starts": self.more_cold_starts,
+            "days_measured": self.days_measured,
+            "more_days": self.more_days,
             "notes": self.notes,
             "options": [est(e) for e in self.options],
         }
+
+
+def _score_json(s: OptionScore | None) -> dict[str, Any] | None:
+    if s is None:
+        return None
+    return {"score": s.score, "contributions": s.contributions, "values": s.values}
+
+
+def _target_json(t: MeasuredTarget) -> dict[str, Any]:
+    return {
+        "name": t.name,
+        "provider": t.provider,
+        "executions": int(t.execution_s.size),
+        "cold_starts": int(t.cold_start_s.size),
+        "ttfts": 0 if t.ttft_s is None else int(t.ttft_s.size),
+        "runs": list(t.runs),
+        "rate_usd_per_s": t.rate_usd_per_s,
+        "billing_granularity_s": t.billing.granularity_s,
+        "worker_policy": t.worker_policy,
+    }
 
 
 def _triple(v: tuple[float, ...]) -> dict[str, float]:
@@ -125,7 +184,7 @@ def _share(v: tuple[float, float, float]) -> dict[str, float]:
     return {"share": v[0], "low": v[1], "high": v[2]}
 
 
-def _rank_key(e: Estimate) -> tuple[float, float]:
+def _rank_key(e: Estimate) -> tuple[float, ...]:
     return (e.cost_usd_per_day[0], e.latency_s[0])
 
 
@@ -140,10 +199,12 @@ def advise_targets(
     max_workers: int | None = None,
     seed: int = 0,
     overflow: bool = True,
+    scoring: Scoring | None = None,
 ) -> Advice:
     """Search every target's scaling settings for ``traffic`` and recommend one (see the
     module's docstring for the rule). With two targets or more and ``overflow``, each pair
     is also tried as a primary kept warm with overflow to the other scaled to zero.
+    ``scoring``: weights and user criteria for the weighted score (``_score.py``).
     Deterministic for a given ``seed``."""
     from .._errors import ConfigError
 
@@ -154,6 +215,15 @@ def advise_targets(
     if not 0 < confidence <= 1:
         raise ConfigError("--confidence", confidence, "a share in (0, 1]")
     by_name = {t.name: t for t in targets}
+    if objectives.ttft_s is not None:
+        for t in targets:
+            if t.ttft_s is None or t.ttft_s.size == 0:
+                raise ConfigError(
+                    "--ttft-p95-ms",
+                    t.name,
+                    f"streamed responses measured for {t.name} (its requests' first token "
+                    "times), or no TTFT objective",
+                )
     all_draws = draws(targets, traffic, resamples, seed)
     options = [
         o
@@ -172,17 +242,31 @@ def advise_targets(
         ]
     found = [estimate(o, by_name, all_draws, traffic, objectives) for o in options]
     ranked = sorted(mark_frontier(found), key=_rank_key)
-    sure = [e for e in ranked if e.meets_all[0] >= confidence]
+    scores = None
+    key = _rank_key
+    if scoring is not None:
+        scores = score_options(ranked, by_name, scoring, objectives.ttft_s is not None)
+        if scoring.ranks:  # highest score first, ties cheaper first
+            points = {id(e): s.score for e, s in zip(ranked, scores, strict=True)}
+
+            def key(e: Estimate) -> tuple[float, ...]:
+                return (-round(points[id(e)], 12), *_rank_key(e))
+
+    sure = sorted([e for e in ranked if e.meets_all[0] >= confidence], key=key)
     meets = bool(sure)
     if sure:
         order = sure + sorted([e for e in ranked if e not in sure], key=lambda e: -e.meets_all[0])
     else:
         order = sorted(ranked, key=lambda e: (-e.meets_all[0], *_rank_key(e)))
     best, second = order[0], (order[1] if len(order) > 1 else None)
-    unsettled = _unsettled(ranked, best, confidence) if meets else None
+    unsettled = _unsettled(ranked, best, confidence, key) if meets else None
     # the cold starts to add are the unsettled option's (its target's, or its pair's fewest)
     cold_n = min(by_name[n].cold_start_s.size for n in _names(unsettled or best))
     more = None if unsettled is None else _more_samples(unsettled.meets_all[0], confidence, cold_n)
+    days = min(max(1, len(by_name[n].runs)) for n in _names(unsettled or best))
+    more_days = None
+    if unsettled is not None and days > 1:  # days are resampled too: they settle it the same way
+        more_days = _more_samples(unsettled.meets_all[0], confidence, days)
     notes = [
         f"{t.name}: {t.cold_start_s.size} cold starts and {t.execution_s.size} executions "
         f"measured; billed per {t.billing.granularity_s:g} s at ${t.rate_usd_per_s:.6g}/s; "
@@ -210,11 +294,38 @@ def advise_targets(
         recommended=best,
         runner_up=second,
         meets_objectives=meets,
-        reason=_reason(best, second, objectives, confidence, meets, resamples),
+        reason=_score_reason(best, second, scores, ranked, resamples)
+        if meets and scoring is not None and scoring.ranks
+        else _reason(best, second, objectives, confidence, meets, resamples),
         unsettled_by=unsettled,
         cold_starts_measured=cold_n,
         more_cold_starts=more,
         notes=notes,
+        more_days=more_days,
+        days_measured=days,
+        scores=scores,
+        scoring=scoring,
+        targets=list(targets),
+    )
+
+
+def _score_reason(
+    best: Estimate,
+    second: Estimate | None,
+    scores: Sequence[OptionScore] | None,
+    ranked: Sequence[Estimate],
+    resamples: int,
+) -> str:
+    by = dict(zip(map(id, ranked), scores or (), strict=True))
+    top = by[id(best)]
+    lead = max(top.contributions, key=lambda k: top.contributions[k])
+    than = ""
+    if second is not None:
+        than = f"; the runner-up {second.option.label} scored {by[id(second)].score:.2f}"
+    return (
+        f"{best.option.label} has the highest weighted score ({top.score:.2f}, most from "
+        f"{lead}) of the options that met every objective in {best.meets_all[0]:.0%} of "
+        f"{resamples} resamples (${best.cost_usd_per_day[0]:,.2f}/day){than}."
     )
 
 
@@ -248,12 +359,16 @@ def _names(e: Estimate) -> list[str]:
     return [o.target] + ([o.overflow_to] if o.overflow_to else [])
 
 
-def _unsettled(ranked: Sequence[Estimate], best: Estimate, confidence: float) -> Estimate | None:
-    """The cheaper option closest to the line between ruled in and ruled out, if any."""
+def _unsettled(
+    ranked: Sequence[Estimate],
+    best: Estimate,
+    confidence: float,
+    key: Callable[[Estimate], tuple[float, ...]] = _rank_key,
+) -> Estimate | None:
+    """The option ranked above ``best`` (cheaper, or with weights a higher score) closest to
+    the line between ruled in and ruled out, if any."""
     low = round(min(confidence, 1 - confidence), 9)  # 1 - 0.9 is 0.09999999999999998
-    cheaper = [
-        e for e in ranked if _rank_key(e) < _rank_key(best) and low < e.meets_all[0] < confidence
-    ]
+    cheaper = [e for e in ranked if key(e) < key(best) and low < e.meets_all[0] < confidence]
     return max(cheaper, key=lambda e: e.meets_all[0], default=None)
 
 
@@ -292,8 +407,14 @@ def _reason(
             if saving > 0
             else f", with a lower {q} than the equally priced {second.option.label}"
         )
+    ttft = ""
+    if objectives.ttft_s is not None and best.ttft_s is not None:
+        ttft = (
+            f", TTFT p{objectives.ttft_percentile:g} {best.ttft_s[0] * 1e3:,.0f} ms against "
+            f"{objectives.ttft_s * 1e3:,.0f} ms"
+        )
     return (
         f"{best.option.label} is the cheapest option that met every objective in "
         f"{share:.0%} of {resamples} resamples ({q} {best.latency_s[0] * 1e3:,.0f} ms "
-        f"against {objectives.latency_s * 1e3:,.0f} ms, ${cost:,.2f}/day){than}."
+        f"against {objectives.latency_s * 1e3:,.0f} ms{ttft}, ${cost:,.2f}/day){than}."
     )

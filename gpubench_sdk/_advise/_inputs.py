@@ -151,10 +151,17 @@ class Objectives:
     latency_percentile: float = 95.0
     max_cold_rate: float | None = None
     budget_usd_per_day: float | None = None
+    # time to first token (streamed responses): its ``ttft_percentile`` under ``ttft_s``
+    ttft_s: float | None = None
+    ttft_percentile: float = 95.0
 
     def __post_init__(self) -> None:
         if not self.latency_s > 0:
             raise ConfigError("--p95-ms", self.latency_s * 1e3, "milliseconds > 0")
+        if self.ttft_s is not None and not (math.isfinite(self.ttft_s) and self.ttft_s > 0):
+            raise ConfigError("--ttft-p95-ms", self.ttft_s * 1e3, "milliseconds > 0")
+        if not 0 < self.ttft_percentile <= 100:
+            raise ConfigError("--ttft-percentile", self.ttft_percentile, "in (0, 100]")
         if not 0 < self.latency_percentile <= 100:
             raise ConfigError("latency_percentile", self.latency_percentile, "in (0, 100]")
         if self.max_cold_rate is not None and not 0 <= self.max_cold_rate <= 1:
@@ -183,6 +190,8 @@ class MeasuredTarget:
     committed_usd_per_hour: float | None = None
     runs: tuple[int, ...] = ()
     run_sizes: tuple[tuple[int, int], ...] = ()
+    # warm requests' time to first byte/token (streamed responses; None: not measured)
+    ttft_s: npt.NDArray[np.float64] | None = None
 
     def groups(self) -> list[tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]]:
         """(executions, cold starts) of each pooled run; one group when not told."""
@@ -259,6 +268,7 @@ def measured_targets(
                 committed_usd_per_hour=committed.get(name),
                 runs=tuple(info.id for info, _ in measured),
                 run_sizes=tuple((e.size, c.size) for e, c in samples),
+                ttft_s=warm_ttft(store, [info.id for info, _ in measured], name),
             )
         )
     return out
@@ -318,3 +328,21 @@ def measured_samples(
     if cold.any() and np.isnan(setup_s).all() and not np.isnan(queue_s).any():
         return dist.execution_s, np.maximum(queue_s, 0.0)
     return dist.execution_s, dist.cold_start_s
+
+
+def warm_ttft(store: Store, runs: Sequence[int], target: str) -> npt.NDArray[np.float64] | None:
+    """Seconds from scheduling to the first streamed token of ``target``'s successful warm
+    requests in ``runs`` (their TTFT, as ``metrics`` computes it from the stored token
+    times; latency is measured from the same instant), or None when none streamed tokens.
+    Cold requests are left out: the simulator adds its own cold starts."""
+    out = []
+    for run in runs:
+        cols = store.columns(run, target=target)
+        tokens = store.token_times(run, target=target)
+        keep = (cols["outcome"] == 0) & (cols["cold"] != 1)
+        out += [
+            (int(t[0]) - int(cols["scheduled_ns"][i])) / 1e9
+            for i, t in enumerate(tokens)
+            if keep[i] and t.size
+        ]
+    return np.maximum(np.asarray(out, dtype=np.float64), 0.0) if out else None

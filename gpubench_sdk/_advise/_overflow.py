@@ -11,6 +11,7 @@ arrivals and the measured execution times of the draw.
 from __future__ import annotations
 
 import heapq
+import math
 
 import numpy as np
 import numpy.typing as npt
@@ -18,6 +19,7 @@ import numpy.typing as npt
 from ..cost._sim import FleetSettings, simulate
 from ..cost._traffic import SECONDS_PER_DAY
 from ._inputs import MeasuredTarget, Objectives, Traffic
+from ._ttft import ttft_percentile
 
 
 def split_overflow(
@@ -49,8 +51,9 @@ def simulate_overflow(
     traffic: Traffic,
     objectives: Objectives,
     seed: int,
-) -> tuple[float, float, float]:
-    """(daily cost, latency percentile, cold-start rate) of the pair on one draw."""
+) -> tuple[float, float, float, float]:
+    """(daily cost, latency percentile, cold-start rate, TTFT percentile or NaN) of the pair
+    on one draw."""
     rng = np.random.default_rng(seed)
     arr = np.sort(arrivals_s)
     own_exec = rng.choice(execution_s[primary.name], size=arr.size)
@@ -72,4 +75,9 @@ def simulate_overflow(
     latency = np.concatenate([kept_latency, sim.latency_s])
     q = float(np.percentile(latency, objectives.latency_percentile)) if latency.size else 0.0
     cold = sim.cold_requests / arr.size if arr.size else 0.0
-    return cost, q, cold
+    ttft = math.nan
+    if objectives.ttft_s is not None and sim.wait_s is not None:
+        # the primary's requests never wait (it takes only what a free worker can)
+        served = [(primary, np.zeros(kept_latency.size)), (secondary, sim.wait_s)]
+        ttft = ttft_percentile(served, seed, objectives.ttft_percentile)
+    return cost, q, cold, ttft

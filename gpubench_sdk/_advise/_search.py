@@ -24,6 +24,7 @@ from .._errors import ConfigError
 from ..cost._sim import FleetSettings, simulate
 from ..cost._traffic import SECONDS_PER_DAY
 from ._inputs import MeasuredTarget, Objectives, Traffic
+from ._ttft import ttft_percentile
 
 DEFAULT_SCALE_DOWN_S = (5.0, 30.0, 60.0, 300.0, 900.0)
 _Z90 = 1.6448536269514722  # two-sided 90% normal quantile (the Wilson interval's)
@@ -68,6 +69,7 @@ class Estimate:
     meets: dict[str, tuple[float, float, float]]  # objective -> (share, low, high)
     meets_all: tuple[float, float, float]
     frontier: bool = False
+    ttft_s: tuple[float, float, float] | None = None  # with a TTFT objective (``_ttft.py``)
 
 
 def wilson(successes: int, n: int, z: float = _Z90) -> tuple[float, float, float]:
@@ -199,9 +201,10 @@ def simulate_option(
     draw: Draw,
     traffic: Traffic,
     objectives: Objectives,
-) -> tuple[float, float, float]:
-    """(daily cost in USD, the objective's latency percentile in s, cold-start rate) of one
-    option on one draw. The window's bill is scaled to a day; fees are per request."""
+) -> tuple[float, float, float, float]:
+    """(daily cost in USD, the objective's latency percentile in s, cold-start rate, the TTFT
+    objective's percentile in s or NaN) of one option on one draw. The window's bill is
+    scaled to a day; fees are per request."""
     target = targets[option.target]
     if option.overflow_to is not None:
         from ._overflow import simulate_overflow
@@ -247,7 +250,10 @@ def simulate_option(
         cost += (target.committed_usd_per_hour / 3600 - target.rate_usd_per_s) * pinned_s * per_day
     # a draw with no request at all (a very low rate) keeps every latency objective
     latency = sim.latency_percentile_s(objectives.latency_percentile) if sim.requests else 0.0
-    return cost, latency, sim.cold_rate
+    ttft = math.nan
+    if objectives.ttft_s is not None and sim.wait_s is not None:
+        ttft = ttft_percentile([(target, sim.wait_s)], draw.seed, objectives.ttft_percentile)
+    return cost, latency, sim.cold_rate, ttft
 
 
 def estimate(
@@ -264,6 +270,8 @@ def estimate(
         checks["cold_rate"] = cold <= objectives.max_cold_rate
     if objectives.budget_usd_per_day is not None:
         checks["budget"] = cost <= objectives.budget_usd_per_day
+    if objectives.ttft_s is not None:
+        checks[f"ttft_p{objectives.ttft_percentile:g}"] = rows[:, 3] <= objectives.ttft_s
     ok = np.logical_and.reduce(list(checks.values()))
     n = len(all_draws)
     return Estimate(
@@ -273,6 +281,7 @@ def estimate(
         cold_rate=_spread(cold),
         meets={k: wilson(int(v.sum()), n) for k, v in checks.items()},
         meets_all=wilson(int(ok.sum()), n),
+        ttft_s=None if objectives.ttft_s is None else _spread(rows[:, 3]),
     )
 
 

@@ -4,15 +4,17 @@ profile and objectives, with how sure the answer is (docs/advise.md)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Literal
 
 import click
 
 from .._advise import Advice, Objectives, Traffic, advise
+from .._advise._score import parse_criterion, parse_weights, read_criteria
 from .._errors import ConfigError
 from .._store import Store
 from ..cost._catalog import load_catalog
-from ._console import existing_store, store_option
+from ._console import existing_store, store_option, writable_path
 
 
 def _prices(given: tuple[str, ...]) -> dict[str, tuple[str, float]]:
@@ -87,6 +89,25 @@ def _committed(given: tuple[str, ...]) -> dict[str, float]:
 )
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="print the advice as JSON")
+# advrep22: TTFT objective, weighted scores, the HTML page
+@click.option("--ttft-p95-ms", type=float, default=None, help="TTFT objective (ms; streamed runs)")
+@click.option("--ttft-percentile", type=float, default=95.0, show_default=True)
+@click.option(
+    "--weight",
+    "weights",
+    default=None,
+    metavar="NAME=W,...",
+    help="rank by weighted score: cost, latency, cold, ttft or a --criterion (unnamed: 0)",
+)
+@click.option(
+    "--criterion",
+    "criterion",
+    multiple=True,
+    metavar="NAME=PROVIDER:NUMBER,...",
+    help="a user criterion, higher is better (e.g. sla=runpod:99.9,replicate:99.5); repeatable",
+)
+@click.option("--criteria", "criteria_path", default=None, metavar="FILE", help="criteria TOML")
+@click.option("--html", "html_path", default=None, metavar="PATH", help="also write the page")
 def advise_cmd(
     runs: tuple[str, ...],
     store_path: str | None,
@@ -109,6 +130,12 @@ def advise_cmd(
     no_overflow: bool,
     seed: int,
     as_json: bool,
+    ttft_p95_ms: float | None,
+    ttft_percentile: float,
+    weights: str | None,
+    criterion: tuple[str, ...],
+    criteria_path: str | None,
+    html_path: str | None,
 ) -> None:
     """Recommend a target and scaling settings for a traffic profile and objectives, from the
     measured runs RUN... (ids or 'latest')."""
@@ -123,7 +150,17 @@ def advise_cmd(
         traffic = Traffic.from_trace([r.at_s for r in rows])
     else:
         traffic = _traffic(rate, per_day, constant, profile)
-    objectives = Objectives(p95_ms / 1e3, percentile, max_cold_rate, budget_usd_per_day)
+    objectives = Objectives(
+        p95_ms / 1e3,
+        percentile,
+        max_cold_rate,
+        budget_usd_per_day,
+        None if ttft_p95_ms is None else ttft_p95_ms / 1e3,
+        ttft_percentile,
+    )
+    criteria = _criteria(criterion, criteria_path)
+    if html_path is not None:
+        writable_path(html_path, "--html")
     with Store(existing_store(store_path), readonly=True) as store:
         advice = advise(
             store,
@@ -138,11 +175,25 @@ def advise_cmd(
             max_workers=max_workers,
             seed=seed,
             overflow=not no_overflow,
+            weights=None if weights is None else parse_weights(weights),
+            criteria=criteria,
         )
+    if html_path is not None:
+        Path(html_path).write_text(advice.to_html(), encoding="utf-8")
     if as_json:
         click.echo(json.dumps(advice.to_json(), indent=2))
     else:
         _print(advice)
+
+
+def _criteria(given: tuple[str, ...], path: str | None) -> dict[str, dict[str, float]] | None:
+    out = read_criteria(path) if path is not None else {}
+    for text in given:
+        name, values = parse_criterion(text)
+        if name in out:
+            raise ConfigError("--criterion", name, "each criterion named once")
+        out[name] = values
+    return out or None
 
 
 def _traffic(
@@ -169,32 +220,60 @@ def _print(advice: Advice) -> None:
 
     q = f"p{advice.objectives.latency_percentile:g}"
     table = Table(title=f"{advice.traffic.describe()}; {advice.resamples} resamples")
-    for col in ("", "option", "$/day (5-95%)", f"{q} ms (5-95%)", "cold", "P(meets all)"):
+    cols = ["", "option", "$/day (5-95%)", f"{q} ms (5-95%)", "cold", "P(meets all)"]
+    ttft_q = f"TTFT p{advice.objectives.ttft_percentile:g} ms"
+    if advice.objectives.ttft_s is not None:
+        cols.insert(4, ttft_q)
+    if advice.scores is not None:
+        cols.append("score")
+    for col in cols:
         table.add_column(col)
     for e in advice.options:
         mark = ("*" if e is advice.recommended else "") + ("f" if e.frontier else "")
         c, lat, share = e.cost_usd_per_day, e.latency_s, e.meets_all
-        table.add_row(
+        row = [
             mark,
             e.option.label,
             f"{c[0]:,.2f} ({c[1]:,.2f}-{c[2]:,.2f})",
             f"{lat[0] * 1e3:,.0f} ({lat[1] * 1e3:,.0f}-{lat[2] * 1e3:,.0f})",
             f"{e.cold_rate[0]:.1%}",
             f"{share[0]:.0%} ({share[1]:.0%}-{share[2]:.0%})",
-        )
+        ]
+        if e.ttft_s is not None:
+            t = e.ttft_s
+            row.insert(4, f"{t[0] * 1e3:,.0f} ({t[1] * 1e3:,.0f}-{t[2] * 1e3:,.0f})")
+        points = advice.score_of(e)
+        if points is not None:
+            row.append(f"{points.score:.2f}")
+        table.add_row(*row)
     console = Console(soft_wrap=True)
     console.print(table)
     console.print("* recommended, f on the cost/latency frontier (not dominated)")
+    if advice.scoring is not None:
+        how = "ranks the options" if advice.scoring.ranks else "shown only (--weight ranks)"
+        console.print(
+            "score: weighted mean of each criterion normalised min-max over the options "
+            f"(1 best); {how}",
+            markup=False,
+        )
     console.print(f"Recommendation: {advice.reason}", markup=False)
     unsettled = advice.unsettled_by
+    ranks = advice.scoring is not None and advice.scoring.ranks
+    above = "higher-scoring" if ranks else "cheaper"
     if unsettled is None:
         console.print("Stable: no cheaper option is left undecided by the resamples.")
     else:
         console.print(
-            f"Unstable: the cheaper {unsettled.option.label} met every objective in "
+            f"Unstable: the {above} {unsettled.option.label} met every objective in "
             f"{unsettled.meets_all[0]:.0%} of the resamples, neither ruled in nor out; about "
             f"{advice.more_cold_starts} cold starts of {unsettled.option.target} in all (now "
-            f"{advice.cold_starts_measured}) would settle it.",
+            f"{advice.cold_starts_measured}) would settle it"
+            + (
+                f", or about {advice.more_days} days of campaign in all (now "
+                f"{advice.days_measured})."
+                if advice.more_days is not None
+                else "."
+            ),
             markup=False,
         )
     for note in advice.notes:

@@ -48,6 +48,13 @@ _SUFFIX = {".html": "html", ".htm": "html", ".json": "json", ".csv": "csv", ".md
     type=click.IntRange(1),
     help="the traffic the cost-per-day comparison prices",
 )
+@click.option(
+    "--advice",
+    "advice_path",
+    default=None,
+    metavar="FILE",
+    help="add gpubench advise's page (its --json output) to the report",
+)
 @click.option("--scale-down-s", default=60.0, show_default=True, type=click.FloatRange(0))
 @click.option(
     "--scale-down-events",
@@ -64,6 +71,7 @@ def report_cmd(
     title: str | None,
     campaign: str | None,
     layout: str,
+    advice_path: str | None,
     requests_per_day: int,
     scale_down_s: float,
     scale_down_events: int,
@@ -88,6 +96,13 @@ def report_cmd(
             if not runs:
                 raise ConfigError("--campaign", campaign, "a campaign with at least one run")
             refs += runs
-        content = build_report(store, refs, title=title, traffic=traffic, layout=layout)
+        advice = None
+        if advice_path is not None:
+            from .._report._advise import read_advice
+
+            advice = read_advice(advice_path)
+        content = build_report(
+            store, refs, title=title, traffic=traffic, layout=layout, advice=advice
+        )
     Path(output).write_text(render(content, chosen), encoding="utf-8")
     click.echo(f"wrote {output} ({chosen}, {layout} layout, {len(content.runs)} run(s))")

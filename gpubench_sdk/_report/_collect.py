@@ -13,7 +13,7 @@ import dataclasses
 import datetime as dt
 import os
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -83,10 +83,12 @@ def build_report(
     title: str | None = None,
     traffic: DailyTraffic | None = None,
     layout: str = "comparison",
+    advice: Mapping[str, Any] | None = None,
 ) -> Report:
     """Gather the content of a report over ``run_refs`` (ids, uuid prefixes, ``"latest"``):
     the per-run sections, then the comparisons of every target over all the runs (the cost
-    one priced at ``traffic``, by default the reference report's daily scenario)."""
+    one priced at ``traffic``, by default the reference report's daily scenario). ``advice``:
+    ``Advice.to_json()`` (or ``gpubench advise --json``'s file) adds advise's page."""
     from ._shapes import collect_shapes  # it builds on this module's rows
 
     by_id: dict[int, RunInfo] = {}
@@ -116,6 +118,10 @@ def build_report(
         add_comparisons(report, store, infos, DailyTraffic(**report.traffic))
     finally:
         READ.pop(store, None)
+    if advice is not None:
+        from ._advise import attach_advice
+
+        attach_advice(report, advice)
     return report
 
 

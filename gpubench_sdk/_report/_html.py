@@ -18,6 +18,7 @@ from html import escape
 from .._summary import usd as _usd
 from . import _questions as q
 from . import _sections as s
+from ._advise import advice_section
 from ._compare import duration
 from ._format import figure, table
 from ._read import Report
@@ -120,10 +121,16 @@ def _shapes(report: Report) -> str:
     return shapes_html(report, figure, table)
 
 
+def _advice(report: Report) -> str:
+    """``gpubench advise``'s page (``report --advice FILE``), empty without one: ``_advise.py``."""
+    return "" if report.advice is None else advice_section(report.advice)
+
+
 LAYOUTS: dict[str, tuple[Section, ...]] = {
     "comparison": (
         _heading,
         q.at_a_glance,
+        _advice,
         _details,
         s.summary,
         s.streaming,
@@ -145,6 +152,7 @@ LAYOUTS: dict[str, tuple[Section, ...]] = {
         _reference_question(q.streaming, "Streaming", s.streaming),
         _review,
         _reference_question(q.cost, "Pricing", s.cost),
+        _advice,
         _verdicts,
         s.config,
     ),

@@ -30,6 +30,7 @@ class Report:
     notes: list[str] = field(default_factory=list)
     traffic: Row = field(default_factory=dict)  # what the cost comparison priced
     layout: str = "comparison"  # the HTML page's order of sections (_html.LAYOUTS)
+    advice: dict[str, Any] | None = None  # ``gpubench advise --json`` (report --advice)
     # figure -> target -> raw sample arrays, pooled over runs for the comparison charts (the
     # series keep at most MAX_POINTS per run); no format prints them
     pooled: dict[str, dict[str, list[Any]]] = field(default_factory=dict, repr=False)

@@ -31,6 +31,8 @@ def render_json(report: Report) -> str:
         "notes": report.notes,
         "traffic": report.traffic,
     }
+    if report.advice is not None:
+        data["advice"] = report.advice
     return json.dumps(data, indent=2, default=str) + "\n"
 
 

@@ -76,6 +76,8 @@ class SimResult:
     horizon_s: float
     latency_s: npt.NDArray[np.float64] = field(repr=False)
     intervals: list[WorkerInterval] | None = field(default=None, repr=False)
+    # each request's wait for a worker (queue and boot), arrivals sorted: advise's TTFT
+    wait_s: npt.NDArray[np.float64] | None = field(default=None, repr=False)
 
     @property
     def cold_rate(self) -> float:
@@ -326,6 +328,7 @@ def simulate(
         horizon_s=horizon,
         latency_s=latency,
         intervals=intervals,
+        wait_s=wait,
     )
 
 
