@@ -14,7 +14,16 @@ import typing as _typing
 __version__ = "0.1.0"
 
 if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
-    from ._advise import Advice, MeasuredTarget, Objectives, Traffic, advise, advise_targets
+    from ._advise import (
+        Advice,
+        BatchAdvice,
+        MeasuredTarget,
+        Objectives,
+        Traffic,
+        advise,
+        advise_batch,
+        advise_targets,
+    )
     from ._capabilities import BillingModel, Capabilities
     from ._config import RunConfig, load_config, validate_options
     from ._errors import (
@@ -82,6 +91,8 @@ _EXPORTS: dict[str, str] = {
     "Traffic": "._advise",
     "advise": "._advise",
     "advise_targets": "._advise",
+    "advise_batch": "._advise",
+    "BatchAdvice": "._advise",
     "MeasuredTarget": "._advise",
     "BillingModel": "._capabilities",
     "Capabilities": "._capabilities",
@@ -167,6 +178,7 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = [
     "Advice",
+    "BatchAdvice",
     "BillingModel",
     "Burst",
     "Capabilities",
@@ -231,6 +243,7 @@ __all__ = [
     "WorkloadOptions",
     "__version__",
     "advise",
+    "advise_batch",
     "advise_targets",
     "as_provider_error",
     "build_report",

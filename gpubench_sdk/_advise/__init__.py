@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from ._batch import BatchAdvice, BatchWindow, HourSlot, advise_batch, campaign_runs
+from ._commit import CommitmentTerms
 from ._decide import Advice, advise_targets
 from ._inputs import MeasuredTarget, Objectives, Traffic, measured_targets
 from ._search import DEFAULT_SCALE_DOWN_S, Estimate, Option
@@ -17,6 +19,7 @@ from ._search import DEFAULT_SCALE_DOWN_S, Estimate, Option
 if TYPE_CHECKING:
     from .._store import Store
     from ..cost._catalog import PriceCatalog
+    from ..cost._commitments import Commitment
 
 
 def advise(
@@ -34,6 +37,10 @@ def advise(
     max_workers: int | None = None,
     seed: int = 0,
     overflow: bool = True,
+    commitments: Mapping[str, Sequence[Commitment]] | None = None,
+    horizon_months: float | None = None,
+    overflow_depth: int = 3,
+    assume_concurrency: bool = False,
 ) -> Advice:
     """Recommend a target and its scaling settings for ``traffic`` under ``objectives``.
 
@@ -42,10 +49,19 @@ def advise(
     price; ``committed``: ``{target: USD per hour}`` of one worker on a commitment (reserved or
     active workers), which adds always-warm options priced that way. Every option is
     simulated on ``resamples`` bootstrap resamples of the measurements; the recommendation is
-    the cheapest option meeting every objective in ``confidence`` of them."""
+    the cheapest option meeting every objective in ``confidence`` of them.
+
+    ``commitments``: ``{target: [Commitment(...)]}`` (``cost.Commitment``: USD per month or
+    hour with a minimum term), priced over ``horizon_months`` (default: each one's term) and
+    set against on demand with the break-even; ``overflow_depth``: the length of overflow
+    chains tried (3: a primary, one warm middle target, a last one scaled to zero; 2: pairs
+    only). Concurrency per worker is searched where the platform has it and a run measured
+    its slowdown, or, with ``assume_concurrency``, assuming none (docs/advise.md)."""
     from ..cost._catalog import load_catalog
 
-    targets = measured_targets(store, runs, catalog or load_catalog(), prices, committed)
+    targets = measured_targets(
+        store, runs, catalog or load_catalog(), prices, committed, commitments
+    )
     return advise_targets(
         targets,
         traffic,
@@ -56,18 +72,27 @@ def advise(
         max_workers=max_workers,
         seed=seed,
         overflow=overflow,
+        horizon_months=horizon_months,
+        overflow_depth=overflow_depth,
+        assume_concurrency=assume_concurrency,
     )
 
 
 __all__ = [
     "DEFAULT_SCALE_DOWN_S",
     "Advice",
+    "BatchAdvice",
+    "BatchWindow",
+    "CommitmentTerms",
     "Estimate",
+    "HourSlot",
     "MeasuredTarget",
     "Objectives",
     "Option",
     "Traffic",
     "advise",
+    "advise_batch",
     "advise_targets",
+    "campaign_runs",
     "measured_targets",
 ]

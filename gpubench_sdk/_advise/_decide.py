@@ -22,7 +22,9 @@ from statistics import NormalDist
 from typing import Any
 
 from ..cost._traffic import SECONDS_PER_DAY
+from ._commit import attach_terms, terms_note
 from ._inputs import MeasuredTarget, Objectives, Traffic
+from ._options import more_notes, more_options, option_json
 from ._search import (
     DEFAULT_SCALE_DOWN_S,
     Estimate,
@@ -83,6 +85,7 @@ class Advice:
                 "p_meets": {k: _share(v) for k, v in e.meets.items()},
                 "p_meets_all": _share(e.meets_all),
                 "frontier": e.frontier,
+                **option_json(e),
             }
 
         return {
@@ -140,6 +143,9 @@ def advise_targets(
     max_workers: int | None = None,
     seed: int = 0,
     overflow: bool = True,
+    horizon_months: float | None = None,
+    overflow_depth: int = 3,
+    assume_concurrency: bool = False,
 ) -> Advice:
     """Search every target's scaling settings for ``traffic`` and recommend one (see the
     module's docstring for the rule). With two targets or more and ``overflow``, each pair
@@ -170,7 +176,14 @@ def advise_targets(
                 p, s, traffic, scale_down_s=scale_down_s, max_workers=max_workers
             )
         ]
+    # concurrency per worker, termed commitments, overflow chains (advopt22: _options.py)
+    options += more_options(
+        targets, traffic, options, scale_down_s=scale_down_s, max_workers=max_workers,
+        horizon_months=horizon_months, overflow_depth=overflow_depth if overflow else 2,
+        assume_concurrency=assume_concurrency,
+    )  # fmt: skip
     found = [estimate(o, by_name, all_draws, traffic, objectives) for o in options]
+    found = attach_terms(found, by_name, horizon_months)
     ranked = sorted(mark_frontier(found), key=_rank_key)
     sure = [e for e in ranked if e.meets_all[0] >= confidence]
     meets = bool(sure)
@@ -194,6 +207,8 @@ def advise_targets(
         )
         for t in targets
     ]
+    notes += more_notes(targets, overflow_depth if overflow else 2, assume_concurrency)
+    notes += [n for e in ranked if (n := terms_note(e))]
     tail = _tail_note(best, objectives, by_name)
     if tail:
         notes.append(tail)
@@ -245,7 +260,7 @@ def _tail_note(
 
 def _names(e: Estimate) -> list[str]:
     o = e.option
-    return [o.target] + ([o.overflow_to] if o.overflow_to else [])
+    return [o.target, *o.via] + ([o.overflow_to] if o.overflow_to else [])
 
 
 def _unsettled(ranked: Sequence[Estimate], best: Estimate, confidence: float) -> Estimate | None:
