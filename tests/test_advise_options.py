@@ -66,6 +66,15 @@ def _emulators() -> Iterator[dict[str, str]]:
         yield urls
 
 
+def _target(name: str, url: str) -> dict[str, Any]:
+    return {
+        "name": name, "provider": "runpod", "endpoint_id": "emulated-endpoint",
+        "api_key_env": "OPTIONS_RUNPOD_KEY", "base_url": f"{url}/v2", "rest_url": f"{url}/v1",
+        "cold_threshold_ms": 150, "poll_interval_s": 0.01, "billing": "local",
+        "price_per_s_usd": PROVIDERS[name][2],
+    }  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
     path = tmp_path_factory.mktemp("options") / "measured.sqlite"
@@ -73,21 +82,7 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
         {
             "run": {"name": "advise-options"},
             "workload": {"kind": "probe", "sleep_ms": 50},
-            "targets": [
-                {
-                    "name": name,
-                    "provider": "runpod",
-                    "endpoint_id": "emulated-endpoint",
-                    "api_key_env": "OPTIONS_RUNPOD_KEY",
-                    "base_url": f"{url}/v2",
-                    "rest_url": f"{url}/v1",
-                    "cold_threshold_ms": 150,
-                    "poll_interval_s": 0.01,
-                    "billing": "local",
-                    "price_per_s_usd": PROVIDERS[name][2],
-                }  # fmt: skip
-                for name, url in urls.items()
-            ],
+            "targets": [_target(name, url) for name, url in urls.items()],
             "scenarios": [{"kind": "cold_starts", "n": 8, "warm_after": 2, "cold_timeout_s": 10}],
         }
     )
@@ -118,7 +113,7 @@ def _serve(
             SimulatedFleet(_config(n, min_workers=lo, max_workers=hi, idle_s=d), clock=loop.time)
             for n, lo, hi, d in stages
         ]
-        async with ExitStack_async(fleets):
+        async with _Fleets(fleets):
             await asyncio.sleep(2.0)  # pinned workers boot before the day starts
             start = loop.time()
             jobs = []
@@ -152,7 +147,9 @@ def _serve(
         loop.close()
 
 
-class ExitStack_async:  # noqa: N801 - a tiny async stack of fleets
+class _Fleets:
+    """Several fleets entered and left together."""
+
     def __init__(self, fleets: Sequence[SimulatedFleet]) -> None:
         self.fleets = fleets
 
@@ -228,7 +225,7 @@ def test_an_overflow_chain_of_three_providers_costs_on_the_fleets_what_advise_sa
         [("cheap", 1, 1, 30.0), ("mid", 1, 1, 30.0), ("fast", 0, o.overflow_max_workers, 1.0)],
         rate, window, 4321,
     )  # fmt: skip
-    assert all(0 < s for s in real["shares"]) and real["shares"][2] < real["shares"][1], real
+    assert all(s > 0 for s in real["shares"]) and real["shares"][2] < real["shares"][1], real
     assert abs(real["cost_usd_per_day"] / chain.cost_usd_per_day[0] - 1) <= 0.05, (
         real,
         chain.cost_usd_per_day,
