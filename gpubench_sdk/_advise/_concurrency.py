@@ -4,9 +4,9 @@ how much slower each request runs when it does, as measured.
 A worker taking ``k`` requests at once needs fewer workers (fewer cold starts, less idle time
 billed) but each request may run slower: a GPU shared by ``k`` requests is not ``k`` GPUs. That
 slowdown is a property of the model and server, not of the platform, so advise takes it from
-the runs: a request's *level* is how many requests its worker (``worker_id``) was running when
-it was half done, and the slowdown at level ``k`` is the median execution time at ``k`` over the
-median at 1 (``measured_slowdown``). Only levels measured at least ``MIN_PER_LEVEL`` times
+the runs: a request's *level* is how many requests its worker (``worker_id``) was running once
+it had begun, itself included, and the slowdown at level ``k`` is the median execution time
+at ``k`` over the median at 1 (``measured_slowdown``). Only levels measured at least ``MIN_PER_LEVEL`` times
 count, and only from 1 up without a gap. Where a run never put two requests on one worker, no
 slowdown is known: advise then leaves concurrency out unless asked to assume none
 (``assume=True``, ``--assume-concurrency``), and says which in its notes (``slowdown_note``).
@@ -14,7 +14,7 @@ slowdown is known: advise then leaves concurrency out unless asked to assume non
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -67,24 +67,34 @@ def platform_concurrency(provider: str) -> ConcurrencySetting | None:
 
 def levels(
     worker: Sequence[str | None],
-    end_ns: np.ndarray,
+    begin_ns: np.ndarray,
     execution_ms: np.ndarray,
 ) -> np.ndarray:
     """Each request's level: how many requests of its worker (itself included) were executing
-    at the midpoint of its execution (``end - execution / 2``); 0 where unknown."""
+    when it began (``begin_ns``; each runs to ``begin_ns + execution``); 0 where unknown."""
     n = len(worker)
     out = np.zeros(n, dtype=np.int64)
     exec_ns = execution_ms * 1e6
-    start = end_ns - exec_ns
+    start = begin_ns
+    end_ns = begin_ns + exec_ns
     by_worker: dict[str, list[int]] = {}
     for i, w in enumerate(worker):
         if w and np.isfinite(exec_ns[i]):
             by_worker.setdefault(w, []).append(i)
     for idx in by_worker.values():
         s, e = start[idx], end_ns[idx]
-        mid = (s + e) / 2
-        out[idx] = ((s[None, :] <= mid[:, None]) & (mid[:, None] <= e[None, :])).sum(axis=1)
+        out[idx] = ((s[None, :] <= s[:, None]) & (s[:, None] < e[None, :])).sum(axis=1)
     return out
+
+
+def execution_began_ns(cols: Mapping[str, np.ndarray]) -> np.ndarray:
+    """When each request began executing on its worker, on the client's clock: sent plus the
+    server's queue time where it reports one (a queue platform's client learns of the end
+    only when it next polls), else the response's arrival minus the execution time."""
+    sent = cols["start_ns"].astype(np.float64)
+    end = cols["end_ns"].astype(np.float64)
+    queue = cols["queue_ms"]
+    return np.where(np.isfinite(queue), sent + queue * 1e6, end - cols["execution_ms"] * 1e6)
 
 
 def measured_slowdown(store: Store, runs: Sequence[int], target: str) -> tuple[float, ...]:
@@ -96,7 +106,7 @@ def measured_slowdown(store: Store, runs: Sequence[int], target: str) -> tuple[f
         cols = store.columns(run, target=target, text=True)
         ok = (cols["outcome"] == 0) & (cols["cold"] != 1) & np.isfinite(cols["execution_ms"])
         workers = [w if keep else None for w, keep in zip(cols["worker_id"], ok, strict=True)]
-        lv.append(levels(workers, cols["end_ns"].astype(np.float64), cols["execution_ms"]))
+        lv.append(levels(workers, execution_began_ns(cols), cols["execution_ms"]))
         ex.append(cols["execution_ms"])
     if not lv:
         return ()
