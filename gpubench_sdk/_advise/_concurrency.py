@@ -7,9 +7,10 @@ slowdown is a property of the model and server, not of the platform, so advise t
 the runs: a request's *level* is how many requests its worker (``worker_id``) was running once
 it had begun, itself included, and the slowdown at level ``k`` is the median execution time
 at ``k`` over the median at 1 (``measured_slowdown``). Only levels measured at least
-``MIN_PER_LEVEL`` times count, and only from 1 up without a gap. Where a run never put two requests on one worker, no
-slowdown is known: advise then leaves concurrency out unless asked to assume none
-(``assume=True``, ``--assume-concurrency``), and says which in its notes (``slowdown_note``).
+``MIN_PER_LEVEL`` times count, and only from 1 up without a gap. Where a run never put two
+requests on one worker, no slowdown is known: advise then leaves concurrency out unless asked
+to assume none (``assume=True``, ``--assume-concurrency``), and says which in its notes
+(``slowdown_note``).
 """
 
 from __future__ import annotations
