@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -272,3 +274,15 @@ def test_cli_commitments_chains_and_bad_input(measured: tuple[Path, int]) -> Non
         out = CliRunner().invoke(main, [*args, *bad])
         assert out.exit_code == 2 and "Traceback" not in out.output, (bad, out.output)
         assert "--commit" in out.output or "--horizon-months" in out.output, out.output
+
+
+def test_the_options_example_runs() -> None:
+    example = Path(__file__).resolve().parents[1] / "examples" / "advise_options.py"
+    done = subprocess.run(
+        [sys.executable, str(example)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "committed: 1 options" in out and "concurrency: 3 options" in out, out
+    assert "chains: 24 options" in out and "break-even at" in out, out
+    assert "x1.80 at 2" in out and "recommendation:" in out, out
