@@ -168,3 +168,20 @@ def test_cli_batch_from_a_campaign(campaign_store: Path) -> None:
         assert out2.exit_code == 2 and "Traceback" not in out2.output, (bad, out2.output)
     alone = CliRunner().invoke(main, [a for a in args if a != "--batch-hours" and a != "4"])
     assert alone.exit_code == 2 and "--batch-hours" in alone.output, alone.output
+
+
+def test_cli_advise_over_a_campaigns_runs(campaign_store: Path) -> None:
+    args = ["advise", "--store", str(campaign_store), "--campaign", "night-and-day",
+            "--rate", "0.05", "--p95-ms", "600", "--resamples", "3", "--json"]  # fmt: skip
+    done = CliRunner().invoke(main, args)
+    assert done.exit_code == 0, done.output
+    out = json.loads(done.output)
+    assert any("pooled from runs 1, 2, 3, 4" in n for n in out["notes"]), out["notes"]
+    # RunPod has concurrent handlers, but one job per worker was all the campaign measured
+    assert any("concurrency per worker" in n and "not searched" in n for n in out["notes"])
+    assumed = CliRunner().invoke(main, [*args, "--assume-concurrency"])
+    assert assumed.exit_code == 0, assumed.output
+    levels = {o["concurrency"] for o in json.loads(assumed.output)["options"]}
+    assert levels == {1, 2, 4, 8}, levels
+    unknown = CliRunner().invoke(main, [*args[:3], "--campaign", "nope", *args[5:]])
+    assert unknown.exit_code == 2 and "Traceback" not in unknown.output, unknown.output
