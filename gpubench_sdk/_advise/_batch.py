@@ -23,15 +23,23 @@ a note when one was measured on fewer than ``FEW_DAYS``.
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
-from .._errors import ConfigError
+from .._errors import ConfigError, StoreError
 from ._decide import Advice, advise_targets
-from ._inputs import MAX_PROFILED_ARRIVALS, Objectives, Traffic, measured_targets
+from ._inputs import (
+    MAX_PROFILED_ARRIVALS,
+    Objectives,
+    Traffic,
+    measured_samples,
+    measured_targets,
+)
 
 if TYPE_CHECKING:
     from .._store import Store
@@ -138,43 +146,58 @@ def _placed(store: Store, runs: Sequence[int], tz_offset_s: float) -> dict[int, 
     return out
 
 
-def hour_slots(
-    store: Store,
-    runs: Sequence[int],
-    placed: Mapping[int, tuple[int, str]],
-    catalog: PriceCatalog,
-    prices: Mapping[str, tuple[str, float]] | None,
-) -> tuple[HourSlot, ...]:
+Samples = dict[int, dict[str, tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]]]
+
+
+def _samples(store: Store, runs: Sequence[int]) -> Samples:
+    """Each run's (executions, cold starts) per target; a target with no successful request
+    in a run is left out of that run."""
+    out: Samples = {}
+    for r in runs:
+        out[r] = {}
+        for t in store.run(r).targets:
+            try:
+                out[r][t.name] = measured_samples(store, r, t.name)
+            except StoreError:
+                continue
+    return out
+
+
+def _pooled(
+    samples: Samples, runs: Sequence[int], target: str | None = None
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """(executions, cold starts) of ``runs``, of one target or all."""
+    got = [v for r in runs for name, v in samples[r].items() if target in (None, name)]
+    if not got:
+        return np.zeros(0), np.zeros(0)
+    return np.concatenate([e for e, _ in got]), np.concatenate([c for _, c in got])
+
+
+def _median(values: npt.NDArray[np.float64]) -> float:
+    return float(np.median(values)) if values.size else math.nan
+
+
+def hour_slots(samples: Samples, placed: Mapping[int, tuple[int, str]]) -> tuple[HourSlot, ...]:
     """Every measured hour of the day, pooled over targets."""
     out = []
     for hour in sorted({h for h, _ in placed.values()}):
-        in_hour = [r for r in runs if placed[r][0] == hour]
-        targets = measured_targets(store, in_hour, catalog, prices)
-        cold = np.concatenate([t.cold_start_s for t in targets])
-        execution = np.concatenate([t.execution_s for t in targets])
+        in_hour = [r for r in samples if placed[r][0] == hour]
+        execution, cold = _pooled(samples, in_hour)
+        days = len({placed[r][1] for r in in_hour})
         out.append(
-            HourSlot(
-                hour,
-                tuple(in_hour),
-                len({placed[r][1] for r in in_hour}),
-                int(cold.size),
-                float(np.median(cold)),
-                float(np.median(execution)),
-            )
+            HourSlot(hour, tuple(in_hour), days, int(cold.size), _median(cold), _median(execution))
         )
     return tuple(out)
 
 
 def _ranked_windows(
-    store: Store,
-    runs: Sequence[int],
-    placed: Mapping[int, tuple[int, str]],
-    hours: int,
-    catalog: PriceCatalog,
-    prices: Mapping[str, tuple[str, float]] | None,
+    samples: Samples, placed: Mapping[int, tuple[int, str]], hours: int
 ) -> list[tuple[float, int, list[int]]]:
-    """(score, start hour, runs) of every window holding a measured hour, best first."""
-    day = {t.name: t for t in measured_targets(store, runs, catalog, prices)}
+    """(score, start hour, runs) of every window holding a measured hour, best first; a
+    target counts in a window's score where both it and the whole day measured it."""
+    runs = list(samples)
+    names = sorted({name for r in runs for name in samples[r]})
+    day = {name: _pooled(samples, runs, name) for name in names}
     seen: set[tuple[int, ...]] = set()
     out = []
     for start in range(24):
@@ -182,15 +205,16 @@ def _ranked_windows(
         in_window = tuple(r for r in runs if placed[r][0] in span)
         if not in_window or in_window in seen:
             continue
-        seen.add(in_window)
+        seen.add(in_window)  # a later start holding the same runs holds the same hours
         cold, execution = [], []
-        for t in measured_targets(store, in_window, catalog, prices):
-            whole = day[t.name]
-            cold.append(np.median(t.cold_start_s) / np.median(whole.cold_start_s))
-            execution.append(np.median(t.execution_s) / np.median(whole.execution_s))
-        score = float(np.mean(cold)) + 1e-3 * float(np.mean(execution))
-        # the earliest start among windows with the same runs: they hold the same hours
-        out.append((score, start, list(in_window)))
+        for name in names:
+            e, c = _pooled(samples, in_window, name)
+            if c.size and e.size and day[name][1].size:
+                cold.append(np.median(c) / np.median(day[name][1]))
+                execution.append(np.median(e) / np.median(day[name][0]))
+        if cold:
+            score = float(np.mean(cold)) + 1e-3 * float(np.mean(execution))
+            out.append((score, start, list(in_window)))
     return sorted(out, key=lambda w: (w[0], w[1]))
 
 
@@ -201,6 +225,7 @@ def advise_batch(
     hours: int,
     objectives: Objectives,
     *,
+    campaign: str | None = None,
     prices: Mapping[str, tuple[str, float]] | None = None,
     catalog: PriceCatalog | None = None,
     tz_offset_s: float = 0.0,
@@ -212,7 +237,8 @@ def advise_batch(
     seed: int = 0,
 ) -> BatchAdvice:
     """Where in the day to run a batch of ``jobs_per_day`` jobs within ``hours`` hours, from
-    ``runs`` measured at different hours (see the module's docstring)."""
+    ``runs`` measured at different hours (see the module's docstring). ``campaign``: also its
+    runs, placed in the day in its time zone (``tz_offset_s`` is then the campaign's)."""
     from ..cost._catalog import load_catalog
     from ._search import DEFAULT_SCALE_DOWN_S
 
@@ -224,8 +250,14 @@ def advise_batch(
         raise ConfigError("windows", windows, "an integer >= 1")
     catalog = catalog or load_catalog()
     ids = [store.run(r).id for r in runs]
+    if campaign is not None:
+        found, tz_offset_s = campaign_runs(store, campaign)
+        ids += [r for r in found if r not in ids]
+    if not ids:
+        raise ConfigError("runs", [], "runs measured at different hours, or a campaign")
     placed = _placed(store, ids, tz_offset_s)
-    slots = hour_slots(store, ids, placed, catalog, prices)
+    samples = _samples(store, ids)
+    slots = hour_slots(samples, placed)
     by_hour = {s.hour: s for s in slots}
     search: dict[str, Any] = {
         "resamples": resamples,
@@ -246,18 +278,21 @@ def advise_batch(
     # the window's hours first in the simulated day: the jobs arrive within them only
     profile = (1.0,) * hours + (0.0,) * (24 - hours)
     traffic = Traffic.per_day(jobs_per_day, daily_profile=profile)
-    chosen = []
-    for score, start, in_window in _ranked_windows(store, ids, placed, hours, catalog, prices)[
-        :windows
-    ]:
-        targets = measured_targets(store, in_window, catalog, prices)
+    chosen: list[BatchWindow] = []
+    skipped: list[str] = []
+    for score, start, in_window in _ranked_windows(samples, placed, hours):
+        if len(chosen) == windows:
+            break
         span = [(start + i) % 24 for i in range(hours)]
         held = tuple(by_hour[h] for h in span if h in by_hour)
-        chosen.append(
-            BatchWindow(
-                start, hours, held, score, advise_targets(targets, traffic, objectives, **search)
-            )
-        )
+        try:  # every target needs a cold start measured in the window's hours
+            targets = measured_targets(store, in_window, catalog, prices)
+        except ConfigError as exc:
+            label = BatchWindow(start, hours, held, score, spread.advice).label
+            skipped.append(f"window {label} not priced: {exc}")
+            continue
+        priced = advise_targets(targets, traffic, objectives, **search)
+        chosen.append(BatchWindow(start, hours, held, score, priced))
     best = min(
         [spread, *chosen],
         key=lambda w: (
@@ -275,7 +310,7 @@ def advise_batch(
             else ""
         )
         for w in chosen
-    ]
+    ] + skipped
     return BatchAdvice(
         jobs_per_day, hours, tz_offset_s, slots, spread, tuple(chosen), best,
         _reason(best, spread), notes,

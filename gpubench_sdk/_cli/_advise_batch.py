@@ -7,7 +7,7 @@ import json
 
 import click
 
-from .._advise import BatchAdvice, Objectives, advise_batch, campaign_runs
+from .._advise import BatchAdvice, Objectives, advise_batch
 from .._errors import ConfigError
 from .._store import Store
 from ..cost._catalog import load_catalog
@@ -30,23 +30,18 @@ def batch_cmd(
 ) -> None:
     if batch is None or batch_hours is None:
         raise ConfigError("--batch", batch, "both --batch JOBS_PER_DAY and --batch-hours H")
+    if not runs and campaign is None:
+        raise ConfigError("RUN", None, "runs measured at different hours, or --campaign")
     with Store(existing_store(store_path), readonly=True) as store:
-        offset = 0.0
-        ids: list[int | str] = [int(r) if r.isdigit() else r for r in runs]
-        if campaign is not None:
-            found, offset = campaign_runs(store, campaign)
-            ids += found
-        if not ids:
-            raise ConfigError("RUN", None, "runs measured at different hours, or --campaign")
         advice = advise_batch(
             store,
-            ids,
+            [int(r) if r.isdigit() else r for r in runs],
             batch,
             batch_hours,
             objectives,
+            campaign=campaign,
             prices=prices,
             catalog=load_catalog(),
-            tz_offset_s=offset,
             resamples=resamples,
             confidence=confidence,
             max_workers=max_workers,
