@@ -145,6 +145,7 @@ def test_the_batch_goes_to_the_night_window_and_costs_there_what_advise_said(
     assert e.cost_usd_per_day[0] < spread.cost_usd_per_day[0], batch.reason
     assert "Run the batch in" in batch.reason and "less than spread over the day" in batch.reason
     assert any("fewer than 3 days per slot" in n for n in batch.notes), batch.notes
+    assert any("1 of its 4 hour(s) measured" in n for n in batch.notes), batch.notes
     o = e.option
     real = _serve_batch(BOOT[3], o.min_workers, o.max_workers, o.scale_down_s)
     assert real["p95_s"] <= SLO_S, real

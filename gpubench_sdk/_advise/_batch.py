@@ -301,8 +301,14 @@ def advise_batch(
         ),
     )
     notes = [
-        f"window {w.label}: hour slots measured on "
+        f"window {w.label}: {len(w.slots)} of its {hours} hour(s) measured, on "
         + ", ".join(f"{s.hour:02d}:00 {s.days} day(s)" for s in w.slots)
+        + (
+            "; the others are taken to behave like them (a campaign with more slots a day "
+            "would measure them)"
+            if len(w.slots) < hours
+            else ""
+        )
         + (
             f"; fewer than {FEW_DAYS} days per slot: more days of campaign would show whether "
             "these hours are reliably better"
