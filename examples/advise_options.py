@@ -25,7 +25,7 @@ from gpubench_sdk import Objectives, Traffic, advise_targets
 from gpubench_sdk.cost import Commitment
 
 sys.path.insert(0, str(Path(__file__).parent))
-from advise_reference import measured  # noqa: E402  (the reference targets, as measured)
+from advise_reference import measured  # the reference targets, as measured
 
 OFFER = Commitment("$300/month for 12 months", usd=300.0, per="month", min_months=12)
 
