@@ -268,6 +268,12 @@ def measured_targets(
     out: list[MeasuredTarget] = []
     for name, measured in seen.items():
         billing, rate, policy = _price(name, measured, catalog, prices)
+        # a run (a campaign's slot) where the target never answered is left out of its pool
+        measured = [(info, t) for info, t in measured if _answered(store, info.id, name)]
+        if not measured:
+            raise ConfigError(
+                f"target {name}", "no successful request in these runs", "a run where it answered"
+            )
         samples = [measured_samples(store, info.id, name) for info, _ in measured]
         out.append(
             MeasuredTarget(
@@ -287,6 +293,10 @@ def measured_targets(
             )
         )
     return out
+
+
+def _answered(store: Store, run: int, target: str) -> bool:
+    return bool((store.columns(run, target=target)["outcome"] == 0).any())
 
 
 def _price(
