@@ -16,11 +16,13 @@ __version__ = "0.1.0"
 if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     from ._advise import (
         Advice,
+        BatchAdvice,
         MeasuredTarget,
         Objectives,
         Scoring,
         Traffic,
         advise,
+        advise_batch,
         advise_targets,
     )
     from ._capabilities import BillingModel, Capabilities
@@ -90,6 +92,8 @@ _EXPORTS: dict[str, str] = {
     "Traffic": "._advise",
     "advise": "._advise",
     "advise_targets": "._advise",
+    "advise_batch": "._advise",
+    "BatchAdvice": "._advise",
     "MeasuredTarget": "._advise",
     "Scoring": "._advise",
     "BillingModel": "._capabilities",
@@ -176,6 +180,7 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = [
     "Advice",
+    "BatchAdvice",
     "BillingModel",
     "Burst",
     "Capabilities",
@@ -241,6 +246,7 @@ __all__ = [
     "WorkloadOptions",
     "__version__",
     "advise",
+    "advise_batch",
     "advise_targets",
     "as_provider_error",
     "build_report",

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from ._batch import BatchAdvice, BatchWindow, HourSlot, advise_batch, campaign_runs
+from ._commit import CommitmentTerms
 from ._decide import Advice, advise_targets
 from ._inputs import MeasuredTarget, Objectives, Traffic, measured_targets
 from ._score import OptionScore, Scoring
@@ -18,6 +20,7 @@ from ._search import DEFAULT_SCALE_DOWN_S, Estimate, Option
 if TYPE_CHECKING:
     from .._store import Store
     from ..cost._catalog import PriceCatalog
+    from ..cost._commitments import Commitment
 
 
 def advise(
@@ -37,6 +40,10 @@ def advise(
     overflow: bool = True,
     weights: Mapping[str, float] | None = None,
     criteria: Mapping[str, Mapping[str, float]] | None = None,
+    commitments: Mapping[str, Sequence[Commitment]] | None = None,
+    horizon_months: float | None = None,
+    overflow_depth: int = 3,
+    assume_concurrency: bool = False,
 ) -> Advice:
     """Recommend a target and its scaling settings for ``traffic`` under ``objectives``.
 
@@ -49,10 +56,19 @@ def advise(
     (``cost``, ``latency``, ``cold``, ``ttft`` and any user criterion -> weight) rank those
     options by the metrics guide's weighted score instead; ``criteria`` (user criterion ->
     provider or target -> number, higher is better, e.g. ``{"sla": {"runpod": 99.9}}``) adds
-    criteria to it. Either one shows each option's score (``Advice.scores``)."""
+    criteria to it. Either one shows each option's score (``Advice.scores``).
+
+    ``commitments``: ``{target: [Commitment(...)]}`` (``cost.Commitment``: USD per month or
+    hour with a minimum term), priced over ``horizon_months`` (default: each one's term) and
+    set against on demand with the break-even; ``overflow_depth``: the length of overflow
+    chains tried (3: a primary, one warm middle target, a last one scaled to zero; 2: pairs
+    only). Concurrency per worker is searched where the platform has it and a run measured
+    its slowdown, or, with ``assume_concurrency``, assuming none (docs/advise.md)."""
     from ..cost._catalog import load_catalog
 
-    targets = measured_targets(store, runs, catalog or load_catalog(), prices, committed)
+    targets = measured_targets(
+        store, runs, catalog or load_catalog(), prices, committed, commitments
+    )
     return advise_targets(
         targets,
         traffic,
@@ -64,13 +80,20 @@ def advise(
         seed=seed,
         overflow=overflow,
         scoring=None if weights is None and criteria is None else Scoring(weights, criteria),
+        horizon_months=horizon_months,
+        overflow_depth=overflow_depth,
+        assume_concurrency=assume_concurrency,
     )
 
 
 __all__ = [
     "DEFAULT_SCALE_DOWN_S",
     "Advice",
+    "BatchAdvice",
+    "BatchWindow",
+    "CommitmentTerms",
     "Estimate",
+    "HourSlot",
     "MeasuredTarget",
     "Objectives",
     "Option",
@@ -78,6 +101,8 @@ __all__ = [
     "Scoring",
     "Traffic",
     "advise",
+    "advise_batch",
     "advise_targets",
+    "campaign_runs",
     "measured_targets",
 ]

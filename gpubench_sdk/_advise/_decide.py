@@ -23,7 +23,9 @@ from statistics import NormalDist
 from typing import Any
 
 from ..cost._traffic import SECONDS_PER_DAY
+from ._commit import attach_terms, terms_note
 from ._inputs import MeasuredTarget, Objectives, Traffic
+from ._options import more_notes, more_options, option_json
 from ._score import OptionScore, Scoring, score_options
 from ._search import (
     DEFAULT_SCALE_DOWN_S,
@@ -107,6 +109,7 @@ class Advice:
                 "frontier": e.frontier,
                 "ttft_ms": None if e.ttft_s is None else _triple(tuple(v * 1e3 for v in e.ttft_s)),
                 "score": _score_json(self.score_of(e)),
+                **option_json(e),
             }
 
         return {
@@ -200,6 +203,9 @@ def advise_targets(
     seed: int = 0,
     overflow: bool = True,
     scoring: Scoring | None = None,
+    horizon_months: float | None = None,
+    overflow_depth: int = 3,
+    assume_concurrency: bool = False,
 ) -> Advice:
     """Search every target's scaling settings for ``traffic`` and recommend one (see the
     module's docstring for the rule). With two targets or more and ``overflow``, each pair
@@ -240,7 +246,14 @@ def advise_targets(
                 p, s, traffic, scale_down_s=scale_down_s, max_workers=max_workers
             )
         ]
+    # concurrency per worker, termed commitments, overflow chains (advopt22: _options.py)
+    options += more_options(
+        targets, traffic, options, scale_down_s=scale_down_s, max_workers=max_workers,
+        horizon_months=horizon_months, overflow_depth=overflow_depth if overflow else 2,
+        assume_concurrency=assume_concurrency,
+    )  # fmt: skip
     found = [estimate(o, by_name, all_draws, traffic, objectives) for o in options]
+    found = attach_terms(found, by_name, horizon_months)
     ranked = sorted(mark_frontier(found), key=_rank_key)
     scores = None
     key = _rank_key
@@ -278,6 +291,8 @@ def advise_targets(
         )
         for t in targets
     ]
+    notes += more_notes(targets, overflow_depth if overflow else 2, assume_concurrency)
+    notes += [n for e in ranked if (n := terms_note(e))]
     tail = _tail_note(best, objectives, by_name)
     if tail:
         notes.append(tail)
@@ -356,7 +371,7 @@ def _tail_note(
 
 def _names(e: Estimate) -> list[str]:
     o = e.option
-    return [o.target] + ([o.overflow_to] if o.overflow_to else [])
+    return [o.target, *o.via] + ([o.overflow_to] if o.overflow_to else [])
 
 
 def _unsettled(

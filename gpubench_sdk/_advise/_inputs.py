@@ -20,6 +20,7 @@ import numpy.typing as npt
 from .._errors import ConfigError
 from ..cost._billing import BillingModel
 from ..cost._catalog import PriceCatalog
+from ..cost._commitments import Commitment
 from ..cost._policy import WorkerPolicy, provider_policy
 from ..cost._pricing import billing_for, declared_billing
 from ..cost._traffic import SECONDS_PER_DAY, distributions_from_run, poisson_arrivals
@@ -192,6 +193,10 @@ class MeasuredTarget:
     run_sizes: tuple[tuple[int, int], ...] = ()
     # warm requests' time to first byte/token (streamed responses; None: not measured)
     ttft_s: npt.NDArray[np.float64] | None = None
+    # commitments with a term for its pinned workers (``_commit.py``), and the measured
+    # execution slowdown per requests served at once by one worker (``_concurrency.py``)
+    commitments: tuple[Commitment, ...] = ()
+    slowdown: tuple[float, ...] = ()
 
     def groups(self) -> list[tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]]:
         """(executions, cold starts) of each pooled run; one group when not told."""
@@ -230,6 +235,7 @@ def measured_targets(
     catalog: PriceCatalog,
     prices: Mapping[str, tuple[str, float]] | None = None,
     committed: Mapping[str, float] | None = None,
+    commitments: Mapping[str, Sequence[Commitment]] | None = None,
 ) -> list[MeasuredTarget]:
     """Every target of ``runs`` with its samples and price.
 
@@ -240,14 +246,21 @@ def measured_targets(
     pooled and resampled run by run (``MeasuredTarget.run_sizes``), so the spread from day to
     day shows in the intervals; its price is taken from the first run that names one.
     ``committed``: a target's price per hour of one committed worker
-    (``MeasuredTarget.committed_usd_per_hour``)."""
+    (``MeasuredTarget.committed_usd_per_hour``); ``commitments``: a target's commitments with a
+    term (``MeasuredTarget.commitments``). Each target's concurrency slowdown is measured from
+    the runs (``_concurrency.measured_slowdown``)."""
+    from ._concurrency import measured_slowdown
+
     prices = prices or {}
     committed = committed or {}
+    commitments = commitments or {}
     infos = [store.run(r) for r in runs]
     known = {t.name for info in infos for t in info.targets}
-    for name in set(prices) | set(committed):
+    for name in set(prices) | set(committed) | set(commitments):
         if name not in known:
-            raise ConfigError("--price/--committed", name, f"a target of the runs: {sorted(known)}")
+            raise ConfigError(
+                "--price/--committed/--commit", name, f"a target of the runs: {sorted(known)}"
+            )
     seen: dict[str, list[tuple[RunInfo, TargetRecord]]] = {}
     for info in infos:
         for t in info.targets:
@@ -255,6 +268,12 @@ def measured_targets(
     out: list[MeasuredTarget] = []
     for name, measured in seen.items():
         billing, rate, policy = _price(name, measured, catalog, prices)
+        # a run (a campaign's slot) where the target never answered is left out of its pool
+        measured = [(info, t) for info, t in measured if _answered(store, info.id, name)]
+        if not measured:
+            raise ConfigError(
+                f"target {name}", "no successful request in these runs", "a run where it answered"
+            )
         samples = [measured_samples(store, info.id, name) for info, _ in measured]
         out.append(
             MeasuredTarget(
@@ -269,9 +288,15 @@ def measured_targets(
                 runs=tuple(info.id for info, _ in measured),
                 run_sizes=tuple((e.size, c.size) for e, c in samples),
                 ttft_s=warm_ttft(store, [info.id for info, _ in measured], name),
+                commitments=tuple(commitments.get(name, ())),
+                slowdown=measured_slowdown(store, [info.id for info, _ in measured], name),
             )
         )
     return out
+
+
+def _answered(store: Store, run: int, target: str) -> bool:
+    return bool((store.columns(run, target=target)["outcome"] == 0).any())
 
 
 def _price(

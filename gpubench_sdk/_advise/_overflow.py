@@ -1,17 +1,25 @@
-"""A primary provider with overflow to a second: always-warm workers take what they can, the
-rest goes to another provider scaled to zero.
+"""A primary provider with overflow: always-warm workers take what they can, the rest goes on
+down a chain, to a last provider scaled to zero.
 
 The primary keeps ``k`` workers on (``min = max = k``, no burst of its own); a request that
-finds all ``k`` busy is not queued there but sent to the secondary, which starts workers as its
-own options do (``cost.simulate`` with its billing, delay and worker policy). Who overflows is
-decided request by request from the primary's workers' free times, so the split follows the
-arrivals and the measured execution times of the draw.
+finds all ``k`` busy is not queued there but sent on: to the next warm target of the chain
+(its own pinned workers, no queue either), and so on, and what finds every warm worker of the
+chain busy goes to the last target, which starts workers as its own options do
+(``cost.simulate`` with its billing, delay and worker policy). Who moves on is decided request
+by request from each stage's workers' free times, so the split follows the arrivals and the
+measured execution times of the draw. Two providers are the chain with no middle.
+
+Why the middle stages are warm, not scaled to zero: "all busy" is only well defined for a
+fixed pool. A scaled-to-zero middle stage would start a worker rather than pass a request on,
+and so never overflow until its max workers were all up: the same as a warm pool that size,
+with cold starts added.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -40,11 +48,10 @@ def split_overflow(
     return np.asarray(kept, dtype=np.float64), overflow
 
 
-def simulate_overflow(
-    primary: MeasuredTarget,
-    workers: int,
-    secondary: MeasuredTarget,
-    secondary_settings: FleetSettings,
+def simulate_chain(
+    warm: Sequence[tuple[MeasuredTarget, int]],
+    last: MeasuredTarget,
+    last_settings: FleetSettings,
     arrivals_s: npt.NDArray[np.float64],
     execution_s: dict[str, npt.NDArray[np.float64]],
     cold_start_s: dict[str, npt.NDArray[np.float64]],
@@ -52,32 +59,40 @@ def simulate_overflow(
     objectives: Objectives,
     seed: int,
 ) -> tuple[float, float, float, float]:
-    """(daily cost, latency percentile, cold-start rate, TTFT percentile or NaN) of the pair
-    on one draw."""
+    """(daily cost, latency percentile, cold-start rate, TTFT percentile or NaN) of the chain
+    on one draw: the ``warm`` stages in order (each a target and its pinned workers), then
+    ``last``."""
     rng = np.random.default_rng(seed)
-    arr = np.sort(arrivals_s)
-    own_exec = rng.choice(execution_s[primary.name], size=arr.size)
-    kept_latency, overflow = split_overflow(arr, own_exec, workers)
+    left = np.sort(arrivals_s)
+    total = left.size
+    window = traffic.window_s
+    kept: list[npt.NDArray[np.float64]] = []
+    usd = 0.0
+    for stage, workers in warm:
+        own_exec = rng.choice(execution_s[stage.name], size=left.size)
+        latency, overflow = split_overflow(left, own_exec, workers)
+        kept.append(latency)
+        usd += workers * stage.billing.billed_s(window) * stage.rate_usd_per_s
+        usd += stage.billing.fees_usd(latency.size)
+        left = left[overflow]
     sim = simulate(
-        arr[overflow],
-        execution_s=execution_s[secondary.name],
-        cold_start_s=cold_start_s[secondary.name],
-        settings=secondary_settings,
-        billing=secondary.billing,
-        rate_usd_per_s=secondary.rate_usd_per_s,
-        horizon_s=traffic.window_s,
+        left,
+        execution_s=execution_s[last.name],
+        cold_start_s=cold_start_s[last.name],
+        settings=last_settings,
+        billing=last.billing,
+        rate_usd_per_s=last.rate_usd_per_s,
+        horizon_s=window,
         seed=seed,
     )
-    window = traffic.window_s
-    pinned_usd = workers * primary.billing.billed_s(window) * primary.rate_usd_per_s
-    fees = primary.billing.fees_usd(kept_latency.size) + secondary.billing.fees_usd(sim.requests)
-    cost = (pinned_usd + sim.cost_usd + fees) * SECONDS_PER_DAY / window
-    latency = np.concatenate([kept_latency, sim.latency_s])
+    usd += sim.cost_usd + last.billing.fees_usd(sim.requests)
+    cost = usd * SECONDS_PER_DAY / window
+    latency = np.concatenate([*kept, sim.latency_s])
     q = float(np.percentile(latency, objectives.latency_percentile)) if latency.size else 0.0
-    cold = sim.cold_requests / arr.size if arr.size else 0.0
+    cold = sim.cold_requests / total if total else 0.0
     ttft = math.nan
     if objectives.ttft_s is not None and sim.wait_s is not None:
-        # the primary's requests never wait (it takes only what a free worker can)
-        served = [(primary, np.zeros(kept_latency.size)), (secondary, sim.wait_s)]
-        ttft = ttft_percentile(served, seed, objectives.ttft_percentile)
+        # a warm stage's requests never wait (it takes only what a free worker can)
+        served = [(stage, np.zeros(k.size)) for (stage, _), k in zip(warm, kept, strict=True)]
+        ttft = ttft_percentile([*served, (last, sim.wait_s)], seed, objectives.ttft_percentile)
     return cost, q, cold, ttft

@@ -23,6 +23,8 @@ import numpy.typing as npt
 from .._errors import ConfigError
 from ..cost._sim import FleetSettings, simulate
 from ..cost._traffic import SECONDS_PER_DAY
+from ._commit import CommitmentTerms
+from ._concurrency import slowdown_at
 from ._inputs import MeasuredTarget, Objectives, Traffic
 from ._ttft import ttft_percentile
 
@@ -41,19 +43,33 @@ class Option:
     committed: bool = False  # the min workers on a commitment, not on demand
     overflow_to: str | None = None  # a second target taking what finds every worker busy
     overflow_max_workers: int = 0
+    concurrency: int = 1  # requests one worker serves at once (the platform's setting)
+    # a commitment with a term (``Commitment``) paying for the min workers, and what one of
+    # them costs a day over the horizon (the whole term paid when it outlasts the horizon)
+    commitment: str | None = None
+    commitment_usd_per_day: float | None = None
+    # an overflow chain: warm targets between the primary and ``overflow_to``, in order, each
+    # with ``via_workers`` always-on workers taking what finds the previous ones all busy
+    via: tuple[str, ...] = ()
+    via_workers: tuple[int, ...] = ()
 
     @property
     def label(self) -> str:
         if self.overflow_to is not None:
+            middle = "".join(
+                f" -> {t} min=max={k}" for t, k in zip(self.via, self.via_workers, strict=True)
+            )
             return (
-                f"{self.target} always-warm min=max={self.min_workers} + overflow to "
+                f"{self.target} always-warm min=max={self.min_workers}{middle} + overflow to "
                 f"{self.overflow_to} max={self.overflow_max_workers} idle={self.scale_down_s:g}s"
             )
         warm = "always-warm" if self.min_workers else "scale-to-zero"
         warm += " committed" if self.committed else ""
+        warm += f" committed {self.commitment}" if self.commitment else ""
+        per = f" concurrency={self.concurrency}" if self.concurrency > 1 else ""
         return (
             f"{self.target} {warm} min={self.min_workers} max={self.max_workers} "
-            f"idle={self.scale_down_s:g}s"
+            f"idle={self.scale_down_s:g}s{per}"
         )
 
 
@@ -70,6 +86,7 @@ class Estimate:
     meets_all: tuple[float, float, float]
     frontier: bool = False
     ttft_s: tuple[float, float, float] | None = None  # with a TTFT objective (``_ttft.py``)
+    commitment: CommitmentTerms | None = None  # a termed commitment against on demand
 
 
 def wilson(successes: int, n: int, z: float = _Z90) -> tuple[float, float, float]:
@@ -207,16 +224,17 @@ def simulate_option(
     scaled to a day; fees are per request."""
     target = targets[option.target]
     if option.overflow_to is not None:
-        from ._overflow import simulate_overflow
+        from ._overflow import simulate_chain
 
-        second = targets[option.overflow_to]
+        last = targets[option.overflow_to]
         settings = FleetSettings(
-            0, option.overflow_max_workers, option.scale_down_s, 1, second.worker_policy
+            0, option.overflow_max_workers, option.scale_down_s, 1, last.worker_policy
         )
-        return simulate_overflow(
-            target,
-            option.min_workers,
-            second,
+        warm = [(target, option.min_workers)]
+        warm += [(targets[t], k) for t, k in zip(option.via, option.via_workers, strict=True)]
+        return simulate_chain(
+            warm,
+            last,
             settings,
             draw.arrivals_s,
             draw.execution_s,
@@ -226,15 +244,18 @@ def simulate_option(
             draw.seed,
         )
     window = traffic.window_s
+    execution = draw.execution_s[target.name]
+    if option.concurrency > 1:  # each request charged its setting's measured slowdown
+        execution = execution * slowdown_at(target.slowdown, option.concurrency)
     sim = simulate(
         draw.arrivals_s,
-        execution_s=draw.execution_s[target.name],
+        execution_s=execution,
         cold_start_s=draw.cold_start_s[target.name],
         settings=FleetSettings(
             option.min_workers,
             option.max_workers,
             option.scale_down_s,
-            1,
+            option.concurrency,
             target.worker_policy,
         ),
         billing=target.billing,
@@ -244,10 +265,15 @@ def simulate_option(
     )
     per_day = SECONDS_PER_DAY / window
     cost = (sim.cost_usd + target.billing.fees_usd(sim.requests)) * per_day
+    pinned_s = option.min_workers * target.billing.billed_s(window)
     if option.committed and target.committed_usd_per_hour is not None:
         # the pinned workers' billed day on demand is replaced by their commitment
-        pinned_s = option.min_workers * target.billing.billed_s(window)
         cost += (target.committed_usd_per_hour / 3600 - target.rate_usd_per_s) * pinned_s * per_day
+    if option.commitment_usd_per_day is not None:  # a termed commitment, amortised per day
+        cost += (
+            option.min_workers * option.commitment_usd_per_day
+            - target.rate_usd_per_s * pinned_s * per_day
+        )
     # a draw with no request at all (a very low rate) keeps every latency objective
     latency = sim.latency_percentile_s(objectives.latency_percentile) if sim.requests else 0.0
     ttft = math.nan

@@ -4,16 +4,18 @@ profile and objectives, with how sure the answer is (docs/advise.md)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Literal
 
 import click
 
-from .._advise import Advice, Objectives, Traffic, advise
+from .._advise import Advice, Objectives, Traffic, advise, campaign_runs
 from .._advise._score import parse_criterion, parse_weights, read_criteria
 from .._errors import ConfigError
 from .._store import Store
 from ..cost._catalog import load_catalog
+from ..cost._commitments import Commitment, parse_commitment
 from ._console import existing_store, store_option, writable_path
 
 
@@ -44,8 +46,26 @@ def _committed(given: tuple[str, ...]) -> dict[str, float]:
     return out
 
 
+def _commitments(given: tuple[str, ...]) -> dict[str, list[Commitment]]:
+    """``TARGET=USD_PER_MONTH[,term=MONTHS]``, repeatable (several per target allowed)."""
+    out: dict[str, list[Commitment]] = {}
+    for i, text in enumerate(given):
+        name, sep, rest = text.partition("=")
+        try:
+            c = parse_commitment(rest, "month", i)
+        except ConfigError:
+            c = None
+        if not sep or not name or c is None or "=" in rest.split(",")[0]:
+            raise ConfigError(
+                "--commit", text, "TARGET=USD_PER_MONTH[,term=MONTHS], e.g. a=900,term=12"
+            )
+        label = f"${c.usd:g}/month" + (f" for {c.min_months:g} months" if c.min_months else "")
+        out.setdefault(name, []).append(replace(c, name=label))
+    return out
+
+
 @click.command("advise")
-@click.argument("runs", nargs=-1, required=True)
+@click.argument("runs", nargs=-1)
 @store_option
 @click.option("--rate", type=float, default=None, help="mean requests per second")
 @click.option("--per-day", type=float, default=None, help="requests per day")
@@ -78,6 +98,43 @@ def _committed(given: tuple[str, ...]) -> dict[str, float]:
     multiple=True,
     metavar="TARGET=USD_PER_HOUR",
     help="a worker on commitment (reserved/active); adds always-warm options priced so",
+)
+@click.option(
+    "--commit",
+    "commit",
+    multiple=True,
+    metavar="TARGET=USD_PER_MONTH[,term=MONTHS]",
+    help="a worker on a monthly commitment with a minimum term; against on demand, break-even",
+)
+@click.option(
+    "--horizon-months",
+    type=float,
+    default=None,
+    help="months the capacity is needed (default: each commitment's term)",
+)
+@click.option(
+    "--overflow-depth",
+    type=click.IntRange(2),
+    default=3,
+    show_default=True,
+    help="targets in an overflow chain (primary, warm middles, last scaled to zero)",
+)
+@click.option(
+    "--assume-concurrency",
+    is_flag=True,
+    help="search concurrency per worker where no run measured its slowdown, assuming none",
+)
+@click.option("--batch", type=float, default=None, metavar="JOBS", help="a batch of JOBS a day")
+@click.option(
+    "--batch-hours",
+    type=click.IntRange(1, 24),
+    default=None,
+    help="hours the batch must run within: find the best measured window of the day",
+)
+@click.option(
+    "--campaign",
+    default=None,
+    help="the runs of this campaign (its time zone places them in the day)",
 )
 @click.option("--resamples", type=click.IntRange(2), default=40, show_default=True)
 @click.option("--confidence", type=float, default=0.9, show_default=True)
@@ -124,6 +181,13 @@ def advise_cmd(
     budget_usd_per_day: float | None,
     prices: tuple[str, ...],
     committed: tuple[str, ...],
+    commit: tuple[str, ...],
+    horizon_months: float | None,
+    overflow_depth: int,
+    assume_concurrency: bool,
+    batch: float | None,
+    batch_hours: int | None,
+    campaign: str | None,
     resamples: int,
     confidence: float,
     max_workers: int | None,
@@ -138,7 +202,25 @@ def advise_cmd(
     html_path: str | None,
 ) -> None:
     """Recommend a target and scaling settings for a traffic profile and objectives, from the
-    measured runs RUN... (ids or 'latest')."""
+    measured runs RUN... (ids or 'latest'), or a campaign's (--campaign)."""
+    if horizon_months is not None and not horizon_months > 0:
+        raise ConfigError("--horizon-months", horizon_months, "months > 0")
+    if batch is not None or batch_hours is not None:
+        from ._advise_batch import batch_cmd
+
+        objectives = Objectives(p95_ms / 1e3, percentile, max_cold_rate, budget_usd_per_day)
+        if rate is not None or per_day is not None or profile or trace_path or constant:
+            raise ConfigError("--batch", batch, "a batch alone (no --rate/--per-day/--trace)")
+        batch_cmd(
+            store_path, runs, campaign, batch, batch_hours, objectives, _prices(prices),
+            resamples, confidence, max_workers, seed, as_json,
+        )  # fmt: skip
+        return
+    if campaign is not None:
+        with Store(existing_store(store_path), readonly=True) as store:
+            runs = tuple(str(r) for r in campaign_runs(store, campaign)[0])
+    if not runs:
+        raise ConfigError("RUN", None, "at least one stored run id (or 'latest'), or --campaign")
     if trace_path is not None:
         if rate is not None or per_day is not None or profile is not None or constant:
             raise ConfigError(
@@ -177,6 +259,10 @@ def advise_cmd(
             overflow=not no_overflow,
             weights=None if weights is None else parse_weights(weights),
             criteria=criteria,
+            commitments=_commitments(commit),
+            horizon_months=horizon_months,
+            overflow_depth=overflow_depth,
+            assume_concurrency=assume_concurrency,
         )
     if html_path is not None:
         Path(html_path).write_text(advice.to_html(), encoding="utf-8")

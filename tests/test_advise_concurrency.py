@@ -1,0 +1,169 @@
+"""The proof of advise's concurrency per worker: the slowdown is measured from ordinary runs, and
+an option with several requests per worker costs on the fleet what advise said.
+
+Two RunPod endpoints (the real plugin over loopback HTTP, RunPod's emulator in front of
+``_concurrent_fleet.ConcurrentFleet``, whose workers run up to 4 jobs at once): "io" runs a
+job in 50 ms however many share its worker (an I/O-bound handler), "gpu" runs it 50% slower
+per extra job (a shared GPU). One worker each while measuring, so bursts of 2, 3 and 4 in
+flight put that many jobs on it; the stored ``workerId`` and execution times are all advise
+reads. The replays serve the priced options on the same fleets in virtual time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import numpy as np
+import pytest
+from _concurrent_fleet import ConcurrentFleet
+
+from gpubench_sdk import Objectives, Store, Traffic, build_run
+from gpubench_sdk._advise import MeasuredTarget, advise_targets, measured_targets
+from gpubench_sdk._config import parse_config
+from gpubench_sdk.cost import load_catalog, poisson_arrivals, price_worker_intervals
+from gpubench_sdk.testing import Duration, serve
+from gpubench_sdk.testing._replay import VirtualTimeLoop
+
+pytest.importorskip("gpubench_runpod")
+from gpubench_runpod.emulator import make_app
+
+KEY = "rpa_concurrency_3b8e6a1f0d2c"
+SLOWDOWN = {"io": 0.0, "gpu": 0.5}
+BOOT = Duration.uniform(0.3, 0.4)
+EXEC_S = 0.05
+RATE_USD_PER_S = 0.001
+SLO_S = 1.0
+
+
+@contextmanager
+def _emulators() -> Iterator[dict[str, str]]:
+    with ExitStack() as stack:
+        urls = {}
+        for name, slow in SLOWDOWN.items():
+            fleet = ConcurrentFleet(
+                boot=BOOT, execution_s=EXEC_S, per_worker=4, slowdown=slow, max_workers=1
+            )
+            app = make_app(fleet, api_key=KEY)  # type: ignore[arg-type]  # a fleet's interface
+            urls[name] = stack.enter_context(serve(app)).url
+        yield urls
+
+
+def _target(name: str, url: str) -> dict[str, Any]:
+    return {
+        "name": name, "provider": "runpod", "endpoint_id": "emulated-endpoint",
+        "api_key_env": "CONC_RUNPOD_KEY", "base_url": f"{url}/v2", "rest_url": f"{url}/v1",
+        "cold_threshold_ms": 150, "poll_interval_s": 0.005, "billing": "local",
+        "price_per_s_usd": RATE_USD_PER_S,
+    }  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def targets(tmp_path_factory: pytest.TempPathFactory) -> dict[str, MeasuredTarget]:
+    path: Path = tmp_path_factory.mktemp("concurrency") / "measured.sqlite"
+    with pytest.MonkeyPatch.context() as env, _emulators() as urls:
+        env.setenv("CONC_RUNPOD_KEY", KEY)
+        plan = parse_config(
+            {
+                "run": {"name": "advise-concurrency"},
+                "workload": {"kind": "probe", "sleep_ms": 50},
+                "targets": [_target(name, url) for name, url in urls.items()],
+                "scenarios": [
+                    {"kind": "cold_starts", "n": 3, "warm_after": 3, "cold_timeout_s": 10},
+                    *({"kind": "burst", "total": 8 * c, "concurrency": c} for c in (2, 3, 4)),
+                ],
+            }
+        )
+        run = anyio.run(build_run(plan, store=path).run).run_id
+    with Store(path, readonly=True) as store:
+        return {t.name: t for t in measured_targets(store, [run], load_catalog())}
+
+
+def _serve(
+    target: MeasuredTarget, per_worker: int, max_workers: int, idle_s: float, rate: float
+) -> dict[str, float]:
+    """Poisson traffic at ``rate`` on ``target``'s fleet in virtual time, its workers picked
+    by the policy advise simulated: bill per day and p95."""
+    window = Traffic(rate).window_s
+    arrivals = poisson_arrivals(rate, window, seed=77)
+    loop = VirtualTimeLoop()
+
+    async def drive() -> dict[str, float]:
+        fleet = ConcurrentFleet(
+            boot=BOOT, execution_s=EXEC_S, per_worker=per_worker,
+            slowdown=SLOWDOWN[target.name], max_workers=max_workers, idle_timeout_s=idle_s,
+            policy=target.worker_policy, seed=11,
+        )  # fmt: skip
+        async with fleet:
+            jobs = []
+            for t in arrivals:
+                if t > loop.time():
+                    await asyncio.sleep(t - loop.time())
+                jobs.append(fleet.submit({"sleep_ms": 50}))
+            for job in jobs:
+                await job.done.wait()
+            await asyncio.sleep(idle_s + 1.0)
+            intervals = fleet.worker_intervals(loop.time())
+            truths = fleet.truths()
+        model = load_catalog().billing_model("local")
+        bill = price_worker_intervals(intervals, model, RATE_USD_PER_S).cost_usd
+        latency = [((t.queue_ms or 0.0) + (t.execution_ms or 0.0)) / 1e3 for t in truths]
+        return {
+            "cost_usd_per_day": bill * 86_400 / window,
+            "p95_s": float(np.percentile(latency, 95)),
+        }
+
+    try:
+        return loop.run_until_complete(drive())
+    finally:
+        loop.close()
+
+
+def test_the_slowdown_is_measured_from_the_workers_ids(targets: dict[str, MeasuredTarget]) -> None:
+    io, gpu = targets["io"].slowdown, targets["gpu"].slowdown
+    assert len(io) == 4 and len(gpu) == 4, (io, gpu)
+    assert all(s == pytest.approx(1.0, abs=0.15) for s in io), io
+    # the fleet makes a job 50% slower per other job its worker runs when it starts: x1.5 at
+    # 2, x2 at 3, x2.5 at 4, read back from the stored worker ids and server times
+    assert gpu == pytest.approx((1.0, 1.5, 2.0, 2.5), rel=0.1), gpu
+
+
+def test_several_requests_per_worker_cost_on_the_fleet_what_advise_said(
+    targets: dict[str, MeasuredTarget],
+) -> None:
+    rate = 6.0  # 0.3 busy workers on average: bursts that a second slot absorbs without a boot
+    advice = advise_targets(
+        [targets["io"]], Traffic(rate), Objectives(latency_s=SLO_S), resamples=10,
+        scale_down_s=(1.0,), overflow=False,
+    )  # fmt: skip
+    levels = sorted({e.option.concurrency for e in advice.options})
+    assert levels == [1, 2, 4], levels  # 8 was never measured: not extrapolated
+    one = next(e for e in advice.options if e.option.concurrency == 1 and e.option.min_workers == 0)
+    two = next(e for e in advice.options if e.option.concurrency == 2 and e.option.min_workers == 0)
+    assert two.cost_usd_per_day[0] < one.cost_usd_per_day[0]  # fewer boots, less idle billed
+    o = two.option
+    real = _serve(targets["io"], 2, o.max_workers, o.scale_down_s, rate)
+    assert abs(real["cost_usd_per_day"] / two.cost_usd_per_day[0] - 1) <= 0.05, (real, two)
+    assert real["p95_s"] <= SLO_S, real
+    assert any("measured slower by" in n and n.startswith("io:") for n in advice.notes)
+
+
+def test_a_measured_slowdown_is_charged_in_full_an_upper_bound(
+    targets: dict[str, MeasuredTarget],
+) -> None:
+    rate = 6.0
+    advice = advise_targets(
+        [targets["gpu"]], Traffic(rate), Objectives(latency_s=SLO_S), resamples=10,
+        scale_down_s=(1.0,), overflow=False,
+    )  # fmt: skip
+    two = next(e for e in advice.options if e.option.concurrency == 2 and e.option.min_workers == 0)
+    o = two.option
+    real = _serve(targets["gpu"], 2, o.max_workers, o.scale_down_s, rate)
+    # every request is charged the x1.5 of two at once; on the fleet many run alone, faster
+    assert real["cost_usd_per_day"] <= two.cost_usd_per_day[0] * 1.05, (real, two)
+    assert real["p95_s"] <= two.latency_s[2] * 1.05, (real, two)
+    assert any("x1.5" in n or "x1.4" in n or "x1.6" in n for n in advice.notes), advice.notes
