@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
-
-from gpubench_sdk import Provider, ProviderOptions, Request, Result, Workload, first_byte_ns
+from gpubench_sdk import PreparedCall, Provider, ProviderOptions, Request, Result, Workload
 
 
 class GetOptions(ProviderOptions):
@@ -19,15 +17,14 @@ class GetProvider(Provider):
 
     async def open(self) -> None:
         assert isinstance(self.options, GetOptions)
-        self._url = httpx.URL(self.options.url)  # parsed once, not per request
+        self._call = PreparedCall(self.client, "GET", self.options.url)  # built once
 
     async def invoke(self, request: Request) -> Result:
-        response = await self.client.get(self._url)
-        response.raise_for_status()
+        response = (await self._call.send()).raise_for_status()
         return Result(
             output=response.content,
             http_status=response.status_code,
-            first_byte_ns=first_byte_ns(response),
+            first_byte_ns=response.first_byte_ns,
         )
 
 
