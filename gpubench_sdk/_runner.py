@@ -272,7 +272,9 @@ class Runner(ScenarioDrivers):
             return False
 
         stack.push_async_exit(close)
-        return LiveTarget(target)
+        live = LiveTarget(target)
+        stack.callback(live.deadlines.close)
+        return live
 
     async def _drive(self, live: list[LiveTarget], monitor: Monitor) -> None:
         async with anyio.create_task_group() as tg:
