@@ -57,7 +57,7 @@ def main() -> None:
     from gpubench_sdk.testing._otlp import otlp_receiver
 
     root = Path(tempfile.mkdtemp(prefix="gpubench-hotpath-"))
-    nginx = loadgen._start_nginx(root)
+    nginx = loadgen.start_nginx(root)
     base_url = f"http://127.0.0.1:{loadgen.PORT}"
     peers: dict[str, list[dict[str, Any]]] = {}
     try:
