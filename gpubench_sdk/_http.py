@@ -26,6 +26,8 @@ from httpx._client import USE_CLIENT_DEFAULT, BoundAsyncStream, ClientState, Use
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
+    from ._http_call import CallResponse
+
 from ._http_errors import as_provider_error, retry_after_s
 from ._http_errors import map_aiohttp_error as _map_error
 from ._http_spans import current_tracer, note_error, note_status, start_http_span
@@ -49,9 +51,13 @@ _EAGER_BODY_MAX = 1 << 20
 _httpx_log = logging.getLogger("httpx")  # where httpx logs each request, at INFO
 
 
-def first_byte_ns(response: httpx.Response) -> int | None:
-    """``time.perf_counter_ns()`` when the response's status line and headers had arrived."""
-    value = response.extensions.get(FIRST_BYTE_EXT)
+def first_byte_ns(response: httpx.Response | CallResponse) -> int | None:
+    """``time.perf_counter_ns()`` when the response's status line and headers had arrived
+    (an httpx response of the measuring client, or a ``PreparedCall``'s answer)."""
+    if isinstance(response, httpx.Response):
+        value = response.extensions.get(FIRST_BYTE_EXT)
+    else:
+        value = response.first_byte_ns
     return value if isinstance(value, int) else None
 
 

@@ -33,6 +33,7 @@ from gpubench_sdk import (
     TransportError,
     Workload,
     as_provider_error,
+    first_byte_ns,
     make_client,
     remember,
     run,
@@ -105,6 +106,7 @@ async def test_sends_what_httpx_sends_and_answers_the_same(server: LoopbackServe
     assert lean.headers.get("x-request-id") == "rid-1"  # case-insensitive, as httpx's
     assert lean.text == plain.text and lean.reason_phrase == "OK"
     assert lean.first_byte_ns is not None and before < lean.first_byte_ns < after
+    assert first_byte_ns(lean) == lean.first_byte_ns  # the public helper reads either kind
     assert lean.raise_for_status() is lean
     as_httpx = lean.as_httpx()
     assert as_httpx.json() == lean.json() and as_httpx.request.url == call.url
