@@ -343,9 +343,10 @@ class MeasuringClient(httpx.AsyncClient):
         return not request.url.userinfo and self._plain()
 
     def _plain(self) -> bool:
-        """No mounts, no event hooks, client open: what a lean send needs of the client."""
+        """No auth, mounts or event hooks, client open: what a lean send needs of the client."""
         return (
-            not self._mounts
+            self._auth is None
+            and not self._mounts
             and not self._event_hooks["request"]
             and not self._event_hooks["response"]
             and self._state is not ClientState.CLOSED

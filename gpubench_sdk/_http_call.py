@@ -144,7 +144,6 @@ class PreparedCall:
         self._lean = (
             isinstance(client, MeasuringClient)
             and isinstance(client._transport, AiohttpTransport)
-            and client.auth is None
             and not built.url.userinfo
         )
 

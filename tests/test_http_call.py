@@ -182,6 +182,12 @@ async def test_any_other_client_is_called_through_httpx(server: LoopbackServer) 
         client.event_hooks["request"].append(hook)  # added after preparing: still honoured
         await call.send()
     assert seen == [f"{server.url}/echo"]
+    async with make_client() as client:
+        call = PreparedCall(client, "GET", f"{server.url}/echo")
+        assert "authorization" not in (await call.send()).json()["headers"]
+        client.auth = ("late", "pw")  # so is auth set after preparing
+        late = await call.send()
+    assert late.json()["headers"]["authorization"].startswith("Basic ")
 
 
 async def test_secrets_stay_out_of_reprs_and_errors(server: LoopbackServer) -> None:
