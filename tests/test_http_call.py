@@ -74,7 +74,26 @@ def _app() -> web.Application:
         return web.Response(body="café".encode("latin-1"), content_type="text/plain",
                             charset="latin-1")  # fmt: skip
 
+    async def stalls(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Length": "6"})
+        await response.prepare(request)
+        await response.write(b"abc")
+        await asyncio.sleep(2)  # the rest never comes in time
+        return response
+
+    async def chunked(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse()
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        for part in (b'{"parts": ', b"[1, 2, ", b"3]}"):
+            await response.write(part)
+            await asyncio.sleep(0.01)
+        await response.write_eof()
+        return response
+
     app = web.Application()
+    app.router.add_get("/stalls", stalls)
+    app.router.add_get("/chunked", chunked)
     app.router.add_route("*", "/echo", echo)
     app.router.add_get("/slow", slow)
     app.router.add_route("*", "/status/{code}", status)
@@ -153,6 +172,18 @@ async def test_transport_errors_and_timeouts_are_httpxs(server: LoopbackServer) 
     assert isinstance(timed_out, RequestTimeoutError)
     assert f"GET {server.url}/slow" in str(timed_out) and "s=2" not in str(timed_out)
     assert isinstance(as_provider_error(refused.value, provider="p"), TransportError)
+
+
+async def test_a_body_that_stalls_times_out_and_a_chunked_one_is_read_whole(
+    server: LoopbackServer,
+) -> None:
+    async with make_client(timeout_s=0.3) as client:
+        first_byte_then_nothing = PreparedCall(client, "GET", f"{server.url}/stalls")
+        with pytest.raises(httpx.ReadTimeout) as caught:
+            await first_byte_then_nothing.send()
+        chunked = await PreparedCall(client, "GET", f"{server.url}/chunked").send()
+    assert isinstance(as_provider_error(caught.value, provider="p"), RequestTimeoutError)
+    assert chunked.json() == {"parts": [1, 2, 3]} and "content-length" not in chunked.headers
 
 
 async def test_gzip_and_redirects_go_through_httpx(server: LoopbackServer) -> None:
