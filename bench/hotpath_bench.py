@@ -1,5 +1,5 @@
 """The per-request hot path, side by side in one run: aiohttp, gpubench as it was, as it is,
-and as it is with tracing on.
+and each with tracing on.
 
 Run by hand (not a test): ``python bench/hotpath_bench.py [--base DIR] [--rounds 5]``.
 Same nginx and pinning as ``bench/loadgen.py`` (nginx on CPU 0, each client on CPU 1), the
@@ -57,7 +57,7 @@ def main() -> None:
     from gpubench_sdk.testing._otlp import otlp_receiver
 
     root = Path(tempfile.mkdtemp(prefix="gpubench-hotpath-"))
-    nginx = loadgen._start_nginx(root)
+    nginx = loadgen.start_nginx(root)
     base_url = f"http://127.0.0.1:{loadgen.PORT}"
     peers: dict[str, list[dict[str, Any]]] = {}
     try:
@@ -70,6 +70,7 @@ def main() -> None:
             ]
             if ns.base:
                 plan.insert(1, ("gpubench before", "gpubench", ns.base, None))
+                plan.append(("gpubench before, tracing on", "gpubench", ns.base, otlp))
             for _ in range(ns.rounds):
                 for name, kind, base, trace in plan:
                     kw = {k: v for k, v in instant.items() if k != "url"}
@@ -98,11 +99,15 @@ def main() -> None:
             f"| {name} | {m['rps']:,.0f} | {m['cpu_us']:.0f} | {m['rps'] / a['rps']:.2f}x "
             f"| {a['cpu_us'] / m['cpu_us']:.2f}x |"
         )
-    on, off = med["gpubench, tracing on"], med["gpubench"]
-    print(
-        f"tracing on costs {on['cpu_us'] - off['cpu_us']:+.0f} us CPU per request "
-        f"({on['cpu_us'] / off['cpu_us']:.2f}x); {spans} OTLP trace exports received"
-    )
+    for now in ("", " before"):
+        if f"gpubench{now}" not in med:
+            continue
+        on, off = med[f"gpubench{now}, tracing on"], med[f"gpubench{now}"]
+        print(
+            f"gpubench{now}: tracing on costs {on['cpu_us'] - off['cpu_us']:+.0f} us CPU per "
+            f"request ({on['cpu_us'] / off['cpu_us']:.2f}x)"
+        )
+    print(f"{spans} OTLP trace exports received")
     hey, gpb = loadgen._median(hey_runs), loadgen._median(gpb_runs)
     print(
         f"10 ms endpoint, 64 concurrent, 960 req/s offered (median of 3): hey p50 "

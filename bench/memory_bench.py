@@ -26,30 +26,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).parents[1]))
+
+from bench import loadgen
+
 PORT = 18191
-NGINX_CONF = """
-load_module {echo_module};
-worker_processes 1;
-worker_rlimit_nofile 40000;
-daemon off;
-error_log {root}/error.log;
-pid {root}/nginx.pid;
-events {{ worker_connections 30000; }}
-http {{
-  access_log off;
-  keepalive_requests 10000000;
-  client_body_temp_path {root}/body;
-  proxy_temp_path {root}/proxy;
-  fastcgi_temp_path {root}/fastcgi;
-  uwsgi_temp_path {root}/uwsgi;
-  scgi_temp_path {root}/scgi;
-  server {{
-    listen 127.0.0.1:{port} backlog=16384;
-    location /hold {{ echo_sleep {hold_s}; echo "ok"; }}
-    location /ready {{ return 200 "ok"; }}
-  }}
-}}
-"""
 
 
 def _peak_rss_mib() -> float:
@@ -105,25 +86,6 @@ def _gpubench_client(url: str, n: int) -> dict[str, Any]:
     }
 
 
-def _start_nginx(root: Path, hold_s: float) -> subprocess.Popen[bytes]:
-    import urllib.request
-
-    for d in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
-        (root / d).mkdir()
-    conf = root / "nginx.conf"
-    module = "/usr/lib/nginx/modules/ngx_http_echo_module.so"
-    conf.write_text(NGINX_CONF.format(root=root, port=PORT, echo_module=module, hold_s=hold_s))
-    proc = subprocess.Popen(["nginx", "-c", str(conf)], stderr=subprocess.DEVNULL)
-    for _ in range(100):
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{PORT}/ready", timeout=1).read()
-            return proc
-        except OSError:
-            time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError("nginx did not start")
-
-
 def _run(client: str, url: str, n: int) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--client", client, "--url", url, "--requests", str(n)]
     root = Path(__file__).parents[1]
@@ -150,7 +112,10 @@ def main() -> None:
     if shutil.which("nginx") is None:
         sys.exit("needs nginx with the echo module: apt-get install nginx libnginx-mod-http-echo")
     root = Path(tempfile.mkdtemp(prefix="gpubench-memory-"))
-    nginx = _start_nginx(root, ns.hold_s)
+    locations = {"/ready": 'return 200 "ok";', "/hold": f'echo_sleep {ns.hold_s}; echo "ok";'}
+    nginx = loadgen.start_nginx(
+        root, locations, port=PORT, cpus=None, connections=30_000, backlog=16_384
+    )
     try:
         url = f"http://127.0.0.1:{PORT}/hold"
         rows = {client: _run(client, url, ns.requests) for client in ("aiohttp", "gpubench")}

@@ -22,36 +22,19 @@ import functools
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).parents[1]))
+
+from bench import loadgen
+
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # Ray on 127.0.0.1 only
 
-NGINX_CONF = """
-worker_processes 1;
-daemon off;
-error_log {root}/error.log;
-pid {root}/nginx.pid;
-events {{ worker_connections 8192; }}
-http {{
-  access_log off;
-  keepalive_requests 10000000;
-  client_body_temp_path {root}/body;
-  proxy_temp_path {root}/proxy;
-  fastcgi_temp_path {root}/fastcgi;
-  uwsgi_temp_path {root}/uwsgi;
-  scgi_temp_path {root}/scgi;
-  server {{
-    listen 127.0.0.1:{port};
-    location /image {{ default_type application/json; return 200 '{{"images": ["x"]}}'; }}
-  }}
-}}
-"""
+IMAGE = {"/image": """default_type application/json; return 200 '{"images": ["x"]}';"""}
 PORT = 18182
 
 
@@ -106,22 +89,6 @@ def run_mode(mode: str, n: int, url: str, total: int, tmp: Path) -> dict[str, fl
     if result.status != "completed":
         raise RuntimeError(f"{mode} {n}: {result.status} {result.run.error}")
     return _measure(store, result)
-
-
-def _start_nginx(root: Path) -> subprocess.Popen[bytes]:
-    for d in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
-        (root / d).mkdir()
-    conf = root / "nginx.conf"
-    conf.write_text(NGINX_CONF.format(root=root, port=PORT))
-    proc = subprocess.Popen(["nginx", "-c", str(conf)], stderr=subprocess.DEVNULL)
-    for _ in range(100):
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{PORT}/image", timeout=1).read()
-            return proc
-        except OSError:
-            time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError("nginx did not start")
 
 
 def _spread(values: list[float]) -> str:
@@ -185,7 +152,7 @@ def main() -> None:
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
     root = Path(tempfile.mkdtemp(prefix="gpubench-raybench-"))
-    nginx = _start_nginx(root)
+    nginx = loadgen.start_nginx(root, IMAGE, port=PORT, cpus=None)
     url = f"http://127.0.0.1:{PORT}/image"
     modes = [("one", 1), ("processes", 1), ("ray", 1), ("processes", 2), ("ray", 2)]
     runs: dict[tuple[str, int], list[dict[str, float]]] = {m: [] for m in modes}

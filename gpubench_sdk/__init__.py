@@ -46,6 +46,7 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
         TransportError,
     )
     from ._http import as_provider_error, first_byte_ns, make_client
+    from ._http_call import CallResponse, PreparedCall
     from ._input import InputMap
     from ._local import LocalProvider, LocalRuntime, LocalRuntimeConfig
     from ._multiproc import run_processes
@@ -121,6 +122,8 @@ _EXPORTS: dict[str, str] = {
     "first_byte_ns": "._http",
     "InputMap": "._input",
     "make_client": "._http",
+    "CallResponse": "._http_call",
+    "PreparedCall": "._http_call",
     "LocalProvider": "._local",
     "LocalRuntime": "._local",
     "LocalRuntimeConfig": "._local",
@@ -183,6 +186,7 @@ __all__ = [
     "BatchAdvice",
     "BillingModel",
     "Burst",
+    "CallResponse",
     "Capabilities",
     "CapabilityError",
     "ClientHTTPError",
@@ -214,6 +218,7 @@ __all__ = [
     "PluginInfo",
     "PluginLoadError",
     "PluginNotFoundError",
+    "PreparedCall",
     "Provider",
     "ProviderError",
     "ProviderOptions",

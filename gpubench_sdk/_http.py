@@ -19,11 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import httpx
+import yarl
 from aiohttp.client_proto import ResponseHandler
 from httpx._client import USE_CLIENT_DEFAULT, BoundAsyncStream, ClientState, UseClientDefault
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
+
+    from ._http_call import CallResponse
 
 from ._http_errors import as_provider_error, retry_after_s
 from ._http_errors import map_aiohttp_error as _map_error
@@ -48,9 +51,13 @@ _EAGER_BODY_MAX = 1 << 20
 _httpx_log = logging.getLogger("httpx")  # where httpx logs each request, at INFO
 
 
-def first_byte_ns(response: httpx.Response) -> int | None:
-    """``time.perf_counter_ns()`` when the response's status line and headers had arrived."""
-    value = response.extensions.get(FIRST_BYTE_EXT)
+def first_byte_ns(response: httpx.Response | CallResponse) -> int | None:
+    """``time.perf_counter_ns()`` when the response's status line and headers had arrived
+    (an httpx response of the measuring client, or a ``PreparedCall``'s answer)."""
+    if isinstance(response, httpx.Response):
+        value = response.extensions.get(FIRST_BYTE_EXT)
+    else:
+        value = response.first_byte_ns
     return value if isinstance(value, int) else None
 
 
@@ -179,7 +186,6 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         return response
 
     async def _exchange(self, request: httpx.Request, span: Span | None) -> httpx.Response:
-        session = self._session or self._open()
         timeouts: dict[str, float | None] = request.extensions.get("timeout", {})
         try:
             body = request.content
@@ -189,31 +195,9 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         url, head = request.url, request.headers.multi_items()
         if url.userinfo:  # httpx already sent it as an Authorization header; aiohttp refuses both
             url = url.copy_with(userinfo=b"")
-        resent: str | None = None
-        _ATTEMPT.set(None)
-        send = functools.partial(
-            aiohttp.ClientSession.request,
-            method=request.method,
-            url=str(url),
-            headers=head,
-            data=body or None,
-            allow_redirects=False,
-            timeout=timeout,
+        response, resent = await self.roundtrip(
+            request.method, str(url), head, body or None, timeout
         )
-        try:
-            try:
-                response = await send(session)
-            except Exception as exc:
-                if not _never_ran(exc):
-                    raise
-                # Once, on a connection of its own (the pool may hold more dead ones).
-                resent = f"{type(exc).__name__} on a reused connection before any response byte"
-                seen = _RETRIES.get()
-                if seen is not None:
-                    seen.append(resent)
-                response = await send(self._fresh_session())
-        except Exception as exc:
-            raise _map_error(exc) from exc
         arrived = time.perf_counter_ns()
         headers = response.raw_headers
         extensions: dict[str, Any] = {"http_version": b"HTTP/1.1", FIRST_BYTE_EXT: arrived}
@@ -248,6 +232,43 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         )
         streamed_response._reader, streamed_response._span = response.content, span
         return streamed_response
+
+    async def roundtrip(
+        self,
+        method: str,
+        url: str | yarl.URL,
+        headers: Any,
+        body: bytes | None,
+        limits: aiohttp.ClientTimeout,
+    ) -> tuple[aiohttp.ClientResponse, str | None]:
+        """Send one request and wait for its status line and headers: (the response, why it
+        was resent once on a fresh connection, if it was). Errors leave as httpx's."""
+        session = self._session or self._open()
+        resent: str | None = None
+        _ATTEMPT.set(None)
+        send = functools.partial(
+            aiohttp.ClientSession.request,
+            method=method,
+            url=url,
+            headers=headers,
+            data=body,
+            allow_redirects=False,
+            timeout=limits,
+        )
+        try:
+            try:
+                return await send(session), None
+            except Exception as exc:
+                if not _never_ran(exc):
+                    raise
+                # Once, on a connection of its own (the pool may hold more dead ones).
+                resent = f"{type(exc).__name__} on a reused connection before any response byte"
+                seen = _RETRIES.get()
+                if seen is not None:
+                    seen.append(resent)
+                return await send(self._fresh_session()), resent
+        except Exception as exc:
+            raise _map_error(exc) from exc
 
     async def aclose(self) -> None:
         for session in (self._session, self._fresh):
@@ -319,8 +340,12 @@ class MeasuringClient(httpx.AsyncClient):
     def _lean_ok(self, request: httpx.Request) -> bool:
         """Whether httpx's send would do nothing here but call the transport: no auth (nor
         credentials in the URL), no event hooks, no mounts, and the client still open."""
+        return not request.url.userinfo and self._plain()
+
+    def _plain(self) -> bool:
+        """No auth, mounts or event hooks, client open: what a lean send needs of the client."""
         return (
-            not request.url.userinfo
+            self._auth is None
             and not self._mounts
             and not self._event_hooks["request"]
             and not self._event_hooks["response"]
@@ -356,18 +381,7 @@ class MeasuringClient(httpx.AsyncClient):
                 response.http_version, response.status_code, response.reason_phrase,
             )  # fmt: skip
         if response.has_redirect_location:
-            try:
-                nxt = self._build_redirect_request(request, response)
-                if not follow:
-                    response.next_request = nxt
-                    return response
-                await response.aread()
-            except BaseException:
-                await response.aclose()
-                raise
-            response = await self._send_handling_redirects(
-                nxt, follow_redirects=True, history=[response]
-            )
+            response = await self._redirected(request, response, follow)
         if not stream:
             try:
                 await response.aread()
@@ -375,6 +389,22 @@ class MeasuringClient(httpx.AsyncClient):
                 await response.aclose()
                 raise
         return response
+
+    async def _redirected(
+        self, request: httpx.Request, response: httpx.Response, follow: bool
+    ) -> httpx.Response:
+        """A redirect answered: httpx's own loop takes it from here (or, not following, the
+        response names its ``next_request``), so behaviour is httpx's in every case."""
+        try:
+            nxt = self._build_redirect_request(request, response)
+            if not follow:
+                response.next_request = nxt
+                return response
+            await response.aread()
+        except BaseException:
+            await response.aclose()
+            raise
+        return await self._send_handling_redirects(nxt, follow_redirects=True, history=[response])
 
 
 def make_client(

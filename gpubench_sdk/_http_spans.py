@@ -56,6 +56,13 @@ def start_http_span(tracer: Tracer, request: httpx.Request) -> Span:
 
 
 def _start(tracer: Tracer, method: str, url: httpx.URL) -> Span:
+    name, attrs = span_start_args(method, url)
+    return tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attrs)
+
+
+def span_start_args(method: str, url: httpx.URL) -> tuple[str, dict[str, str | int]]:
+    """The name and start attributes of the HTTP client span of a call to ``url``: all of
+    them in one dict at start (one attribute set per call, not one ``set_attribute`` each)."""
     attrs: dict[str, str | int] = {
         "http.request.method": method if method in KNOWN_METHODS else "_OTHER",
         "url.full": scrub_url(str(url)),
@@ -67,8 +74,7 @@ def _start(tracer: Tracer, method: str, url: httpx.URL) -> Span:
         attrs["server.port"] = port
     if method not in KNOWN_METHODS:
         attrs["http.request.method_original"] = method
-    name = method if method in KNOWN_METHODS else "HTTP"
-    return tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attrs)
+    return (method if method in KNOWN_METHODS else "HTTP"), attrs
 
 
 def note_status(span: Span, status: int, resent: bool = False) -> None:

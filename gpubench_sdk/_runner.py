@@ -198,6 +198,8 @@ class Runner(ScenarioDrivers):
         # Spans recorded: each request's invoke span is opened before it is sent, and the
         # transport opens an HTTP client span per call under it (tasks inherit the tracer).
         self._tracing = self._instruments.enabled
+        if self._tracing:
+            self._instruments.batch_counts()  # flushed when the run ends (finally, below)
         http_tracer = use_tracer(self._instruments.tracer if self._tracing else None)
         try:
             # Before the first request opens a socket: the writer's file must not compete with
@@ -238,6 +240,7 @@ class Runner(ScenarioDrivers):
             raise
         finally:
             reset_tracer(http_tracer)
+            self._instruments.flush()  # the request counts still batched
             self._scope = None
             if status != "completed":
                 self._release_shards()
@@ -272,7 +275,9 @@ class Runner(ScenarioDrivers):
             return False
 
         stack.push_async_exit(close)
-        return LiveTarget(target)
+        live = LiveTarget(target)
+        stack.callback(live.deadlines.close)
+        return live
 
     async def _drive(self, live: list[LiveTarget], monitor: Monitor) -> None:
         async with anyio.create_task_group() as tg:

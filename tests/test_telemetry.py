@@ -192,3 +192,33 @@ async def test_spans_name_the_model_a_provider_is_asked_for(
         if s.name == "gpubench.invoke"
     }
     assert models == {"m": "llama-3-8b", "plain": None}
+
+
+async def test_a_sampled_out_request_is_sampled_once_and_drops_its_http_spans(
+    echo_server: LoopbackServer, tmp_path: Path
+) -> None:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+
+    exporter = InMemorySpanExporter()
+    tracer_provider = TracerProvider(sampler=ParentBased(TraceIdRatioBased(0.5)))
+    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    instruments = Instruments(tracer_provider=tracer_provider, meter_provider=MeterProvider())
+    await run(
+        {"a": EchoProvider(url=echo_server.url, mode="ok")},
+        EchoProbe(sleep_ms=0),
+        [Burst(total=60, concurrency=6)],
+        store=tmp_path / "r.sqlite",
+        instruments=instruments,
+    )
+    spans = exporter.get_finished_spans()
+    roots = {s.context.span_id for s in spans if s.name == telemetry.SPAN_INVOKE}
+    calls = [s for s in spans if s.name == "POST"]
+    assert 0 < len(roots) < 60  # sampled: some in, some out (p of failing ~ 2^-59)
+    # Decided once per request: every HTTP call kept has its invoke span, and every invoke
+    # span kept has its HTTP call (none sampled in a second time without its children).
+    assert sorted(c.parent.span_id for c in calls if c.parent) == sorted(roots)
+    assert len(calls) == len(roots)

@@ -11,11 +11,13 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from gpubench_sdk import (
+    CallResponse,
     Capabilities,
     ClientHTTPError,
     ConfigError,
     FleetState,
     InvalidResponseError,
+    PreparedCall,
     Provider,
     ProviderError,
     ProviderOptions,
@@ -25,7 +27,6 @@ from gpubench_sdk import (
     ServerHTTPError,
     ThrottledError,
     TransportError,
-    first_byte_ns,
 )
 
 from ._template import Render, compile_path, compile_template
@@ -136,8 +137,10 @@ class HTTPProvider(Provider):
 
     async def open(self) -> None:
         o = self._opts
-        self._url = httpx.URL(o.url)
         self._headers = {**o.headers, **self.auth_headers()}
+        # The call is the same every time but for its body: prepared once (the lean path).
+        headers = self._headers if o.method == "GET" else {**self._headers, "Content-Type": _JSON}
+        self._call = PreparedCall(self.client, o.method, o.url, headers=headers)
         self._read_output = compile_path(o.output_path, "output_path")
         self._read_id = compile_path(o.request_id_path, "") if o.request_id_path else None
         self._timings = [
@@ -153,11 +156,8 @@ class HTTPProvider(Provider):
     async def invoke(self, request: Request) -> Result:
         o = self._opts
         content = None if o.method == "GET" else json.dumps(o.render(request)).encode()
-        headers = self._headers if content is None else {**self._headers, "Content-Type": _JSON}
         try:
-            response = await self.client.request(
-                o.method, self._url, content=content, headers=headers
-            )
+            response = await self._call.send(content)
         except httpx.TimeoutException as exc:
             raise RequestTimeoutError(_describe(exc), provider=self.name) from exc
         except httpx.HTTPError as exc:  # reset, refused, truncated body, too many redirects
@@ -186,7 +186,7 @@ class HTTPProvider(Provider):
             output=output,
             http_status=status,
             request_id=request_id,
-            first_byte_ns=first_byte_ns(response),
+            first_byte_ns=response.first_byte_ns,
         )
         for field, header, path, scale in self._timings:
             raw = response.headers.get(header) if header else _maybe(path, document)
@@ -207,7 +207,7 @@ class HTTPProvider(Provider):
             ready=1 if ready else 0, detail={"healthy": ready, "status": response.status_code}
         )
 
-    def _http_error(self, response: httpx.Response) -> ProviderError:
+    def _http_error(self, response: CallResponse) -> ProviderError:
         status = response.status_code
         try:
             data = response.json()
@@ -250,7 +250,7 @@ def _str(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-def _retry_after_s(response: httpx.Response) -> float | None:
+def _retry_after_s(response: CallResponse) -> float | None:
     value = response.headers.get("retry-after")
     try:
         return float(value) if value is not None else None
