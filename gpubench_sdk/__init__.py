@@ -15,6 +15,7 @@ __version__ = "0.1.0"
 
 if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     from ._advise import Advice, MeasuredTarget, Objectives, Traffic, advise, advise_targets
+    from ._answers import invalid_response, json_object
     from ._capabilities import BillingModel, Capabilities
     from ._config import RunConfig, load_config, validate_options
     from ._errors import (
@@ -83,6 +84,8 @@ _EXPORTS: dict[str, str] = {
     "advise": "._advise",
     "advise_targets": "._advise",
     "MeasuredTarget": "._advise",
+    "invalid_response": "._answers",
+    "json_object": "._answers",
     "BillingModel": "._capabilities",
     "Capabilities": "._capabilities",
     "RunConfig": "._config",
@@ -238,6 +241,8 @@ __all__ = [
     "check_thresholds",
     "classify",
     "first_byte_ns",
+    "invalid_response",
+    "json_object",
     "list_plugins",
     "load_config",
     "load_provider",
