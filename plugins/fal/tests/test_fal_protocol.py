@@ -154,6 +154,18 @@ async def test_submit_throttling_carries_retry_after(served: ServedApp) -> None:
     assert info.value.status_code == 429 and info.value.retry_after_s == 1.0
 
 
+async def test_an_http_date_retry_after_is_read_as_seconds(
+    served: ServedApp, fleet: SimulatedFleet
+) -> None:
+    """Retry-After may be an HTTP date (RFC 9110); the core's parser reads it, where fal's
+    own copy used to give None."""
+    fleet.faults.next(1, Fault.throttle(retry_after_s=30, as_date=True))
+    async with provider(served) as p:
+        with pytest.raises(ThrottledError, match=f"POST .*/queue/{APP}: HTTP 429 Too Many") as info:
+            await p.invoke(probe())
+    assert info.value.retry_after_s is not None and 28 < info.value.retry_after_s <= 30
+
+
 async def test_status_reads_outlive_a_passing_throttle(
     served: ServedApp, fleet: SimulatedFleet
 ) -> None:
