@@ -7,7 +7,9 @@
 - ``serve``: run an emulator (an ASGI app) with uvicorn on a random loopback port;
   ``serve_forever``: the same as an emulator's command line (prints its URL, then serves);
   ``EmulatorParser``: that command line's shared options (listen address, required key, the
-  fleet's cold start, worker cap and idle timeout).
+  fleet's cold start, worker cap and idle timeout); ``hold``: keep a request open while its job
+  runs, cancelling the job if the client hangs up; ``fleet_lifespan``: the app's lifespan that
+  runs the fleet while the app is served.
 - ``ProviderConformance``: the test suite a plugin subclasses in five lines.
 - ``otlp_receiver`` (with ``check_exported`` and ``span_attributes``): a real OTLP/HTTP
   receiver on loopback, and the semantic-convention checks the conformance suite applies to
@@ -24,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._billing import BillingMeter, WorkerBill
 from ._cases import FAULT_CASES, POLL_FAULT_CASES, FaultCase
-from ._emulator_cli import EmulatorArgs, EmulatorParser
+from ._emulator import EmulatorArgs, EmulatorParser, fleet_lifespan, hold
 from ._faults import ASGIApp, Fault, FaultInjector, FaultKind, FaultPlan, Injected, json_error
 from ._fleet import FleetConfig, SimulatedFleet, echo_handler
 from ._harness import INSTALL_HINT, ServedApp, serve, serve_forever
@@ -64,6 +66,8 @@ __all__ = [
     "WorkerState",
     "check_exported",
     "echo_handler",
+    "fleet_lifespan",
+    "hold",
     "json_error",
     "otlp_receiver",
     "serve",

@@ -1,4 +1,5 @@
-"""The emulators' shared command line (``EmulatorParser``) and ``Fault.throttle(as_date=True)``."""
+"""The emulators' shared plumbing (``hold``, ``EmulatorParser``) and
+``Fault.throttle(as_date=True)``, over real sockets."""
 
 from __future__ import annotations
 
@@ -10,8 +11,42 @@ import time
 import httpx
 import pytest
 from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 
-from gpubench_sdk.testing import EmulatorParser, Fault, FaultInjector, SimulatedFleet, serve
+from gpubench_sdk.testing import (
+    Duration,
+    EmulatorParser,
+    Fault,
+    FaultInjector,
+    FleetConfig,
+    JobStatus,
+    SimulatedFleet,
+    fleet_lifespan,
+    hold,
+    serve,
+)
+
+
+def test_hold_answers_a_finished_job_and_cancels_an_abandoned_one() -> None:
+    fleet = SimulatedFleet(FleetConfig(cold_start=Duration.fixed(0.0), max_workers=2))
+
+    async def held(request: Request) -> Response:
+        job = fleet.submit(await request.json())
+        if not await hold(request, job, fleet):
+            return Response(status_code=499)
+        return JSONResponse({"status": job.status.value, "output": job.output})
+
+    app = Starlette(routes=[Route("/", held, methods=["POST"])], lifespan=fleet_lifespan(fleet))
+    with serve(app) as served:  # fleet_lifespan starts the fleet: without it no job would run
+        done = httpx.post(served.url, json={"echo": "a", "sleep_ms": 20}, timeout=10)
+        assert done.json() == {"status": "completed", "output": {"echo": "a"}}
+        with pytest.raises(httpx.ReadTimeout):  # the client gives up on a 30 s job
+            httpx.post(served.url, json={"sleep_ms": 30_000}, timeout=0.5)
+        abandoned = fleet.truths()[1].job_id
+        fleet.wait_for(lambda c: c.cancelled == 1, 10)
+    assert fleet.truth(abandoned).status is JobStatus.CANCELLED
 
 
 def test_the_shared_options_keep_fixed_names_under_the_providers_flags(

@@ -1,5 +1,6 @@
-"""The command line every emulator shares: where to listen, which key to require, and the
-simulated fleet's cold start, worker cap and idle timeout, under the provider's own names.
+"""What every emulator repeats: holding a request open while its job runs (and cancelling the
+job when the client hangs up), and the command line (where to listen, which key to require, the
+simulated fleet's cold start, worker cap and idle timeout under the provider's own names).
 
 An emulator's ``main`` adds its own options and builds its app::
 
@@ -12,11 +13,60 @@ An emulator's ``main`` adds its own options and builds its app::
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import os
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Protocol
 
+from ._faults import Receive
 from ._fleet import FleetConfig, SimulatedFleet
+from ._jobs import Job
 from ._timing import Duration
+
+
+class _Request(Protocol):  # a Starlette Request, or anything else holding the ASGI receive
+    @property
+    def receive(self) -> Receive: ...
+
+
+def fleet_lifespan(
+    fleet: SimulatedFleet,
+) -> Callable[[Any], contextlib.AbstractAsyncContextManager[None]]:
+    """The app's ``lifespan`` (Starlette's ``lifespan=``): ``fleet`` runs while the app is
+    served, so ``serve`` and ``serve_forever`` start and stop it with the server."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[None]:
+        async with fleet:
+            yield
+
+    return lifespan
+
+
+async def hold(request: _Request, job: Job, fleet: SimulatedFleet) -> bool:
+    """Keep ``request`` open until ``job`` ends: True. False when the client hangs up first;
+    the job is then cancelled, as a platform's front end ends the request its client left.
+
+    Call it once the request's body is read: it watches the ASGI ``receive`` channel, so a
+    hang-up is seen the moment it happens, without polling.
+    """
+    finished = asyncio.ensure_future(job.done.wait())
+    hung_up = asyncio.ensure_future(_disconnected(request.receive))
+    try:
+        await asyncio.wait({finished, hung_up}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in (finished, hung_up):
+            waiter.cancel()
+    if job.done.is_set():
+        return True
+    fleet.cancel(job.id)
+    return False
+
+
+async def _disconnected(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 class EmulatorArgs(argparse.Namespace):
