@@ -150,7 +150,15 @@ def make_app(
             return error(404, "Request not found")
         return job
 
-    def start(payload: dict[str, Any], base: str, request: Request) -> Job | Response:
+    async def start(request: Request, app_path: str) -> Job | Response:
+        """The job a submit or a direct call to ``app_path`` starts, or the answer refusing it."""
+        if (refused := denied(request) or throttled()) is not None:
+            return refused
+        if app_path.count("/") < 1:
+            return error(404, "Application not found: use <owner>/<app>")
+        payload = await payload_of(request)
+        if isinstance(payload, Response):
+            return payload
         start_timeout = request.headers.get(fal.REQUEST_TIMEOUT_HEADER)
         try:
             timeout_s = float(start_timeout) if start_timeout is not None else None
@@ -162,7 +170,7 @@ def make_app(
             job = fleet.submit(payload, job_id=str(uuid.uuid4()))
         except QueueFull as exc:
             return error(429, f"too many requests in the queue: {exc}", **{"Retry-After": "1"})
-        apps[job.id] = base
+        apps[job.id] = fal.app_base(app_path)
         if timeout_s is not None:  # not started by then: fal gives up on the request
             asyncio.get_running_loop().call_later(timeout_s, expire, job)
         return job
@@ -173,15 +181,7 @@ def make_app(
             fleet.cancel(job.id)
 
     async def submit(request: Request) -> Response:
-        if (refused := denied(request) or throttled()) is not None:
-            return refused
-        app_path = request.path_params["app"]
-        if app_path.count("/") < 1:
-            return error(404, "Application not found: use <owner>/<app>")
-        payload = await payload_of(request)
-        if isinstance(payload, Response):
-            return payload
-        job = start(payload, fal.app_base(app_path), request)
+        job = await start(request, request.path_params["app"])
         if isinstance(job, Response):
             return job
         # the status at submission (IN_QUEUE with its position) and the request's URLs
@@ -252,17 +252,9 @@ def make_app(
         return JSONResponse({"status": "CANCELLATION_REQUESTED"}, status_code=202)
 
     async def run(request: Request) -> Response:
-        if (refused := denied(request) or throttled()) is not None:
-            return refused
         app_path: str = request.path_params["app"]
         streaming = app_path.endswith("/stream")
-        app_path = app_path.removesuffix("/stream") if streaming else app_path
-        if app_path.count("/") < 1:
-            return error(404, "Application not found: use <owner>/<app>")
-        payload = await payload_of(request)
-        if isinstance(payload, Response):
-            return payload
-        job = start(payload, fal.app_base(app_path), request)
+        job = await start(request, app_path.removesuffix("/stream"))
         if isinstance(job, Response):
             return job
         if streaming:
