@@ -15,7 +15,6 @@ __version__ = "0.1.0"
 
 if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     from ._advise import Advice, MeasuredTarget, Objectives, Traffic, advise, advise_targets
-    from ._answers import invalid_response, json_object
     from ._capabilities import BillingModel, Capabilities
     from ._config import RunConfig, load_config, validate_options
     from ._errors import (
@@ -45,6 +44,7 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     from ._provider import Provider, ProviderOptions
     from ._ray import run_on_ray
     from ._report import DailyTraffic, build_report, render_report
+    from ._responses import invalid_response, json_object
     from ._results import RunResult, Target, classify
     from ._runner import Runner, run
     from ._runner_load import Load
@@ -84,8 +84,6 @@ _EXPORTS: dict[str, str] = {
     "advise": "._advise",
     "advise_targets": "._advise",
     "MeasuredTarget": "._advise",
-    "invalid_response": "._answers",
-    "json_object": "._answers",
     "BillingModel": "._capabilities",
     "Capabilities": "._capabilities",
     "RunConfig": "._config",
@@ -125,6 +123,8 @@ _EXPORTS: dict[str, str] = {
     "DailyTraffic": "._report",
     "build_report": "._report",
     "render_report": "._report",
+    "invalid_response": "._responses",
+    "json_object": "._responses",
     "Provider": "._provider",
     "ProviderOptions": "._provider",
     "RunResult": "._results",
