@@ -55,6 +55,7 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     from ._provider import Provider, ProviderOptions
     from ._ray import run_on_ray
     from ._report import DailyTraffic, build_report, render_report
+    from ._responses import invalid_response, json_object
     from ._results import RunResult, Target, classify
     from ._runner import Runner, run
     from ._runner_load import Load
@@ -138,6 +139,8 @@ _EXPORTS: dict[str, str] = {
     "DailyTraffic": "._report",
     "build_report": "._report",
     "render_report": "._report",
+    "invalid_response": "._responses",
+    "json_object": "._responses",
     "Provider": "._provider",
     "ProviderOptions": "._provider",
     "RunResult": "._results",
@@ -259,6 +262,8 @@ __all__ = [
     "check_thresholds",
     "classify",
     "first_byte_ns",
+    "invalid_response",
+    "json_object",
     "list_plugins",
     "load_config",
     "load_provider",

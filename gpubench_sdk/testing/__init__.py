@@ -5,7 +5,11 @@
 - ``FaultPlan`` / ``Fault`` / ``FaultInjector``: declarative misbehaviour (429s, 5xx, resets,
   truncated and malformed bodies, failed jobs) applied at the protocol layer.
 - ``serve``: run an emulator (an ASGI app) with uvicorn on a random loopback port;
-  ``serve_forever``: the same as an emulator's command line (prints its URL, then serves).
+  ``serve_forever``: the same as an emulator's command line (prints its URL, then serves);
+  ``EmulatorParser``: that command line's shared options (listen address, required key, the
+  fleet's cold start, worker cap and idle timeout); ``hold``: keep a request open while its job
+  runs, cancelling the job if the client hangs up; ``fleet_lifespan``: the app's lifespan that
+  runs the fleet while the app is served.
 - ``ProviderConformance``: the test suite a plugin subclasses in five lines.
 - ``otlp_receiver`` (with ``check_exported`` and ``span_attributes``): a real OTLP/HTTP
   receiver on loopback, and the semantic-convention checks the conformance suite applies to
@@ -22,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._billing import BillingMeter, WorkerBill
 from ._cases import FAULT_CASES, POLL_FAULT_CASES, FaultCase
+from ._emulator import EmulatorArgs, EmulatorParser, fleet_lifespan, hold
 from ._faults import ASGIApp, Fault, FaultInjector, FaultKind, FaultPlan, Injected, json_error
 from ._fleet import FleetConfig, SimulatedFleet, echo_handler
 from ._harness import INSTALL_HINT, ServedApp, serve, serve_forever
@@ -40,6 +45,8 @@ __all__ = [
     "ASGIApp",
     "BillingMeter",
     "Duration",
+    "EmulatorArgs",
+    "EmulatorParser",
     "Fault",
     "FaultCase",
     "FaultInjector",
@@ -59,6 +66,8 @@ __all__ = [
     "WorkerState",
     "check_exported",
     "echo_handler",
+    "fleet_lifespan",
+    "hold",
     "json_error",
     "otlp_receiver",
     "serve",

@@ -10,9 +10,11 @@ ASGI middleware that applies HTTP faults in front of an emulator.
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import enum
 import random
 import threading
+import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -53,10 +55,16 @@ class Fault:
     retry_after_s: float | None = None
     delay_s: float = 0.0
     body: str | None = None
+    retry_after_date: bool = False
 
     @classmethod
-    def throttle(cls, retry_after_s: float | None = None, body: str | None = None) -> Fault:
-        return cls(FaultKind.THROTTLE, 429, retry_after_s=retry_after_s, body=body)
+    def throttle(
+        cls, retry_after_s: float | None = None, body: str | None = None, *, as_date: bool = False
+    ) -> Fault:
+        """429; ``Retry-After`` in seconds, or with ``as_date`` as the HTTP date that many
+        seconds ahead (RFC 9110 section 10.2.3 allows both; whole seconds, rounded down)."""
+        kind = FaultKind.THROTTLE
+        return cls(kind, 429, retry_after_s=retry_after_s, body=body, retry_after_date=as_date)
 
     @classmethod
     def server_error(cls, status: int = 500, body: str | None = None) -> Fault:
@@ -238,7 +246,7 @@ class FaultInjector:
         elif kind is FaultKind.THROTTLE:
             headers = []
             if fault.retry_after_s is not None:
-                headers.append((b"retry-after", f"{fault.retry_after_s:g}".encode()))
+                headers.append((b"retry-after", _retry_after(fault).encode()))
             await self._error(send, 429, fault, "too many requests", headers)
         elif kind is FaultKind.SERVER_ERROR:
             await self._error(send, fault.status, fault, "internal server error")
@@ -276,6 +284,13 @@ class FaultInjector:
             {"type": "http.response.start", "status": status, "headers": head + (headers or [])}
         )
         await send({"type": "http.response.body", "body": body})
+
+
+def _retry_after(fault: Fault) -> str:
+    assert fault.retry_after_s is not None
+    if fault.retry_after_date:
+        return email.utils.formatdate(time.time() + fault.retry_after_s, usegmt=True)
+    return f"{fault.retry_after_s:g}"
 
 
 async def _drop(send: Send) -> None:

@@ -16,24 +16,17 @@ from pydantic import Field, model_validator
 
 from gpubench_sdk import (
     Capabilities,
-    ClientHTTPError,
     ColdCheck,
     ConfigError,
     FleetState,
-    InvalidResponseError,
     Provider,
-    ProviderError,
     ProviderOptions,
     Request,
-    RequestTimeoutError,
     Result,
     ScalingSettings,
-    ServerHTTPError,
-    ThrottledError,
-    TransportError,
     first_byte_ns,
+    invalid_response,
     make_client,
-    redact,
     scrub_url,
 )
 from gpubench_sdk.cost import load_catalog
@@ -241,20 +234,15 @@ class AzureProvider(Provider):
             response = await self.client.post(
                 self._invoke_url, json=dict(request.payload), headers=headers
             )
-        except httpx.TimeoutException as exc:
-            raise RequestTimeoutError(_describe(exc), provider=self.name) from exc
-        except httpx.HTTPError as exc:
-            raise TransportError(_describe(exc), provider=self.name) from exc
         finally:
             self._in_flight -= 1
-        if response.status_code >= 400:
-            raise self._http_error(response)
+        # A status >= 400, a timeout or a reset leaves through invoke's boundary as the core's
+        # ProviderError (as_provider_error: 429's Retry-After in seconds or as an HTTP date).
+        response.raise_for_status()
         try:
             output = response.json()
         except ValueError as exc:
-            raise InvalidResponseError(
-                "response is not JSON", provider=self.name, status_code=response.status_code
-            ) from exc
+            raise invalid_response(response, "response is not JSON", provider=self.name) from exc
         arrived_ns = first_byte_ns(response)
         cold: bool | None = None
         confirmed = False
@@ -270,16 +258,6 @@ class AzureProvider(Provider):
             cold=cold,
             cold_confirmed=confirmed,
         )
-
-    def _http_error(self, response: httpx.Response) -> ProviderError:
-        status = response.status_code
-        message = redact(f"HTTP {status}: {response.text[:200] or response.reason_phrase}")
-        kw: dict[str, Any] = {"provider": self.name, "status_code": status}
-        if status == 429:
-            return ThrottledError(message, retry_after_s=_retry_after_s(response), **kw)
-        if status >= 500:
-            return ServerHTTPError(message, **kw)
-        return ClientHTTPError(message, **kw)
 
     # ----- control --------------------------------------------------------------------------
 
@@ -377,16 +355,3 @@ def _http_rule(info: AppInfo, concurrency: int) -> dict[str, Any]:
 
 def _norm(location: str) -> str:
     return location.replace(" ", "").lower()  # ARM may say "East US" for "eastus"
-
-
-def _retry_after_s(response: httpx.Response) -> float | None:
-    value = response.headers.get("Retry-After")
-    try:
-        seconds = float(value) if value is not None else None
-    except ValueError:
-        return None
-    return seconds if seconds is not None and math.isfinite(seconds) else None
-
-
-def _describe(exc: BaseException) -> str:
-    return redact(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)

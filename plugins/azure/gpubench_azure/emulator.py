@@ -22,13 +22,12 @@ the others as ``Running``. Faults apply to the ingress (route ``submit``) and Re
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import datetime as dt
 import hmac
 import json
 import uuid
-from collections.abc import AsyncIterator, MutableMapping
+from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -37,10 +36,11 @@ from gpubench_sdk.testing import (
     INSTALL_HINT,
     ASGIApp,
     FaultInjector,
-    FleetConfig,
     JobStatus,
     QueueFull,
     SimulatedFleet,
+    fleet_lifespan,
+    hold,
 )
 
 SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
@@ -323,24 +323,13 @@ def make_app(
             job = fleet.submit(payload if isinstance(payload, dict) else {"input": payload})
         except QueueFull:
             return Response("too many requests", status_code=429)
-        finished = asyncio.ensure_future(job.done.wait())
-        hung_up = asyncio.ensure_future(_disconnected(request))
-        await asyncio.wait({finished, hung_up}, return_when=asyncio.FIRST_COMPLETED)
-        for waiter in (finished, hung_up):
-            waiter.cancel()
-        if not job.done.is_set():  # the client went away: the replica's request ends
-            fleet.cancel(job.id)
+        if not await hold(request, job, fleet):  # the client went away: the replica's ends
             return Response(status_code=499)
         headers = {"x-request-id": job.id}
         if job.status is not JobStatus.COMPLETED:
             return Response(f"container error: {job.error}", status_code=500, headers=headers)
         output = list(job.stream) if job.stream else job.output
         return JSONResponse(output, headers=headers)
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with fleet:
-            yield
 
     app_route = _PREFIX + "/{app}"
     app = Starlette(
@@ -356,7 +345,7 @@ def make_app(
             ),
             Route("/{path:path}", ingress, methods=["GET", "POST"]),
         ],
-        lifespan=lifespan,
+        lifespan=fleet_lifespan(fleet),
     )
     return FaultInjector(app, fleet, _route, render_error=arm_error_body)
 
@@ -374,11 +363,6 @@ def _merge(target: Any, patch: Any) -> Any:
     return merged
 
 
-async def _disconnected(request: Any) -> None:
-    while (await request.receive())["type"] != "http.disconnect":
-        pass
-
-
 def _route(scope: MutableMapping[str, Any]) -> str | None:
     """Which fault route a request belongs to (see ``gpubench_sdk.testing.FaultPlan``)."""
     path: str = scope.get("path", "")
@@ -387,34 +371,22 @@ def _route(scope: MutableMapping[str, Any]) -> str | None:
 
 def main(argv: list[str] | None = None) -> None:
     """Serve an emulator until interrupted: ``python -m gpubench_azure.emulator``."""
-    import argparse
-    import os
+    from gpubench_sdk.testing import EmulatorParser, serve_forever
 
-    from gpubench_sdk.testing import Duration, serve_forever
-
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8689)
+    parser = EmulatorParser(__doc__, port=8689, key_help="require this ingress key (env variable)")
     parser.add_argument("--tls-dir", help="write a throwaway CA (ca.pem) here and serve HTTPS")
     parser.add_argument("--app-id", default=DEFAULT_APP)
     parser.add_argument("--location", default="eastus")
-    parser.add_argument("--api-key-env", help="require this ingress key (env variable name)")
     parser.add_argument("--auth", choices=["bearer", "functions-key"], default="bearer")
-    parser.add_argument("--arm-token-env", help="require this ARM bearer token (env variable)")
-    parser.add_argument("--cold-start-s", type=float, default=0.5)
-    parser.add_argument("--max-workers", type=int, default=3)
-    parser.add_argument("--idle-timeout-s", type=float, default=1.0)
-    args = parser.parse_args(argv)
-    config = FleetConfig(
-        cold_start=Duration.fixed(args.cold_start_s),
-        max_workers=args.max_workers,
-        idle_timeout_s=args.idle_timeout_s,
+    parser.add_env_argument(
+        "--arm-token-env", dest="arm_token", help="require this ARM bearer token (env variable)"
     )
+    args = parser.parse(argv)
     app = make_app(
-        SimulatedFleet(config),
-        api_key=os.environ[args.api_key_env] if args.api_key_env else None,
+        args.fleet(),
+        api_key=args.api_key,
         auth=args.auth,
-        arm_token=os.environ[args.arm_token_env] if args.arm_token_env else None,
+        arm_token=args.arm_token,
         app_id=args.app_id,
         location=args.location,
     )

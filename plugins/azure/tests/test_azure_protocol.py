@@ -12,8 +12,8 @@ import pytest
 from gpubench_azure import AzureProvider
 from gpubench_azure.emulator import DEFAULT_APP, make_app, make_tls
 
-from gpubench_sdk import ClientHTTPError, ConfigError, Request, ScalingSettings
-from gpubench_sdk.testing import Duration, FleetConfig, ServedApp, SimulatedFleet, serve
+from gpubench_sdk import ClientHTTPError, ConfigError, Request, ScalingSettings, ThrottledError
+from gpubench_sdk.testing import Duration, Fault, FleetConfig, ServedApp, SimulatedFleet, serve
 
 TOKEN_ENV = "GPUBENCH_TEST_AZURE_PROTOCOL_TOKEN"
 TOKEN = "arm-token-protocol-7e2c9a"
@@ -129,6 +129,23 @@ def test_region_must_be_the_apps_location(served: ServedApp, tls: tuple[str, str
     with pytest.raises(ConfigError) as info:
         asyncio.run(go())
     assert info.value.field == "region" and "'eastus'" in str(info.value)
+
+
+def test_a_429_names_the_call_and_reads_an_http_date_retry_after(
+    served: ServedApp, fleet: SimulatedFleet, tls: tuple[str, str, str]
+) -> None:
+    """Retry-After may be an HTTP date (RFC 9110); the core's parser reads it, where Azure's
+    own copy gave None. The message names the call, in the core's wording."""
+    fleet.faults.next(1, Fault.throttle(retry_after_s=30, as_date=True))
+
+    async def go() -> None:
+        async with provider(served, tls) as p:
+            await ask(p)
+
+    too_many = r"\[azure\] POST https://\S+: HTTP 429 Too Many Requests"
+    with pytest.raises(ThrottledError, match=too_many) as info:
+        asyncio.run(go())
+    assert info.value.retry_after_s is not None and 28 < info.value.retry_after_s <= 30
 
 
 def test_functions_key_auth(fleet: SimulatedFleet, tls: tuple[str, str, str]) -> None:

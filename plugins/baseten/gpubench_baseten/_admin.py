@@ -15,10 +15,10 @@ from gpubench_sdk import (
     FleetState,
     InvalidResponseError,
     ScalingSettings,
+    json_object,
 )
 
 from . import _protocol as bt
-from ._wire import json_object
 
 Send = Callable[..., Coroutine[Any, Any, httpx.Response]]
 SETTLE_TIMEOUT_S = 30.0  # how long a QUEUED settings change may take to show
@@ -33,7 +33,7 @@ class DeploymentAdmin:
         self._settings_url = httpx.URL(f"{self.url}/autoscaling_settings")
 
     async def deployment(self) -> dict[str, Any]:
-        return json_object(await self._send("GET", self.url))
+        return json_object(await self._send("GET", self.url), provider="baseten")
 
     async def settings(self) -> dict[str, Any]:
         data = await self.deployment()
@@ -49,7 +49,9 @@ class DeploymentAdmin:
     async def patch(self, changes: dict[str, int]) -> str:
         """PATCH the given fields (Baseten changes only those); wait for a QUEUED change."""
         try:
-            answer = json_object(await self._send("PATCH", self._settings_url, changes))
+            answer = json_object(
+                await self._send("PATCH", self._settings_url, changes), provider="baseten"
+            )
         except ClientHTTPError as exc:
             raise ConfigError("scaling", changes, f"values Baseten accepts ({exc})") from exc
         status = str(answer.get("status"))

@@ -23,13 +23,15 @@ from gpubench_sdk import (
     ProviderError,
     ProviderOptions,
     Request,
-    RequestTimeoutError,
     Result,
     ScalingSettings,
     ServerHTTPError,
     ThrottledError,
     TransportError,
+    as_provider_error,
     first_byte_ns,
+    invalid_response,
+    json_object,
     redact,
     scrub_url,
 )
@@ -37,7 +39,6 @@ from gpubench_sdk.cost import load_catalog
 
 from . import _protocol as bt
 from ._admin import DeploymentAdmin, changes_of, scaling_of
-from ._wire import http_error, invalid, json_object, send
 
 CANCEL_GRACE_S = 5.0
 POLL_RETRIES = 3
@@ -194,7 +195,14 @@ class BasetenProvider(Provider):
             await self._admin_or_fail("scaling_settings").patch(original)
 
     async def _send(self, method: str, url: httpx.URL | str, body: Any = None) -> httpx.Response:
-        return await send(self.client, method, url, self._headers, body)
+        """One request; a status >= 400 (429's ``Retry-After`` read), a timeout or a broken
+        connection raises the core's ``ProviderError``, here rather than at ``invoke``'s
+        boundary: the management calls and the status polls need it too."""
+        try:
+            response = await self.client.request(method, url, json=body, headers=self._headers)
+            return response.raise_for_status()
+        except httpx.HTTPError as exc:
+            raise as_provider_error(exc, provider=self.name) from exc
 
     # ----- requests -------------------------------------------------------------------------
 
@@ -209,7 +217,8 @@ class BasetenProvider(Provider):
             try:
                 output = response.json()
             except ValueError as exc:
-                raise invalid("the prediction is not JSON", response) from exc
+                problem = "the prediction is not JSON"
+                raise invalid_response(response, problem, provider=self.name) from exc
             result = Result(
                 output=output,
                 http_status=response.status_code,
@@ -231,25 +240,18 @@ class BasetenProvider(Provider):
         byte, each network read a chunk."""
         chunks: list[str] = []
         times: list[int] = []
-        url = self._predict
-        try:
-            async with self.client.stream(
-                "POST", url, json=dict(request.payload), headers=self._headers
-            ) as response:
-                if response.status_code >= 400:
-                    raise http_error(response, await response.aread())
-                async for text in response.aiter_text():
-                    if text:
-                        times.append(time.perf_counter_ns())
-                        chunks.append(text)
-        except httpx.TimeoutException as exc:
-            raise RequestTimeoutError(
-                f"POST {scrub_url(str(url))}: timed out", provider=self.name
-            ) from exc
-        except httpx.HTTPError as exc:
-            raise TransportError(
-                f"POST {scrub_url(str(url))}: {type(exc).__name__}", provider=self.name
-            ) from exc
+        # A status >= 400, a timeout or a broken connection escapes to the invoke boundary,
+        # which makes it the core's ProviderError (as_provider_error).
+        async with self.client.stream(
+            "POST", self._predict, json=dict(request.payload), headers=self._headers
+        ) as response:
+            if response.is_error:
+                await response.aread()  # its start goes into the error's message
+                response.raise_for_status()
+            async for text in response.aiter_text():
+                if text:
+                    times.append(time.perf_counter_ns())
+                    chunks.append(text)
         return Result(
             output="".join(chunks),
             http_status=response.status_code,
@@ -267,9 +269,10 @@ class BasetenProvider(Provider):
         if o.max_time_in_queue_s is not None:
             body["max_time_in_queue_seconds"] = o.max_time_in_queue_s
         response = await self._send("POST", self._async_predict, body)
-        request_id = json_object(response).get("request_id")
+        request_id = json_object(response, provider=self.name).get("request_id")
         if not isinstance(request_id, str) or not request_id:
-            raise invalid("the async_predict answer has no request_id", response)
+            problem = "the async_predict answer has no request_id"
+            raise invalid_response(response, problem, provider=self.name)
         status_url = httpx.URL(f"{self._base}/async_request/{request_id}")
         done = False
         try:
@@ -289,10 +292,11 @@ class BasetenProvider(Provider):
         progress_at: datetime | None = None
         while True:
             response = await self._poll(status_url)
-            status = json_object(response)
+            status = json_object(response, provider=self.name)
             state = status.get("status")
             if state not in bt.PENDING_STATES | bt.TERMINAL_STATES:
-                raise invalid(f"not an async request status: {state!r}", response)
+                problem = f"not an async request status: {state!r}"
+                raise invalid_response(response, problem, provider=self.name)
             if state == bt.IN_PROGRESS and progress_at is None:
                 progress_at = _timestamp(status.get("status_at"))
             if state in bt.TERMINAL_STATES:
@@ -351,7 +355,7 @@ class BasetenProvider(Provider):
         admin = self._admin_or_fail("fleet_state")
         queue: dict[str, Any] | None = None
         with contextlib.suppress(ProviderError):  # a model without async support has none
-            queue = json_object(await self._send("GET", self._queue_status))
+            queue = json_object(await self._send("GET", self._queue_status), provider=self.name)
         return await admin.state(queue)
 
     async def get_scaling(self) -> ScalingSettings:

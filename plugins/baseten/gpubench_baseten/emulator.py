@@ -32,11 +32,11 @@ from gpubench_sdk.testing import (
     INSTALL_HINT,
     ASGIApp,
     FaultInjector,
-    FleetConfig,
     Job,
     JobStatus,
     QueueFull,
     SimulatedFleet,
+    fleet_lifespan,
 )
 
 from . import _protocol as bt
@@ -355,11 +355,6 @@ def make_app(
         status = "ACCEPTED" if changed else "UNCHANGED"
         return JSONResponse({"status": status, "message": f"autoscaling settings {status.lower()}"})
 
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with fleet:
-            yield
-
     routes = []
     for prefix in ("/environments/{env}", "/deployment/{dep}", "/production"):
         routes += [
@@ -378,7 +373,9 @@ def make_app(
             methods=["PATCH"],
         ),
     ]
-    return FaultInjector(Starlette(routes=routes, lifespan=lifespan), fleet, _route, _error_body)
+    return FaultInjector(
+        Starlette(routes=routes, lifespan=fleet_lifespan(fleet)), fleet, _route, _error_body
+    )
 
 
 async def _wait(job: Job, timeout_s: float) -> None:
@@ -404,30 +401,17 @@ def _error_body(status: int, message: str) -> tuple[bytes, str]:
 
 def main(argv: list[str] | None = None) -> None:
     """Serve an emulator until interrupted: ``python -m gpubench_baseten.emulator``."""
-    import argparse
-    import os
+    from gpubench_sdk.testing import EmulatorParser, serve_forever
 
-    from gpubench_sdk.testing import Duration, serve_forever
-
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8788)
+    parser = EmulatorParser(
+        __doc__, port=8788, workers_flag="--max-replicas", idle_flag="--scale-down-delay-s"
+    )
     parser.add_argument("--model-id", default=DEFAULT_MODEL_ID)
     parser.add_argument("--deployment-id", default=DEFAULT_DEPLOYMENT_ID)
-    parser.add_argument("--api-key-env", help="require the key in this environment variable")
-    parser.add_argument("--cold-start-s", type=float, default=0.5)
-    parser.add_argument("--max-replicas", type=int, default=3)
-    parser.add_argument("--scale-down-delay-s", type=float, default=1.0)
-    args = parser.parse_args(argv)
-    config = FleetConfig(
-        cold_start=Duration.fixed(args.cold_start_s),
-        max_workers=args.max_replicas,
-        idle_timeout_s=args.scale_down_delay_s,
-    )
-    key = os.environ[args.api_key_env] if args.api_key_env else None
+    args = parser.parse(argv)
     app = make_app(
-        SimulatedFleet(config),
-        api_key=key,
+        args.fleet(),
+        api_key=args.api_key,
         model_id=args.model_id,
         deployment_id=args.deployment_id,
     )

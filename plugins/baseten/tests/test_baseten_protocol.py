@@ -15,6 +15,7 @@ from gpubench_baseten import BasetenProvider
 from gpubench_baseten.emulator import make_app
 
 from gpubench_sdk import (
+    ClientHTTPError,
     ConfigError,
     Request,
     ScalingSettings,
@@ -25,6 +26,7 @@ from gpubench_sdk import (
 )
 from gpubench_sdk.testing import (
     Duration,
+    Fault,
     FleetConfig,
     JobStatus,
     ServedApp,
@@ -148,6 +150,30 @@ async def test_status_reads_outlive_the_rate_limit() -> None:
         elapsed_s = time.monotonic() - started
     assert result.detail is not None and result.detail["status"] == "SUCCEEDED"
     assert elapsed_s >= 1.0  # at least one Retry-After: 1 was waited out
+
+
+async def test_an_http_date_retry_after_is_waited_out(
+    served: ServedApp, fleet: SimulatedFleet
+) -> None:
+    """A status read answered 429 with ``Retry-After`` as an HTTP date (RFC 9110) waits until
+    that date, where Baseten's own copy of the parser gave None and waited 0.06 s."""
+    fleet.faults.next(1, Fault.throttle(retry_after_s=3, as_date=True), on="poll")
+    async with provider(served, mode="async") as p:
+        started = time.monotonic()
+        result = await p.invoke(probe(sleep_ms=0))
+        elapsed_s = time.monotonic() - started
+    assert result.detail is not None and result.detail["status"] == "SUCCEEDED"
+    assert len(fleet.faults.injected) == 1
+    assert elapsed_s >= 2.0  # the date is 3 s ahead in whole seconds: 2 to 3 s from now
+
+
+async def test_an_error_names_the_call_and_keeps_baseten_s_body(served: ServedApp) -> None:
+    async with provider(served, environment="staging") as p:
+        with pytest.raises(ClientHTTPError) as info:
+            await p.invoke(probe())
+    message = str(info.value)
+    assert message.startswith("[baseten] POST ") and "/environments/staging/predict" in message
+    assert "HTTP 404 Not Found: " in message and '"error_code"' in message
 
 
 async def test_a_streamed_predict(served: ServedApp, fleet: SimulatedFleet) -> None:

@@ -4,7 +4,6 @@ through the Cloud Run Admin API v2 (``google.cloud.run_v2``)."""
 from __future__ import annotations
 
 import functools
-import math
 import time
 import uuid
 from dataclasses import dataclass
@@ -16,21 +15,14 @@ from pydantic import Field, model_validator
 
 from gpubench_sdk import (
     Capabilities,
-    ClientHTTPError,
     ColdCheck,
     ConfigError,
-    InvalidResponseError,
     Provider,
-    ProviderError,
     ProviderOptions,
     Request,
-    RequestTimeoutError,
     Result,
-    ServerHTTPError,
-    ThrottledError,
-    TransportError,
     first_byte_ns,
-    redact,
+    invalid_response,
     scrub_url,
 )
 from gpubench_sdk.cost import load_catalog
@@ -214,22 +206,17 @@ class CloudRunProvider(Provider):
     async def invoke(self, request: Request) -> Result:
         headers = await self._headers()
         sent_ns = time.perf_counter_ns()
-        try:
-            response = await self.client.post(
-                self._invoke_url, json=dict(request.payload), headers=headers
-            )
-        except httpx.TimeoutException as exc:
-            raise RequestTimeoutError(_describe(exc), provider=self.name) from exc
-        except httpx.HTTPError as exc:
-            raise TransportError(_describe(exc), provider=self.name) from exc
-        if response.status_code >= 400:
-            raise self._http_error(response)
+        response = await self.client.post(
+            self._invoke_url, json=dict(request.payload), headers=headers
+        )
+        # A status >= 400 (429: no instance free within max instances), a timeout or a reset
+        # leaves through invoke's boundary as the core's ProviderError (as_provider_error:
+        # Retry-After in seconds or as an HTTP date).
+        response.raise_for_status()
         try:
             output = response.json()
         except ValueError as exc:
-            raise InvalidResponseError(
-                "response is not JSON", provider=self.name, status_code=response.status_code
-            ) from exc
+            raise invalid_response(response, "response is not JSON", provider=self.name) from exc
         arrived_ns = first_byte_ns(response)
         cold: bool | None = None
         confirmed = False
@@ -245,16 +232,6 @@ class CloudRunProvider(Provider):
             cold=cold,
             cold_confirmed=confirmed,
         )
-
-    def _http_error(self, response: httpx.Response) -> ProviderError:
-        status = response.status_code
-        message = redact(f"HTTP {status}: {response.text[:200] or response.reason_phrase}")
-        kw: dict[str, Any] = {"provider": self.name, "status_code": status}
-        if status == 429:  # Cloud Run: no instance available within max instances
-            return ThrottledError(message, retry_after_s=_retry_after_s(response), **kw)
-        if status >= 500:
-            return ServerHTTPError(message, **kw)
-        return ClientHTTPError(message, **kw)
 
     # ----- control --------------------------------------------------------------------------
 
@@ -313,16 +290,3 @@ class CloudRunProvider(Provider):
         )
         self._cold_next = confirmed
         return ColdCheck(confirmed=confirmed, waited_s=waited_s, how=how)
-
-
-def _retry_after_s(response: httpx.Response) -> float | None:
-    value = response.headers.get("Retry-After")
-    try:
-        seconds = float(value) if value is not None else None
-    except ValueError:
-        return None
-    return seconds if seconds is not None and math.isfinite(seconds) else None
-
-
-def _describe(exc: BaseException) -> str:
-    return redact(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)

@@ -33,10 +33,10 @@ from gpubench_sdk.testing import (
     INSTALL_HINT,
     ASGIApp,
     FaultInjector,
-    FleetConfig,
     JobStatus,
     QueueFull,
     SimulatedFleet,
+    hold,
 )
 
 DEFAULT_SERVICE = "projects/p/locations/us-central1/services/gpubench-emulated"
@@ -211,13 +211,7 @@ def make_app(
                 "The request was aborted because there was no available instance.",
                 status_code=429,
             )
-        finished = asyncio.ensure_future(job.done.wait())
-        hung_up = asyncio.ensure_future(_disconnected(request))
-        await asyncio.wait({finished, hung_up}, return_when=asyncio.FIRST_COMPLETED)
-        for waiter in (finished, hung_up):
-            waiter.cancel()
-        if not job.done.is_set():  # the client went away: the container's request ends
-            fleet.cancel(job.id)
+        if not await hold(request, job, fleet):  # the client went away: the container's ends
             return Response(status_code=499)
         headers = {"x-request-id": job.id}
         if job.status is not JobStatus.COMPLETED:
@@ -248,11 +242,6 @@ def make_app(
     return FaultInjector(app, fleet, _route, render_error=google_error_body)
 
 
-async def _disconnected(request: Any) -> None:
-    while (await request.receive())["type"] != "http.disconnect":
-        pass
-
-
 def _route(scope: MutableMapping[str, Any]) -> str | None:
     """Which fault route a request belongs to (see ``gpubench_sdk.testing.FaultPlan``)."""
     path: str = scope.get("path", "")
@@ -261,27 +250,14 @@ def _route(scope: MutableMapping[str, Any]) -> str | None:
 
 def main(argv: list[str] | None = None) -> None:
     """Serve an emulator until interrupted: ``python -m gpubench_cloudrun.emulator``."""
-    import argparse
-    import os
+    from gpubench_sdk.testing import EmulatorParser, serve_forever
 
-    from gpubench_sdk.testing import Duration, serve_forever
-
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8687)
-    parser.add_argument("--service", default=DEFAULT_SERVICE)
-    parser.add_argument("--api-key-env", help="require this bearer token (env variable name)")
-    parser.add_argument("--cold-start-s", type=float, default=0.5)
-    parser.add_argument("--max-workers", type=int, default=3)
-    parser.add_argument("--idle-timeout-s", type=float, default=1.0)
-    args = parser.parse_args(argv)
-    config = FleetConfig(
-        cold_start=Duration.fixed(args.cold_start_s),
-        max_workers=args.max_workers,
-        idle_timeout_s=args.idle_timeout_s,
+    parser = EmulatorParser(
+        __doc__, port=8687, key_help="require this bearer token (env variable name)"
     )
-    key = os.environ[args.api_key_env] if args.api_key_env else None
-    app = make_app(SimulatedFleet(config), api_key=key, service_name=args.service)
+    parser.add_argument("--service", default=DEFAULT_SERVICE)
+    args = parser.parse(argv)
+    app = make_app(args.fleet(), api_key=args.api_key, service_name=args.service)
     serve_forever(app, host=args.host, port=args.port)
 
 

@@ -109,6 +109,23 @@ def test_wrong_audience_is_refused(served: ServedApp) -> None:
     assert info.value.status_code == 401
 
 
+def test_a_429_names_the_call_and_reads_an_http_date_retry_after(
+    served: ServedApp, fleet: SimulatedFleet
+) -> None:
+    """Retry-After may be an HTTP date (RFC 9110); the core's parser reads it, where Cloud
+    Run's own copy gave None. The message names the call, in the core's wording."""
+    fleet.faults.next(1, Fault.throttle(retry_after_s=30, as_date=True))
+
+    async def go() -> None:
+        async with provider(served) as p:
+            await p.invoke(request())
+
+    too_many = r"\[cloudrun\] POST http://\S+: HTTP 429 Too Many Requests"
+    with pytest.raises(ThrottledError, match=too_many) as info:
+        asyncio.run(go())
+    assert info.value.retry_after_s is not None and 28 < info.value.retry_after_s <= 30
+
+
 def test_public_service_needs_no_token(fleet: SimulatedFleet) -> None:
     with serve(make_app(fleet)) as s:
 

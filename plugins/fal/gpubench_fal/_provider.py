@@ -31,13 +31,14 @@ from gpubench_sdk import (
     ThrottledError,
     TransportError,
     first_byte_ns,
+    json_object,
     redact,
     scrub_url,
 )
 from gpubench_sdk.cost import load_catalog
 
 from . import _protocol as fal
-from ._wire import http_error, invalid, json_object, number, send, sse_events
+from ._wire import http_error, invalid, number, send, sse_events
 
 log = logging.getLogger(__name__)
 _APP_ID = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*")
@@ -163,7 +164,7 @@ class FalProvider(Provider):
         response = await send(
             self.client, "POST", self._submit_url, self._headers, dict(request.payload)
         )
-        submitted = json_object(response)
+        submitted = json_object(response, provider=self.name)
         request_id = submitted.get("request_id")
         if not isinstance(request_id, str) or not request_id:
             raise invalid("the submit answer has no request_id", response)
@@ -259,8 +260,9 @@ class FalProvider(Provider):
         progress_ns: int | None = None
         try:
             async with self.client.stream("GET", url, headers=self._headers) as response:
-                if response.status_code >= 400:
-                    raise http_error(response, await response.aread())
+                if response.is_error:
+                    await response.aread()
+                    raise http_error(response)
                 async for _, data in sse_events(response):
                     status = self._parse_status(data, response)
                     if status["status"] != fal.IN_QUEUE and progress_ns is None:
@@ -315,35 +317,26 @@ class FalProvider(Provider):
         url = httpx.URL(f"{self._run}/stream")
         events: list[Any] = []
         first: int | None = None
-        try:
-            async with self.client.stream(
-                "POST", url, json=dict(request.payload), headers=self._headers
-            ) as response:
-                if response.status_code >= 400:
-                    raise http_error(response, await response.aread())
-                request_id = response.headers.get(fal.REQUEST_ID_HEADER)
-                async for event, data in sse_events(response):
-                    first = first or time.perf_counter_ns()
-                    try:
-                        piece = json.loads(data)
-                    except ValueError as exc:
-                        raise invalid("an SSE event is not JSON", response) from exc
-                    if event == "error":
-                        detail = piece.get("detail") if isinstance(piece, dict) else piece
-                        raise ServerHTTPError(
-                            redact(f"the stream failed: {detail}"),
-                            provider=self.name,
-                            request_id=request_id,
-                        )
-                    events.append(piece)
-        except httpx.TimeoutException as exc:
-            raise RequestTimeoutError(
-                f"POST {scrub_url(str(url))}: timed out", provider=self.name
-            ) from exc
-        except httpx.HTTPError as exc:
-            raise TransportError(
-                f"POST {scrub_url(str(url))}: {type(exc).__name__}", provider=self.name
-            ) from exc
+        # A timeout or a broken connection escapes to the invoke boundary (as_provider_error).
+        async with self.client.stream(
+            "POST", url, json=dict(request.payload), headers=self._headers
+        ) as response:
+            if response.is_error:
+                await response.aread()
+                raise http_error(response)
+            request_id = response.headers.get(fal.REQUEST_ID_HEADER)
+            async for event, data in sse_events(response):
+                first = first or time.perf_counter_ns()
+                try:
+                    piece = json.loads(data)
+                except ValueError as exc:
+                    raise invalid("an SSE event is not JSON", response) from exc
+                if event == "error":
+                    detail = piece.get("detail") if isinstance(piece, dict) else piece
+                    raise ServerHTTPError(
+                        f"the stream failed: {detail}", provider=self.name, request_id=request_id
+                    )
+                events.append(piece)
         return Result(
             output=events,
             http_status=response.status_code,

@@ -31,17 +31,17 @@ from gpubench_sdk.testing import (
     INSTALL_HINT,
     ASGIApp,
     FaultInjector,
-    FleetConfig,
     Job,
     JobStatus,
     QueueFull,
     SimulatedFleet,
+    fleet_lifespan,
+    hold,
 )
 
 from . import _protocol as fal
 
 RATE_WINDOW_S = 1.0
-DISCONNECT_CHECK_S = 0.05
 
 
 def make_app(
@@ -150,7 +150,15 @@ def make_app(
             return error(404, "Request not found")
         return job
 
-    def start(payload: dict[str, Any], base: str, request: Request) -> Job | Response:
+    async def start(request: Request, app_path: str) -> Job | Response:
+        """The job a submit or a direct call to ``app_path`` starts, or the answer refusing it."""
+        if (refused := denied(request) or throttled()) is not None:
+            return refused
+        if app_path.count("/") < 1:
+            return error(404, "Application not found: use <owner>/<app>")
+        payload = await payload_of(request)
+        if isinstance(payload, Response):
+            return payload
         start_timeout = request.headers.get(fal.REQUEST_TIMEOUT_HEADER)
         try:
             timeout_s = float(start_timeout) if start_timeout is not None else None
@@ -162,7 +170,7 @@ def make_app(
             job = fleet.submit(payload, job_id=str(uuid.uuid4()))
         except QueueFull as exc:
             return error(429, f"too many requests in the queue: {exc}", **{"Retry-After": "1"})
-        apps[job.id] = base
+        apps[job.id] = fal.app_base(app_path)
         if timeout_s is not None:  # not started by then: fal gives up on the request
             asyncio.get_running_loop().call_later(timeout_s, expire, job)
         return job
@@ -173,15 +181,7 @@ def make_app(
             fleet.cancel(job.id)
 
     async def submit(request: Request) -> Response:
-        if (refused := denied(request) or throttled()) is not None:
-            return refused
-        app_path = request.path_params["app"]
-        if app_path.count("/") < 1:
-            return error(404, "Application not found: use <owner>/<app>")
-        payload = await payload_of(request)
-        if isinstance(payload, Response):
-            return payload
-        job = start(payload, fal.app_base(app_path), request)
+        job = await start(request, request.path_params["app"])
         if isinstance(job, Response):
             return job
         # the status at submission (IN_QUEUE with its position) and the request's URLs
@@ -251,33 +251,15 @@ def make_app(
             return JSONResponse({"status": "OK"})
         return JSONResponse({"status": "CANCELLATION_REQUESTED"}, status_code=202)
 
-    async def held(request: Request, job: Job) -> bool:
-        """Wait for ``job``; False (and the job cancelled) if the caller hung up first."""
-        while not job.done.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(job.done.wait()), DISCONNECT_CHECK_S)
-            if not job.done.is_set() and await request.is_disconnected():
-                fleet.cancel(job.id)
-                return False
-        return True
-
     async def run(request: Request) -> Response:
-        if (refused := denied(request) or throttled()) is not None:
-            return refused
         app_path: str = request.path_params["app"]
         streaming = app_path.endswith("/stream")
-        app_path = app_path.removesuffix("/stream") if streaming else app_path
-        if app_path.count("/") < 1:
-            return error(404, "Application not found: use <owner>/<app>")
-        payload = await payload_of(request)
-        if isinstance(payload, Response):
-            return payload
-        job = start(payload, fal.app_base(app_path), request)
+        job = await start(request, app_path.removesuffix("/stream"))
         if isinstance(job, Response):
             return job
         if streaming:
             return await stream(request, job)
-        if not await held(request, job):
+        if not await hold(request, job, fleet):  # a hang-up cancels a direct call (fal docs)
             return error(499, "client closed the connection")
         if job.id in expired:  # a timeout the caller set: fal marks it (fal_client won't retry)
             headers = {fal.REQUEST_TIMEOUT_TYPE_HEADER: "user"}
@@ -319,11 +301,6 @@ def make_app(
         headers = {fal.REQUEST_ID_HEADER: job.id}
         return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
 
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with fleet:
-            yield
-
     requests = "/queue/{owner}/{alias}/requests/{request_id}"
     app = Starlette(
         routes=[
@@ -334,7 +311,7 @@ def make_app(
             Route("/queue/{app:path}", submit, methods=["POST"]),
             Route("/run/{app:path}", run, methods=["POST"]),
         ],
-        lifespan=lifespan,
+        lifespan=fleet_lifespan(fleet),
     )
     return FaultInjector(app, fleet, _route, _error_body)
 
@@ -356,26 +333,11 @@ def _error_body(status: int, message: str) -> tuple[bytes, str]:
 
 def main(argv: list[str] | None = None) -> None:
     """Serve an emulator until interrupted: ``python -m gpubench_fal.emulator``."""
-    import argparse
-    import os
+    from gpubench_sdk.testing import EmulatorParser, serve_forever
 
-    from gpubench_sdk.testing import Duration, serve_forever
-
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8787)
-    parser.add_argument("--api-key-env", help="require the key in this environment variable")
-    parser.add_argument("--cold-start-s", type=float, default=0.5)
-    parser.add_argument("--max-workers", type=int, default=3)
-    parser.add_argument("--keep-alive-s", type=float, default=1.0, help="idle runner lifetime")
-    args = parser.parse_args(argv)
-    config = FleetConfig(
-        cold_start=Duration.fixed(args.cold_start_s),
-        max_workers=args.max_workers,
-        idle_timeout_s=args.keep_alive_s,
-    )
-    key = os.environ[args.api_key_env] if args.api_key_env else None
-    serve_forever(make_app(SimulatedFleet(config), api_key=key), host=args.host, port=args.port)
+    # fal's keep_alive: how long an idle runner stays up
+    args = EmulatorParser(__doc__, port=8787, idle_flag="--keep-alive-s").parse(argv)
+    serve_forever(make_app(args.fleet(), api_key=args.api_key), host=args.host, port=args.port)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -152,6 +153,32 @@ async def test_submit_throttling_carries_retry_after(served: ServedApp) -> None:
         with pytest.raises(ThrottledError) as info:
             await p.invoke(probe())
     assert info.value.status_code == 429 and info.value.retry_after_s == 1.0
+
+
+async def test_an_http_date_retry_after_is_read_as_seconds(
+    served: ServedApp, fleet: SimulatedFleet
+) -> None:
+    """Retry-After may be an HTTP date (RFC 9110); the core's parser reads it, where fal's
+    own copy used to give None."""
+    fleet.faults.next(1, Fault.throttle(retry_after_s=30, as_date=True))
+    async with provider(served) as p:
+        with pytest.raises(ThrottledError, match=f"POST .*/queue/{APP}: HTTP 429 Too Many") as info:
+            await p.invoke(probe())
+    assert info.value.retry_after_s is not None and 28 < info.value.retry_after_s <= 30
+
+
+async def test_a_status_read_waits_out_an_http_date_retry_after(
+    served: ServedApp, fleet: SimulatedFleet
+) -> None:
+    """A 429 to a status read, with Retry-After as a date 3 s ahead: the request still
+    succeeds, 2 s or more later (fal's own parser gave None, so it waited 0.03 s)."""
+    fleet.faults.next(1, Fault.throttle(retry_after_s=3, as_date=True), on="poll")
+    async with provider(served) as p:
+        started = time.monotonic()
+        result = await p.invoke(probe(sleep_ms=0))
+        elapsed_s = time.monotonic() - started
+    assert result.output == {"echo": "hi"} and len(fleet.faults.injected) == 1
+    assert elapsed_s >= 2.0
 
 
 async def test_status_reads_outlive_a_passing_throttle(

@@ -34,13 +34,15 @@ from gpubench_sdk import (
     ServerHTTPError,
     ThrottledError,
     TransportError,
+    invalid_response,
+    json_object,
     redact,
     scrub_url,
 )
 from gpubench_sdk import first_byte_ns as arrived_ns
 
 from . import _protocol as rp
-from ._wire import invalid, job_of, json_object, number, send
+from ._wire import job_of, number, send
 
 CANCEL_GRACE_S = 5.0  # how long a cancelled invoke may spend telling RunPod to cancel the job
 POLL_RETRIES = 3  # transient errors tolerated in a row while polling a job that is running
@@ -235,10 +237,10 @@ class RunPodProvider(Provider):
         delay_s = self._opts.poll_interval_s
         while True:
             response = await self._poll(stream_url)
-            data = json_object(response)
+            data = json_object(response, provider=self.name)
             items = data.get("stream") or []
             if not isinstance(items, list):
-                raise invalid("stream is not a list", response)
+                raise invalid_response(response, "stream is not a list", provider=self.name)
             if items and first_ns is None:
                 first_ns = arrived_ns(response)
             chunks += [item.get("output") if isinstance(item, dict) else item for item in items]
@@ -328,7 +330,7 @@ class RunPodProvider(Provider):
 
     async def state(self) -> FleetState:
         self._managed("fleet_state")
-        health = json_object(await self._send("GET", self._health_url))
+        health = json_object(await self._send("GET", self._health_url), provider=self.name)
         workers = health.get("workers") or {}
         jobs = health.get("jobs") or {}
         return FleetState(
@@ -367,7 +369,7 @@ class RunPodProvider(Provider):
 
     async def get_scaling(self) -> ScalingSettings:
         self._managed("scaling_settings")
-        data = json_object(await self._send("GET", self._rest_endpoint))
+        data = json_object(await self._send("GET", self._rest_endpoint), provider=self.name)
         try:
             return ScalingSettings(
                 min_workers=int(data["workersMin"]),

@@ -1,7 +1,10 @@
-"""Sending one RunPod request and mapping what went wrong into the ``ProviderError`` tree.
+"""Sending one RunPod request and reading the job in its answer.
 
-Every error names the method, the URL (credentials scrubbed) and the status, so a 404 from a
-wrong base URL or a 405 from a server that wants another method explains itself.
+HTTP statuses, timeouts and broken connections become the core's ``ProviderError``s
+(``as_provider_error``): each names the method, the URL without credentials, the status and the
+start of the body (RunPod's ``{"error": ...}``, FastAPI's ``{"detail": ...}`` from runpod's
+local API server), so a 404 from a wrong base URL or a 405 from a server that wants another
+method explains itself; a 429's ``Retry-After`` is read in seconds or as an HTTP date.
 """
 
 from __future__ import annotations
@@ -11,17 +14,7 @@ from typing import Any
 
 import httpx
 
-from gpubench_sdk import (
-    ClientHTTPError,
-    InvalidResponseError,
-    ProviderError,
-    RequestTimeoutError,
-    ServerHTTPError,
-    ThrottledError,
-    TransportError,
-    redact,
-    scrub_url,
-)
+from gpubench_sdk import as_provider_error, invalid_response, json_object
 
 from . import _protocol as rp
 
@@ -38,81 +31,21 @@ async def send(
     """One request; a status >= 400, a timeout or a broken connection raises ``ProviderError``."""
     try:
         response = await client.request(method, url, json=body, headers=headers)
-    except httpx.TimeoutException as exc:
-        message = f"{where(method, url)}: {describe(exc)}"
-        raise RequestTimeoutError(message, provider=PROVIDER) from exc
-    except httpx.HTTPError as exc:  # reset, refused, truncated body
-        raise TransportError(f"{where(method, url)}: {describe(exc)}", provider=PROVIDER) from exc
-    if response.status_code >= 400:
-        raise http_error(response)
-    return response
-
-
-def where(method: str, url: httpx.URL | str) -> str:
-    return f"{method} {scrub_url(str(url))}"
-
-
-def http_error(response: httpx.Response) -> ProviderError:
-    status = response.status_code
-    detail: Any = None
-    try:
-        data = response.json()
-        if isinstance(data, dict):
-            # RunPod answers {"error": ...}; FastAPI (runpod's local API server) {"detail": ...}
-            detail = data.get("error") or data.get("detail")
-    except ValueError:
-        pass
-    text = str(detail) if detail else response.text[:200] or response.reason_phrase
-    request = response.request
-    message = redact(f"{where(request.method, request.url)}: HTTP {status}: {text}")
-    kw: dict[str, Any] = {"provider": PROVIDER, "status_code": status}
-    if status == 429:
-        return ThrottledError(message, retry_after_s=retry_after_s(response), **kw)
-    if status >= 500:
-        return ServerHTTPError(message, **kw)
-    return ClientHTTPError(message, **kw)
-
-
-def json_object(response: httpx.Response) -> dict[str, Any]:
-    try:
-        data = response.json()
-    except ValueError as exc:
-        raise invalid("response is not JSON", response) from exc
-    if not isinstance(data, dict):
-        raise invalid("response is not a JSON object", response)
-    return data
+        return response.raise_for_status()
+    except httpx.HTTPError as exc:
+        raise as_provider_error(exc, provider=PROVIDER) from exc
 
 
 def job_of(response: httpx.Response) -> dict[str, Any]:
     """The job in an answer of /run, /runsync or /status, with a status RunPod defines."""
-    job = json_object(response)
+    job = json_object(response, provider=PROVIDER)
     if "id" not in job or job.get("status") not in rp.TERMINAL_STATES | rp.PENDING_STATES:
-        raise invalid(f"not a job: status {job.get('status')!r}", response)
+        problem = f"not a job: status {job.get('status')!r}"
+        raise invalid_response(response, problem, provider=PROVIDER)
     return job
-
-
-def invalid(message: str, response: httpx.Response) -> InvalidResponseError:
-    request = response.request
-    return InvalidResponseError(
-        f"{where(request.method, request.url)}: {message}",
-        provider=PROVIDER,
-        status_code=response.status_code,
-    )
 
 
 def number(value: Any) -> float | None:
     if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
         return float(value)
     return None
-
-
-def retry_after_s(response: httpx.Response) -> float | None:
-    value = response.headers.get("Retry-After")
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None  # an HTTP date: RunPod documents no rate-limit headers, so not parsed
-
-
-def describe(exc: BaseException) -> str:
-    return redact(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)

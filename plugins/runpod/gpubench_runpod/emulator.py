@@ -20,18 +20,18 @@ import json
 import math
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Mapping, MutableMapping
+from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 from gpubench_sdk.testing import (
     INSTALL_HINT,
     ASGIApp,
     FaultInjector,
-    FleetConfig,
     Job,
     JobStatus,
     QueueFull,
     SimulatedFleet,
+    fleet_lifespan,
 )
 
 from . import _protocol as rp
@@ -268,11 +268,6 @@ def make_app(
                 return error(400, str(exc))
         return JSONResponse(endpoint_body())
 
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with fleet:
-            yield
-
     prefix = "/v2/{endpoint_id}"
     app = Starlette(
         routes=[
@@ -287,7 +282,7 @@ def make_app(
             Route(f"{prefix}/health", health, methods=["GET"]),
             Route("/v1/endpoints/{endpoint_id}", endpoint, methods=["GET", "PATCH"]),
         ],
-        lifespan=lifespan,
+        lifespan=fleet_lifespan(fleet),
     )
     return FaultInjector(app, fleet, _route)
 
@@ -305,27 +300,12 @@ def _route(scope: MutableMapping[str, Any]) -> str | None:
 
 def main(argv: list[str] | None = None) -> None:
     """Serve an emulator until interrupted: ``python -m gpubench_runpod.emulator``."""
-    import argparse
-    import os
+    from gpubench_sdk.testing import EmulatorParser, serve_forever
 
-    from gpubench_sdk.testing import Duration, serve_forever
-
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8686)
+    parser = EmulatorParser(__doc__, port=8686)
     parser.add_argument("--endpoint-id", default=DEFAULT_ENDPOINT_ID)
-    parser.add_argument("--api-key-env", help="require the key in this environment variable")
-    parser.add_argument("--cold-start-s", type=float, default=0.5)
-    parser.add_argument("--max-workers", type=int, default=3)
-    parser.add_argument("--idle-timeout-s", type=float, default=1.0)
-    args = parser.parse_args(argv)
-    config = FleetConfig(
-        cold_start=Duration.fixed(args.cold_start_s),
-        max_workers=args.max_workers,
-        idle_timeout_s=args.idle_timeout_s,
-    )
-    key = os.environ[args.api_key_env] if args.api_key_env else None
-    app = make_app(SimulatedFleet(config), api_key=key, endpoint_id=args.endpoint_id)
+    args = parser.parse(argv)
+    app = make_app(args.fleet(), api_key=args.api_key, endpoint_id=args.endpoint_id)
     serve_forever(app, host=args.host, port=args.port)
 
 

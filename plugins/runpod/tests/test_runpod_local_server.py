@@ -216,7 +216,8 @@ def test_a_failed_poll_is_stored_with_its_job_id(local: str, tmp_path: Path) -> 
     assert [(i.outcome, i.http_status) for i in invs] == [(Outcome.HTTP_4XX, 405)] * 2
     for inv in invs:
         assert str(inv.request_id).startswith("test-")
-        assert f"GET {local}/status/{inv.request_id}: HTTP 405" in str(inv.error)
+        where = f"GET {local}/status/{inv.request_id}"
+        assert f"{where}: HTTP 405 Method Not Allowed" in str(inv.error)
 
 
 def test_errors_name_the_call_and_keep_the_job_id(local: str) -> None:
@@ -226,13 +227,15 @@ def test_errors_name_the_call_and_keep_the_job_id(local: str) -> None:
                 await p.invoke(Request(seq=0, payload={"sleep_ms": 1}))
         assert info.value.status_code == 405
         assert str(info.value.request_id).startswith("test-")
-        assert f"GET {local}/status/{info.value.request_id}: HTTP 405" in str(info.value)
+        where = f"GET {local}/status/{info.value.request_id}"
+        assert f"{where}: HTTP 405 Method Not Allowed" in str(info.value)
         async with RunPodProvider(base_url=local, mode="runsync") as p:
             with pytest.raises(ServerHTTPError, match="job FAILED") as failed:
                 await p.invoke(Request(seq=0, payload={"sleep_ms": "not a number"}))
         assert str(failed.value.request_id).startswith("test-")
         async with RunPodProvider(base_url=f"{local}/v2", endpoint_id="nope") as p:
-            with pytest.raises(ClientHTTPError, match=f"POST {local}/v2/nope/run: HTTP 404"):
+            not_found = f"POST {local}/v2/nope/run: HTTP 404 Not Found"
+            with pytest.raises(ClientHTTPError, match=not_found):
                 await p.invoke(Request(seq=0, payload={}))
 
     asyncio.run(scenario())

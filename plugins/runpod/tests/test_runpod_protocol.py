@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -131,6 +132,20 @@ async def test_a_passing_poll_error_does_not_fail_the_job(
     async with provider(served) as p:
         result = await p.invoke(probe(sleep_ms=300))
     assert result.output == {"echo": "x"} and len(fleet.faults.injected) == 2
+
+
+async def test_an_http_date_retry_after_is_waited_out(
+    served: ServedApp, fleet: SimulatedFleet
+) -> None:
+    """A poll answered 429 with ``Retry-After`` as an HTTP date (RFC 9110) waits until that
+    date, where RunPod's own copy of the parser gave None and waited 0.05 s."""
+    fleet.faults.next(1, Fault.throttle(retry_after_s=3, as_date=True), on="poll")
+    async with provider(served) as p:
+        started = time.monotonic()
+        result = await p.invoke(probe(sleep_ms=0))
+        elapsed_s = time.monotonic() - started
+    assert result.output == {"echo": "x"} and len(fleet.faults.injected) == 1
+    assert elapsed_s >= 2.0  # the date is 3 s ahead in whole seconds: 2 to 3 s from now
 
 
 async def test_persistent_poll_errors_fail_and_cancel_the_job(
@@ -330,7 +345,8 @@ async def test_auto_polling_switches_to_post_once_on_405(fleet: SimulatedFleet) 
                 await p.invoke(probe())
     error = info.value
     assert error.status_code == 405 and error.request_id is not None
-    assert f"GET {served.url}/v2/{EP}/status/{error.request_id}: HTTP 405: no GET" in str(error)
+    where = f"GET {served.url}/v2/{EP}/status/{error.request_id}"
+    assert f'{where}: HTTP 405 Method Not Allowed: {{"detail":"no GET"}}' in str(error)
 
 
 def test_emulator_polls_with_get_only(served: ServedApp) -> None:
