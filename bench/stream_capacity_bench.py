@@ -210,13 +210,16 @@ def _pin(cpu: str) -> list[str]:
     return ["taskset", "-c", cpu] if shutil.which("taskset") else []
 
 
-def _level(kind: str, url: str, streams: int, tokens: int) -> dict[str, Any]:
+def _level(kind: str, url: str, streams: int, tokens: int, baseline: str | None) -> dict[str, Any]:
     root = Path(__file__).parents[1]
+    # the baseline: the gpubench client of another checkout (its core and OpenAI plugin)
+    path = [baseline, f"{baseline}/plugins/openai"] if kind == "baseline" and baseline else []
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "out.json"
-        cmd = [*_pin("1"), sys.executable, __file__, "--client", kind, "--url", url]
+        client = "gpubench" if kind == "baseline" else kind
+        cmd = [*_pin("1"), sys.executable, __file__, "--client", client, "--url", url]
         cmd += ["--streams", str(streams), "--tokens", str(tokens), "--out", str(out)]
-        env = {**os.environ, "PYTHONPATH": str(root)}
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([*path, str(root)])}
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=root, env=env)
         if proc.returncode != 0:
             raise RuntimeError(f"{kind} failed: {proc.stderr[-2000:]}")
@@ -278,7 +281,9 @@ def _median_row(runs: list[dict[str, Any]]) -> dict[str, Any]:
 _VOTED = ("flagged", "sustained", "errors", "flagged_windows")
 
 
-def _report(rows: dict[tuple[int, str], dict[str, Any]], ns: argparse.Namespace) -> None:
+def _report(
+    rows: dict[tuple[int, str], dict[str, Any]], ns: argparse.Namespace, kinds: tuple[str, ...]
+) -> None:
     lag = ns.lag_ms
     print(
         f"\n{ns.rate:g} tokens/s per stream, {ns.seconds:g} s streams, {ns.repeat} run(s) per "
@@ -287,7 +292,9 @@ def _report(rows: dict[tuple[int, str], dict[str, Any]], ns: argparse.Namespace)
         "run CPU/token: the client's whole run, set-up and teardown included.\n"
         "sustained: steady tok/s >= 95% of offered and no steady window flagged client-bound; "
         f"held: sustained and p99 lag (arrival - send, first {SETTLE:.0%} of each stream "
-        f"apart) <= {lag:g} ms.\n"
+        f"apart) <= {lag:g} ms."
+        + (f"\nbaseline: the gpubench client of {ns.baseline}." if ns.baseline else "")
+        + "\n"
     )
     print(
         "| streams | offered tok/s | client | steady tok/s | p50 / p99 lag ms "
@@ -306,29 +313,32 @@ def _report(rows: dict[tuple[int, str], dict[str, Any]], ns: argparse.Namespace)
         ok = [(n, rows[n, kind]) for n in levels if (n, kind) in rows and rows[n, kind][key]]
         return max(((n, s["tokens_per_s"]) for n, s in ok), default=(0, 0.0))
 
+    for n in levels:
+        for kind in kinds:
+            if (n, kind) in rows:
+                s = rows[n, kind]
+                s["held"] = s["sustained"] and s["p99_lag_ms"] <= lag
     print()
     for what, key in (("sustained", "sustained"), (f"held ({lag:g} ms)", "held")):
-        for n in levels:
-            for kind in ("raw", "gpubench"):
-                if (n, kind) in rows:
-                    s = rows[n, kind]
-                    s["held"] = s["sustained"] and s["p99_lag_ms"] <= lag
-        (gn, g), (rn, r) = best("gpubench", key), best("raw", key)
-        ratio = f"{g / r:.2f}x" if r else "n/a"
-        print(
-            f"most tokens/s {what}: gpubench {g:,.0f} ({gn:,} streams), raw {r:,.0f} "
-            f"({rn:,} streams): gpubench / raw {ratio}"
-        )
-    both = [n for n in levels if all(rows.get((n, k), {}).get("sustained") for k in _KINDS)]
-    ratios = [
-        rows[n, "gpubench"]["cpu_us_per_token"] / rows[n, "raw"]["cpu_us_per_token"] for n in both
-    ]
-    if ratios:
-        print(
-            f"CPU per token, steady, gpubench / raw at the levels both sustained ({both}): "
-            + ", ".join(f"{x:.2f}x" for x in ratios)
-            + f"; median {statistics.median(ratios):.2f}x"
-        )
+        rn, r = best("raw", key)
+        for kind in kinds[1:]:
+            gn, g = best(kind, key)
+            ratio = f"{g / r:.2f}x" if r else "n/a"
+            print(
+                f"most tokens/s {what}: {kind} {g:,.0f} ({gn:,} streams), raw {r:,.0f} "
+                f"({rn:,} streams): {kind} / raw {ratio}"
+            )
+    for kind in kinds[1:]:
+        both = [n for n in levels if all(rows.get((n, k), {}).get("sustained") for k in kinds)]
+        ratios = [
+            rows[n, kind]["cpu_us_per_token"] / rows[n, "raw"]["cpu_us_per_token"] for n in both
+        ]
+        if ratios:
+            print(
+                f"CPU per token, steady, {kind} / raw at the levels all sustained ({both}): "
+                + ", ".join(f"{x:.2f}x" for x in ratios)
+                + f"; median {statistics.median(ratios):.2f}x"
+            )
 
 
 _KINDS = ("raw", "gpubench")
@@ -348,6 +358,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="runs per level and client")
     parser.add_argument("--quick", action="store_true", help="levels 50,200 only")
     parser.add_argument("--lag-ms", type=float, default=HELD_P99_MS, help="held: p99 lag bound")
+    parser.add_argument(
+        "--baseline", help="another checkout whose gpubench client runs as a third (before/after)"
+    )
     ns = parser.parse_args()
     if ns.serve:
         import uvloop
@@ -367,18 +380,19 @@ def main() -> None:
     import urllib.request
 
     rows: dict[tuple[int, str], dict[str, Any]] = {}
+    kinds = (*_KINDS, "baseline") if ns.baseline else _KINDS
     try:
         assert emu.stdout is not None
         url = emu.stdout.readline().strip()
-        alive = set(_KINDS)
+        alive = set(kinds)
         turn = itertools.count()
         for streams in levels:
             runs: dict[str, list[dict[str, Any]]] = {kind: [] for kind in alive}
             for _ in range(ns.repeat):
                 # interleaved, and who goes first alternates: drift hits both alike
-                order = _KINDS if next(turn) % 2 == 0 else _KINDS[::-1]
+                order = kinds if next(turn) % 2 == 0 else kinds[::-1]
                 for kind in (k for k in order if k in alive):
-                    out = _level(kind, url, streams, tokens)
+                    out = _level(kind, url, streams, tokens, ns.baseline)
                     with urllib.request.urlopen(url.rsplit("/v1", 1)[0] + "/sent") as r:
                         sent = json.loads(r.read())
                     runs[kind].append(_score(out, sent, streams * ns.rate))
@@ -392,7 +406,8 @@ def main() -> None:
     finally:
         emu.terminate()
         emu.wait(10)
-    _report(dict(sorted(rows.items(), key=lambda kv: (kv[0][0], kv[0][1] != "raw"))), ns)
+    ordered = sorted(rows.items(), key=lambda kv: (kv[0][0], kinds.index(kv[0][1])))
+    _report(dict(ordered), ns, kinds)
 
 
 if __name__ == "__main__":
