@@ -1,6 +1,7 @@
 """Where a streamed token's client CPU goes, layer by layer, on the same sockets.
 
-Run by hand (not a test): ``python bench/stream_layers_bench.py [--streams 100 --rate 50]``.
+Run by hand (not a test): ``python bench/stream_layers_bench.py [--streams 100 --rate 50]``;
+``--timer`` measures the read timeout's cost per network read alone (uvloop, then asyncio).
 
 The capacity bench's emulator (``stream_capacity_bench.py --serve``) runs in its own process and
 paces every stream, so each network read carries one token, as in a real LLM stream. One client
@@ -201,16 +202,50 @@ def _client(kind: str, url: str, streams: int, tokens: int, rounds: int) -> dict
 KINDS = ("raw", "httpx", "provider", "runner")
 
 
+async def _timer_micro() -> None:
+    """The read timeout's cost per network read: aiohttp's (cancel and re-arm) and gpubench's
+    (move a deadline), on 400 connections' protocols, 100 reads each, alternating."""
+    from aiohttp.client_proto import ResponseHandler
+
+    from gpubench_sdk._http_stream import LazyReadTimeout
+
+    class Lazy(LazyReadTimeout, ResponseHandler):
+        pass
+
+    loop = asyncio.get_running_loop()
+    for cls in (ResponseHandler, Lazy) * 2:
+        protocols = [cls(loop) for _ in range(400)]
+        for p in protocols:
+            p._read_timeout = 600.0
+        cpu = time.process_time()
+        for _ in range(100):
+            for p in protocols:
+                p._reschedule_timeout()
+            await asyncio.sleep(0)
+        cpu = time.process_time() - cpu
+        for p in protocols:
+            p._drop_timeout()
+        name = "aiohttp's" if cls is ResponseHandler else "gpubench's"
+        print(f"{name} read timeout: {cpu / 40_000 * 1e6:.2f} us per read")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--streams", type=int, default=100)
     parser.add_argument("--rate", type=float, default=50.0, help="tokens/s per stream")
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--timer", action="store_true", help="the read timeout's cost per read")
     parser.add_argument("--client", help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     ns = parser.parse_args()
     tokens = int(ns.rate * ns.seconds)
+    if ns.timer:
+        import uvloop
+
+        uvloop.run(_timer_micro())
+        asyncio.run(_timer_micro())
+        return
     if ns.client:
         print(json.dumps(_client(ns.client, ns.url, ns.streams, tokens, 1)))
         return
