@@ -138,14 +138,16 @@ async def sse_events(response: httpx.Response) -> AsyncIterator[tuple[str, str, 
     ``arrived_ns`` is ``time.perf_counter_ns()`` when the network read that completed the
     event returned (the runner's clock: store it as a token time). The bytes come straight
     from the transport (``aiter_raw``), or through httpx's decoder when the response has a
-    ``Content-Encoding``; data is UTF-8, as the format requires. An event the stream ends
-    without its blank line is still given, as the line readers this replaced gave it (each
-    plugin checks that its final event came).
+    ``Content-Encoding`` (or was read already); data is UTF-8, as the format requires. An
+    event the stream ends without its blank line is still given, as the line readers this
+    replaced gave it (each plugin checks that its final event came).
     """
     parser = SSEParser()
     feed, clock = parser.feed_events, time.perf_counter_ns
-    chunks = response.aiter_bytes() if "content-encoding" in response.headers else None
-    async for chunk in chunks or response.aiter_raw():
+    # aiter_raw is the lean path; aiter_bytes decodes a Content-Encoding and serves a body
+    # already read (a plugin that did not stream the request)
+    decoded = "content-encoding" in response.headers or response.is_stream_consumed
+    async for chunk in response.aiter_bytes() if decoded else response.aiter_raw():
         arrived = clock()
         for event, data in feed(chunk):
             yield event, data.decode("utf-8", "replace"), arrived

@@ -154,3 +154,11 @@ async def test_each_event_is_timed_by_the_read_that_brought_it(
     lags_ms = [(a - s) / 1e6 for a, s in zip(timed, SENT, strict=True)]
     assert all(lag > 0 for lag in lags_ms), lags_ms  # never before the server sent it
     assert sorted(lags_ms)[len(lags_ms) // 2] < 20, lags_ms  # read as it came, not batched
+
+
+@pytest.mark.anyio
+async def test_a_response_read_whole_gives_the_same_events(server: LoopbackServer) -> None:
+    async with make_client() as client:
+        response = await client.get(f"{server.url}/events?gzip=1")  # not streamed: read
+        got = [(name, data) async for name, data, _ in sse_events(response)]
+    assert got[0] == ("output", "0") and got[6] == ("message", "5b") and len(got) == 12
