@@ -54,7 +54,7 @@ def first_byte_ns(response: httpx.Response) -> int | None:
     return value if isinstance(value, int) else None
 
 
-class _Handler(LazyReadTimeout, ResponseHandler):  # stream21: one timer per silence
+class _Handler(LazyReadTimeout, ResponseHandler):  # one read-timeout timer per silence
     """aiohttp's connection protocol, counting requests sent and noting any byte answered."""
 
     uses = 0  # requests sent on this connection so far
