@@ -72,6 +72,7 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
         Sweep,
     )
     from ._secrets import redact, remember, scrub_url
+    from ._sse import SSEParser, sse_events
     from ._store import RunInfo, Store
     from ._summary import SummaryRow, summarize
     from ._thresholds import Threshold, ThresholdReport, check_thresholds
@@ -162,6 +163,8 @@ _EXPORTS: dict[str, str] = {
     "redact": "._secrets",
     "remember": "._secrets",
     "scrub_url": "._secrets",
+    "SSEParser": "._sse",
+    "sse_events": "._sse",
     "RunInfo": "._store",
     "Store": "._store",
     "SummaryRow": "._summary",
@@ -234,6 +237,7 @@ __all__ = [
     "RunInfo",
     "RunResult",
     "Runner",
+    "SSEParser",
     "ScalingSettings",
     "Scenario",
     "Scoring",
@@ -276,6 +280,7 @@ __all__ = [
     "run_on_ray",
     "run_processes",
     "scrub_url",
+    "sse_events",
     "summarize",
     "validate_options",
     "workload_class",

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 from ._http_errors import as_provider_error, retry_after_s
 from ._http_errors import map_aiohttp_error as _map_error
 from ._http_spans import current_tracer, note_error, note_status, start_http_span
-from ._http_stream import BodyStream, StreamedResponse, preloaded
+from ._http_stream import BodyStream, LazyReadTimeout, StreamedResponse, preloaded
 
 __all__ = [
     "AiohttpTransport",
@@ -61,7 +61,7 @@ def first_byte_ns(response: httpx.Response | CallResponse) -> int | None:
     return value if isinstance(value, int) else None
 
 
-class _Handler(ResponseHandler):
+class _Handler(LazyReadTimeout, ResponseHandler):  # one read-timeout timer per silence
     """aiohttp's connection protocol, counting requests sent and noting any byte answered."""
 
     uses = 0  # requests sent on this connection so far

@@ -3,7 +3,7 @@ aiohttp's reader (the per-read cost of an LLM stream lives here)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
@@ -13,7 +13,53 @@ from ._http_errors import map_aiohttp_error as _map_error
 from ._http_spans import note_error
 
 if TYPE_CHECKING:
+    from asyncio import AbstractEventLoop, TimerHandle
+
     from opentelemetry.trace import Span
+
+# A read timeout timer may fire this early (uvloop's timers have millisecond resolution): then
+# it is due, not re-armed for the remaining fraction of a millisecond.
+_TIMER_SLACK_S = 0.001
+
+
+class LazyReadTimeout:
+    """aiohttp's per-connection read timeout (``sock_read``) with one timer per silence, not
+    one per network read.
+
+    aiohttp's ``ResponseHandler`` cancels its timer and schedules a new one on every
+    ``data_received``; an LLM stream is one read per token, and that timer churn cost ~1 us
+    per read on uvloop, ~2 us on asyncio (``bench/stream_layers_bench.py --timer``), plus three
+    GC-tracked objects per read and the collections they trigger. Here a read only moves the
+    deadline; the one timer, when it fires early, re-arms itself for the deadline. A timeout
+    still fires ``sock_read`` seconds after the last byte (within the loop's timer resolution).
+    Mixed in before ``ResponseHandler``, whose ``_read_timeout``, ``_read_timeout_handle`` and
+    ``_on_read_timeout`` it uses (read in aiohttp 3.14; ``tests/test_http_stream_timeout.py``
+    guards the coupling).
+    """
+
+    _loop: AbstractEventLoop
+    _read_timeout: float | None
+    _read_timeout_handle: TimerHandle | None
+    _on_read_timeout: Callable[[], None]  # aiohttp's: fails the response with a timeout
+    _read_due = 0.0  # loop.time() at which the connection has been silent too long
+
+    def _reschedule_timeout(self) -> None:
+        timeout = self._read_timeout
+        if not timeout:
+            if self._read_timeout_handle is not None:
+                self._read_timeout_handle.cancel()
+                self._read_timeout_handle = None
+            return
+        self._read_due = due = self._loop.time() + timeout
+        if self._read_timeout_handle is None:
+            self._read_timeout_handle = self._loop.call_at(due, self._read_timer_fired)
+
+    def _read_timer_fired(self) -> None:
+        self._read_timeout_handle = None
+        if self._loop.time() + _TIMER_SLACK_S < self._read_due:  # bytes came meanwhile
+            self._read_timeout_handle = self._loop.call_at(self._read_due, self._read_timer_fired)
+        else:
+            self._on_read_timeout()
 
 
 def preloaded(

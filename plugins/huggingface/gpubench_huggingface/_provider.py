@@ -31,6 +31,7 @@ from gpubench_sdk import (
     first_byte_ns,
     redact,
     scrub_url,
+    sse_events,
 )
 from gpubench_sdk.cost import load_catalog
 
@@ -38,7 +39,7 @@ from . import _management as mgmt
 from . import _protocol as hf
 from ._cold import ColdJudge
 from ._errors import HandlerError, describe, http_error
-from ._sse import json_event, sse_events
+from ._sse import json_event
 
 # Per minute while initializing or running, never while paused or scaled to zero; the rules
 # and their sources live in the cost catalog (gpubench_sdk/cost/data/prices.json).

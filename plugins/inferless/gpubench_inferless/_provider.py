@@ -34,11 +34,11 @@ from gpubench_sdk import (
     TransportError,
     first_byte_ns,
     redact,
+    sse_events,
 )
 from gpubench_sdk.cost import load_catalog
 
 from . import _kserve as kserve
-from ._sse import sse_events
 
 # Per second of GPU, cold boot and idle included; the rules and their sources live in the
 # cost catalog (gpubench_sdk/cost/data/prices.json), with the shared A100's price.

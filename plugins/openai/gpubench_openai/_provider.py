@@ -21,13 +21,13 @@ from gpubench_sdk import (
     RequestTimeoutError,
     Result,
     ServerHTTPError,
+    SSEParser,
     ThrottledError,
     TransportError,
     first_byte_ns,
 )
 
 from . import _protocol as oa
-from ._sse import SSEParser
 
 
 class OpenAIOptions(ProviderOptions):

@@ -22,7 +22,6 @@ import math
 import statistics
 import time
 from collections import deque
-from collections.abc import AsyncIterator
 from typing import Any, ClassVar, Literal, Self
 
 import httpx
@@ -43,6 +42,7 @@ from gpubench_sdk import (
     TransportError,
     first_byte_ns,
     redact,
+    sse_events,
 )
 
 from . import _prediction as p
@@ -253,10 +253,10 @@ class ReplicateProvider(p.PredictionProvider):
                     error = self._http_error(response)
                     error.request_id = prediction["id"]
                     raise error
-                async for event, data in _sse_events(response):
+                async for event, data, arrived_ns in sse_events(response):
                     if event == "output":
                         if first_ns is None:
-                            first_ns = time.perf_counter_ns()
+                            first_ns = arrived_ns
                         chunks.append(_decode(data))
                     elif event == "error":
                         raise ServerHTTPError(
@@ -374,28 +374,6 @@ class ReplicateProvider(p.PredictionProvider):
         steps.append(f"waited {wait_s:g} s of scale_down_wait_s={o.scale_down_wait_s:g}")
         how = "; ".join(steps) + " (no instance API: cold inferred, not confirmed)"
         return ColdCheck(confirmed=False, waited_s=time.monotonic() - started, how=how)
-
-
-async def _sse_events(response: httpx.Response) -> AsyncIterator[tuple[str, str]]:
-    """Server-sent events as ``(event, data)``: fields per the HTML spec's event stream."""
-    event, data = "message", list[str]()
-    async for line in response.aiter_lines():
-        line = line.rstrip("\r")
-        if not line:
-            if data:
-                yield event, "\n".join(data)
-            event, data = "message", list[str]()
-            continue
-        if line.startswith(":"):
-            continue
-        field, _, value = line.partition(":")
-        value = value.removeprefix(" ")
-        if field == "event":
-            event = value
-        elif field == "data":
-            data.append(value)
-    if data:
-        yield event, "\n".join(data)
 
 
 def _decode(data: str) -> Any:
