@@ -101,3 +101,19 @@ def choose_worker(idle_since_s: Sequence[float], policy: WorkerPolicy, rng: rand
         if (t > idle_since_s[best]) if policy == "most_recently_idle" else (t < idle_since_s[best]):
             best = i
     return best
+
+
+def may_stop(workers_up: int, min_workers: int) -> bool:
+    """Whether an idle worker whose scale-down delay has run out may stop now, ``workers_up``
+    counting every worker up or booting.
+
+    The minimum is a count, not a set of pinned workers: each worker has its own idle timer
+    (RunPod: "idle timeout", how long a worker stays up after its last job, docs.runpod.io
+    pricing/serverless), and the platform keeps at least ``min_workers`` of them, whichever
+    they are (RunPod's active (min) workers, ``workersMin``; Cloud Run "keeps at least the
+    number of minimum instances running": min 10 with 6 busy leaves 4 idle,
+    cloud.google.com/run/docs/configuring/min-instances). So the worker that stops is the one
+    whose delay ran out first, the longest idle, under every selection policy. The simulator
+    and the testing kit's fleet both ask this.
+    """
+    return workers_up > min_workers
