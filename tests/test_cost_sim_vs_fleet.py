@@ -11,7 +11,12 @@ from __future__ import annotations
 import pytest
 
 from gpubench_sdk.cost import BillingModel, FleetSettings, price_worker_intervals, simulate
-from gpubench_sdk.cost._policy import PROVIDER_POLICIES, WORKER_POLICIES, provider_policy
+from gpubench_sdk.cost._policy import (
+    PROVIDER_POLICIES,
+    WORKER_POLICIES,
+    platform_policy,
+    provider_policy,
+)
 from gpubench_sdk.testing._replay import VirtualTimeLoop, replay_on_fleet, sim_vs_fleet
 
 EXACT = BillingModel(granularity_s=1e-6)
@@ -135,3 +140,14 @@ def test_every_stated_policy_names_its_source() -> None:
         assert len(fact.source) > 40, name
     assert provider_policy("sagemaker").policy == "random"
     assert provider_policy("some-plugin").basis == "assumed"
+
+
+def test_a_target_is_simulated_with_its_platforms_policy() -> None:
+    # a RunPod endpoint priced with the catalog's "local" billing still routes as RunPod; a
+    # generic provider billed as a platform routes as that platform; else assumed
+    assert platform_policy("runpod", "local").policy == "random"
+    assert platform_policy("http", "cloudrun").policy == "most_recently_idle"
+    assert platform_policy("http", "cloudrun").basis == "inferred"
+    assert platform_policy("http", "sagemaker").policy == "random"
+    assert platform_policy("http", None).basis == "assumed"
+    assert platform_policy("sagemaker", "runpod").basis == "documented"

@@ -79,6 +79,17 @@ def provider_policy(provider: str) -> PolicyFact:
     return PROVIDER_POLICIES.get(provider.split("/", 1)[0].lower(), _ASSUMED)
 
 
+def platform_policy(provider: str, billing: str | None = None) -> PolicyFact:
+    """The policy of the platform a target was measured on: its provider's where stated, else
+    that of the platform its plan bills it as (a generic ``http`` target billed as
+    ``cloudrun``), else assumed. A billing model that names no platform (``local``) never
+    overrides the provider's: a RunPod endpoint priced ``local`` still routes as RunPod."""
+    fact = provider_policy(provider)
+    if fact.basis == "assumed" and billing:
+        return provider_policy(billing)
+    return fact
+
+
 def check_policy(policy: str) -> WorkerPolicy:
     if policy not in WORKER_POLICIES:
         raise ConfigError("worker_policy", policy, f"one of {', '.join(WORKER_POLICIES)}")

@@ -148,6 +148,7 @@ def simulate(
     w_busy: list[float] = []  # seconds with at least one request running
     w_free: list[int] = []  # free slots; -1 while booting
     w_idle_since: list[float] = []
+    w_freed: list[float] = []  # when a slot last freed (or the worker became ready)
     w_busy_since: list[float] = []
     w_avail: list[bool] = []  # in the `avail` stack
     execs: list[list[tuple[float, float]]] = []
@@ -175,6 +176,7 @@ def simulate(
         w_busy.append(0.0)
         w_free.append(-1)
         w_idle_since.append(t + boot_s)
+        w_freed.append(t + boot_s)
         w_busy_since.append(0.0)
         w_avail.append(False)
         execs.append([])
@@ -240,6 +242,10 @@ def simulate(
             return
         else:
             w_free[w] += 1
+            w_freed[w] = t
+            if w_avail[w]:  # (concurrency > 1) it moves to the most recently freed end
+                avail.remove(w)
+                avail.append(w)
             if w_free[w] == k:  # the busy spell ends
                 w_busy[w] += t - w_busy_since[w]
                 w_idle_since[w] = t
@@ -259,14 +265,14 @@ def simulate(
             # drawn over the candidates in start order, as the fleet lists its workers, so a
             # seeded simulator and fleet draw the same worker
             return avail.index(sorted(avail)[pick_rng.randrange(len(avail))])
-        # ``avail`` is ordered by when each worker became free: the chosen end, then ties
-        # (equal idle times) resolved to the worker started first, as the fleet does.
+        # ``avail`` is ordered by when each worker's slot last freed: the chosen end, then ties
+        # (equal times) resolved to the worker started first, as the fleet does.
         newest = policy == "most_recently_idle"
         j = len(avail) - 1 if newest else 0
-        best, since = j, w_idle_since[avail[j]]
+        best, since = j, w_freed[avail[j]]
         step = -1 if newest else 1
         j += step
-        while 0 <= j < len(avail) and w_idle_since[avail[j]] == since:
+        while 0 <= j < len(avail) and w_freed[avail[j]] == since:
             if avail[j] < avail[best]:
                 best = j
             j += step
