@@ -284,7 +284,8 @@ def simulate(
         while heap and heap[0][0] <= t:
             et, kind, w = heappop(heap)
             handle(et, kind, w)
-        stop_expired(t)
+        if idled and t > idled[0][0] + delay:  # (inline test: most arrivals stop nothing)
+            stop_expired(t)
         j = pick()
         if j >= 0:
             w = avail[j]
