@@ -94,6 +94,33 @@ def agreement() -> None:
                 f"| {r.fleet_cold} / {r.sim_cold} |"
             )
     print(f"\n54 comparisons in {took:.1f} s")
+    print()
+    print("always warm (min workers kept as a count), worst bill gap over the traces and sizes:")
+    print("| policy | min workers | scale-down s | exact | per-second | per-minute | cold equal |")
+    print("|---|---|---|---|---|---|---|")
+    began = time.perf_counter()
+    count = 0
+    for policy in ("most_recently_idle", "longest_idle", "random"):
+        for min_workers in (1, 2):
+            for delay in (1.0, 3.0, 30.0):
+                rows = sim_vs_fleet(
+                    policy,  # type: ignore[arg-type]
+                    min_workers=min_workers,
+                    idle_timeout_s=delay,
+                    traces=("poisson", "bursty", "bursty-1ms"),
+                )
+                count += len(rows)
+                worst = {
+                    b: max(abs(r.bill_gap) for r in rows if r.billing == b)
+                    for b in ("exact", "per-second", "per-minute")
+                }
+                same = sum(r.sim_cold == r.fleet_cold for r in rows)
+                print(
+                    f"| {policy} | {min_workers} | {delay:g} | {100 * worst['exact']:.2f}% "
+                    f"| {100 * worst['per-second']:.2f}% | {100 * worst['per-minute']:.2f}% "
+                    f"| {same}/{len(rows)} |"
+                )
+    print(f"\n{count} comparisons in {time.perf_counter() - began:.1f} s")
 
 
 if __name__ == "__main__":

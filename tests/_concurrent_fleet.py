@@ -196,7 +196,9 @@ class ConcurrentFleet:
         w.running += 1
         job.status, job.started_s, job.worker_id = JobStatus.RUNNING, now, w.id
         assert w.ready_s is not None
-        job.cold = w.jobs_done == 0 and w.ready_s > job.submitted_s
+        # cold: it waited for this worker's boot (several may, one per slot, as the simulator
+        # counts them)
+        job.cold = now == w.ready_s and w.ready_s > job.submitted_s
         w.jobs_done += 1
         self._spawn(self._run(w, job, self.execution_s * (1 + self.slowdown * (w.running - 1))))
 

@@ -6,7 +6,8 @@ Two RunPod endpoints (the real plugin over loopback HTTP, RunPod's emulator in f
 job in 50 ms however many share its worker (an I/O-bound handler), "gpu" runs it 50% slower
 per extra job (a shared GPU). One worker each while measuring, so bursts of 2, 3 and 4 in
 flight put that many jobs on it; the stored ``workerId`` and execution times are all advise
-reads. The replays serve the priced options on the same fleets in virtual time.
+reads. The replays serve the priced options on the same fleets in virtual time, their
+workers picked by the policy advise simulated with (RunPod's, random).
 """
 
 from __future__ import annotations
@@ -124,6 +125,8 @@ def _serve(
 
 
 def test_the_slowdown_is_measured_from_the_workers_ids(targets: dict[str, MeasuredTarget]) -> None:
+    # priced "local", but measured on RunPod: simulated with RunPod's worker policy
+    assert {t.worker_policy for t in targets.values()} == {"random"}
     io, gpu = targets["io"].slowdown, targets["gpu"].slowdown
     assert len(io) == 4 and len(gpu) == 4, (io, gpu)
     assert all(s == pytest.approx(1.0, abs=0.15) for s in io), io
@@ -152,18 +155,28 @@ def test_several_requests_per_worker_cost_on_the_fleet_what_advise_said(
     assert any("measured slower by" in n and n.startswith("io:") for n in advice.notes)
 
 
-def test_a_measured_slowdown_is_charged_in_full_an_upper_bound(
+def test_a_measured_slowdown_is_charged_by_level_as_on_the_fleet(
     targets: dict[str, MeasuredTarget],
 ) -> None:
+    """Each simulated request is slowed by how many requests its worker runs once it has
+    begun (the level the slowdown is measured by, and what the fleet does), from executions
+    measured at level 2-4 brought back to level 1. The bill agrees with the fleet within 5%,
+    where charging every request its setting's full x1.5 on the raw samples was 33% high."""
     rate = 6.0
+    gpu = targets["gpu"]
+    # the pooled executions are what each request took alone: the bursts' x1.5-x2.5 divided out
+    assert float(np.median(gpu.execution_s)) == pytest.approx(EXEC_S, rel=0.1)
+    assert float(np.percentile(gpu.execution_s, 95)) < EXEC_S * 1.2
     advice = advise_targets(
-        [targets["gpu"]], Traffic(rate), Objectives(latency_s=SLO_S), resamples=10,
+        [gpu], Traffic(rate), Objectives(latency_s=SLO_S), resamples=10,
         scale_down_s=(1.0,), overflow=False,
     )  # fmt: skip
     two = next(e for e in advice.options if e.option.concurrency == 2 and e.option.min_workers == 0)
     o = two.option
-    real = _serve(targets["gpu"], 2, o.max_workers, o.scale_down_s, rate)
-    # every request is charged the x1.5 of two at once; on the fleet many run alone, faster
-    assert real["cost_usd_per_day"] <= two.cost_usd_per_day[0] * 1.05, (real, two)
-    assert real["p95_s"] <= two.latency_s[2] * 1.05, (real, two)
+    real = _serve(gpu, 2, o.max_workers, o.scale_down_s, rate)
+    assert abs(real["cost_usd_per_day"] / two.cost_usd_per_day[0] - 1) <= 0.05, (real, two)
+    # p95 is a request slowed x1.5 on both; the measured executions run a few percent over
+    # the fleet's nominal 50 ms (the loaded test machine's timers), hence 10%
+    assert abs(real["p95_s"] / two.latency_s[0] - 1) <= 0.10, (real, two)
     assert any("x1.5" in n or "x1.4" in n or "x1.6" in n for n in advice.notes), advice.notes
+    assert any("slowed by how many its worker runs" in n for n in advice.notes), advice.notes

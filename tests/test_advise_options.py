@@ -48,6 +48,9 @@ PROVIDERS: dict[str, tuple[Duration, float, float]] = {
 SLO_S = 0.8
 MONTHLY = Commitment("12-month", usd=60.0, per="month", min_months=12)  # $60/month, 12 months
 HORIZON = 6.0  # months needed: shorter than the term, so the whole term is paid
+# the burst's scale-down delay: long enough that the worker kept warm is often not the first
+# one (the platform keeps a count of workers, as the simulator does)
+DELAY_S = 3.0
 
 
 def _config(name: str, *, min_workers: int, max_workers: int, idle_s: float) -> FleetConfig:
@@ -171,7 +174,7 @@ def advice(measured: tuple[Path, int]) -> Advice:
         return advise(
             store, [run], Traffic(0.2), Objectives(latency_s=SLO_S),
             commitments={"cheap": [MONTHLY]}, horizon_months=HORIZON,
-            scale_down_s=(1.0,), resamples=12,
+            scale_down_s=(DELAY_S,), resamples=12,
         )  # fmt: skip
 
 
@@ -192,16 +195,18 @@ def test_a_monthly_commitment_is_priced_over_its_whole_term_and_holds_on_the_fle
     assert any("outlasts the 6-month horizon" in n for n in advice.notes), advice.notes
     o = e.option
     # a whole day served: the burst above the pinned worker is ~1% of requests, too few in a
-    # shorter trace to measure its bill within a few percent. (With a 3 s delay the simulator
-    # prices that burst ~50% above the fleet's meter: it keeps the pinned worker by identity,
-    # where the fleet, like RunPod's workersMin, keeps a count and lets whichever worker has
-    # idled longest stop first. Noted in docs/advise.md.)
+    # shorter trace to measure its bill within a few percent
     real = _serve([("cheap", o.min_workers, o.max_workers, o.scale_down_s)], 0.2, 86_400, 999)
     # the fleet never has fewer than min workers up: those worker-seconds (billed on demand by
     # its meter) are what the commitment pays for instead; the rest stays on demand
     pinned_on_demand = o.min_workers * PROVIDERS["cheap"][2] * 86_400
     fleet_cost = real["cost_usd_per_day"] - pinned_on_demand + o.min_workers * t.usd_per_day
-    assert abs(fleet_cost / e.cost_usd_per_day[0] - 1) <= 0.05, (real, e.cost_usd_per_day)
+    assert o.scale_down_s == DELAY_S
+    assert abs(fleet_cost / e.cost_usd_per_day[0] - 1) <= 0.025, (real, e.cost_usd_per_day)
+    # and the burst alone (the day's bill above the committed worker), where the minimum
+    # kept by identity priced it ~35% high at this delay (4% on the whole bill)
+    burst = e.cost_usd_per_day[0] - o.min_workers * t.usd_per_day
+    assert abs((fleet_cost - o.min_workers * t.usd_per_day) / burst - 1) <= 0.2, (real, e)
     assert real["p95_s"] <= SLO_S, real
     as_json = advice.to_json()
     row = next(r for r in as_json["options"] if r["commitment"])

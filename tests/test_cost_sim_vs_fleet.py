@@ -2,15 +2,24 @@
 
 The fleet's own asyncio code runs on a virtual-time event loop (``testing._replay``), so an
 hour of traffic per trace takes a fraction of a second; its meter's worker intervals and the
-simulator's bill are priced by the same billing models (exact, per-second, per-minute).
+simulator's bill are priced by the same billing models (exact, per-second, per-minute). With
+``min_workers`` the fleet keeps a count of workers up, and so does the simulator.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from gpubench_sdk.cost._policy import PROVIDER_POLICIES, WORKER_POLICIES, provider_policy
+from gpubench_sdk.cost import BillingModel, FleetSettings, price_worker_intervals, simulate
+from gpubench_sdk.cost._policy import (
+    PROVIDER_POLICIES,
+    WORKER_POLICIES,
+    platform_policy,
+    provider_policy,
+)
 from gpubench_sdk.testing._replay import VirtualTimeLoop, replay_on_fleet, sim_vs_fleet
+
+EXACT = BillingModel(granularity_s=1e-6)
 
 
 @pytest.mark.parametrize("policy", WORKER_POLICIES)
@@ -22,6 +31,69 @@ def test_simulator_bills_every_trace_like_the_metered_fleet(policy: str) -> None
         assert r.requests > 50, where
         assert abs(r.bill_gap) <= 0.02, f"{where}: sim {r.sim_billed_s} vs {r.fleet_billed_s}"
         assert abs(r.sim_cold - r.fleet_cold) <= max(2, 0.05 * r.fleet_cold), where
+
+
+@pytest.mark.parametrize("policy", ["most_recently_idle", "longest_idle"])
+def test_always_warm_workers_are_a_count_as_on_the_fleet(policy: str) -> None:
+    """min workers 1 and 2 at three scale-down delays: the ordered policies agree exactly
+    (bill under every granularity, cold requests), but for one tie on simultaneous bursts."""
+    for min_workers in (1, 2):
+        for delay in (1.0, 3.0, 30.0):
+            rows = sim_vs_fleet(
+                policy,  # type: ignore[arg-type]
+                min_workers=min_workers,
+                idle_timeout_s=delay,
+                traces=("poisson", "bursty", "bursty-1ms"),
+            )
+            assert len(rows) == 3 * (3 if min_workers == 1 else 2) * 3
+            for r in rows:
+                where = (
+                    f"{r.trace} x{r.workers} min={min_workers} idle={delay} {r.billing}: "
+                    f"sim {r.sim_billed_s} vs fleet {r.fleet_billed_s}"
+                )
+                assert r.requests > 50, where
+                assert r.sim_cold == r.fleet_cold, where
+                if r.trace != "bursty" or r.billing == "exact":
+                    assert abs(r.bill_gap) < 1e-9, where
+                else:  # workers fallen idle together: which stops first is the fleet's timer
+                    assert abs(r.bill_gap) <= 0.01, where
+
+
+def test_always_warm_with_random_selection_is_within_two_percent() -> None:
+    for min_workers, delay in ((1, 3.0), (2, 30.0)):
+        for r in sim_vs_fleet("random", min_workers=min_workers, idle_timeout_s=delay):
+            where = f"{r.trace} x{r.workers} min={min_workers} idle={delay} {r.billing}"
+            assert abs(r.bill_gap) <= 0.02, f"{where}: {r.sim_billed_s} vs {r.fleet_billed_s}"
+            assert abs(r.sim_cold - r.fleet_cold) <= max(2, 0.05 * r.fleet_cold), where
+
+
+def test_the_longest_idle_worker_stops_even_if_it_was_the_first() -> None:
+    """By hand: min 1, max 2, 3 s delay, 1 s jobs, 0.5 s boots, most recently idle. A (the
+    minimum) runs 0-1; B boots for the request at 0.2 and runs it 0.7-1.7; the requests at 2
+    and 3.5 go to B, the more recently idle. A's delay runs out at 4 with two workers up, so A
+    stops and B is the one kept to the 10 s horizon: 4 + 9.8 = 13.8 worker-seconds (keeping
+    A by identity instead billed 10 + 7.3 = 17.3)."""
+    arrivals = [0.0, 0.2, 2.0, 3.5]
+    settings = FleetSettings(1, 2, 3.0, 1, "most_recently_idle")
+    sim = simulate(
+        arrivals, execution_s=1.0, cold_start_s=0.5, settings=settings, billing=EXACT,
+        rate_usd_per_s=1.0, horizon_s=10.0, record_intervals=True,
+    )  # fmt: skip
+    assert sim.billed_s == pytest.approx(13.8)
+    assert sim.intervals is not None
+    assert price_worker_intervals(sim.intervals, EXACT, 1.0).billed_s == pytest.approx(13.8)
+    fleet = replay_on_fleet(
+        arrivals, execution_s=1.0, cold_start_s=0.5, max_workers=2, idle_timeout_s=3.0,
+        worker_policy="most_recently_idle", min_workers=1,
+    )  # fmt: skip
+    lives = {}
+    for iv in fleet.intervals:
+        start, end = lives.get(iv.worker, (iv.start_s, iv.end_s))
+        lives[iv.worker] = (min(start, iv.start_s), max(end, iv.end_s))
+    first, second = sorted(lives.values())
+    assert first == pytest.approx((0.0, 4.0), abs=1e-6)  # the minimum's first worker stopped
+    assert second[0] == pytest.approx(0.2, abs=1e-6)  # and the burst worker stayed up
+    assert second[1] == pytest.approx(fleet.end_s, abs=1e-6)
 
 
 def test_a_mismatched_policy_is_caught() -> None:
@@ -68,3 +140,14 @@ def test_every_stated_policy_names_its_source() -> None:
         assert len(fact.source) > 40, name
     assert provider_policy("sagemaker").policy == "random"
     assert provider_policy("some-plugin").basis == "assumed"
+
+
+def test_a_target_is_simulated_with_its_platforms_policy() -> None:
+    # a RunPod endpoint priced with the catalog's "local" billing still routes as RunPod; a
+    # generic provider billed as a platform routes as that platform; else assumed
+    assert platform_policy("runpod", "local").policy == "random"
+    assert platform_policy("http", "cloudrun").policy == "most_recently_idle"
+    assert platform_policy("http", "cloudrun").basis == "inferred"
+    assert platform_policy("http", "sagemaker").policy == "random"
+    assert platform_policy("http", None).basis == "assumed"
+    assert platform_policy("sagemaker", "runpod").basis == "documented"

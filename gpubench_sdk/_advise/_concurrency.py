@@ -123,6 +123,28 @@ def measured_slowdown(store: Store, runs: Sequence[int], target: str) -> tuple[f
     return tuple(factors) if len(factors) > 1 else ()
 
 
+def execution_at_level_one(
+    store: Store, run: int, target: str, slowdown: Sequence[float]
+) -> np.ndarray | None:
+    """``run``'s execution seconds of ``target`` as the simulator samples them (every
+    successful request with a server-reported execution time, ``distributions_from_run``),
+    each divided by the measured slowdown at its level: what it would have taken alone. The
+    simulator then slows each by its own level (``simulate(slowdown=...)``), so a request
+    measured two at a time is not slowed twice. None where the run reports no execution."""
+    cols = store.columns(run, target=target, text=True)
+    execution = cols["execution_ms"]
+    has = (cols["outcome"] == 0) & np.isfinite(execution)
+    if not has.any():
+        return None
+    warm = has & (cols["cold"] != 1)  # the requests the slowdown was measured on
+    workers = [w if keep else None for w, keep in zip(cols["worker_id"], warm, strict=True)]
+    level = levels(workers, execution_began_ns(cols), execution)[has]
+    top = len(slowdown)
+    factor = np.array([1.0, *slowdown])[np.minimum(level, top)] if top else np.ones(level.size)
+    out: np.ndarray = execution[has] / 1e3 / factor
+    return out
+
+
 def concurrency_levels(provider: str, slowdown: Sequence[float], assume: bool) -> list[int]:
     """The concurrency settings worth searching for a target: none where its platform has no
     such setting, or where no slowdown was measured and ``assume`` is not set; else
@@ -136,7 +158,8 @@ def concurrency_levels(provider: str, slowdown: Sequence[float], assume: bool) -
 
 
 def slowdown_at(slowdown: Sequence[float], k: int) -> float:
-    """The execution-time factor at ``k`` requests per worker (1.0: none measured, assumed)."""
+    """The execution-time factor at ``k`` requests per worker (1.0: none measured, assumed):
+    the most a request of a setting ``k`` is slowed (``_options`` sizes fleets with it)."""
     return float(slowdown[k - 1]) if 0 < k <= len(slowdown) else 1.0
 
 
@@ -159,6 +182,6 @@ def slowdown_note(name: str, provider: str, slowdown: Sequence[float], assume: b
     shown = ", ".join(f"x{s:.2f} at {k}" for k, s in enumerate(slowdown, 1) if k > 1)
     return (
         f"{name}: concurrency per worker ({fact.setting}) searched up to the {len(slowdown)} "
-        f"requests at once measured; execution measured slower by {shown}, and every request of "
-        "an option is charged its setting's full slowdown (an upper bound on latency and bill)"
+        f"requests at once measured; execution measured slower by {shown}, and each simulated "
+        "request is slowed by how many its worker runs once it has begun, as measured"
     )

@@ -21,7 +21,7 @@ from .._errors import ConfigError
 from ..cost._billing import BillingModel
 from ..cost._catalog import PriceCatalog
 from ..cost._commitments import Commitment
-from ..cost._policy import WorkerPolicy, provider_policy
+from ..cost._policy import WorkerPolicy, platform_policy, provider_policy
 from ..cost._pricing import billing_for, declared_billing
 from ..cost._traffic import SECONDS_PER_DAY, distributions_from_run, poisson_arrivals
 
@@ -249,7 +249,7 @@ def measured_targets(
     (``MeasuredTarget.committed_usd_per_hour``); ``commitments``: a target's commitments with a
     term (``MeasuredTarget.commitments``). Each target's concurrency slowdown is measured from
     the runs (``_concurrency.measured_slowdown``)."""
-    from ._concurrency import measured_slowdown
+    from ._concurrency import execution_at_level_one, measured_slowdown
 
     prices = prices or {}
     committed = committed or {}
@@ -275,6 +275,13 @@ def measured_targets(
                 f"target {name}", "no successful request in these runs", "a run where it answered"
             )
         samples = [measured_samples(store, info.id, name) for info, _ in measured]
+        slowdown = measured_slowdown(store, [info.id for info, _ in measured], name)
+        if slowdown:  # executions as they would have run alone; the simulator slows them
+            alone = [execution_at_level_one(store, i.id, name, slowdown) for i, _ in measured]
+            samples = [
+                (e if a is None or a.size != e.size else a, c)
+                for (e, c), a in zip(samples, alone, strict=True)
+            ]
         out.append(
             MeasuredTarget(
                 name=name,
@@ -289,7 +296,7 @@ def measured_targets(
                 run_sizes=tuple((e.size, c.size) for e, c in samples),
                 ttft_s=warm_ttft(store, [info.id for info, _ in measured], name),
                 commitments=tuple(commitments.get(name, ())),
-                slowdown=measured_slowdown(store, [info.id for info, _ in measured], name),
+                slowdown=slowdown,
             )
         )
     return out
@@ -325,7 +332,7 @@ def _price(
             rate = float(plan["price_per_s_usd"])
         else:
             rate = catalog.rate_usd_per_s(plan.get("billing") or t.provider, str(plan["price_sku"]))
-        return billing, rate, provider_policy(plan.get("billing") or t.provider).policy
+        return billing, rate, platform_policy(t.provider, plan.get("billing")).policy
     runs = ", ".join(str(info.id) for info, _ in measured)
     raise ConfigError(
         "--price",

@@ -24,7 +24,6 @@ from .._errors import ConfigError
 from ..cost._sim import FleetSettings, simulate
 from ..cost._traffic import SECONDS_PER_DAY
 from ._commit import CommitmentTerms
-from ._concurrency import slowdown_at
 from ._inputs import MeasuredTarget, Objectives, Traffic
 from ._ttft import ttft_percentile
 
@@ -244,12 +243,9 @@ def simulate_option(
             draw.seed,
         )
     window = traffic.window_s
-    execution = draw.execution_s[target.name]
-    if option.concurrency > 1:  # each request charged its setting's measured slowdown
-        execution = execution * slowdown_at(target.slowdown, option.concurrency)
     sim = simulate(
         draw.arrivals_s,
-        execution_s=execution,
+        execution_s=draw.execution_s[target.name],
         cold_start_s=draw.cold_start_s[target.name],
         settings=FleetSettings(
             option.min_workers,
@@ -262,6 +258,8 @@ def simulate_option(
         rate_usd_per_s=target.rate_usd_per_s,
         horizon_s=window,
         seed=draw.seed,
+        # each request slowed by how many its worker runs once it has begun (measured so)
+        slowdown=target.slowdown if option.concurrency > 1 else (),
     )
     per_day = SECONDS_PER_DAY / window
     cost = (sim.cost_usd + target.billing.fees_usd(sim.requests)) * per_day

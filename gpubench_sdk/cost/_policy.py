@@ -79,6 +79,17 @@ def provider_policy(provider: str) -> PolicyFact:
     return PROVIDER_POLICIES.get(provider.split("/", 1)[0].lower(), _ASSUMED)
 
 
+def platform_policy(provider: str, billing: str | None = None) -> PolicyFact:
+    """The policy of the platform a target was measured on: its provider's where stated, else
+    that of the platform its plan bills it as (a generic ``http`` target billed as
+    ``cloudrun``), else assumed. A billing model that names no platform (``local``) never
+    overrides the provider's: a RunPod endpoint priced ``local`` still routes as RunPod."""
+    fact = provider_policy(provider)
+    if fact.basis == "assumed" and billing:
+        return provider_policy(billing)
+    return fact
+
+
 def check_policy(policy: str) -> WorkerPolicy:
     if policy not in WORKER_POLICIES:
         raise ConfigError("worker_policy", policy, f"one of {', '.join(WORKER_POLICIES)}")
@@ -101,3 +112,19 @@ def choose_worker(idle_since_s: Sequence[float], policy: WorkerPolicy, rng: rand
         if (t > idle_since_s[best]) if policy == "most_recently_idle" else (t < idle_since_s[best]):
             best = i
     return best
+
+
+def may_stop(workers_up: int, min_workers: int) -> bool:
+    """Whether an idle worker whose scale-down delay has run out may stop now, ``workers_up``
+    counting every worker up or booting.
+
+    The minimum is a count, not a set of pinned workers: each worker has its own idle timer
+    (RunPod: "idle timeout", how long a worker stays up after its last job, docs.runpod.io
+    pricing/serverless), and the platform keeps at least ``min_workers`` of them, whichever
+    they are (RunPod's active (min) workers, ``workersMin``; Cloud Run "keeps at least the
+    number of minimum instances running": min 10 with 6 busy leaves 4 idle,
+    cloud.google.com/run/docs/configuring/min-instances). So the worker that stops is the one
+    whose delay ran out first, the longest idle, under every selection policy. The simulator
+    and the testing kit's fleet both ask this.
+    """
+    return workers_up > min_workers

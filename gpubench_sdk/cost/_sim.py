@@ -1,14 +1,18 @@
 """What-if fleet simulation: a discrete-event model of a serverless fleet, priced.
 
 Requests arrive at given times (Poisson with a daily profile, or recorded from a stored run);
-a fleet of workers (``min_workers`` always on, up to ``max_workers``, ``concurrency`` requests
-each) serves them FIFO. A request that finds no free slot waits; a new worker is started when
-the queue outgrows the slots already booting. A worker idle for ``scale_down_s`` stops.
-Cold-start and execution times are fixed or sampled from measured arrays. Seeded.
+a fleet of workers (at least ``min_workers`` always on, up to ``max_workers``, ``concurrency``
+requests each) serves them FIFO. A request that finds no free slot waits; a new worker is
+started when the queue outgrows the slots already booting. A worker idle for ``scale_down_s``
+stops unless that would leave fewer than ``min_workers``: the minimum is a *count*, not a set
+of pinned workers (``_policy.may_stop``). Cold-start and execution times are fixed or sampled
+from measured arrays; with ``slowdown``, a request's execution is stretched by how many
+requests its worker runs once it has begun. Seeded.
 
 Events live in a ``heapq``; arrivals are merged in from their sorted array, and scale-down is
-evaluated lazily (an idle worker is found expired when next looked at), so a request costs
-about two heap operations. Which idle worker takes a request is ``FleetSettings.worker_policy``
+evaluated lazily: before each arrival the workers whose delay has run out stop, in the order
+their delays ran out, while more than ``min_workers`` remain. A request costs about two heap
+operations. Which idle worker takes a request is ``FleetSettings.worker_policy``
 (``_policy.py``: most recently idle, longest idle or random, per provider with its source), the
 same rule the testing kit's metered fleet applies; ties go to the worker started first.
 """
@@ -27,7 +31,7 @@ import numpy.typing as npt
 
 from .._errors import ConfigError
 from ._billing import BillingModel, WorkerInterval, billed_seconds_of_lifetimes
-from ._policy import WorkerPolicy, check_policy
+from ._policy import WorkerPolicy, check_policy, may_stop
 
 Samples = float | Sequence[float] | npt.NDArray[np.float64]
 _READY, _DONE = 0, 1
@@ -112,12 +116,17 @@ def simulate(
     horizon_s: float | None = None,
     seed: int = 0,
     record_intervals: bool = False,
+    slowdown: Sequence[float] = (),
 ) -> SimResult:
     """Simulate ``settings`` serving ``arrivals_s`` (seconds, sorted or not) and price it.
 
-    ``horizon_s`` (default: the last arrival) is how long the always-on ``min_workers`` are
-    billed. ``record_intervals`` also returns every worker interval (for
-    ``price_worker_intervals``; slower). Deterministic for a given ``seed``.
+    ``horizon_s`` (default: the last arrival) is how long the ``min_workers`` still up at the
+    end are billed. ``record_intervals`` also returns every worker interval (for
+    ``price_worker_intervals``; slower). ``slowdown`` (with ``concurrency`` > 1): the
+    execution-time factor by level, ``slowdown[j - 1]`` for a request that is the ``j``-th
+    running on its worker once it has begun, itself included (the last factor beyond them);
+    the level is fixed when the request begins, as ``_advise._concurrency.levels`` measures
+    it. Deterministic for a given ``seed``.
     """
     arr = np.sort(np.asarray(arrivals_s, dtype=np.float64))
     n = int(arr.size)
@@ -126,7 +135,11 @@ def simulate(
     boots = _samples("cold_start_s", cold_start_s, n + settings.max_workers, rng)
     k = settings.concurrency
     delay = settings.scale_down_s
-    max_w = settings.max_workers
+    max_w, min_w = settings.max_workers, settings.min_workers
+    factors = [float(f) for f in slowdown][:k]
+    if any(not f > 0 for f in factors):
+        raise ConfigError("slowdown", list(slowdown), "execution-time factors > 0 by level")
+    ran_s = exec_list if not factors else [0.0] * n  # each request's execution as it ran
 
     # per-worker state, in parallel lists (index = worker id)
     w_start: list[float] = []
@@ -135,22 +148,27 @@ def simulate(
     w_busy: list[float] = []  # seconds with at least one request running
     w_free: list[int] = []  # free slots; -1 while booting
     w_idle_since: list[float] = []
+    w_freed: list[float] = []  # when a slot last freed (or the worker became ready)
     w_busy_since: list[float] = []
-    w_pinned: list[bool] = []
     w_avail: list[bool] = []  # in the `avail` stack
     execs: list[list[tuple[float, float]]] = []
 
     latency = np.empty(n)
     wait = np.empty(n)
     cold = np.zeros(n, dtype=bool)
-    heap: list[tuple[float, int, int, int]] = []
-    seq = 0
+    # (time, kind, worker): at one instant boots end first, then requests in the order their
+    # workers started, so the queue's head goes to the worker started first among those freed
+    # together, as the fleet's policy gives it (ties in idle time: the worker started first)
+    heap: list[tuple[float, int, int]] = []
     avail: list[int] = []  # workers with a free slot, most recently freed last
+    # (idle since, worker) in the order workers fell wholly idle, so in the order their delays
+    # run out; an entry is stale once its worker has served again or stopped
+    idled: deque[tuple[float, int]] = deque()
     queue: deque[int] = deque()
     alive = booting = 0
     boot_i = 0
 
-    def new_worker(t: float, boot_s: float, pinned: bool) -> int:
+    def new_worker(t: float, boot_s: float) -> int:
         w = len(w_start)
         w_start.append(t)
         w_ready.append(t + boot_s)
@@ -158,23 +176,23 @@ def simulate(
         w_busy.append(0.0)
         w_free.append(-1)
         w_idle_since.append(t + boot_s)
+        w_freed.append(t + boot_s)
         w_busy_since.append(0.0)
-        w_pinned.append(pinned)
         w_avail.append(False)
         execs.append([])
         return w
 
     def run_on(w: int, i: int, t: float, was_cold: bool) -> None:
         """Start request ``i`` on a slot of ``w`` already counted as taken."""
-        nonlocal seq
-        done = t + exec_list[i]
+        if factors:
+            ran_s[i] = exec_list[i] * factors[min(k - w_free[w], len(factors)) - 1]
+        done = t + ran_s[i]
         latency[i] = done - arr[i]
         wait[i] = t - arr[i]
         cold[i] = was_cold
         if record_intervals:
             execs[w].append((t, done))
-        seq += 1
-        heapq.heappush(heap, (done, seq, _DONE, w))
+        heapq.heappush(heap, (done, _DONE, w))
 
     def serve(w: int, i: int, t: float, was_cold: bool) -> None:
         if w_free[w] == k:  # a busy spell begins
@@ -182,20 +200,31 @@ def simulate(
         w_free[w] -= 1
         run_on(w, i, t, was_cold)
 
-    def expired(w: int, t: float) -> bool:
-        return w_free[w] == k and not w_pinned[w] and t > w_idle_since[w] + delay
-
-    def retire(w: int) -> None:
+    def stop_expired(t: float) -> None:
+        """Stop the idle workers whose delay ran out before ``t``, first run out first, while
+        the platform's minimum allows (the testing fleet's and RunPod's rule: each worker
+        has its own idle timer, and ``workersMin`` is a count)."""
         nonlocal alive
-        w_stop[w] = w_idle_since[w] + delay
-        w_avail[w] = False
-        alive -= 1
+        while idled and may_stop(alive, min_w):
+            since, w = idled[0]
+            if w_stop[w] != math.inf or w_free[w] != k or w_idle_since[w] != since:
+                idled.popleft()  # served again since, or already stopped
+                continue
+            if not t > since + delay:
+                return
+            idled.popleft()
+            w_stop[w] = since + delay
+            if w_avail[w]:
+                w_avail[w] = False
+                avail.remove(w)
+            alive -= 1
 
-    for _ in range(settings.min_workers):
-        w = new_worker(0.0, 0.0, True)
+    for _ in range(min_w):
+        w = new_worker(0.0, 0.0)
         w_free[w] = k
         w_avail[w] = True
         avail.append(w)
+        idled.append((0.0, w))
         alive += 1
 
     def handle(t: float, kind: int, w: int) -> None:
@@ -206,14 +235,21 @@ def simulate(
             w_idle_since[w] = t
             while w_free[w] > 0 and queue:
                 serve(w, queue.popleft(), t, True)
+            if w_free[w] == k:
+                idled.append((t, w))
         elif queue:  # the freed slot takes the next waiting request: the spell goes on
             run_on(w, queue.popleft(), t, False)
             return
         else:
             w_free[w] += 1
+            w_freed[w] = t
+            if w_avail[w]:  # (concurrency > 1) it moves to the most recently freed end
+                avail.remove(w)
+                avail.append(w)
             if w_free[w] == k:  # the busy spell ends
                 w_busy[w] += t - w_busy_since[w]
                 w_idle_since[w] = t
+                idled.append((t, w))
         if w_free[w] > 0 and not w_avail[w]:
             w_avail[w] = True
             avail.append(w)
@@ -221,30 +257,22 @@ def simulate(
     policy = settings.worker_policy
     pick_rng = random.Random(seed)
 
-    def pick(t: float) -> int:
-        """The index in ``avail`` of the worker ``policy`` gives a request at ``t``, or -1.
-        Idle workers found past their delay on the way are retired."""
+    def pick() -> int:
+        """The index in ``avail`` of the worker ``policy`` gives a request, or -1."""
+        if len(avail) <= 1:
+            return len(avail) - 1
         if policy == "random":
-            for w in [w for w in avail if expired(w, t)]:
-                avail.remove(w)
-                retire(w)
-            if len(avail) <= 1:
-                return len(avail) - 1
             # drawn over the candidates in start order, as the fleet lists its workers, so a
             # seeded simulator and fleet draw the same worker
             return avail.index(sorted(avail)[pick_rng.randrange(len(avail))])
-        # ``avail`` is ordered by when each worker became free: the chosen end, then ties
-        # (equal idle times) resolved to the worker started first, as the fleet does.
+        # ``avail`` is ordered by when each worker's slot last freed: the chosen end, then ties
+        # (equal times) resolved to the worker started first, as the fleet does.
         newest = policy == "most_recently_idle"
-        while avail and expired(avail[-1 if newest else 0], t):
-            retire(avail.pop(-1 if newest else 0))
-        if not avail:
-            return -1
         j = len(avail) - 1 if newest else 0
-        best, since = j, w_idle_since[avail[j]]
+        best, since = j, w_freed[avail[j]]
         step = -1 if newest else 1
         j += step
-        while 0 <= j < len(avail) and w_idle_since[avail[j]] == since:
+        while 0 <= j < len(avail) and w_freed[avail[j]] == since:
             if avail[j] < avail[best]:
                 best = j
             j += step
@@ -254,44 +282,36 @@ def simulate(
     for i in range(n):
         t = float(arr[i])
         while heap and heap[0][0] <= t:
-            et, _, kind, w = heappop(heap)
+            et, kind, w = heappop(heap)
             handle(et, kind, w)
-        placed = False
-        j = pick(t)
+        if idled and t > idled[0][0] + delay:  # (inline test: most arrivals stop nothing)
+            stop_expired(t)
+        j = pick()
         if j >= 0:
             w = avail[j]
             serve(w, i, t, False)
             if w_free[w] == 0:
                 del avail[j]
                 w_avail[w] = False
-            placed = True
-        if placed:
             continue
         queue.append(i)
-        if len(queue) > booting * k:
-            if alive >= max_w:  # idle workers past their delay may still hold places
-                for w in [w for w in avail if expired(w, t)]:
-                    avail.remove(w)
-                    retire(w)
-            if alive < max_w:
-                boot = boots[boot_i]
-                boot_i += 1
-                w = new_worker(t, boot, False)
-                alive += 1
-                booting += 1
-                seq += 1
-                heapq.heappush(heap, (t + boot, seq, _READY, w))
+        if len(queue) > booting * k and alive < max_w:
+            boot = boots[boot_i]
+            boot_i += 1
+            w = new_worker(t, boot)
+            alive += 1
+            booting += 1
+            heapq.heappush(heap, (t + boot, _READY, w))
     while heap:
-        et, _, kind, w = heappop(heap)
+        et, kind, w = heappop(heap)
         handle(et, kind, w)
 
     end_s = float(arr[-1]) if n else 0.0
     horizon = max(horizon_s if horizon_s is not None else end_s, end_s)
+    stop_expired(math.inf)  # every worker is idle now: all but the minimum stop in turn
     for w in range(len(w_start)):
-        if w_pinned[w]:
+        if w_stop[w] == math.inf:  # one of the last ``min_workers``: up to the horizon
             w_stop[w] = max(horizon, w_idle_since[w])
-        elif w_stop[w] == math.inf:
-            w_stop[w] = w_idle_since[w] + delay
     start = np.array(w_start)
     ready = np.array(w_ready)
     stop = np.array(w_stop)
@@ -301,9 +321,7 @@ def simulate(
     lifetimes = stop - start
     if billing.billed_unit == "request":
         billed_arr = (
-            billing.billed_s_array(np.array(exec_list))
-            if billing.bills("execution")
-            else np.zeros(0)
+            billing.billed_s_array(np.array(ran_s)) if billing.bills("execution") else np.zeros(0)
         )
         billed = float(billed_arr.sum())
         if billing.bills("cold_boot"):

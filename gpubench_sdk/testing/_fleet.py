@@ -23,7 +23,7 @@ from typing import Any
 
 from .._errors import ConfigError
 from .._types import ScalingSettings
-from ..cost._policy import WorkerPolicy, check_policy, choose_worker
+from ..cost._policy import WorkerPolicy, check_policy, choose_worker, may_stop
 from ._billing import BillingMeter, WorkerBill
 from ._faults import FaultKind, FaultPlan
 from ._jobs import FleetCounts, Job, JobStatus, JobTruth, QueueFull, WorkerState
@@ -365,7 +365,7 @@ class SimulatedFleet:
         if count > self._max():
             return 0.0
         assert self._scaling.min_workers is not None and self._scaling.idle_timeout_s is not None
-        if count <= self._scaling.min_workers:
+        if not may_stop(count, self._scaling.min_workers):
             return None
         left = worker.idle_since_s + self._scaling.idle_timeout_s * self.config.time_scale - now_s
         return max(0.0, left)
