@@ -11,14 +11,13 @@ for the hour: the platform's behaviour by time of day is the thing measured.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
+from _virtual_serve import serve_trace
 from click.testing import CliRunner
 
 from gpubench_sdk import BatchAdvice, Objectives, Store, advise_batch
@@ -26,10 +25,9 @@ from gpubench_sdk._advise import campaign_runs
 from gpubench_sdk._cli import main
 from gpubench_sdk._config import parse_config
 from gpubench_sdk.campaign import Schedule, create_campaign, run_campaign
-from gpubench_sdk.cost import load_catalog, poisson_arrivals, price_worker_intervals
+from gpubench_sdk.cost import poisson_arrivals
 from gpubench_sdk.cost._policy import provider_policy
 from gpubench_sdk.testing import Duration, FleetConfig, SimulatedFleet, serve
-from gpubench_sdk.testing._replay import VirtualTimeLoop
 
 pytest.importorskip("gpubench_runpod")
 from gpubench_runpod.emulator import make_app
@@ -100,35 +98,19 @@ def _serve_batch(
 ) -> dict[str, float]:
     """1,000 jobs in 4 hours on the fleet with ``boot``, in virtual time: its bill (the day's,
     as the batch is the day's only work), p95 and cold share."""
-    arrivals = poisson_arrivals(JOBS / (HOURS * 3_600), HOURS * 3_600, seed=2024)
-    loop = VirtualTimeLoop()
-
-    async def drive() -> dict[str, float]:
-        fleet = _fleet(boot, min_workers=min_workers, max_workers=max_workers, idle_s=idle_s,
-                       clock=loop.time)  # fmt: skip
-        async with fleet:
-            jobs = []
-            for t in arrivals:
-                if t > loop.time():
-                    await asyncio.sleep(t - loop.time())
-                jobs.append(fleet.submit({"sleep_ms": 50}))
-            for job in jobs:
-                await job.done.wait()
-            await asyncio.sleep(idle_s + 1.0)  # the last worker idles out and stops
-            intervals = fleet.billing.worker_intervals(loop.time())
-            truths = fleet.truths()
-        model = load_catalog().billing_model("local")
-        latency = [((t.queue_ms or 0.0) + (t.execution_ms or 0.0)) / 1e3 for t in truths]
-        return {
-            "cost_usd_per_day": price_worker_intervals(intervals, model, RATE_USD_PER_S).cost_usd,
-            "p95_s": float(np.percentile(latency, 95)),
-            "jobs": len(truths),
-        }
-
-    try:
-        return loop.run_until_complete(drive())
-    finally:
-        loop.close()
+    served = serve_trace(
+        lambda clock: _fleet(
+            boot, min_workers=min_workers, max_workers=max_workers, idle_s=idle_s, clock=clock
+        ),
+        poisson_arrivals(JOBS / (HOURS * 3_600), HOURS * 3_600, seed=2024),
+        {"sleep_ms": 50},
+        linger_s=idle_s + 1.0,  # the last worker idles out and stops
+    )
+    return {
+        "cost_usd_per_day": served.cost_usd(RATE_USD_PER_S),
+        "p95_s": served.p95_s(),
+        "jobs": len(served.truths),
+    }
 
 
 def test_the_batch_goes_to_the_night_window_and_costs_there_what_advise_said(

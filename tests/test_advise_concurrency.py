@@ -12,7 +12,6 @@ workers picked by the policy advise simulated with (RunPod's, random).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -22,13 +21,13 @@ import anyio
 import numpy as np
 import pytest
 from _concurrent_fleet import ConcurrentFleet
+from _virtual_serve import serve_trace
 
 from gpubench_sdk import Objectives, Store, Traffic, build_run
 from gpubench_sdk._advise import MeasuredTarget, advise_targets, measured_targets
 from gpubench_sdk._config import parse_config
-from gpubench_sdk.cost import load_catalog, poisson_arrivals, price_worker_intervals
+from gpubench_sdk.cost import load_catalog, poisson_arrivals
 from gpubench_sdk.testing import Duration, serve
-from gpubench_sdk.testing._replay import VirtualTimeLoop
 
 pytest.importorskip("gpubench_runpod")
 from gpubench_runpod.emulator import make_app
@@ -90,38 +89,25 @@ def _serve(
     """Poisson traffic at ``rate`` on ``target``'s fleet in virtual time, its workers picked
     by the policy advise simulated: bill per day and p95."""
     window = Traffic(rate).window_s
-    arrivals = poisson_arrivals(rate, window, seed=77)
-    loop = VirtualTimeLoop()
-
-    async def drive() -> dict[str, float]:
-        fleet = ConcurrentFleet(
-            boot=BOOT, execution_s=EXEC_S, per_worker=per_worker,
-            slowdown=SLOWDOWN[target.name], max_workers=max_workers, idle_timeout_s=idle_s,
-            policy=target.worker_policy, seed=11,
-        )  # fmt: skip
-        async with fleet:
-            jobs = []
-            for t in arrivals:
-                if t > loop.time():
-                    await asyncio.sleep(t - loop.time())
-                jobs.append(fleet.submit({"sleep_ms": 50}))
-            for job in jobs:
-                await job.done.wait()
-            await asyncio.sleep(idle_s + 1.0)
-            intervals = fleet.worker_intervals(loop.time())
-            truths = fleet.truths()
-        model = load_catalog().billing_model("local")
-        bill = price_worker_intervals(intervals, model, RATE_USD_PER_S).cost_usd
-        latency = [((t.queue_ms or 0.0) + (t.execution_ms or 0.0)) / 1e3 for t in truths]
-        return {
-            "cost_usd_per_day": bill * 86_400 / window,
-            "p95_s": float(np.percentile(latency, 95)),
-        }
-
-    try:
-        return loop.run_until_complete(drive())
-    finally:
-        loop.close()
+    served = serve_trace(
+        lambda _clock: ConcurrentFleet(  # on the running loop's clock: the virtual one
+            boot=BOOT,
+            execution_s=EXEC_S,
+            per_worker=per_worker,
+            slowdown=SLOWDOWN[target.name],
+            max_workers=max_workers,
+            idle_timeout_s=idle_s,
+            policy=target.worker_policy,
+            seed=11,
+        ),
+        poisson_arrivals(rate, window, seed=77),
+        {"sleep_ms": 50},
+        linger_s=idle_s + 1.0,
+    )
+    return {
+        "cost_usd_per_day": served.cost_usd(RATE_USD_PER_S) * 86_400 / window,
+        "p95_s": served.p95_s(),
+    }
 
 
 def test_the_slowdown_is_measured_from_the_workers_ids(targets: dict[str, MeasuredTarget]) -> None:

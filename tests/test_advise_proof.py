@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 import numpy as np
 import pytest
+from _virtual_serve import serve_trace
 
 from gpubench_sdk import Advice, Objectives, Store, Traffic, advise, build_run
 from gpubench_sdk._config import parse_config
@@ -100,36 +101,18 @@ def _on_fleet(name: str, min_workers: int, max_workers: int, idle_s: float) -> d
     """Serve an independent Poisson trace (a simulated day's window) on the emulated platform
     in virtual time: its meter's bill per day, p95 latency and cold share."""
     window = Traffic(RATE).window_s
-    arrivals = poisson_arrivals(RATE, window, seed=12345)
-    loop = VirtualTimeLoop()
     config = _fleet_config(name, min_workers=min_workers, max_workers=max_workers, idle_s=idle_s)
-
-    async def drive() -> dict[str, float]:
-        fleet = SimulatedFleet(config, clock=loop.time)
-        async with fleet:
-            jobs = []
-            for t in arrivals:
-                if t > loop.time():
-                    await asyncio.sleep(t - loop.time())
-                jobs.append(fleet.submit({"sleep_ms": 50}))
-            for job in jobs:
-                await job.done.wait()
-            end = max(window, loop.time())
-            intervals = fleet.billing.worker_intervals(end)
-            truths = fleet.truths()
-        latency = [((t.queue_ms or 0.0) + (t.execution_ms or 0.0)) / 1e3 for t in truths]
-        model = load_catalog().billing_model("local")
-        bill = price_worker_intervals(intervals, model, PROVIDERS[name][2])
-        return {
-            "cost_usd_per_day": bill.cost_usd * 86_400 / window,
-            "p95_s": float(np.percentile(latency, 95)),
-            "cold_rate": sum(1 for t in truths if t.cold) / len(truths),
-        }
-
-    try:
-        return loop.run_until_complete(drive())
-    finally:
-        loop.close()
+    served = serve_trace(
+        lambda clock: SimulatedFleet(config, clock=clock),
+        poisson_arrivals(RATE, window, seed=12345),
+        {"sleep_ms": 50},
+        until_s=window,
+    )
+    return {
+        "cost_usd_per_day": served.cost_usd(PROVIDERS[name][2]) * 86_400 / window,
+        "p95_s": served.p95_s(),
+        "cold_rate": served.cold_rate(),
+    }
 
 
 @pytest.fixture(scope="module")

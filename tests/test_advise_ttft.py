@@ -18,12 +18,12 @@ from typing import Any
 import anyio
 import numpy as np
 import pytest
+from _virtual_serve import serve_trace
 
 from gpubench_sdk import Advice, Objectives, Store, Traffic, advise, build_run
 from gpubench_sdk._config import parse_config
 from gpubench_sdk.cost import poisson_arrivals
 from gpubench_sdk.testing import Duration, FleetConfig, SimulatedFleet, serve
-from gpubench_sdk.testing._replay import VirtualTimeLoop
 
 pytest.importorskip("gpubench_openai")
 from gpubench_openai.emulator import ModelSpeed, make_app
@@ -155,30 +155,13 @@ def _ttft_on_fleet(name: str, idle_s: float) -> float:
     """The TTFT p95 the emulated platform serves an independent Poisson trace with: each job's
     queue (boot included) plus the emulator's first token (prefill 100 x 0.2 ms + one token
     at 200/s = 25 ms), in virtual time."""
-    import asyncio
-
-    window = Traffic(RATE).window_s
-    arrivals = poisson_arrivals(RATE, window, seed=2024)
-    loop = VirtualTimeLoop()
     config = FleetConfig(cold_start=COLD[name], max_workers=3, idle_timeout_s=idle_s, seed=3)
-
-    async def drive() -> float:
-        fleet = SimulatedFleet(config, clock=loop.time)
-        async with fleet:
-            jobs = []
-            for t in arrivals:
-                if t > loop.time():
-                    await asyncio.sleep(t - loop.time())
-                jobs.append(fleet.submit({"sleep_ms": 60}))  # 20 ms prefill + 8 tokens
-            for job in jobs:
-                await job.done.wait()
-            truths = fleet.truths()
-        return float(np.percentile([(t.queue_ms or 0.0) + 25.0 for t in truths], 95)) / 1e3
-
-    try:
-        return loop.run_until_complete(drive())
-    finally:
-        loop.close()
+    served = serve_trace(
+        lambda clock: SimulatedFleet(config, clock=clock),
+        poisson_arrivals(RATE, Traffic(RATE).window_s, seed=2024),
+        {"sleep_ms": 60},  # 20 ms prefill + 8 tokens
+    )
+    return float(np.percentile([(t.queue_ms or 0.0) + 25.0 for t in served.truths], 95)) / 1e3
 
 
 def test_the_ttft_pick_holds_on_the_fleet(measured: tuple[Path, int]) -> None:
