@@ -40,6 +40,14 @@ FAULT_CASES = (
         (ThrottledError,),
         frozenset({Outcome.THROTTLED}),
     ),
+    # RFC 9110 section 10.2.3: Retry-After may be an HTTP date; the provider reads it as the
+    # seconds left (gpubench_sdk.retry_after_s), not as no Retry-After at all.
+    FaultCase(
+        "throttle_retry_after_date",
+        Fault.throttle(retry_after_s=30, as_date=True),
+        (ThrottledError,),
+        frozenset({Outcome.THROTTLED}),
+    ),
     FaultCase(
         "server_error_500",
         Fault.server_error(500),
