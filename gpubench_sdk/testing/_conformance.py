@@ -39,7 +39,7 @@ from .._runner import run
 from .._scenarios import Burst, ColdStarts
 from .._types import Request, Result, ScalingSettings
 from .._workload import EchoProbe
-from ._cases import FAULT_CASES, POLL_FAULT_CASES, FaultCase, leak_forms
+from ._cases import FAULT_CASES, POLL_FAULT_CASES, FaultCase, check_retry_after, leak_forms
 from ._faults import ASGIApp, Fault
 from ._fleet import FleetConfig, SimulatedFleet
 from ._harness import ServedApp, serve
@@ -198,18 +198,7 @@ class ProviderConformance:
         if case.fault.status and isinstance(exc, ThrottledError | ServerHTTPError):
             assert exc.status_code == case.fault.status
         if isinstance(exc, ThrottledError):
-            self.check_retry_after(case, exc)
-
-    @staticmethod
-    def check_retry_after(case: FaultCase, exc: ThrottledError) -> None:
-        """The wait the provider read is the fault's ``Retry-After``: exactly, in seconds; as
-        an HTTP date, whole seconds (rounded down) read a moment later, so up to 3 s less."""
-        wanted, got = case.fault.retry_after_s, exc.retry_after_s
-        if wanted is None or not case.fault.retry_after_date:
-            assert got == wanted, f"{case.name}: retry_after_s {got}, sent {wanted}"
-            return
-        assert got is not None, f"{case.name}: Retry-After as an HTTP date was not read"
-        assert wanted - 3 <= got <= wanted, f"{case.name}: retry_after_s {got}, sent {wanted}"
+            check_retry_after(case, exc)
 
     @pytest.mark.parametrize("case", POLL_FAULT_CASES, ids=[c.name for c in POLL_FAULT_CASES])
     def test_poll_fault_is_mapped(
