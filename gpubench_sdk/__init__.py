@@ -45,7 +45,7 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
         ThrottledError,
         TransportError,
     )
-    from ._http import as_provider_error, first_byte_ns, make_client
+    from ._http import as_provider_error, first_byte_ns, make_client, retry_after_s
     from ._http_call import CallResponse, PreparedCall
     from ._input import InputMap
     from ._local import LocalProvider, LocalRuntime, LocalRuntimeConfig
@@ -124,6 +124,7 @@ _EXPORTS: dict[str, str] = {
     "first_byte_ns": "._http",
     "InputMap": "._input",
     "make_client": "._http",
+    "retry_after_s": "._http",
     "CallResponse": "._http_call",
     "PreparedCall": "._http_call",
     "LocalProvider": "._local",
@@ -276,6 +277,7 @@ __all__ = [
     "redact",
     "remember",
     "render_report",
+    "retry_after_s",
     "run",
     "run_on_ray",
     "run_processes",

@@ -7,7 +7,8 @@ import asyncio
 import email.utils
 import math
 import time
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 import aiohttp
 import httpx
@@ -51,7 +52,11 @@ _BODY_SHOWN = 300
 
 
 def as_provider_error(
-    exc: BaseException, *, provider: str, request_id: str | None = None
+    exc: BaseException,
+    *,
+    provider: str,
+    request_id: str | None = None,
+    detail: str | None = None,
 ) -> ProviderError:
     """The ``ProviderError`` an exception escaping ``invoke`` stands for.
 
@@ -65,14 +70,16 @@ def as_provider_error(
 
     ``request_id`` (e.g. the job a failed poll was reading) is set on the error unless it
     already names one: ``raise as_provider_error(exc, provider=..., request_id=job) from exc``.
+    ``detail`` is what the provider's documented error body says (OpenAI's ``error.message``,
+    KServe's ``error``), read by the plugin: a status error shows it instead of the raw body.
     """
-    error = _as_provider_error(exc, provider)
+    error = _as_provider_error(exc, provider, detail)
     if error.request_id is None:
         error.request_id = request_id
     return error
 
 
-def _as_provider_error(exc: BaseException, provider: str) -> ProviderError:
+def _as_provider_error(exc: BaseException, provider: str, detail: str | None) -> ProviderError:
     if isinstance(exc, ProviderError):
         return exc
     where = ""
@@ -83,7 +90,7 @@ def _as_provider_error(exc: BaseException, provider: str) -> ProviderError:
         response = exc.response
         status = response.status_code
         text = f"{where}HTTP {status} {response.reason_phrase}".rstrip()
-        body = _body_text(response)
+        body = _shown(detail) if detail else _body_text(response)
         if body:
             text += f": {body}"
         kw: dict[str, Any] = {"provider": provider, "status_code": status}
@@ -107,13 +114,29 @@ def _body_text(response: httpx.Response) -> str:
         text = response.text
     except httpx.ResponseNotRead:  # a streamed body nobody read: say nothing rather than block
         return ""
+    return _shown(text)
+
+
+def _shown(text: str) -> str:
     text = " ".join(redact(text).split())
     return text if len(text) <= _BODY_SHOWN else text[: _BODY_SHOWN - 3] + "..."
 
 
-def retry_after_s(response: httpx.Response) -> float | None:
-    """``Retry-After`` in seconds: a number, or an HTTP date (RFC 9110 section 10.2.3)."""
-    value = response.headers.get("retry-after")
+class _Answer(Protocol):
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+
+def retry_after_s(answer: _Answer | str | None) -> float | None:
+    """``Retry-After`` in seconds (RFC 9110 section 10.2.3: a number of seconds, or an HTTP
+    date, a past one being 0), from a response (httpx's, a ``CallResponse``) or from the
+    header's value as any other client gives it (``None`` when there is none). ``None`` when
+    absent or unreadable. ``as_provider_error`` applies it to every 429; a plugin needs it only
+    for a throttling signal of its own (another status, a header read through another client).
+    """
+    value = (
+        answer if answer is None or isinstance(answer, str) else answer.headers.get("retry-after")
+    )
     if not value:
         return None
     try:

@@ -367,3 +367,39 @@ def test_retry_after_reads_seconds_and_http_dates(
     assert got == low if low is None else low <= (got or 0) <= high
     later = read(email.utils.formatdate(time.time() + 30, usegmt=True))
     assert later is not None and 25 <= later <= 31
+
+
+def test_retry_after_reads_a_header_value_from_any_client() -> None:
+    """The public parser takes the header's value itself (botocore's header dict, a
+    ``CallResponse``'s headers): the same reading, a date included; nothing is ``None``."""
+    import email.utils
+    import time
+
+    from gpubench_sdk import retry_after_s
+
+    assert retry_after_s("7") == 7.0 and retry_after_s(None) is None
+    assert retry_after_s("") is None and retry_after_s("-3") == 0.0
+    later = retry_after_s(email.utils.formatdate(time.time() + 30, usegmt=True))
+    assert later is not None and 25 <= later <= 31
+
+
+def test_as_provider_error_shows_the_providers_own_detail_instead_of_the_body() -> None:
+    from gpubench_sdk import ClientHTTPError, ThrottledError, as_provider_error, remember
+
+    remember("sk-live-detail-5e1b")
+    request = httpx.Request("POST", "https://api.example/v1/chat?key=sk-live-detail-5e1b")
+    body = b'{"error": {"message": "Rate limit reached", "type": "requests"}}'
+    answer = httpx.Response(429, headers={"Retry-After": "4"}, content=body, request=request)
+    exc = httpx.HTTPStatusError("429", request=request, response=answer)
+    error = as_provider_error(exc, provider="p", detail="Rate limit reached (requests)")
+    assert isinstance(error, ThrottledError) and error.retry_after_s == 4.0
+    assert str(error) == (
+        "[p] POST https://api.example/v1/chat: HTTP 429 Too Many Requests: "
+        "Rate limit reached (requests)"
+    )
+    echoed = "bad key sk-live-detail-5e1b " + "x" * 400
+    answer = httpx.Response(401, content=b"{}", request=request)
+    exc = httpx.HTTPStatusError("401", request=request, response=answer)
+    error = as_provider_error(exc, provider="p", detail=echoed)
+    assert isinstance(error, ClientHTTPError) and "sk-live" not in str(error)
+    assert str(error).endswith("...") and len(str(error)) < 400  # cut as a body is

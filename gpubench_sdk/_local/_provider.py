@@ -19,7 +19,7 @@ from .._errors import (
     ServerHTTPError,
     ThrottledError,
 )
-from .._http import first_byte_ns
+from .._http import first_byte_ns, retry_after_s
 from .._provider import Provider, ProviderOptions
 from .._secrets import redact
 from .._types import ColdCheck, FleetState, Request, Result, ScalingSettings
@@ -177,13 +177,8 @@ class LocalProvider(Provider):
             "status_code": status,
             "request_id": body.get("request_id"),
         }
-        if status == 429:
-            retry_after = response.headers.get("Retry-After")
-            try:
-                retry_after_s = float(retry_after) if retry_after is not None else None
-            except ValueError:
-                retry_after_s = None
-            return ThrottledError(message, retry_after_s=retry_after_s, **kw)
+        if status == 429:  # Retry-After in seconds or as an HTTP date
+            return ThrottledError(message, retry_after_s=retry_after_s(response), **kw)
         if status == 504 and body.get("stage") == "queue":
             return ColdTimeoutError(message, **kw)
         if status >= 500:

@@ -17,7 +17,7 @@ from .._errors import (
 from .._types import Outcome
 from ._faults import Fault
 
-__all__ = ["FAULT_CASES", "POLL_FAULT_CASES", "FaultCase", "leak_forms"]
+__all__ = ["FAULT_CASES", "POLL_FAULT_CASES", "FaultCase", "check_retry_after", "leak_forms"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +37,14 @@ FAULT_CASES = (
     FaultCase(
         "throttle_retry_after",
         Fault.throttle(retry_after_s=3),
+        (ThrottledError,),
+        frozenset({Outcome.THROTTLED}),
+    ),
+    # RFC 9110 section 10.2.3: Retry-After may be an HTTP date; the provider reads it as the
+    # seconds left (gpubench_sdk.retry_after_s), not as no Retry-After at all.
+    FaultCase(
+        "throttle_retry_after_date",
+        Fault.throttle(retry_after_s=30, as_date=True),
         (ThrottledError,),
         frozenset({Outcome.THROTTLED}),
     ),
@@ -88,6 +96,17 @@ POLL_FAULT_CASES = tuple(
     for c in FAULT_CASES
     if c.name in ("throttle", "server_error_500", "malformed", "truncated", "reset")
 )
+
+
+def check_retry_after(case: FaultCase, exc: ThrottledError) -> None:
+    """The wait the provider read is the fault's ``Retry-After``: exactly, in seconds; as an
+    HTTP date, whole seconds (rounded down) read a moment later, so up to 3 s less."""
+    wanted, got = case.fault.retry_after_s, exc.retry_after_s
+    if wanted is None or not case.fault.retry_after_date:
+        assert got == wanted, f"{case.name}: retry_after_s {got}, sent {wanted}"
+        return
+    assert got is not None, f"{case.name}: Retry-After as an HTTP date was not read"
+    assert wanted - 3 <= got <= wanted, f"{case.name}: retry_after_s {got}, sent {wanted}"
 
 
 def leak_forms(key: str) -> list[str]:

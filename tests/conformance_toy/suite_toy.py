@@ -1,4 +1,4 @@
-"""Run by tests/test_testing_conformance.py in a child pytest: a good and three broken toys."""
+"""Run by tests/test_testing_conformance.py in a child pytest: a good toy and broken ones."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import base64
 import logging
 from typing import Any
 
+import httpx
 from toy import ToyProvider, toy_emulator
 
 from gpubench_sdk import Result, ServerHTTPError, ThrottledError
@@ -70,3 +71,16 @@ class LyingTimingsProvider(ToyProvider):
 
 class TestLyingTimings(TestToy):
     provider_class = LyingTimingsProvider
+
+
+class FloatRetryAfterProvider(ToyProvider):
+    # Retry-After read as a number only: an HTTP date (RFC 9110 allows one) is lost.
+    def retry_after(self, response: httpx.Response) -> float | None:
+        try:
+            return float(response.headers.get("retry-after", ""))
+        except ValueError:
+            return None
+
+
+class TestFloatRetryAfter(TestToy):
+    provider_class = FloatRetryAfterProvider

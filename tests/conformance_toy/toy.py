@@ -29,6 +29,7 @@ from gpubench_sdk import (
     TransportError,
     first_byte_ns,
     redact,
+    retry_after_s,
 )
 from gpubench_sdk.testing import ASGIApp, FaultInjector, JobStatus, SimulatedFleet
 
@@ -83,8 +84,7 @@ class ToyProvider(Provider):
             raise InvalidResponseError("not JSON", provider=self.name) from exc
         kw: dict[str, Any] = {"provider": self.name, "status_code": r.status_code}
         if r.status_code == 429:
-            retry = r.headers.get("retry-after")
-            raise self.throttled(float(retry) if retry else None, kw)
+            raise self.throttled(self.retry_after(r), kw)
         if r.status_code >= 500:
             # redact: a server may echo the request's credentials in its error body
             raise ServerHTTPError(redact(f"HTTP {r.status_code}: {body.get('error')}"), **kw)
@@ -102,3 +102,6 @@ class ToyProvider(Provider):
 
     def throttled(self, retry_after_s: float | None, kw: dict[str, Any]) -> Exception:
         return ThrottledError("throttled", retry_after_s=retry_after_s, **kw)
+
+    def retry_after(self, response: httpx.Response) -> float | None:
+        return retry_after_s(response)  # seconds or an HTTP date

@@ -13,7 +13,6 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 from gpubench_sdk import (
     CallResponse,
     Capabilities,
-    ClientHTTPError,
     ConfigError,
     FleetState,
     InvalidResponseError,
@@ -22,11 +21,8 @@ from gpubench_sdk import (
     ProviderError,
     ProviderOptions,
     Request,
-    RequestTimeoutError,
     Result,
-    ServerHTTPError,
-    ThrottledError,
-    TransportError,
+    as_provider_error,
 )
 
 from ._template import Render, compile_path, compile_template
@@ -156,12 +152,9 @@ class HTTPProvider(Provider):
     async def invoke(self, request: Request) -> Result:
         o = self._opts
         content = None if o.method == "GET" else json.dumps(o.render(request)).encode()
-        try:
-            response = await self._call.send(content)
-        except httpx.TimeoutException as exc:
-            raise RequestTimeoutError(_describe(exc), provider=self.name) from exc
-        except httpx.HTTPError as exc:  # reset, refused, truncated body, too many redirects
-            raise TransportError(_describe(exc), provider=self.name) from exc
+        # A timeout, reset, refused connection, truncated body or too many redirects leaves
+        # through invoke's boundary as the core's ProviderError (as_provider_error).
+        response = await self._call.send(content)
         status = response.status_code
         if status >= 400:
             raise self._http_error(response)
@@ -201,28 +194,19 @@ class HTTPProvider(Provider):
         try:
             response = await self.client.get(url, headers=self._headers)
         except httpx.HTTPError as exc:
-            raise TransportError(_describe(exc), provider=self.name) from exc
+            raise as_provider_error(exc, provider=self.name) from exc
         ready = 200 <= response.status_code < 300
         return FleetState(
             ready=1 if ready else 0, detail={"healthy": ready, "status": response.status_code}
         )
 
     def _http_error(self, response: CallResponse) -> ProviderError:
-        status = response.status_code
-        try:
-            data = response.json()
-        except ValueError:
-            data = None
-        detail = None
-        if isinstance(data, dict):
-            detail = data.get("error") or data.get("detail") or data.get("message")
-        text = f"HTTP {status}: {detail or response.text[:200] or response.reason_phrase}"
-        kw: dict[str, Any] = {"provider": self.name, "status_code": status}
-        if status == 429:
-            return ThrottledError(text, retry_after_s=_retry_after_s(response), **kw)
-        if status >= 500:
-            return ServerHTTPError(text, **kw)
-        return ClientHTTPError(text, **kw)
+        """The core's error for a status >= 400 (a 429's ``Retry-After`` read in seconds or as
+        an HTTP date), showing the answer's own ``error``, ``detail`` or ``message`` text where
+        it has one, else the start of its body."""
+        answer = response.as_httpx()
+        exc = httpx.HTTPStatusError("", request=answer.request, response=answer)
+        return as_provider_error(exc, provider=self.name, detail=_error_text(response))
 
     def _invalid(self, message: str, status: int) -> InvalidResponseError:
         return InvalidResponseError(message, provider=self.name, status_code=status)
@@ -250,13 +234,14 @@ def _str(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-def _retry_after_s(response: CallResponse) -> float | None:
-    value = response.headers.get("retry-after")
+def _error_text(response: CallResponse) -> str | None:
+    """The message of a JSON error body (``{"error": ...}``, FastAPI's ``{"detail": ...}``,
+    ``{"message": ...}``) when it is text; else ``None`` (the body itself is shown)."""
     try:
-        return float(value) if value is not None else None
+        data = response.json()
     except ValueError:
         return None
-
-
-def _describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    if not isinstance(data, dict):
+        return None
+    detail = data.get("error") or data.get("detail") or data.get("message")
+    return detail if isinstance(detail, str) else None

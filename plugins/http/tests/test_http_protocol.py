@@ -178,3 +178,22 @@ def test_health_url_reads_readiness() -> None:
     assert before.is_cold and not during.is_cold and after.is_cold
     assert during.detail == {"healthy": True, "status": 200}
     assert not HTTPProvider(url="http://x/p").capabilities.fleet_state
+
+
+def test_a_429_names_the_call_shows_the_error_text_and_reads_an_http_date() -> None:
+    """The core's error for a status: method and URL, the answer's own ``detail`` text in
+    place of its raw body, and ``Retry-After`` as an HTTP date read as the seconds left (the
+    plugin's own float-only parser gave None)."""
+    from gpubench_sdk import ThrottledError
+    from gpubench_sdk.testing import Fault
+
+    fleet = _fleet()
+    fleet.faults.next(1, Fault.throttle(30, body='{"detail": "slow down"}', as_date=True))
+    with serve(make_app(fleet)) as served:
+        provider = HTTPProvider(url=f"{served.url}/predict")
+        with pytest.raises(ThrottledError) as info:
+            asyncio.run(_invoke_all(provider, [EchoProbe().request(0)]))
+    error = info.value
+    assert str(error) == f"[http] POST {served.url}/predict: HTTP 429 Too Many Requests: slow down"
+    assert error.status_code == 429
+    assert error.retry_after_s is not None and 27 <= error.retry_after_s <= 30

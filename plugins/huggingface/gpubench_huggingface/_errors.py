@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import httpx
 
-from gpubench_sdk import ClientHTTPError, ProviderError, ServerHTTPError, ThrottledError, redact
+from gpubench_sdk import ClientHTTPError, ProviderError, ServerHTTPError, as_provider_error, redact
 
 
 class HandlerError(ServerHTTPError):
@@ -15,8 +13,11 @@ class HandlerError(ServerHTTPError):
 
 
 def http_error(response: httpx.Response, provider: str, toolkit: bool) -> ProviderError:
-    """The error for a 4xx/5xx answer; ``toolkit``: it came from the toolkit's ``POST /``."""
-    status = response.status_code
+    """The error for a 4xx/5xx answer; ``toolkit``: it came from the toolkit's ``POST /``.
+
+    The core's (``as_provider_error``: the call named, a 429's ``Retry-After`` read in seconds
+    or as an HTTP date), showing TGI's and the toolkit's ``{"error"}`` text; a client error that
+    is really the model failing becomes ``HandlerError``."""
     detail = error_type = None
     try:
         data = response.json()
@@ -24,24 +25,16 @@ def http_error(response: httpx.Response, provider: str, toolkit: bool) -> Provid
             detail, error_type = data.get("error"), data.get("error_type")
     except ValueError:
         pass
-    text = detail or response.text[:200] or response.reason_phrase
-    message = redact(f"HTTP {status}: {text}")
-    kw: dict[str, Any] = {"provider": provider, "status_code": status}
-    if status == 429:
-        return ThrottledError(message, retry_after_s=retry_after_s(response), **kw)
-    if status >= 500:
-        return ServerHTTPError(message, **kw)
-    if status == 424 or error_type == "generation" or (status == 400 and toolkit and detail):
-        return HandlerError(message, **kw)
-    return ClientHTTPError(message, **kw)
-
-
-def retry_after_s(response: httpx.Response) -> float | None:
-    value = response.headers.get("Retry-After")
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None  # an HTTP date: no HF service is known to send one
+    text = detail if isinstance(detail, str) else None
+    status_error = httpx.HTTPStatusError("", request=response.request, response=response)
+    error = as_provider_error(status_error, provider=provider, detail=text)
+    status = response.status_code
+    if isinstance(error, ClientHTTPError) and (
+        status == 424 or error_type == "generation" or (status == 400 and toolkit and text)
+    ):
+        message = str(error).removeprefix(f"[{provider}] ")
+        return HandlerError(message, provider=provider, status_code=status)
+    return error
 
 
 def describe(exc: BaseException) -> str:

@@ -28,6 +28,7 @@ from gpubench_sdk import (
     ScalingSettings,
     ServerHTTPError,
     TransportError,
+    as_provider_error,
     first_byte_ns,
     redact,
     scrub_url,
@@ -359,10 +360,8 @@ class HuggingFaceProvider(Provider):
             response = await self.client.request(
                 method, url, json=body, headers=headers or self._headers
             )
-        except httpx.TimeoutException as exc:
-            raise RequestTimeoutError(describe(exc), provider=self.name) from exc
-        except httpx.HTTPError as exc:  # reset, refused, truncated body
-            raise TransportError(describe(exc), provider=self.name) from exc
+        except httpx.HTTPError as exc:  # timeout, reset, refused, truncated body
+            raise as_provider_error(exc, provider=self.name) from exc
         if response.status_code >= 400:
             raise self._http_error(response)
         return response

@@ -28,7 +28,7 @@ from gpubench_sdk import (
     load_provider,
 )
 from gpubench_sdk.cost import load_catalog
-from gpubench_sdk.testing import Duration, FleetConfig, ServedApp, SimulatedFleet, serve
+from gpubench_sdk.testing import Duration, Fault, FleetConfig, ServedApp, SimulatedFleet, serve
 
 pytestmark = pytest.mark.anyio
 KEY = "hf_protocol_test_5c2e9a71"
@@ -206,6 +206,8 @@ async def test_model_failures_and_bad_requests_map_by_protocol(served: ServedApp
             await p.invoke(Request(seq=0, payload={"fail": "nan", "chunks": 2}, stream=True))
     assert toolkit.value.status_code == 400 and "CUDA out of memory" in str(toolkit.value)
     assert tgi.value.status_code == 424 and "bad weights" in str(tgi.value)
+    # the core's wording: the call named, then TGI's own {"error"} text
+    assert str(tgi.value).startswith(f"[huggingface] POST {served.url}/generate: HTTP 424 ")
     assert "stream error: nan" in str(streamed.value)
     for exc in (toolkit.value, tgi.value, streamed.value):
         assert classify(exc, "huggingface")[0] is Outcome.HTTP_5XX
@@ -226,6 +228,20 @@ async def test_overloaded_tgi_is_throttled(fleet: SimulatedFleet) -> None:
             )
     (throttled,) = [r for r in results if isinstance(r, ThrottledError)]
     assert throttled.status_code == 429 and "overloaded" in str(throttled)
+
+
+async def test_a_streamed_429_reads_an_http_date_retry_after(
+    served: ServedApp, fleet: SimulatedFleet
+) -> None:
+    """Retry-After may be an HTTP date (RFC 9110); TGI's stream route reads it through the
+    core's parser, where the plugin's own float-only copy gave None."""
+    async with provider(served, route="generate") as p:
+        await p.invoke(probe())  # a replica is up
+        fleet.faults.next(1, Fault.throttle(30, as_date=True), on="submit")
+        with pytest.raises(ThrottledError) as info:
+            await p.invoke(Request(seq=1, payload={"chunks": 2, "sleep_ms": 1}, stream=True))
+    assert info.value.status_code == 429 and fleet.faults.injected
+    assert info.value.retry_after_s is not None and 27 <= info.value.retry_after_s <= 30
 
 
 async def test_management_state_scaling_and_pause(served: ServedApp, fleet: SimulatedFleet) -> None:

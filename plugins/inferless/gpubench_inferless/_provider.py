@@ -20,7 +20,6 @@ from pydantic import Field, model_validator
 
 from gpubench_sdk import (
     Capabilities,
-    ClientHTTPError,
     ConfigError,
     InvalidResponseError,
     Provider,
@@ -30,8 +29,8 @@ from gpubench_sdk import (
     RequestTimeoutError,
     Result,
     ServerHTTPError,
-    ThrottledError,
     TransportError,
+    as_provider_error,
     first_byte_ns,
     redact,
     sse_events,
@@ -131,12 +130,9 @@ class InferlessProvider(Provider):
         send_ns = time.perf_counter_ns()
         if request.stream:
             return await self._stream(body, send_ns)
-        try:
-            response = await self.client.post(self._url, json=body, headers=self._headers)
-        except httpx.TimeoutException as exc:
-            raise RequestTimeoutError(_describe(exc), provider=self.name) from exc
-        except httpx.HTTPError as exc:  # reset, refused, truncated body
-            raise TransportError(_describe(exc), provider=self.name) from exc
+        # A timeout or broken connection leaves through invoke's boundary as the core's
+        # ProviderError (as_provider_error), naming the call.
+        response = await self.client.post(self._url, json=body, headers=self._headers)
         if response.status_code >= 400:
             raise self._http_error(response)
         return self._answer(response, request_id, send_ns)
@@ -241,20 +237,14 @@ class InferlessProvider(Provider):
         return True, None if median_ms is None else max(0.0, waited_ms - median_ms)
 
     def _http_error(self, response: httpx.Response) -> ProviderError:
-        status = response.status_code
+        """The core's error for a status >= 400 (as_provider_error: the call named, a 429's
+        ``Retry-After`` in seconds or as an HTTP date), showing KServe's error text."""
         try:
             detail = _error_text(response.json())
         except ValueError:
             detail = None
-        message = redact(
-            f"HTTP {status}: {detail or response.text[:200] or response.reason_phrase}"
-        )
-        kw: dict[str, Any] = {"provider": self.name, "status_code": status}
-        if status == 429:
-            return ThrottledError(message, retry_after_s=_retry_after_s(response), **kw)
-        if status >= 500:
-            return ServerHTTPError(message, **kw)
-        return ClientHTTPError(message, **kw)
+        status_error = httpx.HTTPStatusError("", request=response.request, response=response)
+        return as_provider_error(status_error, provider=self.name, detail=detail)
 
 
 def _error_text(data: Any) -> str | None:
@@ -279,14 +269,6 @@ def _decode(data: str) -> Any:
         return json.loads(data)
     except ValueError:
         return data
-
-
-def _retry_after_s(response: httpx.Response) -> float | None:
-    value = response.headers.get("Retry-After")
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
 
 
 def _describe(exc: BaseException) -> str:

@@ -32,7 +32,7 @@ from gpubench_sdk import (
     workload_class,
 )
 from gpubench_sdk.cost import load_catalog
-from gpubench_sdk.testing import Duration, FleetConfig, ServedApp, SimulatedFleet, serve
+from gpubench_sdk.testing import Duration, Fault, FleetConfig, ServedApp, SimulatedFleet, serve
 
 pytestmark = pytest.mark.anyio
 KEY = "inf_protocol_test_3b8d01"
@@ -133,6 +133,9 @@ async def test_error_bodies_map_into_the_taxonomy(served: ServedApp) -> None:
         with pytest.raises(ServerHTTPError, match="model ran out of memory") as failed:
             await p.invoke(Request(seq=0, payload={"fail": "model ran out of memory"}))
     assert failed.value.status_code == 500
+    # the core's wording: the call named, then KServe's {"error"} text, not the raw body
+    where = f"[inferless] POST {infer_url(served.url, MODEL)}: HTTP 500 Internal Server Error"
+    assert str(failed.value) == f"{where}: model ran out of memory"
     async with provider(served, url=infer_url(served.url, "other_model")) as p:
         with pytest.raises(ClientHTTPError) as missing:
             await p.invoke(Request(seq=0, payload={"echo": "e"}))
@@ -152,6 +155,19 @@ async def test_too_many_concurrent_requests_are_throttled(fleet: SimulatedFleet)
             )
     (throttled,) = [r for r in results if isinstance(r, ThrottledError)]
     assert throttled.status_code == 429 and throttled.retry_after_s is None
+
+
+async def test_a_streamed_429_reads_an_http_date_retry_after(
+    served: ServedApp, fleet: SimulatedFleet
+) -> None:
+    """Retry-After may be an HTTP date (RFC 9110); the stream route reads it through the
+    core's parser, where the plugin's own float-only copy gave None."""
+    fleet.faults.next(1, Fault.throttle(30, as_date=True))
+    async with provider(served) as p:
+        with pytest.raises(ThrottledError) as info:
+            await p.invoke(Request(seq=0, payload={"chunks": 2}, stream=True))
+    assert info.value.status_code == 429 and fleet.faults.injected
+    assert info.value.retry_after_s is not None and 27 <= info.value.retry_after_s <= 30
 
 
 async def test_stream_times_each_event(served: ServedApp, fleet: SimulatedFleet) -> None:

@@ -21,7 +21,6 @@ Protocol facts, with their sources:
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any, ClassVar, Self
 from urllib.parse import parse_qs, urlsplit
@@ -31,7 +30,6 @@ from pydantic import Field, model_validator
 
 from gpubench_sdk import (
     Capabilities,
-    ClientHTTPError,
     ConfigError,
     InvalidResponseError,
     Provider,
@@ -40,11 +38,8 @@ from gpubench_sdk import (
     Request,
     RequestTimeoutError,
     Result,
-    ServerHTTPError,
-    ThrottledError,
-    TransportError,
+    as_provider_error,
     first_byte_ns,
-    redact,
     remember,
 )
 from gpubench_sdk.cost import load_catalog
@@ -225,36 +220,20 @@ class ModalProvider(Provider):
             return response.text
 
     def _transport_error(self, exc: httpx.HTTPError, call_id: str | None) -> ProviderError:
-        if isinstance(exc, httpx.TimeoutException):
-            return RequestTimeoutError(_describe(exc), provider=self.name, request_id=call_id)
-        return TransportError(_describe(exc), provider=self.name, request_id=call_id)
+        return as_provider_error(exc, provider=self.name, request_id=call_id)
 
     def _http_error(self, response: httpx.Response, call_id: str | None) -> ProviderError:
-        status = response.status_code
-        message = redact(f"HTTP {status}: {response.text[:200] or response.reason_phrase}")
-        kw: dict[str, Any] = {"provider": self.name, "status_code": status, "request_id": call_id}
-        if status == 401 and "proxy authorization" in response.text:
-            message += " (give a Proxy Auth Token as '<token id>:<token secret>' in api_key_env)"
-        if status == 429:
-            return ThrottledError(message, retry_after_s=_retry_after_s(response), **kw)
-        if status >= 500:
-            return ServerHTTPError(message, **kw)
-        return ClientHTTPError(message, **kw)
+        """The core's error for a status >= 400 (as_provider_error: the call named, a 429's
+        ``Retry-After`` in seconds or as an HTTP date), naming the function call; a 401 for
+        missing proxy credentials says how to give the token."""
+        detail = None
+        if response.status_code == 401 and "proxy authorization" in response.text:
+            detail = f"{response.text.strip()[:200]} (give a Proxy Auth Token as"
+            detail += " '<token id>:<token secret>' in api_key_env)"
+        exc = httpx.HTTPStatusError("", request=response.request, response=response)
+        return as_provider_error(exc, provider=self.name, request_id=call_id, detail=detail)
 
 
 def _call_id(url: httpx.URL) -> str | None:
     values = parse_qs(urlsplit(str(url)).query).get(CALL_ID_PARAM)
     return values[0] if values else None
-
-
-def _retry_after_s(response: httpx.Response) -> float | None:
-    value = response.headers.get("Retry-After")
-    try:
-        seconds = float(value) if value is not None else None
-    except ValueError:
-        return None
-    return seconds if seconds is not None and math.isfinite(seconds) else None
-
-
-def _describe(exc: BaseException) -> str:
-    return redact(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)

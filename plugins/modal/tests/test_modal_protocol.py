@@ -19,6 +19,7 @@ from gpubench_sdk import (
     RequestTimeoutError,
     ScalingSettings,
     ServerHTTPError,
+    ThrottledError,
     TransportError,
 )
 from gpubench_sdk.testing import Duration, Fault, FleetConfig, ServedApp, SimulatedFleet, serve
@@ -94,6 +95,20 @@ def test_the_emulator_speaks_modals_redirect(served: ServedApp) -> None:
         assert missing.text == "modal-http: missing credentials for proxy authorization"
 
 
+def test_a_429_on_the_result_url_reads_an_http_date_and_names_the_call(
+    served: ServedApp, fleet: SimulatedFleet
+) -> None:
+    """Retry-After may be an HTTP date (RFC 9110): read through the core's parser as the
+    seconds left (the plugin's own copy gave None); the error names the GET and the call."""
+    fleet.faults.next(1, Fault.throttle(30, as_date=True), on="poll")
+    with pytest.raises(ThrottledError) as info:
+        invoke(served, 450)  # redirected after 0.1 s: the result URL's GET is throttled
+    error = info.value
+    assert error.request_id == fleet.truths()[0].job_id and error.status_code == 429
+    assert str(error).startswith(f"[modal] GET {served.url}/generate: HTTP 429 Too Many Requests")
+    assert error.retry_after_s is not None and 27 <= error.retry_after_s <= 30
+
+
 def test_token_halves_never_appear_in_errors(served: ServedApp, fleet: SimulatedFleet) -> None:
     """Each half travels in its own header, so either may be echoed alone."""
     echoed = "bad header Modal-Secret: ws-proto7d1f3a8e (Modal-Key wk-proto4b2e9c)"
@@ -114,6 +129,8 @@ def test_wrong_token_is_a_client_error_with_the_fix(served: ServedApp) -> None:
     with pytest.raises(ClientHTTPError) as info:
         asyncio.run(go())
     assert info.value.status_code == 401 and "<token id>:<token secret>" in str(info.value)
+    assert str(info.value).startswith(f"[modal] POST {served.url}: HTTP 401 Unauthorized: ")
+    assert "credentials for proxy authorization (give a Proxy Auth Token" in str(info.value)
 
 
 def stream(served: ServedApp, sleep_ms: float, **options: Any) -> Any:

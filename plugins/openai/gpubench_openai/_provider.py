@@ -12,18 +12,16 @@ from pydantic import Field, field_validator
 
 from gpubench_sdk import (
     Capabilities,
-    ClientHTTPError,
     InvalidResponseError,
     Provider,
     ProviderError,
     ProviderOptions,
     Request,
-    RequestTimeoutError,
     Result,
     ServerHTTPError,
     SSEParser,
     ThrottledError,
-    TransportError,
+    as_provider_error,
     first_byte_ns,
 )
 
@@ -125,18 +123,15 @@ class OpenAIProvider(Provider):
 
     async def invoke(self, request: Request) -> Result:
         body = json.dumps(self.body(request)).encode()
-        try:
-            if request.stream:
-                return await self._streamed(body)
-            response = await self.client.post(
-                self._url, content=body, headers={**self._headers, "Content-Type": _JSON}
-            )
-        except httpx.TimeoutException as exc:
-            raise RequestTimeoutError(_describe(exc), provider=self.name) from exc
-        except httpx.HTTPError as exc:  # reset, refused, truncated body
-            raise TransportError(_describe(exc), provider=self.name) from exc
+        # A timeout, reset, refused connection or cut body leaves through invoke's boundary as
+        # the core's ProviderError (as_provider_error), naming the call.
+        if request.stream:
+            return await self._streamed(body)
+        response = await self.client.post(
+            self._url, content=body, headers={**self._headers, "Content-Type": _JSON}
+        )
         if response.status_code >= 400:
-            raise self._http_error(response.status_code, response.headers, response.content)
+            raise self._http_error(response)
         return self._complete(response, self._json(response.content, response.status_code))
 
     def _complete(self, response: httpx.Response, data: dict[str, Any]) -> Result:
@@ -165,7 +160,8 @@ class OpenAIProvider(Provider):
         async with self.client.stream("POST", self._url, content=body, headers=headers) as resp:
             status = resp.status_code
             if status >= 400:
-                raise self._http_error(status, resp.headers, await resp.aread())
+                await resp.aread()
+                raise self._http_error(resp)
             if "text/event-stream" not in resp.headers.get("content-type", ""):
                 # the server ignored stream: true (or a proxy answered): read it as a whole
                 return self._complete(resp, self._json(await resp.aread(), status))
@@ -253,19 +249,17 @@ class OpenAIProvider(Provider):
 
     # ----- errors ---------------------------------------------------------------------------
 
-    def _http_error(self, status: int, headers: httpx.Headers, content: bytes) -> ProviderError:
+    def _http_error(self, response: httpx.Response) -> ProviderError:
+        """The core's error for a status >= 400, its body read (as_provider_error: the call
+        named, a 429's ``Retry-After`` in seconds or as an HTTP date), showing the error
+        body's ``message`` and ``type`` (OpenAI's, vLLM's, TGI's shapes: ``oa.error_message``)."""
         try:
-            message, kind = oa.error_message(json.loads(content))
+            message, kind = oa.error_message(json.loads(response.content))
         except ValueError:
             message, kind = None, None
-        text = message or content[:200].decode("utf-8", "replace") or f"status {status}"
-        full = f"HTTP {status}: {text}" + (f" ({kind})" if kind else "")
-        kw: dict[str, Any] = {"provider": self.name, "status_code": status}
-        if status == 429:
-            return ThrottledError(full, retry_after_s=_retry_after_s(headers), **kw)
-        if status >= 500:
-            return ServerHTTPError(full, **kw)
-        return ClientHTTPError(full, **kw)
+        detail = f"{message} ({kind})" if message and kind else message
+        exc = httpx.HTTPStatusError("", request=response.request, response=response)
+        return as_provider_error(exc, provider=self.name, detail=detail)
 
     def _stream_error(self, obj: dict[str, Any], status: int) -> ProviderError:
         """An error event inside a 200 stream (vLLM: ``data: {"error": {...}}``): the server
@@ -301,15 +295,3 @@ def _count(usage: dict[str, Any] | None, key: str) -> int | None:
 
 def _str(value: Any) -> str | None:
     return None if value is None else str(value)
-
-
-def _retry_after_s(headers: httpx.Headers) -> float | None:
-    value = headers.get("retry-after")
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None  # an HTTP date: OpenAI and vLLM send seconds
-
-
-def _describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

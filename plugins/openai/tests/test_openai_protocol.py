@@ -8,6 +8,7 @@ comments, a stream cut mid-event) reach the plugin as a real server would send t
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import itertools
 import json
 import time
@@ -256,6 +257,27 @@ def test_error_bodies_map_to_the_taxonomy(
         assert info.value.status_code == status
         if status == 429:
             assert info.value.retry_after_s == 2.5
+
+
+def test_a_429_names_the_call_keeps_openais_words_and_reads_an_http_date() -> None:
+    """Streamed or not: the core's wording (method, URL, status), then the error body's
+    message and code; Retry-After as an HTTP date (RFC 9110) is read as the seconds left,
+    where the plugin's own float-only parser gave None."""
+    body = {"error": {"message": "Rate limit reached", "type": "requests", "code": "rl"}}
+    for stream in (True, False):
+        later = email.utils.formatdate(time.time() + 30, usegmt=True).encode()
+        app = scripted(
+            [json.dumps(body).encode()],
+            status=429,
+            ctype=b"application/json",
+            headers=[(b"retry-after", later)],
+        )
+        with serve(app) as served, pytest.raises(ThrottledError) as info:
+            asyncio.run(invoke(f"{served.url}/v1", stream=stream))
+        where = f"[openai] POST {served.url}/v1/chat/completions"
+        assert str(info.value) == f"{where}: HTTP 429 Too Many Requests: Rate limit reached (rl)"
+        wait = info.value.retry_after_s
+        assert wait is not None and 27 <= wait <= 30, (stream, wait)
 
 
 def test_non_streamed_answer_and_a_server_that_ignores_stream() -> None:

@@ -23,7 +23,6 @@ import anyio
 import httpx
 
 from gpubench_sdk import (
-    ClientHTTPError,
     ColdTimeoutError,
     InvalidResponseError,
     Outcome,
@@ -33,7 +32,9 @@ from gpubench_sdk import (
     ServerHTTPError,
     ThrottledError,
     TransportError,
+    as_provider_error,
     redact,
+    retry_after_s,
 )
 
 STARTING: Final = "starting"
@@ -102,14 +103,6 @@ def phases_ms(prediction: dict[str, Any]) -> tuple[float | None, float | None]:
     return queue_ms, execution_ms
 
 
-def retry_after_s(response: httpx.Response) -> float | None:
-    value = response.headers.get("Retry-After")
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None  # an HTTP date: neither Replicate nor Cog documents one
-
-
 def describe(exc: BaseException) -> str:
     return redact(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
 
@@ -133,29 +126,30 @@ class PredictionProvider(Provider):
         sent = self._headers if headers is None else {**self._headers, **headers}
         try:
             response = await self.client.request(method, url, json=body, headers=sent)
-        except httpx.TimeoutException as exc:
-            raise RequestTimeoutError(describe(exc), provider=self.name) from exc
-        except httpx.HTTPError as exc:  # reset, refused, truncated body
-            raise TransportError(describe(exc), provider=self.name) from exc
+        except httpx.HTTPError as exc:  # timeout, reset, refused, truncated body
+            raise as_provider_error(exc, provider=self.name) from exc
         if response.status_code >= 400:
             raise self._http_error(response)
         return response
 
     def _http_error(self, response: httpx.Response) -> ProviderError:
-        status = response.status_code
+        """The core's error for a status >= 400, its body read (as_provider_error: the call
+        named, a 429's ``Retry-After`` in seconds or as an HTTP date), showing Replicate's
+        problem ``detail`` or Cog's ``error``; a busy status (Cog's 409) is throttling too."""
         try:
             data = response.json()
             detail = data.get("detail") or data.get("error") if isinstance(data, dict) else None
         except ValueError:
             detail = None
-        text = detail if isinstance(detail, str) else response.text[:200]
-        message = redact(f"HTTP {status}: {text or response.reason_phrase}")
-        kw: dict[str, Any] = {"provider": self.name, "status_code": status}
-        if status == 429 or status in self._busy_statuses:
-            return ThrottledError(message, retry_after_s=retry_after_s(response), **kw)
-        if status >= 500:
-            return ServerHTTPError(message, **kw)
-        return ClientHTTPError(message, **kw)
+        text = detail if isinstance(detail, str) else None
+        exc = httpx.HTTPStatusError("", request=response.request, response=response)
+        error = as_provider_error(exc, provider=self.name, detail=text)
+        status = response.status_code
+        if status not in self._busy_statuses:
+            return error
+        message = str(error).removeprefix(f"[{self.name}] ")
+        wait_s = retry_after_s(response)
+        return ThrottledError(message, retry_after_s=wait_s, provider=self.name, status_code=status)
 
     def _json(self, response: httpx.Response) -> dict[str, Any]:
         try:

@@ -103,6 +103,7 @@ def test_busy_container_answers_409_as_throttled(served: ServedApp, fleet: Simul
     with pytest.raises(ThrottledError, match="At capacity") as info:
         asyncio.run(go())
     assert info.value.status_code == 409
+    assert str(info.value).startswith(f"[cog] POST {served.url}/predictions: HTTP 409 Conflict: ")
 
 
 def test_slot_being_freed_is_not_throttling(fleet: SimulatedFleet) -> None:

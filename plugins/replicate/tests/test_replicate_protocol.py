@@ -120,6 +120,14 @@ def test_throttle_body_and_retry_after(served: ServedApp, fleet: SimulatedFleet)
     with pytest.raises(ThrottledError) as info:
         asyncio.run(_invoke(_provider(served), _probe(10)))
     assert info.value.retry_after_s is None
+    # Retry-After as an HTTP date (RFC 9110): the seconds left, where the old parser gave None;
+    # the core's wording: the call named, then Replicate's problem detail
+    fleet.faults.next(1, Fault.throttle(30, as_date=True))
+    with pytest.raises(ThrottledError) as info:
+        asyncio.run(_invoke(_provider(served), _probe(10)))
+    assert str(info.value).startswith(f"[replicate] POST {served.url}/")
+    assert ": HTTP 429 Too Many Requests: Request was throttled" in str(info.value)
+    assert info.value.retry_after_s is not None and 27 <= info.value.retry_after_s <= 30
 
 
 def test_sse_stream_gives_every_chunk_and_the_first_byte(

@@ -26,6 +26,7 @@ from gpubench_sdk import (
     TransportError,
     redact,
     remember,
+    retry_after_s,
     telemetry,
 )
 
@@ -196,8 +197,9 @@ def map_error(exc: BaseException, operation: str) -> ProviderError | ConfigError
         message = redact(f"{operation}: {code or status}: {detail}".rstrip(": "))
         kw: dict[str, Any] = {"provider": PROVIDER, "status_code": status}
         if code in THROTTLING_CODES or (status == 429 and code != "ModelNotReadyException"):
-            headers = meta.get("HTTPHeaders") or {}
-            return ThrottledError(message, retry_after_s=_seconds(headers.get("retry-after")), **kw)
+            # botocore's headers; Retry-After in seconds or as an HTTP date (the core's parser)
+            wait_s = retry_after_s((meta.get("HTTPHeaders") or {}).get("retry-after"))
+            return ThrottledError(message, retry_after_s=wait_s, **kw)
         if is_scaling_from_zero(exc):
             return ColdTimeoutError(message, **kw)
         if code in MODEL_FAILURES or (status is not None and status >= 500):
@@ -215,10 +217,3 @@ def map_error(exc: BaseException, operation: str) -> ProviderError | ConfigError
         # short), ProtocolError: the connection failed
         return TransportError(message, provider=PROVIDER)
     return TransportError(message, provider=PROVIDER)
-
-
-def _seconds(value: Any) -> float | None:
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
