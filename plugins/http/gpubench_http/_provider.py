@@ -236,7 +236,9 @@ def _str(value: Any) -> str | None:
 
 def _error_text(response: CallResponse) -> str | None:
     """The message of a JSON error body (``{"error": ...}``, FastAPI's ``{"detail": ...}``,
-    ``{"message": ...}``) when it is text; else ``None`` (the body itself is shown)."""
+    ``{"message": ...}``) when it is text, or FastAPI's validation list (a 422's ``detail``:
+    ``[{"loc": [...], "msg": ...}]``, https://fastapi.tiangolo.com/tutorial/handling-errors/)
+    as ``loc: msg`` per field; else ``None`` (the body itself is shown)."""
     try:
         data = response.json()
     except ValueError:
@@ -244,4 +246,12 @@ def _error_text(response: CallResponse) -> str | None:
     if not isinstance(data, dict):
         return None
     detail = data.get("error") or data.get("detail") or data.get("message")
+    if (
+        isinstance(detail, list)
+        and detail
+        and all(isinstance(d, dict) and isinstance(d.get("msg"), str) for d in detail)
+    ):
+        return "; ".join(
+            f"{'.'.join(str(part) for part in d.get('loc') or ())}: {d['msg']}" for d in detail
+        )
     return detail if isinstance(detail, str) else None
