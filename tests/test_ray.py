@@ -31,7 +31,7 @@ from typing import Any
 
 import pytest
 
-from gpubench_sdk import ConfigError, Outcome, Phase, Store, summarize
+from gpubench_sdk import ConfigError, Outcome, Phase, Store, StoreError, summarize
 from gpubench_sdk._config import parse_config
 from gpubench_sdk._multiproc import run_blocking
 from gpubench_sdk._plan import build_run
@@ -285,9 +285,12 @@ def _driver(cluster: Cluster, emulator: str, tmp_path: Path) -> tuple[subprocess
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and proc.poll() is None:
         if store.exists():
-            with Store(store, readonly=True) as s:
-                if (runs := s.runs()) and runs[0].samples >= 40:
-                    return proc, store
+            try:
+                with Store(store, readonly=True) as s:
+                    if (runs := s.runs()) and runs[0].samples >= 40:
+                        return proc, store
+            except StoreError:  # the file exists, its schema not yet committed
+                pass
         time.sleep(0.2)
     proc.kill()
     raise AssertionError(f"no 40 samples stored: {proc.communicate()}")
