@@ -211,9 +211,15 @@ async def test_cold_is_inferred_from_delay_or_known_after_ensure_cold(
     assert warm.cold is False
 
 
-async def test_ensure_cold_gives_up_unconfirmed_while_a_job_runs(served: ServedApp) -> None:
+async def test_ensure_cold_gives_up_unconfirmed_while_a_job_runs(
+    served: ServedApp, fleet: SimulatedFleet
+) -> None:
     async with provider(served) as p:
         task = asyncio.create_task(p.invoke(probe(sleep_ms=3000)))
+        for _ in range(500):  # the job reaches the fleet first (a loaded machine can delay it)
+            if fleet.truths():
+                break
+            await asyncio.sleep(0.01)
         check = await p.ensure_cold(0.5)
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
