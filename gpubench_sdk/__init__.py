@@ -11,7 +11,7 @@ local runtime's workers) does not pay for httpx, pydantic, OpenTelemetry and ric
 import importlib as _importlib
 import typing as _typing
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     from ._advise import (
@@ -26,7 +26,7 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
         advise_targets,
     )
     from ._capabilities import BillingModel, Capabilities
-    from ._config import RunConfig, load_config, validate_options
+    from ._config import RunConfig, load_config
     from ._errors import (
         CapabilityError,
         ClientHTTPError,
@@ -75,7 +75,7 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     from ._sse import SSEParser, sse_events
     from ._store import RunInfo, Store
     from ._summary import SummaryRow, summarize
-    from ._thresholds import Threshold, ThresholdReport, check_thresholds
+    from ._thresholds import Threshold, ThresholdReport
     from ._types import (
         ColdCheck,
         FleetState,
@@ -86,7 +86,9 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
         Result,
         ScalingSettings,
     )
+    from ._validate import validate_options
     from ._workload import EchoProbe, ImageGeneration, LLMCompletion, Workload, WorkloadOptions
+    from .campaign._judge import check_thresholds
 
 # public name -> the private module that defines it
 _EXPORTS: dict[str, str] = {
@@ -103,7 +105,7 @@ _EXPORTS: dict[str, str] = {
     "Capabilities": "._capabilities",
     "RunConfig": "._config",
     "load_config": "._config",
-    "validate_options": "._config",
+    "validate_options": "._validate",
     "CapabilityError": "._errors",
     "ClientHTTPError": "._errors",
     "ColdTimeoutError": "._errors",
@@ -172,7 +174,7 @@ _EXPORTS: dict[str, str] = {
     "summarize": "._summary",
     "Threshold": "._thresholds",
     "ThresholdReport": "._thresholds",
-    "check_thresholds": "._thresholds",
+    "check_thresholds": ".campaign._judge",
     "ColdCheck": "._types",
     "FleetState": "._types",
     "Invocation": "._types",

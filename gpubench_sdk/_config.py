@@ -8,129 +8,26 @@ printed config never holds a key.
 
 from __future__ import annotations
 
-import dataclasses
-import difflib
-import functools
-import importlib.metadata
 import tomllib
-import typing
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, TypeVar
-from urllib.parse import urlsplit
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    TypeAdapter,
     ValidationError,
     field_validator,
     model_validator,
 )
 
 from ._errors import ConfigError
+from ._plugins import build_scenario, wrapped_config_error
 from ._regions import check_fanned_out, fan_out
-from ._scenarios import BUILTIN_SCENARIOS, Scenario
-from ._secrets import SENSITIVE, resolve_secret, scrub
-
-M = TypeVar("M", bound=BaseModel)
-
-
-def _location(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
-def config_error(
-    exc: ValidationError,
-    prefix: str = "",
-    model: Any = None,
-    where: str | None = None,
-    also: Iterable[str] = (),
-) -> ConfigError:
-    """The clearest problem of a pydantic ValidationError as a ConfigError, with the count of
-    the rest: a ConfigError a validator raised first, then an unknown key (named with the
-    closest valid one of ``model``, the model or dataclass validated), then the first error."""
-    errors = exc.errors(include_url=False)
-    more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
-    for err in errors:
-        inner = (err.get("ctx") or {}).get("error")
-        if isinstance(inner, ConfigError):  # raised by a validator: it names its own field
-            loc = _location(tuple(err["loc"]))
-            field = ".".join(p for p in (prefix, loc, inner.field) if p)
-            return ConfigError(field, inner.value, inner.expected)
-    extra = [e for e in errors if e["type"] in _UNKNOWN]
-    first = extra[0] if extra else errors[0]
-    loc = _location(tuple(first["loc"]))
-    field = f"{prefix}.{loc}" if prefix and loc else (prefix or loc or "config")
-    if extra:
-        *parent, key = first["loc"]
-        inside, base = _location(tuple(parent)), where or prefix
-        place = f"{base}.{inside}" if base and inside else (base or inside or "the plan")
-        valid = {*_keys_at(model, parent), *also} - {"api_key"}  # api_key: never in a plan
-        return unknown_key(field, str(key), place, valid, more)
-    expected = first["msg"]
-    value = scrub(first.get("input"))  # a nested credential-named value is never shown
-    if first["type"] in ("missing", "missing_argument"):
-        value, expected = "(nothing)", "a value: this field is required"
-    return ConfigError(field, value, expected + more)
-
-
-_UNKNOWN = ("extra_forbidden", "unexpected_keyword_argument")
-
-
-def unknown_key(
-    field: str, key: str, place: str, valid: Iterable[str], more: str = ""
-) -> ConfigError:
-    """A key that is no field, named with the closest valid one. Its value is never shown:
-    an unknown field may well be a misplaced secret."""
-    names = sorted(valid)
-    close = difflib.get_close_matches(key, names, n=1, cutoff=0.6)
-    if close:
-        fix = f"did you mean {close[0]!r}?"
-    elif names:
-        fix = f"remove it (valid keys: {', '.join(names)})"
-    else:
-        fix = "remove it"
-    message = f"unknown key {key!r} in {place}; {fix}{more}"
-    return ConfigError(field, "(not shown)", f"no such field: {fix}", message=message)
-
-
-def _keys_at(model: Any, loc: Sequence[int | str]) -> list[str]:
-    """The field names of ``model`` (a pydantic model or dataclass) at the path ``loc``."""
-    for part in loc:
-        if model is None:
-            return []
-        if isinstance(part, int):
-            args = [a for a in typing.get_args(model) if a is not type(None)]
-            model = args[0] if args else None
-            continue
-        model = _field_types(model).get(str(part))
-        args = [a for a in typing.get_args(model) if a is not type(None)]
-        if args and typing.get_origin(model) is not list:
-            model = args[0]  # Optional[X] -> X
-    return list(_field_types(model)) if model is not None else []
-
-
-def _field_types(model: Any) -> dict[str, Any]:
-    if isinstance(model, type) and issubclass(model, BaseModel):
-        return {n: f.annotation for n, f in model.model_fields.items()}
-    if dataclasses.is_dataclass(model):
-        return {f.name: f.type for f in dataclasses.fields(model)}
-    return {}
-
-
-def validate_options(
-    model: type[M], data: Mapping[str, Any], prefix: str, also: Iterable[str] = ()
-) -> M:
-    """``model`` from ``data``; ``also`` are other keys valid where ``data`` was written."""
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise config_error(exc, prefix, model, also=also) from None
+from ._scenarios import Scenario
+from ._secrets import SENSITIVE, scrub
+from ._validate import M, config_error, resolve_secret, validate_options
 
 
 class _Strict(BaseModel):
@@ -189,53 +86,6 @@ class WorkloadConfig(BaseModel):
 
     def workload_options(self) -> dict[str, Any]:
         return dict(self.model_extra or {})
-
-
-@functools.cache
-def _scenario_adapter(kind: str) -> tuple[type[Scenario], TypeAdapter[Scenario]]:
-    """The class registered for ``kind`` under ``gpubench.scenarios``, and its validator."""
-    from ._plugins import SCENARIOS, scenario_class
-
-    registered = {ep.name for ep in importlib.metadata.entry_points(group=SCENARIOS)}
-    if kind in registered:
-        cls = scenario_class(kind)
-    elif kind in BUILTIN_SCENARIOS:  # installed without its entry points (stale metadata)
-        cls = BUILTIN_SCENARIOS[kind]
-    else:
-        kinds = [*BUILTIN_SCENARIOS, *sorted(registered - set(BUILTIN_SCENARIOS))]
-        close = difflib.get_close_matches(kind, kinds, n=1, cutoff=0.6)
-        hint = f"did you mean {close[0]!r}? " if close else ""
-        raise ConfigError("kind", kind, f"{hint}one of {', '.join(map(repr, kinds))}")
-    return cls, TypeAdapter(cls)
-
-
-def build_scenario(data: Mapping[str, Any], where: str) -> Scenario:
-    """A scenario from its TOML table; its class (found by ``kind``) holds the rules."""
-    kind = data.get("kind")
-    if not isinstance(kind, str):
-        raise ConfigError(
-            f"{where}.kind", kind, f"one of {', '.join(map(repr, BUILTIN_SCENARIOS))}"
-        )
-    try:
-        cls, adapter = _scenario_adapter(kind)
-    except ConfigError as exc:
-        raise ConfigError(f"{where}.kind", exc.value, exc.expected) from None
-    try:
-        return adapter.validate_python({k: v for k, v in data.items() if k != "kind"})
-    except ValidationError as exc:
-        inner = _wrapped_config_error(exc)
-        if inner is not None:  # raised by the dataclass's own checks: "burst.total" etc.
-            raise ConfigError(f"{where}.{inner.field}", inner.value, inner.expected) from None
-        raise config_error(exc, f"{where}.{kind}", cls, where=f"{where} ({kind})") from None
-
-
-def _wrapped_config_error(exc: ValidationError) -> ConfigError | None:
-    """pydantic wraps a ConfigError raised inside a validator; find it."""
-    for err in exc.errors(include_url=False):
-        inner = (err.get("ctx") or {}).get("error")
-        if isinstance(inner, ConfigError):
-            return inner
-    return None
 
 
 class RunSection(_Strict):
@@ -343,7 +193,7 @@ def parse_config(data: Mapping[str, Any], source: str = "config") -> RunConfig:
     except ConfigError:
         raise
     except ValidationError as exc:
-        inner = _wrapped_config_error(exc)
+        inner = wrapped_config_error(exc)
         if inner is not None:
             raise inner from None
         raise config_error(exc, model=RunConfig) from None
@@ -384,27 +234,6 @@ def _files_beside(data: dict[str, Any], folder: Path) -> None:
         trace = table.get("path") if isinstance(table, dict) else None
         if isinstance(trace, str) and trace and not Path(trace).is_absolute():
             table["path"] = str((folder / trace).resolve())
-
-
-def check_url(field: str, url: str, *, host_only_ok: bool = False) -> None:
-    """Refuse what is not an absolute http(s) URL with a host (``ConfigError`` naming
-    ``field``); ``host_only_ok`` also accepts a bare ``host[:port]`` (an API endpoint host)."""
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
-    except ValueError as exc:
-        raise ConfigError(field, url, f"a URL like https://host/path ({exc})") from None
-    if any(c.isspace() for c in url) or not url:
-        problem = "no spaces" if url else "not empty"
-    elif host_only_ok and "://" not in url:
-        return
-    elif parts.scheme not in ("http", "https"):
-        problem = "a scheme, http:// or https://"
-    elif not parts.hostname:
-        problem = "a host after the scheme"
-    else:
-        return
-    raise ConfigError(field, url, f"a URL like https://host/path: {problem}")
 
 
 def provider_options(target: TargetConfig, options_model: type[M]) -> M:

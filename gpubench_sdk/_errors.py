@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._secrets import SENSITIVE, is_public_header, mask_credentials, redact, scrub
 from ._types import Outcome
 
 
@@ -52,8 +53,6 @@ def _shown(field: str, value: Any) -> str:
     """``value`` as an error may show it: masked by the field's name, by the secrets this
     process knows and by credential patterns *before* it is shortened, so that a cut can never
     leave a prefix of a key that the mask would no longer recognise."""
-    from ._secrets import SENSITIVE, is_public_header, mask_credentials, scrub
-
     parts = field.split(".")
     last = parts[-1].split("[", 1)[0]
     in_headers = len(parts) > 1 and parts[-2].lower().endswith("headers")
@@ -114,8 +113,6 @@ class ProviderError(GpubenchError):
         prefix = f"[{provider}] " if provider else ""
         # Messages often quote a provider's answer, which may echo the request's credentials:
         # every remembered secret is masked here, so no plugin has to remember to do it.
-        from ._secrets import redact  # here, not at the top: _secrets raises ConfigError
-
         super().__init__(redact(prefix + message))
 
 

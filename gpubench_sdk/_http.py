@@ -15,7 +15,7 @@ import logging
 import ssl
 import time
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import aiohttp
 import httpx
@@ -25,8 +25,6 @@ from httpx._client import USE_CLIENT_DEFAULT, BoundAsyncStream, ClientState, Use
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
-
-    from ._http_call import CallResponse
 
 from ._http_errors import as_provider_error, retry_after_s
 from ._http_errors import map_aiohttp_error as _map_error
@@ -51,7 +49,12 @@ _EAGER_BODY_MAX = 1 << 20
 _httpx_log = logging.getLogger("httpx")  # where httpx logs each request, at INFO
 
 
-def first_byte_ns(response: httpx.Response | CallResponse) -> int | None:
+class _ReadAnswer(Protocol):  # a PreparedCall's CallResponse (defined above this module)
+    @property
+    def first_byte_ns(self) -> int | None: ...
+
+
+def first_byte_ns(response: httpx.Response | _ReadAnswer) -> int | None:
     """``time.perf_counter_ns()`` when the response's status line and headers had arrived
     (an httpx response of the measuring client, or a ``PreparedCall``'s answer)."""
     if isinstance(response, httpx.Response):

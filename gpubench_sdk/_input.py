@@ -14,7 +14,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
@@ -23,8 +23,20 @@ from ._secrets import SENSITIVE
 from ._types import Request
 
 if TYPE_CHECKING:
-    from ._results import Target
     from ._workload import Workload
+
+
+class _Configured(Protocol):  # a provider, as far as its input map goes
+    @property
+    def options(self) -> Any: ...
+
+
+class _Target(Protocol):  # the runner's Target (a layer above), as far as checking goes
+    @property
+    def name(self) -> str: ...
+    @property
+    def provider(self) -> _Configured: ...
+
 
 __all__ = ["InputMap", "check_inputs"]
 
@@ -117,7 +129,7 @@ class InputMap(BaseModel):
                     raise ConfigError(where, f"{{{name}}}", f"a placeholder naming {have}")
 
 
-def check_inputs(targets: Iterable[Target], workload: Workload) -> None:
+def check_inputs(targets: Iterable[_Target], workload: Workload) -> None:
     """Check every target's ``input`` map against the workload's first request."""
     sample: Payload | None = None
     for target in targets:

@@ -6,12 +6,13 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ._config import RunConfig, provider_options, validate_options
+from ._config import RunConfig, provider_options
 from ._plugins import provider_class, workload_class
 from ._results import Target
 from ._runner import Observer, Runner
 from ._store import Store
 from ._telemetry import Instruments
+from ._validate import validate_options
 from .cost._meter import budget_guard
 
 

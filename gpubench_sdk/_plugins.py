@@ -8,17 +8,22 @@ so a plugin pointing at the wrong object is caught before a run starts.
 
 from __future__ import annotations
 
+import difflib
+import functools
 import importlib.metadata
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from pydantic import TypeAdapter, ValidationError
 from stevedore import DriverManager, ExtensionManager
 from stevedore.exception import NoMatches
 
-from ._errors import PluginLoadError, PluginNotFoundError
+from ._errors import ConfigError, PluginLoadError, PluginNotFoundError
 from ._provider import Provider
-from ._scenarios import Scenario
+from ._scenarios import BUILTIN_SCENARIOS, Scenario
+from ._validate import config_error, validate_options
 from ._workload import Workload
 
 log = logging.getLogger("gpubench.plugins")
@@ -147,7 +152,50 @@ def scenario_class(name: str) -> type[Scenario]:
 
 def load_provider(name: str, **options: Any) -> Provider:
     """Instantiate the provider plugin ``name`` with validated ``options``."""
-    from ._config import validate_options
-
     cls = provider_class(name)
     return cls(validate_options(cls.Options, options, f"provider {name!r}"))
+
+
+@functools.cache
+def _scenario_adapter(kind: str) -> tuple[type[Scenario], TypeAdapter[Scenario]]:
+    """The class registered for ``kind`` under ``gpubench.scenarios``, and its validator."""
+    registered = {ep.name for ep in importlib.metadata.entry_points(group=SCENARIOS)}
+    if kind in registered:
+        cls = scenario_class(kind)
+    elif kind in BUILTIN_SCENARIOS:  # installed without its entry points (stale metadata)
+        cls = BUILTIN_SCENARIOS[kind]
+    else:
+        kinds = [*BUILTIN_SCENARIOS, *sorted(registered - set(BUILTIN_SCENARIOS))]
+        close = difflib.get_close_matches(kind, kinds, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise ConfigError("kind", kind, f"{hint}one of {', '.join(map(repr, kinds))}")
+    return cls, TypeAdapter(cls)
+
+
+def build_scenario(data: Mapping[str, Any], where: str) -> Scenario:
+    """A scenario from its TOML table; its class (found by ``kind``) holds the rules."""
+    kind = data.get("kind")
+    if not isinstance(kind, str):
+        raise ConfigError(
+            f"{where}.kind", kind, f"one of {', '.join(map(repr, BUILTIN_SCENARIOS))}"
+        )
+    try:
+        cls, adapter = _scenario_adapter(kind)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}.kind", exc.value, exc.expected) from None
+    try:
+        return adapter.validate_python({k: v for k, v in data.items() if k != "kind"})
+    except ValidationError as exc:
+        inner = wrapped_config_error(exc)
+        if inner is not None:  # raised by the dataclass's own checks: "burst.total" etc.
+            raise ConfigError(f"{where}.{inner.field}", inner.value, inner.expected) from None
+        raise config_error(exc, f"{where}.{kind}", cls, where=f"{where} ({kind})") from None
+
+
+def wrapped_config_error(exc: ValidationError) -> ConfigError | None:
+    """pydantic wraps a ConfigError raised inside a validator; find it."""
+    for err in exc.errors(include_url=False):
+        inner = (err.get("ctx") or {}).get("error")
+        if isinstance(inner, ConfigError):
+            return inner
+    return None

@@ -13,12 +13,12 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from ._capabilities import Capabilities
-from ._config import check_url
 from ._errors import CapabilityError, ProviderError
 from ._http import as_provider_error, make_client
 from ._input import InputMap
 from ._secrets import remember, scrub, scrub_headers, scrub_url
 from ._types import ColdCheck, FleetState, Request, Result, ScalingSettings
+from ._validate import check_url
 
 
 class ProviderOptions(BaseModel):

@@ -15,17 +15,11 @@ which describe a request and cannot carry a credential, are kept in clear.
 from __future__ import annotations
 
 import logging
-import os
 import re
 import threading
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, quote, quote_plus, urlencode, urlsplit, urlunsplit
-
-from pydantic import SecretStr
-
-from ._errors import ConfigError
 
 # Names (of options, and also of headers and query parameters) whose values are credentials.
 SENSITIVE = re.compile(
@@ -132,32 +126,6 @@ def scrub_headers(headers: Mapping[str, Any]) -> dict[str, Any]:
         k: v if is_public_header(str(k)) or not isinstance(v, str) else _presume(v)
         for k, v in headers.items()
     }
-
-
-def resolve_secret(field: str, *, env: str | None, file: str | None) -> SecretStr | None:
-    """Read a secret from the named environment variable or file; ``None`` if neither is given."""
-    if env and file:
-        raise ConfigError(field, {"env": env, "file": file}, "only one of *_env or *_file")
-    if env:
-        value = os.environ.get(env)
-        if not value:
-            raise ConfigError(
-                f"{field}_env", env, f"an environment variable that is set: export {env}=..."
-            )
-    elif file:
-        path = Path(file).expanduser()
-        try:
-            value = path.read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise ConfigError(f"{field}_file", file, f"a readable file ({exc.strerror})") from None
-        except UnicodeDecodeError:
-            raise ConfigError(f"{field}_file", file, "a UTF-8 text file") from None
-        if not value:
-            raise ConfigError(f"{field}_file", file, "a file that contains the secret")
-    else:
-        return None
-    remember(value)
-    return SecretStr(value)
 
 
 def scrub_url(url: str) -> str:

@@ -28,13 +28,11 @@ request's structured result as compact JSON text (sorted keys), NULL when there 
 from __future__ import annotations
 
 import dataclasses
-import importlib.metadata
 import json
 import logging
 import math
 import os
 import sqlite3
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +44,7 @@ import numpy.typing as npt
 
 from ._errors import StoreError
 from ._types import Invocation, Outcome, Phase
+from ._version import __version__
 
 log = logging.getLogger("gpubench.store")
 
@@ -429,10 +428,4 @@ def pid_alive(pid: int) -> bool:
 
 
 def gpubench_version() -> str:
-    version = getattr(sys.modules.get("gpubench_sdk"), "__version__", None)
-    if isinstance(version, str):
-        return version
-    try:
-        return importlib.metadata.version("gpubench-sdk")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
+    return __version__

@@ -25,6 +25,7 @@ from opentelemetry import metrics, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from ._types import Invocation, Outcome
+from ._version import __version__
 
 log = logging.getLogger("gpubench.telemetry")
 
@@ -87,8 +88,6 @@ class Instruments:
         tracer_provider: trace.TracerProvider | None = None,
         meter_provider: metrics.MeterProvider | None = None,
     ) -> None:
-        from . import __version__
-
         self._explicit = tracer_provider is not None or meter_provider is not None
         self._enabled: bool | None = None
         self._tracer = trace.get_tracer(INSTRUMENTATION_NAME, __version__, tracer_provider)

@@ -40,7 +40,6 @@ from opentelemetry.sdk.trace.export import (
 )
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from ._config import check_url
 from ._errors import ConfigError
 from ._http_spans import HTTPCallSpan
 from ._http_spans import start_call_span as start_http_span
@@ -58,6 +57,7 @@ from ._telemetry import (
     SPAN_QUEUE,
     Instruments,
 )
+from ._validate import check_url
 
 __all__ = [
     "METRIC_COLD_START",

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as hs
 
 from gpubench_sdk import Outcome
+from gpubench_sdk._math import normal_ppf
 from gpubench_sdk.metrics import (
     bootstrap_ci,
     error_rates,
@@ -25,7 +26,6 @@ from gpubench_sdk.metrics import (
 from gpubench_sdk.metrics._stats import (
     _binomial_cdf_window,
     bootstrap_quantile_replicates,
-    normal_ppf,
     order_statistic_ranks,
     rankdata,
 )

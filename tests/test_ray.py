@@ -37,7 +37,7 @@ from gpubench_sdk._multiproc import run_blocking
 from gpubench_sdk._plan import build_run
 from gpubench_sdk._scenarios._base import SEQ_BLOCK
 from gpubench_sdk._scenarios._search import MaxRate, Sweep, constant_offsets
-from gpubench_sdk.metrics._shapes import slo_verdict, step_stats
+from gpubench_sdk.metrics import slo_verdict, step_stats
 
 if os.environ.get("CI"):
     import ray  # CI installs the extra: a missing Ray fails there

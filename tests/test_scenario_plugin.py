@@ -15,8 +15,7 @@ from conftest import EchoProvider, LoopbackServer
 from stevedore import ExtensionManager
 
 from gpubench_sdk import ConfigError, EchoProbe, Runner, Store
-from gpubench_sdk._config import build_scenario
-from gpubench_sdk._plugins import SCENARIOS, list_plugins
+from gpubench_sdk._plugins import SCENARIOS, build_scenario, list_plugins
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

@@ -9,7 +9,7 @@ import pytest
 from _scenario_fleet import FleetProvider, fleet_server, require_fair_measurement
 
 from gpubench_sdk import ConfigError, LLMCompletion, Replay, Runner, Store, metrics
-from gpubench_sdk._config import build_scenario
+from gpubench_sdk._plugins import build_scenario
 from gpubench_sdk.testing import FleetConfig
 
 pytestmark = pytest.mark.anyio

@@ -11,11 +11,11 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ._batch import BatchAdvice, BatchWindow, HourSlot, advise_batch, campaign_runs
-from ._commit import CommitmentTerms
 from ._decide import Advice, advise_targets
+from ._estimate import CommitmentTerms, Estimate, Option
 from ._inputs import MeasuredTarget, Objectives, Traffic, measured_targets
 from ._score import OptionScore, Scoring
-from ._search import DEFAULT_SCALE_DOWN_S, Estimate, Option
+from ._search import DEFAULT_SCALE_DOWN_S
 
 if TYPE_CHECKING:
     from .._store import Store

@@ -14,42 +14,15 @@ demand before the commitment costs less (``cost.compare_commitments``'s definiti
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ..cost._commitments import DAYS_PER_MONTH, Commitment
 from ..cost._traffic import SECONDS_PER_DAY
+from ._estimate import CommitmentTerms, Estimate, Option
 
 if TYPE_CHECKING:
     from ._inputs import MeasuredTarget
-    from ._search import Estimate, Option
-
-
-@dataclass(frozen=True, slots=True)
-class CommitmentTerms:
-    """A committed option against the same setting on demand, over the horizon.
-
-    ``usd_per_day``: the commitment's price per worker per day of the horizon (the whole term
-    paid when it outlasts the horizon); ``priced_months``: ``max(term, horizon)``;
-    ``committed_usd`` / ``on_demand_usd``: the option's median bill over the horizon either
-    way; ``break_even_utilization``: the share of a day one worker must be billed on demand
-    for the commitment to cost the same (``None``: never, it costs more than a whole day)."""
-
-    name: str
-    usd: float
-    per: str
-    min_months: float
-    horizon_months: float
-    priced_months: float
-    usd_per_day: float
-    committed_usd: float
-    on_demand_usd: float
-    break_even_utilization: float | None
-
-    @property
-    def saving_usd(self) -> float:
-        """What the commitment saves over the horizon (negative: it costs more)."""
-        return self.on_demand_usd - self.committed_usd
 
 
 def horizon_of(commitment: Commitment, horizon_months: float | None) -> float:

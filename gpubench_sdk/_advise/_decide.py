@@ -24,12 +24,12 @@ from typing import Any
 
 from ..cost._traffic import SECONDS_PER_DAY
 from ._commit import attach_terms, terms_note
+from ._estimate import Estimate
 from ._inputs import MeasuredTarget, Objectives, Traffic
 from ._options import more_notes, more_options, option_json
 from ._score import OptionScore, Scoring, score_options
 from ._search import (
     DEFAULT_SCALE_DOWN_S,
-    Estimate,
     draws,
     estimate,
     mark_frontier,

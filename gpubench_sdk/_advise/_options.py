@@ -27,8 +27,9 @@ import numpy as np
 
 from ._commit import commitment_options
 from ._concurrency import concurrency_levels, slowdown_at, slowdown_note
+from ._estimate import Estimate, Option
 from ._inputs import MeasuredTarget, Traffic
-from ._search import DEFAULT_SCALE_DOWN_S, Estimate, Option, options_for
+from ._search import DEFAULT_SCALE_DOWN_S, options_for
 
 MAX_CHAINS = 24
 

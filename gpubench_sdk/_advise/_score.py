@@ -26,8 +26,8 @@ from pathlib import Path
 
 from .._errors import ConfigError
 from ..metrics._scoring import Criterion, score
+from ._estimate import Estimate
 from ._inputs import MeasuredTarget
-from ._search import Estimate
 
 MEASURED = ("cost", "latency", "cold", "ttft")
 

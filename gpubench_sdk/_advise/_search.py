@@ -23,69 +23,12 @@ import numpy.typing as npt
 from .._errors import ConfigError
 from ..cost._sim import FleetSettings, simulate
 from ..cost._traffic import SECONDS_PER_DAY
-from ._commit import CommitmentTerms
+from ._estimate import Estimate, Option
 from ._inputs import MeasuredTarget, Objectives, Traffic
 from ._ttft import ttft_percentile
 
 DEFAULT_SCALE_DOWN_S = (5.0, 30.0, 60.0, 300.0, 900.0)
 _Z90 = 1.6448536269514722  # two-sided 90% normal quantile (the Wilson interval's)
-
-
-@dataclass(frozen=True, slots=True)
-class Option:
-    """One setting of one target."""
-
-    target: str
-    min_workers: int
-    max_workers: int
-    scale_down_s: float
-    committed: bool = False  # the min workers on a commitment, not on demand
-    overflow_to: str | None = None  # a second target taking what finds every worker busy
-    overflow_max_workers: int = 0
-    concurrency: int = 1  # requests one worker serves at once (the platform's setting)
-    # a commitment with a term (``Commitment``) paying for the min workers, and what one of
-    # them costs a day over the horizon (the whole term paid when it outlasts the horizon)
-    commitment: str | None = None
-    commitment_usd_per_day: float | None = None
-    # an overflow chain: warm targets between the primary and ``overflow_to``, in order, each
-    # with ``via_workers`` always-on workers taking what finds the previous ones all busy
-    via: tuple[str, ...] = ()
-    via_workers: tuple[int, ...] = ()
-
-    @property
-    def label(self) -> str:
-        if self.overflow_to is not None:
-            middle = "".join(
-                f" -> {t} min=max={k}" for t, k in zip(self.via, self.via_workers, strict=True)
-            )
-            return (
-                f"{self.target} always-warm min=max={self.min_workers}{middle} + overflow to "
-                f"{self.overflow_to} max={self.overflow_max_workers} idle={self.scale_down_s:g}s"
-            )
-        warm = "always-warm" if self.min_workers else "scale-to-zero"
-        warm += " committed" if self.committed else ""
-        warm += f" committed {self.commitment}" if self.commitment else ""
-        per = f" concurrency={self.concurrency}" if self.concurrency > 1 else ""
-        return (
-            f"{self.target} {warm} min={self.min_workers} max={self.max_workers} "
-            f"idle={self.scale_down_s:g}s{per}"
-        )
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """An option over every resample: the median and the 5-95% interval of each figure, and
-    the share of resamples meeting each objective (``meets``) with its 90% Wilson interval."""
-
-    option: Option
-    cost_usd_per_day: tuple[float, float, float]  # median, 5%, 95%
-    latency_s: tuple[float, float, float]  # the objective's percentile
-    cold_rate: tuple[float, float, float]
-    meets: dict[str, tuple[float, float, float]]  # objective -> (share, low, high)
-    meets_all: tuple[float, float, float]
-    frontier: bool = False
-    ttft_s: tuple[float, float, float] | None = None  # with a TTFT objective (``_ttft.py``)
-    commitment: CommitmentTerms | None = None  # a termed commitment against on demand
 
 
 def wilson(successes: int, n: int, z: float = _Z90) -> tuple[float, float, float]:

@@ -82,7 +82,7 @@ def local_serve(
 ) -> None:
     """Serve the local runtime until Ctrl-C."""
     from .._local import LocalRuntimeConfig, serve
-    from .._secrets import resolve_secret
+    from .._validate import resolve_secret
 
     fields: dict[str, Any] = {
         "host": host,

@@ -15,8 +15,8 @@ from .._errors import ConfigError
 from .._monitor import client_bound_spans
 from .._store import Store
 from .._summary import error_groups, render_thresholds, summarize
-from .._thresholds import check_thresholds
 from .._types import Outcome
+from ..campaign._judge import check_thresholds
 from ._console import existing_store, json_safe, out, quiet_broken_pipe, store_option, writable_path
 from ._run import print_run
 

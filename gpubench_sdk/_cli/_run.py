@@ -24,8 +24,9 @@ from .._results import RunResult
 from .._runner import Runner
 from .._store import RunInfo, Store
 from .._summary import error_groups, render, render_errors, render_thresholds, summarize
-from .._thresholds import Threshold, check_thresholds, parse_fail_on
+from .._thresholds import Threshold, parse_fail_on
 from .._types import Invocation
+from ..campaign._judge import check_thresholds
 from ._console import (
     EXIT_CODES_HELP,
     ExitCode,

@@ -9,7 +9,8 @@ from typing import Any
 
 from .._config import RunConfig
 from .._errors import ConfigError
-from .._secrets import remember, resolve_secret
+from .._secrets import remember
+from .._validate import resolve_secret
 
 
 def check_plan(config: RunConfig) -> None:

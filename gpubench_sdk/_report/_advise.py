@@ -17,6 +17,7 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 from ._format import figure
+from ._style import CSS
 from ._svg import PALETTE, WIDTH, _f, _plot, _Scale, _svg, _x_axis, _y_axis, nice_ticks
 
 if TYPE_CHECKING:
@@ -270,14 +271,12 @@ def advice_section(data: dict[str, Any], level: str = "h2") -> str:
 
 def advice_page(data: dict[str, Any], title: str = "gpubench advise") -> str:
     """A standalone page in the report's style (no script, no external URL)."""
-    from ._html import _CSS
-
     csp = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{csp}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{escape(title)}</title><style>{_CSS}</style></head>"
+        f"<title>{escape(title)}</title><style>{CSS}</style></head>"
         f"<body><h1>{escape(title)}</h1>{advice_section(data)}</body></html>\n"
     )
 

@@ -17,19 +17,16 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from .. import metrics
 from .._secrets import redact, remember
 from .._store import Columns, RunInfo, Store
 from .._summary import summarize
 from ._compare import DailyTraffic, add_comparisons
-from ._read import READ, Report, Row, clean, read_columns, succeeded
+from ._read import PHASES, READ, Report, Row, clean, read_columns, succeeded, thin
 
-MAX_POINTS = 2_000  # per chart series: enough to see the shape, small enough to stay a light page
 MAX_OUTLIERS = 200  # box plot dots beyond the whiskers, per box
 _BURST_KINDS = ("burst",)  # scenarios whose latency against request index is worth a chart
-PHASES = ("scheduling_ms", "boot_ms", "execution_ms", "transfer_ms")
 
 
 def _iso(wall_ns: int | None) -> str | None:
@@ -67,13 +64,6 @@ def _scrub(value: Any) -> Any:
     if isinstance(value, str):
         return redact(value)
     return value
-
-
-def _thin(n: int) -> npt.NDArray[np.int64]:
-    """Evenly spaced indexes, at most MAX_POINTS of ``n``, always keeping the first and last."""
-    if n <= MAX_POINTS:
-        return np.arange(n, dtype=np.int64)
-    return np.unique(np.linspace(0, n - 1, MAX_POINTS).round().astype(np.int64))
 
 
 def build_report(
@@ -314,7 +304,7 @@ def _bursts(report: Report, store: Store, info: RunInfo) -> None:
         ok = succeeded(cols)[order]
         index = np.flatnonzero(ok)
         latency = cols["latency_ms"][order][ok]
-        keep = _thin(index.size)
+        keep = thin(index.size)
         report.series.setdefault("burst_points", []).append(
             key
             | {
@@ -355,7 +345,7 @@ def _streaming(report: Report, store: Store, info: RunInfo) -> None:
         for name, values in (("ttft_ms", sm.ttft_ms), ("itl_ms", sm.itl_ms)):
             finite = np.sort(values[~np.isnan(values)])
             report.series.setdefault("stream_" + name, []).append(
-                key | {name: [float(v) for v in finite[_thin(finite.size)]]}
+                key | {name: [float(v) for v in finite[thin(finite.size)]]}
             )
 
 

@@ -72,3 +72,14 @@ def read_columns(store: Store, run_id: int, target: str, scenario: int | None = 
 def succeeded(cols: Columns) -> npt.NDArray[np.bool_]:
     ok: npt.NDArray[np.bool_] = np.asarray(cols["outcome"]) == Outcome.OK.code
     return ok
+
+
+MAX_POINTS = 2_000  # per chart series: enough to see the shape, small enough to stay a light page
+PHASES = ("scheduling_ms", "boot_ms", "execution_ms", "transfer_ms")
+
+
+def thin(n: int) -> npt.NDArray[np.int64]:
+    """Evenly spaced indexes, at most MAX_POINTS of ``n``, always keeping the first and last."""
+    if n <= MAX_POINTS:
+        return np.arange(n, dtype=np.int64)
+    return np.unique(np.linspace(0, n - 1, MAX_POINTS).round().astype(np.int64))

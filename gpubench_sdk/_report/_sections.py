@@ -7,9 +7,8 @@ from html import escape
 from typing import Any
 
 from . import _svg
-from ._collect import PHASES
 from ._format import cell, figure, table
-from ._read import Report, Row
+from ._read import PHASES, Report, Row
 
 # The summary's columns on the page, the deciding ones first (JSON/CSV/Markdown carry all).
 SUMMARY_COLUMNS = (

@@ -20,8 +20,7 @@ from .._scenarios import Stages
 from .._store import RunInfo, Store
 from ..metrics._shapes import _stored_scenario
 from . import _svg
-from ._collect import _thin
-from ._read import Report, Row
+from ._read import Report, Row, thin
 from ._read import clean as _clean
 from ._read import num as _num
 
@@ -77,7 +76,7 @@ def _stages(
     assert isinstance(sc, Stages)
     origin = metrics.schedule_origin_ns(invs, list(sc.offsets_s()))
     ok = sorted((i.scheduled_ns, i.latency_ms) for i in invs if i.ok)
-    keep = _thin(len(ok))
+    keep = thin(len(ok))
     fleet = store.fleet(info.id, target=target)
     t_s = (fleet["t_ns"] - origin) / 1e9  # the scenario's span, and a second either side
     known = (fleet["ready"] >= 0) & (fleet["busy"] >= 0) & (t_s >= -1) & (t_s <= sc.duration_s + 1)

@@ -28,6 +28,7 @@ from ._base import (
     check_seconds,
     finite,
 )
+from ._slo import min_samples, slo_verdict, step_stats  # the one rule, shared with metrics
 
 if TYPE_CHECKING:
     from .._runner_load import Load
@@ -75,7 +76,6 @@ class Sweep(Scenario):
         return [lo + (hi - lo) * (i + 1) / (self.rates + 1) for i in range(self.rates)]
 
     async def drive(self, load: Load) -> None:
-        from ..metrics._shapes import step_stats  # metrics imports the store: not at import
 
         await load.closed_loop(1, self.duration_s, step=0)
         await load.closed_loop(self.max_concurrency, self.duration_s, step=1)
@@ -163,7 +163,6 @@ class MaxRate(Scenario):
     def trial_offsets(self, rps: float) -> list[float]:
         """A trial at ``rps``: ``trial_s`` long, or longer where that sends too few requests
         for a clean trial to pass at this ``confidence`` (``metrics.min_samples``)."""
-        from ..metrics._shapes import min_samples
 
         n = max(int(rps * self.trial_s), min_samples(self.error_rate, self.confidence))
         return [i / rps for i in range(n)]
@@ -189,7 +188,6 @@ class MaxRate(Scenario):
         return (lo + hi) / 2
 
     async def drive(self, load: Load) -> None:
-        from ..metrics._shapes import slo_verdict  # the one rule, shared with the analysis
 
         # One search per target, in lock step: step j is every searching target's next trial
         # (each at its own rate), so every process meets the others at the same barriers.

@@ -21,6 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .._errors import ConfigError
+from .._validate import config_error  # the project's one ValidationError -> ConfigError
 from ._billing import BilledPhase, BilledUnit, BillingModel
 
 PriceUnit = Literal[
@@ -249,8 +250,6 @@ def _read_override(source: str | Path | Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _validate(data: Mapping[str, Any], where: str) -> CatalogFile:
-    from .._config import config_error  # the project's one ValidationError -> ConfigError
-
     try:
         return CatalogFile.model_validate(data)
     except ValidationError as exc:

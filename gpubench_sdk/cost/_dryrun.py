@@ -14,15 +14,27 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ._billing import BillingModel
 from ._meter import DEFAULT_TIMEOUT_S, BudgetGuard, CostMeter
-from ._pricing import TargetPrice, plan_prices
+from ._pricing import PricedPlan, TargetPrice, plan_prices
 
 if TYPE_CHECKING:
-    from .._config import RunConfig
+    from .._scenarios import Scenario
     from ._catalog import PriceCatalog
+
+
+class _Workload(Protocol):
+    def workload_options(self) -> dict[str, Any]: ...
+
+
+class DryRunPlan(PricedPlan, Protocol):
+    """What a dry run reads of a plan: its prices' inputs, the workload and the scenarios."""
+
+    @property
+    def workload(self) -> _Workload: ...
+    def build_scenarios(self) -> list[Scenario]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +141,7 @@ def _cost(
 
 
 def dry_run(
-    config: RunConfig,
+    config: DryRunPlan,
     *,
     declared: Mapping[str, BillingModel | None] | None = None,
     catalog: PriceCatalog | None = None,

@@ -28,8 +28,8 @@ from ._billing import BillingModel
 DEFAULT_TIMEOUT_S = 300.0  # ProviderOptions.timeout_s's default
 
 if TYPE_CHECKING:
-    from .._config import RunConfig
     from ._catalog import PriceCatalog
+    from ._pricing import PricedPlan
 
 
 @dataclass
@@ -280,7 +280,7 @@ class BudgetGuard:
 
 
 def budget_guard(
-    config: RunConfig,
+    config: PricedPlan,
     declared: Mapping[str, BillingModel | None] | None = None,
     catalog: PriceCatalog | None = None,
     *,
@@ -293,7 +293,7 @@ def budget_guard(
     ``share`` (0 < share <= 1) scales every cap: one process's part of a multi-process run."""
     if not 0 < share <= 1:
         raise ValueError(f"share must be in (0, 1], got {share!r}")
-    from ._pricing import plan_prices
+    from ._pricing import plan_prices  # here: pricing builds on the meter's caps
 
     prices = plan_prices(config, declared, catalog)  # a price it cannot bill by: refused now
     capped = [t for t in config.targets if t.max_cost_usd is not None]

@@ -9,16 +9,48 @@ price it cannot be billed by is refused before the first request, never after th
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .._errors import ConfigError
 from ._billing import BillingModel
 
 if TYPE_CHECKING:
-    from .._config import RunConfig, TargetConfig
     from ._catalog import PriceCatalog
+
+
+class PlanTarget(Protocol):
+    """What pricing reads of a plan's target (``[[targets]]``): the plan model satisfies it,
+    and cost, below the plan, names only this shape of it."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def provider(self) -> str: ...
+    @property
+    def price_sku(self) -> str | None: ...
+    @property
+    def price_per_s_usd(self) -> float | None: ...
+    @property
+    def billing(self) -> str | None: ...
+    @property
+    def max_cost_usd(self) -> float | None: ...
+    def provider_options(self) -> dict[str, Any]: ...
+
+
+class RunCaps(Protocol):
+    @property
+    def max_cost_usd(self) -> float | None: ...
+
+
+class PricedPlan(Protocol):
+    """What pricing reads of a plan: its targets and the run's spending cap."""
+
+    @property
+    def targets(self) -> Sequence[PlanTarget]: ...
+    @property
+    def run(self) -> RunCaps: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +105,7 @@ def billing_for(
 
 def target_price(
     index: int,
-    target: TargetConfig,
+    target: PlanTarget,
     declared: BillingModel | None,
     catalog: PriceCatalog,
 ) -> TargetPrice | None:
@@ -95,7 +127,7 @@ def target_price(
 
 
 def plan_prices(
-    config: RunConfig,
+    config: PricedPlan,
     declared: Mapping[str, BillingModel | None] | None = None,
     catalog: PriceCatalog | None = None,
 ) -> dict[str, TargetPrice | None]:

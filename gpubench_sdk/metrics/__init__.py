@@ -12,6 +12,8 @@ run. Every definition (formula, interpolation, error bound) is written out in
         print(metrics.compare_targets(store, "latest", "runpod", "replicate").verdict)
 """
 
+from .._math import wilson_interval
+from .._scenarios._slo import SLOVerdict, StepStats, min_samples, slo_verdict, step_stats
 from ._autoscaling import BurstAnalysis, ScaleUp, Trend, burst_analysis, linear_trend, scale_up
 from ._coldstart import ColdStartRate, ColdStarts, cold_start_rate, cold_starts
 from ._compare import Comparison, MannWhitney, QuantileDifference, compare, mann_whitney_u
@@ -34,20 +36,15 @@ from ._scoring import Criterion, ScoreRow, score
 from ._shapes import (
     MaxRateResult,
     ScalingResponse,
-    SLOVerdict,
-    StepStats,
     SweepCurve,
     knee_index,
     max_rate_search,
-    min_samples,
     run_max_rate,
     run_scaling_response,
     run_sweep,
     scaling_response,
     schedule_origin_ns,
     shape_summary,
-    slo_verdict,
-    step_stats,
     sweep_curve,
 )
 from ._stats import (
@@ -59,7 +56,6 @@ from ._stats import (
     percentile,
     quantile_ci,
     summarize_samples,
-    wilson_interval,
 )
 from ._streaming import StreamMetrics, stream_metrics
 from ._throughput import SLO, Throughput, meets_slo, throughput, windowed_rate
