@@ -13,7 +13,7 @@ import errno
 from collections.abc import Sequence
 
 from ._errors import ConfigError, GpubenchError, ResourceError
-from ._scenarios import Scenario
+from ._scenarios import Scenario, share
 
 try:  # POSIX only; elsewhere there is no such limit to raise or check
     import resource
@@ -48,7 +48,8 @@ def descriptors_needed(scenarios: Sequence[Scenario], targets: int, shards: int 
     its share of the most requests in flight at once, each target driven at the same time.
     An open loop without ``max_inflight`` is left out: its bound adapts to the limit."""
     peak = max((sc.inflight() for sc in scenarios if not sc.inflight_adapts()), default=1)
-    return -(-peak * targets // shards) + DESCRIPTOR_MARGIN
+    busiest, _ = share(0, shards, peak)  # the first process gets the most slots
+    return busiest * targets + DESCRIPTOR_MARGIN
 
 
 def check_open_files(scenarios: Sequence[Scenario], targets: int, shards: int = 1) -> int | None:
