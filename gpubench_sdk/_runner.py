@@ -118,7 +118,6 @@ class Runner(RequestSender):
         self._cut: list[int] = []  # scenarios cut short by their deadline_s
         self._fd_cap: int | None = None  # requests in flight per target the files limit holds
         self._scenario_scope: anyio.CancelScope | None = None
-        self._state: RunState | None = None  # what the scenarios' Loads see of this run
         self.result: RunResult | None = None
 
     @property
@@ -210,7 +209,6 @@ class Runner(RequestSender):
         self.check_resources()
         info = self._joined or self.begin()
         self._run_id = info.id
-        self._state = _RunState(self)
         status, error = "completed", None
         monitor = Monitor(
             origin_ns=self._origin_ns, inflight=lambda: self._inflight, sink=self._health
@@ -234,7 +232,7 @@ class Runner(RequestSender):
                     if self._stop_reason is not None:
                         scope.cancel()
                     try:
-                        await self._drive(live, monitor)
+                        await self._drive(live, monitor, _RunState(self))
                     except BaseException:
                         self._release_shards()  # before providers take their time to close
                         raise
@@ -299,7 +297,7 @@ class Runner(RequestSender):
         stack.callback(live.deadlines.close)
         return live
 
-    async def _drive(self, live: list[LiveTarget], monitor: Monitor) -> None:
+    async def _drive(self, live: list[LiveTarget], monitor: Monitor, state: RunState) -> None:
         async with anyio.create_task_group() as tg:
             if self._use_monitor:
                 tg.start_soon(monitor.run)
@@ -312,7 +310,7 @@ class Runner(RequestSender):
                 if self._spent():
                     continue  # still pass every boundary, so other shards never wait on us
                 self._label(live, sidx, scenario)
-                await self._scenario(live, sidx, scenario)
+                await self._scenario(live, sidx, scenario, state)
             tg.cancel_scope.cancel()
 
     def _target_record(self, target: Target) -> TargetRecord:
@@ -357,12 +355,13 @@ class Runner(RequestSender):
                     log.warning("%s: fleet state unavailable: %s", lt.name, redact(str(exc)))
             await anyio.sleep(interval_s)
 
-    async def _scenario(self, live: list[LiveTarget], sidx: int, scenario: Scenario) -> None:
+    async def _scenario(
+        self, live: list[LiveTarget], sidx: int, scenario: Scenario, state: RunState
+    ) -> None:
         deadline = scenario.deadline_s
         with anyio.move_on_after(deadline if deadline is not None else float("inf")) as scope:
             self._scenario_scope = scope
-            assert self._state is not None
-            await scenario.drive(RunLoad(self._state, live, sidx))  # it schedules; _send sends
+            await scenario.drive(RunLoad(state, live, sidx))  # the shape schedules; _send sends
         self._scenario_scope = None
         if scope.cancelled_caught:
             # Said as such, never as "completed": the scenario sent less than it planned.
