@@ -28,7 +28,8 @@ from ._monitor import HealthWindow, Monitor
 from ._provider import Provider
 from ._resources import check_open_files, out_of_files, unwrap
 from ._results import RunResult, Target
-from ._runner_load import RunLoad, RunState
+from ._runner_drivers import RunState
+from ._runner_load import RunLoad
 from ._runner_send import (
     BUDGET_SPENT,
     LiveTarget,

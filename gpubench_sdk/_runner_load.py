@@ -21,7 +21,7 @@ from ._scenarios import DEFAULT_MAX_INFLIGHT, SEQ_BLOCK, Fields, Load, Offsets, 
 from ._secrets import redact
 from ._types import ColdCheck, Invocation, Phase
 
-__all__ = ["RunLoad", "RunState"]
+__all__ = ["RunLoad"]
 
 log = logging.getLogger("gpubench.runner")
 
