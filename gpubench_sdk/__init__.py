@@ -58,11 +58,11 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     from ._responses import invalid_response, json_object
     from ._results import RunResult, Target, classify
     from ._runner import Runner, run
-    from ._runner_load import Load
     from ._scenarios import (
         Burst,
         ColdStarts,
         Concurrency,
+        Load,
         MaxRate,
         Rate,
         Replay,
@@ -152,7 +152,7 @@ _EXPORTS: dict[str, str] = {
     "classify": "._results",
     "Runner": "._runner",
     "run": "._runner",
-    "Load": "._runner_load",
+    "Load": "._scenarios",
     "Burst": "._scenarios",
     "ColdStarts": "._scenarios",
     "Concurrency": "._scenarios",

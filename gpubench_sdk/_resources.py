@@ -13,7 +13,7 @@ import errno
 from collections.abc import Sequence
 
 from ._errors import ConfigError, GpubenchError, ResourceError
-from ._scenarios import Scenario
+from ._scenarios import Scenario, share
 
 try:  # POSIX only; elsewhere there is no such limit to raise or check
     import resource
@@ -47,14 +47,9 @@ def descriptors_needed(scenarios: Sequence[Scenario], targets: int, shards: int 
     """Open files one load-generating process (of ``shards``) needs for the plan at its peak:
     its share of the most requests in flight at once, each target driven at the same time.
     An open loop without ``max_inflight`` is left out: its bound adapts to the limit."""
-    peak = max((sc.inflight() for sc in scenarios if not _adapts(sc)), default=1)
-    return -(-peak * targets // shards) + DESCRIPTOR_MARGIN
-
-
-def _adapts(sc: Scenario) -> bool:
-    # an open loop (rate, stages, max_rate, replay) whose max_inflight is unset; a sweep's
-    # closed-loop probe (max_concurrency) is fixed, so a sweep is always counted
-    return getattr(sc, "max_inflight", 0) is None and not hasattr(sc, "max_concurrency")
+    peak = max((sc.inflight() for sc in scenarios if not sc.inflight_adapts()), default=1)
+    busiest, _ = share(0, shards, peak)  # the first process gets the most slots
+    return busiest * targets + DESCRIPTOR_MARGIN
 
 
 def check_open_files(scenarios: Sequence[Scenario], targets: int, shards: int = 1) -> int | None:
@@ -68,11 +63,10 @@ def check_open_files(scenarios: Sequence[Scenario], targets: int, shards: int = 
     fits = max(1, (limit - DESCRIPTOR_MARGIN) * shards // targets)
     if needed <= limit:
         return max(1, (limit - DESCRIPTOR_MARGIN) // targets)
-    fixed = [i for i, sc in enumerate(scenarios) if not _adapts(sc)]
+    fixed = [i for i, sc in enumerate(scenarios) if not sc.inflight_adapts()]
     worst = max(fixed, key=lambda i: scenarios[i].inflight())
     sc = scenarios[worst]
-    knobs = ("max_concurrency", "max_inflight", "concurrency")
-    knob = next((k for k in knobs if hasattr(sc, k)), "concurrency")
+    knob = sc.inflight_field()
     raise ConfigError(
         f"scenarios[{worst}].{sc.kind}.{knob}",
         getattr(sc, knob, sc.inflight()),

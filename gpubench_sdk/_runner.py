@@ -1,9 +1,10 @@
 """The runner: executes scenarios against targets side by side and records every request.
 
-``Runner`` is one class in three modules: this one holds the orchestration (validating the
-plan, opening providers, the run's lifecycle and its record in the store, shards, fleet and
-health sampling); ``_runner_drivers`` the scenario drivers (closed loop, burst, rate, cold
-starts); ``_runner_send`` the per-request hot path and the budget.
+This module holds the orchestration (validating the plan, opening providers, the run's
+lifecycle and its record in the store, shards, fleet and health sampling); ``_runner_send`` the
+per-request hot path and the budget (a base of ``Runner``). The runner knows no scenario kind:
+each scenario drives itself through a ``Load`` (``_runner_load``, over the loops of
+``_runner_drivers``), which reaches the run only through the ``RunState`` made here.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import anyio.to_thread
 
 from ._errors import ConfigError
@@ -26,13 +28,21 @@ from ._monitor import HealthWindow, Monitor
 from ._provider import Provider
 from ._resources import check_open_files, out_of_files, unwrap
 from ._results import RunResult, Target
-from ._runner_drivers import ScenarioDrivers
-from ._runner_load import Load
-from ._runner_send import BUDGET_SPENT, LiveTarget, Observer, SharedCounter, retry_after_s
-from ._scenarios import ColdStarts, Scenario
+from ._runner_drivers import RunState
+from ._runner_load import RunLoad
+from ._runner_send import (
+    BUDGET_SPENT,
+    LiveTarget,
+    Observer,
+    RequestSender,
+    SharedCounter,
+    retry_after_s,
+)
+from ._scenarios import Scenario
 from ._secrets import redact
 from ._store import DEFAULT_FLUSH_INTERVAL_S, RunInfo, ScenarioRecord, Store, TargetRecord
 from ._telemetry import Instruments
+from ._types import Invocation
 from ._workload import Workload
 from .cost._meter import BudgetGuard
 
@@ -44,7 +54,7 @@ DEADLINE_CUT = "deadline"  # ScenarioRecord.status of a scenario cut short by it
 CLOSE_TIMEOUT_S = 60.0  # how long a provider may take to restore settings when a run ends
 
 
-class Runner(ScenarioDrivers):
+class Runner(RequestSender):
     """Runs ``scenarios`` in order; within each, all targets are driven at the same time.
 
     Every completed request becomes an ``Invocation`` appended to the store at once (committed
@@ -132,6 +142,15 @@ class Runner(ScenarioDrivers):
         if self._abort is not None:
             self._abort()
 
+    async def _wait_for_shards(self) -> None:
+        if self._sync is None:
+            return
+        try:
+            await anyio.to_thread.run_sync(self._sync, abandon_on_cancel=True)
+        except Exception:  # BrokenBarrierError: another process stopped or failed
+            self.stop("another load-generating process stopped")
+            await anyio.lowlevel.checkpoint()
+
     def begin(self) -> RunInfo:
         """Record the run in the store; ``run`` calls it unless a parent process did."""
         self._origin_ns = time.perf_counter_ns()
@@ -214,7 +233,7 @@ class Runner(ScenarioDrivers):
                     if self._stop_reason is not None:
                         scope.cancel()
                     try:
-                        await self._drive(live, monitor)
+                        await self._drive(live, monitor, _RunState(self))
                     except BaseException:
                         self._release_shards()  # before providers take their time to close
                         raise
@@ -279,7 +298,7 @@ class Runner(ScenarioDrivers):
         stack.callback(live.deadlines.close)
         return live
 
-    async def _drive(self, live: list[LiveTarget], monitor: Monitor) -> None:
+    async def _drive(self, live: list[LiveTarget], monitor: Monitor, state: RunState) -> None:
         async with anyio.create_task_group() as tg:
             if self._use_monitor:
                 tg.start_soon(monitor.run)
@@ -292,7 +311,7 @@ class Runner(ScenarioDrivers):
                 if self._spent():
                     continue  # still pass every boundary, so other shards never wait on us
                 self._label(live, sidx, scenario)
-                await self._scenario(live, sidx, scenario)
+                await self._scenario(live, sidx, scenario, state)
             tg.cancel_scope.cancel()
 
     def _target_record(self, target: Target) -> TargetRecord:
@@ -337,11 +356,13 @@ class Runner(ScenarioDrivers):
                     log.warning("%s: fleet state unavailable: %s", lt.name, redact(str(exc)))
             await anyio.sleep(interval_s)
 
-    async def _scenario(self, live: list[LiveTarget], sidx: int, scenario: Scenario) -> None:
+    async def _scenario(
+        self, live: list[LiveTarget], sidx: int, scenario: Scenario, state: RunState
+    ) -> None:
         deadline = scenario.deadline_s
         with anyio.move_on_after(deadline if deadline is not None else float("inf")) as scope:
             self._scenario_scope = scope
-            await scenario.drive(Load(self, live, sidx))  # the shape schedules; _send sends
+            await scenario.drive(RunLoad(state, live, sidx))  # the shape schedules; _send sends
         self._scenario_scope = None
         if scope.cancelled_caught:
             # Said as such, never as "completed": the scenario sent less than it planned.
@@ -371,7 +392,7 @@ def _validate(
         raise ConfigError("scenarios", [], "at least one scenario")
     if max_requests is not None and max_requests < 1:
         raise ConfigError("max_requests", max_requests, "an integer >= 1")
-    blind = [t.name for t in targets if not t.provider.capabilities.cold_start_control]
+    capabilities = {t.name: t.provider.capabilities.names() for t in targets}
     labels: set[str] = set()
     for i, sc in enumerate(scenarios):
         if not isinstance(sc, Scenario):
@@ -383,13 +404,57 @@ def _validate(
         if sc.label(i) in labels:
             raise ConfigError(f"scenarios[{i}].name", sc.label(i), "a name no other scenario has")
         labels.add(sc.label(i))
-        if isinstance(sc, ColdStarts) and blind and sc.idle_gap_s is None:
-            raise ConfigError(
-                f"scenarios[{i}].cold_starts.idle_gap_s",
-                None,
-                f"seconds to wait between requests for targets without cold-start control "
-                f"({', '.join(blind)}): at least the platform's scale-down delay",
+        try:
+            sc.check_targets(capabilities)
+        except ConfigError as exc:  # named "<kind>.<field>": say which scenario
+            raise ConfigError(f"scenarios[{i}].{exc.field}", exc.value, exc.expected) from None
+
+
+class _RunState:
+    """The run as its scenarios' Loads see it (``RunState``), for one ``Runner.run``.
+
+    The per-request members are the runner's own bound methods, so a request sent through a
+    Load pays no extra call for going through this interface."""
+
+    __slots__ = ("_fd_warned", "_runner", "send", "shard", "spent", "take", "wait_for_shards")
+
+    def __init__(self, runner: Runner) -> None:
+        self._runner = runner
+        self._fd_warned: set[str] = set()
+        self.shard = runner._shard
+        self.take = runner._take
+        self.send = runner._send
+        self.spent = runner._spent
+        self.wait_for_shards = runner._wait_for_shards
+
+    def stopping(self) -> bool:
+        return self._runner._stop_reason is not None
+
+    def target_stopped(self, target: str) -> bool:
+        guard = self._runner._guard
+        return guard is not None and target in guard.stopped
+
+    def within_open_files(self, target: str, cap: int) -> int:
+        fd_cap = self._runner._fd_cap
+        if fd_cap is None or cap <= fd_cap:
+            return cap
+        if target not in self._fd_warned:  # once per target, not at every step of a sweep
+            self._fd_warned.add(target)
+            log.warning(
+                "%s: at most %d requests in flight (the open-files limit, ulimit -n); "
+                "set max_inflight to choose",
+                target,
+                fd_cap,
             )
+        return fd_cap
+
+    async def flush(self) -> None:
+        await anyio.to_thread.run_sync(self._runner._store.flush)
+
+    async def invocations(self) -> list[Invocation]:
+        store, run_id = self._runner._store, self._runner._run_id
+        await anyio.to_thread.run_sync(store.flush)
+        return await anyio.to_thread.run_sync(store.invocations, run_id)
 
 
 async def run(

@@ -1,83 +1,92 @@
-"""``Load``: what a scenario's ``drive`` sends its requests through.
+"""``RunLoad``: the runner's implementation of the scenarios' ``Load`` interface.
 
-A shape (built-in or a ``gpubench.scenarios`` plugin) only decides *when* requests go out; the
-``Load`` sends them with the runner's own path, so every request is timed from its scheduled
-time, stored as it completes, counted by progress, held to ``max_requests`` and the cost caps,
-and judged by thresholds. Every call drives all targets at once, and in a multi-process run
-each process sends only its share (``shard`` of ``shards``), so a shape needs no sharding code
-of its own: it calls ``sync()`` where every process must agree before going on, and reads
-``results()`` (all processes' requests, from the store) to decide adaptively.
+A shape (built-in or a ``gpubench.scenarios`` plugin) only sees ``gpubench_sdk.Load``, declared
+with the scenarios (``_scenarios._load``); this is what the runner hands it: each call drives
+every target through the loops of ``_runner_drivers``, with this process's share of the
+schedule (``share``: the one split of slots and requests among processes), over the run's
+``RunState`` (its budget, send path, barrier and store), never the runner's private state.
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
 
 import anyio
-import anyio.to_thread
 
-from ._scenarios._base import SEQ_BLOCK
-from ._types import Invocation, Phase
+from ._runner_drivers import RunState, count_loop, open_loop, timed_loop
+from ._runner_send import LiveTarget
+from ._scenarios import DEFAULT_MAX_INFLIGHT, SEQ_BLOCK, Fields, Load, Offsets, share
+from ._secrets import redact
+from ._types import ColdCheck, Invocation, Phase
 
-if TYPE_CHECKING:
-    from ._runner_drivers import ScenarioDrivers
-    from ._runner_send import LiveTarget
+__all__ = ["RunLoad"]
 
-Fields = Callable[[int], Mapping[str, Any] | None]
+log = logging.getLogger("gpubench.runner")
 
 
-class Load:
-    """One scenario's handle on the run (given to ``Scenario.drive``; not built by users)."""
+class RunLoad(Load):
+    """One scenario's ``Load``: made by the runner for ``Scenario.drive``."""
 
-    __slots__ = ("index", "live", "runner")
+    __slots__ = ("_by_name", "_index", "_live", "_run")
 
-    def __init__(self, runner: ScenarioDrivers, live: list[LiveTarget], index: int) -> None:
-        self.runner = runner
-        self.live = live
-        self.index = index  # the scenario's position in the plan: Invocation.scenario
+    def __init__(self, run: RunState, live: list[LiveTarget], index: int) -> None:
+        self._run = run
+        self._live = live
+        self._by_name = {lt.name: lt for lt in live}
+        self._index = index
+
+    @property
+    def index(self) -> int:
+        return self._index
 
     @property
     def shard(self) -> int:
-        """This process's number among the load-generating processes (0 when alone)."""
-        return self.runner._shard[0]
+        return self._run.shard[0]
 
     @property
     def shards(self) -> int:
-        return self.runner._shard[1]
+        return self._run.shard[1]
 
     @property
     def targets(self) -> list[str]:
-        return [lt.name for lt in self.live]
+        return [lt.name for lt in self._live]
 
-    def stopped(self) -> bool:
-        """True once the run's budget is spent or it was stopped: send nothing more."""
-        return self.runner._spent() or self.runner._stop_reason is not None
+    def capabilities(self, target: str) -> frozenset[str]:
+        return frozenset(self._by_name[target].provider.capabilities.names())
+
+    def stopped(self, target: str | None = None) -> bool:
+        if target is None:
+            return self._run.spent() or self._run.stopping()
+        return self._run.spent() or self._run.target_stopped(target)
 
     async def open_loop(
         self,
-        offsets_s: Iterable[float] | Callable[[str], Iterable[float]],
+        offsets_s: Offsets,
         *,
         step: int = 0,
         max_inflight: int | None = None,
         fields: Fields | None = None,
     ) -> None:
-        """Send request ``i`` at ``offsets_s[i]`` seconds from now to every target, whatever the
-        responses (latency counts from that scheduled time). Requests are numbered from
-        ``step * SEQ_BLOCK``; ``fields(i)`` adds body fields to request ``i``. Pass a function
-        of the target's name instead to give each target its own schedule (made lazily)."""
         await self.sync()  # every process starts the schedule together
         t0 = time.perf_counter_ns()
-        if not callable(offsets_s) and len(self.live) > 1:
+        k, n = self._run.shard
+        # max_inflight is the run's total, shared as the slots of a closed loop are
+        slots, m = share(k, n, max_inflight or DEFAULT_MAX_INFLIGHT)
+        if not slots:
+            return  # more processes than slots: the others send this one's share
+        if not callable(offsets_s) and len(self._live) > 1:
             offsets_s = list(offsets_s)  # each target walks the same schedule
+        seq0 = step * SEQ_BLOCK
         async with anyio.create_task_group() as tg:
-            for lt in self.live:  # one schedule per target: a saturated one never delays others
+            for lt in self._live:  # one schedule per target: a saturated one never delays others
                 offsets = offsets_s(lt.name) if callable(offsets_s) else offsets_s
-                tg.start_soon(
-                    _open_loop, self.runner, lt, self.index, offsets, t0, max_inflight, step, fields
-                )
+                cap = slots
+                if max_inflight is None:  # the default: lowered to what the open-files limit holds
+                    cap = self._run.within_open_files(lt.name, slots)
+                args = (self._run, lt, self._index, offsets, t0, cap, (k, m), seq0, fields)
+                tg.start_soon(open_loop, *args)
 
     async def closed_loop(
         self,
@@ -88,55 +97,76 @@ class Load:
         step: int = 0,
         phase: Phase = Phase.MEASURE,
     ) -> None:
-        """Keep ``concurrency`` requests in flight per target for ``duration_s`` (requests in
-        flight at the end finish), each slot pausing ``think_s`` after each response."""
         await self.sync()
-        k, n = self.shard, self.shards
-        m = min(n, concurrency)
-        if k >= m:
+        k, n = self._run.shard
+        slots, m = share(k, n, concurrency)
+        if not slots:
             return  # more processes than slots: this one has none
-        slots = concurrency // m + (1 if k < concurrency % m else 0)
         until = time.perf_counter_ns() + int(duration_s * 1e9)
         async with anyio.create_task_group() as tg:
-            for lt in self.live:
+            for lt in self._live:
                 seqs = itertools.count(step * SEQ_BLOCK + k, m)  # never one number twice
-                tg.start_soon(
-                    self.runner._timed_loop, lt, self.index, seqs, slots, until, think_s, phase
-                )
+                args = (self._run, lt, self._index, seqs, slots, until, think_s, phase)
+                tg.start_soon(timed_loop, *args)
+
+    async def burst(
+        self,
+        total: int,
+        concurrency: int,
+        *,
+        first_seq: int = 0,
+        phase: Phase = Phase.MEASURE,
+    ) -> None:
+        await self.sync()
+        k, n = self._run.shard
+        slots, m = share(k, n, concurrency)
+        if not slots:
+            return  # more processes than slots: this one has none
+        seqs = range(first_seq, first_seq + total)[k::m]  # each process every m-th
+        async with anyio.create_task_group() as tg:
+            for lt in self._live:
+                tg.start_soon(count_loop, self._run, lt, self._index, seqs, slots, phase)
+
+    async def send(
+        self,
+        target: str,
+        seq: int,
+        *,
+        phase: Phase = Phase.MEASURE,
+        expect_cold: bool | None = None,
+        cold_check: ColdCheck | None = None,
+    ) -> bool:
+        lt = self._by_name[target]
+        if not self._run.take(lt):
+            return False
+        scheduled = time.perf_counter_ns()
+        await self._run.send(lt, self._index, seq, phase, scheduled, expect_cold, cold_check)
+        return True
+
+    async def ensure_cold(self, target: str, timeout_s: float) -> ColdCheck:
+        lt = self._by_name[target]
+        began = time.perf_counter()
+        try:
+            with anyio.fail_after(timeout_s):
+                return await lt.provider.ensure_cold(timeout_s)
+        except Exception as exc:
+            # A failed check does not stop the study: the sample is kept, marked unconfirmed.
+            reason = "timed out" if isinstance(exc, TimeoutError) else redact(str(exc))
+            log.warning("%s: could not confirm a cold target: %s", target, reason)
+            return ColdCheck(False, time.perf_counter() - began, f"ensure_cold failed: {reason}")
 
     async def sync(self) -> None:
-        """Wait until every process got here with its requests stored (a no-op when alone)."""
         if self.shards > 1:
-            await anyio.to_thread.run_sync(self.runner._store.flush)
-        await self.runner._wait_for_shards()
+            await self._run.flush()
+        await self._run.wait_for_shards()
 
     async def results(self, step: int | None = None, target: str | None = None) -> list[Invocation]:
-        """This scenario's requests stored so far by every process (call ``sync`` first), or
-        only those of ``step``, or of ``target``."""
-        store = self.runner._store
-        await anyio.to_thread.run_sync(store.flush)
-        run_id = self.runner._run_id
-        invs = await anyio.to_thread.run_sync(store.invocations, run_id)
+        invs = await self._run.invocations()
         return [
             i
             for i in invs
-            if i.scenario == self.index
+            if i.scenario == self._index
             and i.phase is Phase.MEASURE
             and (step is None or i.seq // SEQ_BLOCK == step)
             and (target is None or i.target == target)
         ]
-
-
-async def _open_loop(
-    runner: ScenarioDrivers,
-    lt: LiveTarget,
-    sidx: int,
-    offsets: Iterable[float],
-    t0: int,
-    max_inflight: int | None,
-    step: int,
-    fields: Fields | None,
-) -> None:
-    await runner._open_loop(
-        lt, sidx, offsets, t0, max_inflight=max_inflight, seq0=step * SEQ_BLOCK, fields=fields
-    )

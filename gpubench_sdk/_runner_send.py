@@ -3,7 +3,7 @@
 ``RequestSender`` holds what every request goes through: the budget (``max_requests``, the
 cost guard's caps) and ``_send``, which times one ``invoke``, turns its result or error into an
 ``Invocation`` and hands that to the store, the telemetry and the observers. It is separate from
-the orchestration (``_runner``) and the scenario drivers (``_runner_drivers``) so the code whose
+the orchestration (``_runner``) and the loops that call it (``_runner_drivers``) so the code whose
 cost is paid per request reads on its own. ``Runner`` sets the state declared below.
 """
 

@@ -45,6 +45,7 @@ from .._monitor import HealthWindow
 from .._multiproc import _loop_options as loop_options
 from .._plan import build_run
 from .._runner import Runner
+from .._scenarios import share as split
 from .._secrets import redact, remember
 from .._store import RunInfo, Store
 from .._types import FleetState, Invocation
@@ -128,8 +129,9 @@ class Quota:
 
 
 def share(total: int, k: int, n: int) -> int:
-    """Worker ``k`` of ``n``'s part of ``total`` (the first ``total % n`` get one more)."""
-    return total // n + (1 if k < total % n else 0)
+    """Worker ``k`` of ``n``'s part of ``total`` (the first ``total % n`` get one more): the
+    split every loop deals its slots with."""
+    return split(k, n, total)[0]
 
 
 def missing_plugins(needs: Mapping[str, Mapping[str, str | None]]) -> list[str]:

@@ -1,6 +1,7 @@
-"""Scenarios: how requests are scheduled. Plain data; ``drive`` sends through the runner.
+"""Scenarios: how requests are scheduled. Plain data; ``drive`` sends through a ``Load``.
 
-Built-in kinds are registered under the ``gpubench.scenarios`` entry point like any plugin's.
+Built-in kinds are registered under the ``gpubench.scenarios`` entry point like any plugin's,
+and use only the ``Load`` interface declared here (the runner, above, implements it).
 """
 
 from ._base import (
@@ -15,6 +16,7 @@ from ._base import (
     check,
 )
 from ._builtin import Burst, ColdStarts, Rate
+from ._load import Fields, Load, Offsets, share
 from ._replay import Replay
 from ._search import MaxRate, Sweep
 from ._stages import Concurrency, Stage, Stages
@@ -36,7 +38,10 @@ __all__ = [
     "ColdStarts",
     "Concurrency",
     "Count",
+    "Fields",
+    "Load",
     "MaxRate",
+    "Offsets",
     "Rate",
     "Replay",
     "Scenario",
@@ -44,4 +49,5 @@ __all__ = [
     "Stages",
     "Sweep",
     "check",
+    "share",
 ]

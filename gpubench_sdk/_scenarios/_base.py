@@ -2,14 +2,15 @@
 checks their ``__post_init__`` share so a bad plan names its field.
 
 A shape is plain data (a frozen dataclass, validated by pydantic from its plan TOML table) plus
-``drive``, which schedules its requests through a ``Load`` (``gpubench_sdk._runner_load``): the
-runner's own send path, so storage, progress, the budget and thresholds hold for every shape.
+``drive``, which schedules its requests through a ``Load`` (``._load``, implemented by the
+runner): the runner's own send path, so storage, progress, the budget and thresholds hold for
+every shape.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
@@ -19,7 +20,7 @@ from .._errors import ConfigError
 from .._types import Request
 
 if TYPE_CHECKING:
-    from .._runner_load import Load
+    from ._load import Load
 
 # Plans are validated by building these dataclasses through pydantic: unknown fields are refused.
 STRICT = ConfigDict(extra="forbid", allow_inf_nan=False)
@@ -120,7 +121,8 @@ class Scenario:
     ``planned`` and ``inflight`` size progress bars and the open-files check before anything
     is sent; ``drive`` sends the requests through the ``Load`` it is given (every target, this
     process's share of the schedule). Validate in ``__post_init__`` with ``check(...)`` naming
-    ``"<kind>.<field>"``: a plan's error then reads ``scenarios[i].<kind>.<field>``.
+    ``"<kind>.<field>"``: a plan's error then reads ``scenarios[i].<kind>.<field>``; what
+    depends on the targets (a capability the shape needs) in ``check_targets``.
     """
 
     __slots__ = ()
@@ -141,6 +143,21 @@ class Scenario:
     def inflight(self) -> int:
         """Most requests in flight at once per target (an open socket each)."""
         raise NotImplementedError
+
+    def inflight_adapts(self) -> bool:
+        """Whether ``inflight()`` adapts to the open-files limit rather than being fixed by the
+        plan: an open loop whose ``max_inflight`` is unset (``Load.open_loop`` then holds to
+        what the limit allows). Such a shape is left out of the open-files check."""
+        return getattr(self, "max_inflight", 0) is None
+
+    def inflight_field(self) -> str:
+        """The field bounding ``inflight()``: what the open-files check asks to lower."""
+        return "max_inflight" if hasattr(self, "max_inflight") else "concurrency"
+
+    def check_targets(self, capabilities: Mapping[str, Collection[str]]) -> None:
+        """Refuse (``ConfigError`` naming ``"<kind>.<field>"``) a plan this shape cannot run on
+        these targets, given each one's capability names (``Capabilities.names()``), before
+        anything is sent. Any targets will do unless a kind says otherwise."""
 
     async def drive(self, load: Load) -> None:
         """Send this scenario's requests through ``load``."""

@@ -1,14 +1,17 @@
 """The first three scenario kinds: ``burst`` (closed loop), ``rate`` (open loop) and
-``cold_starts``. Plain data; the runner's own drivers (``_runner_drivers``) execute them."""
+``cold_starts``. Written on the public ``Load`` API, as a third-party shape would be."""
 
 from __future__ import annotations
 
 import math
 import random
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Literal
 
+import anyio
+
+from .._types import ColdCheck, Phase
 from ._base import (
     DEFAULT_MAX_INFLIGHT,
     MAX_CONCURRENCY,
@@ -25,7 +28,7 @@ from ._base import (
 )
 
 if TYPE_CHECKING:
-    from .._runner_load import Load
+    from ._load import Load
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +61,11 @@ class Burst(Scenario):
         return min(self.concurrency, max(self.total, self.warmup))
 
     async def drive(self, load: Load) -> None:
-        await load.runner._burst(load.live, load.index, self)
+        if self.warmup:  # measured only once every process has warmed up (the next sync)
+            await load.burst(
+                self.warmup, self.concurrency, first_seq=-self.warmup, phase=Phase.WARMUP
+            )
+        await load.burst(self.total, self.concurrency)
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +149,10 @@ class Rate(Scenario):
         return max(1, min(cap, math.ceil(self.rps * self.duration_s)))
 
     async def drive(self, load: Load) -> None:
-        await load.runner._rate(load.live, load.index, self)
+        if self.warmup:  # one request at a time, before every process starts the schedule
+            await load.burst(self.warmup, 1, first_seq=-self.warmup, phase=Phase.WARMUP)
+        # each target walks its own schedule: a saturated one never delays the others
+        await load.open_loop(lambda _target: self.offsets_s(), max_inflight=self.max_inflight)
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,5 +195,41 @@ class ColdStarts(Scenario):
         """Most requests in flight at once per target: cold starts are sequential."""
         return 1
 
+    def check_targets(self, capabilities: Mapping[str, Collection[str]]) -> None:
+        blind = [t for t, caps in capabilities.items() if "cold_start_control" not in caps]
+        check(
+            not blind or self.idle_gap_s is not None,
+            "cold_starts.idle_gap_s",
+            None,
+            f"seconds to wait between requests for targets without cold-start control "
+            f"({', '.join(blind)}): at least the platform's scale-down delay",
+        )
+
     async def drive(self, load: Load) -> None:
-        await load.runner._cold_starts(load.live, load.index, self)
+        if load.shard != 0:
+            return  # sequential by nature: one slot, the first process's (it sends them all)
+        for i in range(self.n):
+            if all(load.stopped(t) for t in load.targets):
+                return
+            async with anyio.create_task_group() as tg:
+                for target in load.targets:
+                    tg.start_soon(self._probe, load, target, i * (1 + self.warm_after))
+
+    async def _probe(self, load: Load, target: str, first_seq: int) -> None:
+        """One cold request to ``target`` made cold first, then its ``warm_after`` warm ones."""
+        if load.stopped(target):
+            return  # do not wait out an idle gap for a request that will not be sent
+        made = await self._make_cold(load, target)
+        if not await load.send(target, first_seq, expect_cold=True, cold_check=made):
+            return
+        for k in range(self.warm_after):
+            if not await load.send(target, first_seq + 1 + k, expect_cold=False):
+                return
+
+    async def _make_cold(self, load: Load, target: str) -> ColdCheck:
+        if "cold_start_control" in load.capabilities(target):
+            return await load.ensure_cold(target, self.cold_timeout_s)
+        gap = self.idle_gap_s
+        assert gap is not None  # check_targets refused the plan otherwise
+        await anyio.sleep(gap)
+        return ColdCheck(False, gap, f"waited idle gap {gap:g} s")

@@ -42,7 +42,7 @@ from ._base import (
 )
 
 if TYPE_CHECKING:
-    from .._runner_load import Load
+    from ._load import Load
 
 _UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 

@@ -31,7 +31,7 @@ from ._base import (
 from ._slo import min_samples, slo_verdict, step_stats  # the one rule, shared with metrics
 
 if TYPE_CHECKING:
-    from .._runner_load import Load
+    from ._load import Load
 
 
 def constant_offsets(rps: float, duration_s: float) -> Iterator[float]:
@@ -69,6 +69,12 @@ class Sweep(Scenario):
 
     def inflight(self) -> int:
         return max(self.max_concurrency, self.max_inflight or 1)
+
+    def inflight_adapts(self) -> bool:
+        return False  # the throughput probe's max_concurrency is fixed by the plan
+
+    def inflight_field(self) -> str:
+        return "max_concurrency"
 
     def rates_between(self, sync_rps: float, max_rps: float) -> list[float]:
         """The constant rates: ``rates`` evenly spaced strictly between the two probes."""

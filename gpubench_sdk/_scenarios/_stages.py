@@ -27,7 +27,7 @@ from ._base import (
 )
 
 if TYPE_CHECKING:
-    from .._runner_load import Load
+    from ._load import Load
 
 
 @dataclass(frozen=True, slots=True)
