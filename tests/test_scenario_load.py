@@ -17,9 +17,8 @@ from gpubench_sdk._scenarios import BUILTIN_SCENARIOS, Load, share
 ROOT = Path(__file__).parents[1]
 SCENARIOS = sorted((ROOT / "gpubench_sdk" / "_scenarios").glob("*.py"))
 RUNNER = sorted((ROOT / "gpubench_sdk").glob("_runner*.py"))
-# what a scenario may import of the SDK: the leaves, and pure statistics (metrics._shapes is
-# the one stored-run adapter left, until metrics is split)
-ALLOWED = ("_types", "_errors", "_secrets", "_scenarios", "metrics._shapes")
+# what a scenario may import of the SDK: the leaves (pure statistics among them)
+ALLOWED = ("_types", "_errors", "_secrets", "_math", "_scenarios")
 
 
 def _imports(path: Path) -> set[str]:
