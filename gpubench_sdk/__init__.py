@@ -48,6 +48,7 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     from ._http import as_provider_error, first_byte_ns, make_client, retry_after_s
     from ._http_call import CallResponse, PreparedCall
     from ._input import InputMap
+    from ._jobs import Job, Polling, run_job
     from ._local import LocalProvider, LocalRuntime, LocalRuntimeConfig
     from ._multiproc import run_processes
     from ._plan import build_run
@@ -123,6 +124,9 @@ _EXPORTS: dict[str, str] = {
     "as_provider_error": "._http",
     "first_byte_ns": "._http",
     "InputMap": "._input",
+    "Job": "._jobs",
+    "Polling": "._jobs",
+    "run_job": "._jobs",
     "make_client": "._http",
     "retry_after_s": "._http",
     "CallResponse": "._http_call",
@@ -211,6 +215,7 @@ __all__ = [
     "InputMap",
     "InvalidResponseError",
     "Invocation",
+    "Job",
     "LLMCompletion",
     "Load",
     "LocalProvider",
@@ -225,6 +230,7 @@ __all__ = [
     "PluginInfo",
     "PluginLoadError",
     "PluginNotFoundError",
+    "Polling",
     "PreparedCall",
     "Provider",
     "ProviderError",
@@ -279,6 +285,7 @@ __all__ = [
     "render_report",
     "retry_after_s",
     "run",
+    "run_job",
     "run_on_ray",
     "run_processes",
     "scrub_url",
