@@ -9,7 +9,6 @@ import re
 import time
 from typing import Any, ClassVar, Literal
 
-import anyio
 import httpx
 from pydantic import Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
@@ -23,7 +22,9 @@ from gpubench_sdk import (
     ConfigError,
     FleetState,
     InvalidResponseError,
+    Job,
     Outcome,
+    Polling,
     Provider,
     ProviderError,
     ProviderOptions,
@@ -32,11 +33,10 @@ from gpubench_sdk import (
     Result,
     ScalingSettings,
     ServerHTTPError,
-    ThrottledError,
-    TransportError,
     invalid_response,
     json_object,
     redact,
+    run_job,
     scrub_url,
 )
 from gpubench_sdk import first_byte_ns as arrived_ns
@@ -44,8 +44,6 @@ from gpubench_sdk import first_byte_ns as arrived_ns
 from . import _protocol as rp
 from ._wire import job_of, number, send
 
-CANCEL_GRACE_S = 5.0  # how long a cancelled invoke may spend telling RunPod to cancel the job
-POLL_RETRIES = 3  # transient errors tolerated in a row while polling a job that is running
 # A base URL that already names the endpoint: the hosted API's (or the emulator's) /v2/{id}.
 _ENDPOINT_PATH = re.compile(r"/v2/(?P<id>[A-Za-z0-9_-]+)/?$")
 
@@ -162,6 +160,7 @@ class RunPodProvider(Provider):
                 server_timings=frozenset(),  # recorded if sent, but none is promised
                 billing=None,
             )
+        self._polling = Polling(o.poll_interval_s, o.poll_max_interval_s, o.poll_backoff)
         self._poll_method = o.poll_method
         if o.poll_method == "auto":
             self._poll_method = "GET" if self.endpoint_id is not None else "POST"
@@ -199,65 +198,10 @@ class RunPodProvider(Provider):
         body: dict[str, Any] = {"input": dict(request.payload)}
         if self._opts.execution_timeout_ms is not None:
             body["policy"] = {"executionTimeout": self._opts.execution_timeout_ms}
-        url = self._runsync_url if self._opts.mode == "runsync" else self._run_url
-        response = await self._send("POST", url, body)
-        job = job_of(response)
-        job_id = str(job["id"])
-        done = False
-        try:
-            if request.stream:
-                result = await self._follow_stream(job_id)
-            else:
-                result = await self._follow(job_id, job, response)
-            done = True
-            return result
-        except ProviderError as exc:  # the job exists: its id stays with the failure
-            exc.request_id = exc.request_id or job_id
-            raise
-        finally:
-            if not done:  # cancelled, timed out or failed mid-flight: stop paying for the job
-                await self._cancel_quietly(job_id)
-
-    async def _follow(self, job_id: str, job: dict[str, Any], response: httpx.Response) -> Result:
-        status_url = self._api.join(f"status/{job_id}")
-        delay_s = self._opts.poll_interval_s
-        while job["status"] not in rp.TERMINAL_STATES:
-            await asyncio.sleep(delay_s)
-            delay_s = min(delay_s * self._opts.poll_backoff, self._opts.poll_max_interval_s)
-            response = await self._poll(status_url)
-            job = job_of(response)
-        return self._result(job, arrived_ns(response))
-
-    async def _follow_stream(self, job_id: str) -> Result:
-        """Poll ``/stream/{id}`` (JSON, not SSE): each answer drains what the generator
-        yielded since the last; the first chunk's arrival is the first byte."""
-        stream_url = self._api.join(f"stream/{job_id}")
-        chunks: list[Any] = []
-        first_ns: int | None = None
-        delay_s = self._opts.poll_interval_s
-        while True:
-            response = await self._poll(stream_url)
-            data = json_object(response, provider=self.name)
-            items = data.get("stream") or []
-            if not isinstance(items, list):
-                raise invalid_response(response, "stream is not a list", provider=self.name)
-            if items and first_ns is None:
-                first_ns = arrived_ns(response)
-            chunks += [item.get("output") if isinstance(item, dict) else item for item in items]
-            if data.get("status") in rp.TERMINAL_STATES:
-                break
-            await asyncio.sleep(delay_s)
-            delay_s = min(delay_s * self._opts.poll_backoff, self._opts.poll_max_interval_s)
-        final = {**data, "id": job_id}
-        # /status adds delayTime/executionTime/workerId; a server that has forgotten the job
-        # once streamed (runpod's local API server) answers another state, or an error.
-        with contextlib.suppress(ProviderError):
-            polled = job_of(await self._poll(self._api.join(f"status/{job_id}")))
-            if polled["status"] == final["status"]:
-                final = polled
-        result = self._result(final, first_ns)
-        result.output = chunks
-        return result
+        job = _StreamJob(self, body) if request.stream else _RunJob(self, body)
+        return await run_job(
+            job, provider=self.name, timeout_s=self._opts.timeout_s, polling=self._polling
+        )
 
     def _result(self, job: dict[str, Any], arrived: int | None) -> Result:
         status = job["status"]
@@ -287,18 +231,7 @@ class RunPodProvider(Provider):
         )
 
     async def _poll(self, url: httpx.URL) -> httpx.Response:
-        """One poll; a job that runs fine is not failed for a passing 429/5xx/network blip."""
-        for attempt in range(POLL_RETRIES + 1):
-            try:
-                return await self._poll_once(url)
-            except (ThrottledError, ServerHTTPError, TransportError) as exc:
-                if attempt == POLL_RETRIES:
-                    raise
-                wait_s = getattr(exc, "retry_after_s", None) or self._opts.poll_max_interval_s
-                await asyncio.sleep(min(wait_s, 5.0))
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    async def _poll_once(self, url: httpx.URL) -> httpx.Response:
+        """One read of /status or /stream (``run_job`` retries a passing 429/5xx/blip)."""
         method = self._poll_method
         try:
             return await self._send(method, url)
@@ -312,12 +245,6 @@ class RunPodProvider(Provider):
             return await self._send(self._poll_method, url)
         self._poll_method = "POST" if method == "GET" else "GET"
         return await self._send(self._poll_method, url)
-
-    async def _cancel_quietly(self, job_id: str) -> None:
-        with anyio.move_on_after(CANCEL_GRACE_S, shield=True):
-            # best effort: the job may have ended, or the provider been closed, meanwhile
-            with contextlib.suppress(ProviderError, RuntimeError):
-                await self._send("POST", self._api.join(f"cancel/{job_id}"))
 
     async def _send(self, method: str, url: httpx.URL, body: Any = None) -> httpx.Response:
         return await send(self.client, method, url, self._headers, body)
@@ -350,8 +277,7 @@ class RunPodProvider(Provider):
         scaling = await self.get_scaling()
         if scaling.min_workers:
             await self.set_scaling(ScalingSettings(min_workers=0))
-        delay_s = self._opts.poll_interval_s
-        while True:
+        for delay_s in self._polling.delays():
             fleet = await self.state()
             waited_s = time.monotonic() - started
             if fleet.is_cold and not fleet.queued:
@@ -365,7 +291,7 @@ class RunPodProvider(Provider):
                 )
                 return ColdCheck(confirmed=False, waited_s=waited_s, how=how)
             await asyncio.sleep(delay_s)
-            delay_s = min(delay_s * self._opts.poll_backoff, self._opts.poll_max_interval_s)
+        raise AssertionError("unreachable")  # pragma: no cover - the delays never end
 
     async def get_scaling(self) -> ScalingSettings:
         self._managed("scaling_settings")
@@ -403,3 +329,68 @@ class RunPodProvider(Provider):
             await self._send("PATCH", self._rest_endpoint, changes)
         except ClientHTTPError as exc:
             raise ConfigError("scaling", changes, f"values RunPod accepts ({exc})") from exc
+
+
+class _RunJob(Job[dict[str, Any]]):
+    """``/run`` (or ``/runsync``, whose job may come back finished) + ``/status`` + ``/cancel``."""
+
+    def __init__(self, provider: RunPodProvider, body: dict[str, Any]) -> None:
+        self.p, self.body = provider, body
+        self.response: httpx.Response | None = None
+
+    async def submit(self) -> dict[str, Any] | None:
+        p = self.p
+        url = p._runsync_url if p._opts.mode == "runsync" else p._run_url
+        self.response = await p._send("POST", url, self.body)
+        job = job_of(self.response)
+        self.id = str(job["id"])
+        return job
+
+    async def status(self) -> dict[str, Any]:
+        self.response = await self.p._poll(self.p._api.join(f"status/{self.id}"))
+        return job_of(self.response)
+
+    def finished(self, state: dict[str, Any]) -> bool:
+        return state.get("status") in rp.TERMINAL_STATES
+
+    async def result(self, state: dict[str, Any]) -> Result:
+        return self.p._result(state, arrived_ns(self.response) if self.response else None)
+
+    async def cancel(self) -> None:
+        await self.p._send("POST", self.p._api.join(f"cancel/{self.id}"))
+
+
+class _StreamJob(_RunJob):
+    """``/run``, then ``/stream/{id}`` polled (JSON, not SSE): each answer drains what the
+    generator yielded since the last; the first chunk's arrival is the first byte."""
+
+    chunks: list[Any]
+    first_ns: int | None = None
+
+    async def submit(self) -> dict[str, Any] | None:
+        await super().submit()
+        self.chunks = []
+        return None  # the stream is read at once
+
+    async def status(self) -> dict[str, Any]:
+        response = await self.p._poll(self.p._api.join(f"stream/{self.id}"))
+        data = json_object(response, provider=self.p.name)
+        items = data.get("stream") or []
+        if not isinstance(items, list):
+            raise invalid_response(response, "stream is not a list", provider=self.p.name)
+        if items and self.first_ns is None:
+            self.first_ns = arrived_ns(response)
+        self.chunks += [item.get("output") if isinstance(item, dict) else item for item in items]
+        return data
+
+    async def result(self, state: dict[str, Any]) -> Result:
+        final = {**state, "id": self.id}
+        # /status adds delayTime/executionTime/workerId; a server that has forgotten the job
+        # once streamed (runpod's local API server) answers another state, or an error.
+        with contextlib.suppress(ProviderError):
+            polled = job_of(await self.p._poll(self.p._api.join(f"status/{self.id}")))
+            if polled["status"] == final["status"]:
+                final = polled
+        result = self.p._result(final, self.first_ns)
+        result.output = self.chunks
+        return result
