@@ -32,6 +32,7 @@ from gpubench_sdk import (
     ColdTimeoutError,
     FleetState,
     InvalidResponseError,
+    Job,
     ProviderError,
     ProviderOptions,
     Request,
@@ -40,6 +41,7 @@ from gpubench_sdk import (
     ThrottledError,
     first_byte_ns,
     redact,
+    run_job,
 )
 
 from . import _prediction as p
@@ -156,24 +158,7 @@ class CogProvider(p.PredictionProvider):
         self._headers = {**self._opts.headers, **self.auth_headers()}
 
     async def invoke(self, request: Request) -> Result:
-        prediction_id = uuid.uuid4().hex
-        body: dict[str, Any] = {"id": prediction_id, "input": dict(request.payload)}
-        if self._opts.mode == "put":
-            url = self._base.join(f"predictions/{prediction_id}")
-            method = "PUT"
-        else:
-            url, method = self._predictions_url, "POST"
-        waits = _Waits()
-        done = False
-        try:
-            response, sent_wall, sent = await self._create(method, url, body, waits)
-            prediction = self._prediction(response)
-            result = await self._result(prediction, response, sent_wall, sent, waits)
-            done = True
-            return result
-        finally:
-            if not done:  # cancelled or timed out mid-flight: free the container
-                await self._cancel_quietly(self._base.join(f"predictions/{prediction_id}/cancel"))
+        return await run_job(_CogPrediction(self, request), provider=self.name)
 
     async def _create(
         self, method: str, url: httpx.URL, body: dict[str, Any], waits: _Waits
@@ -258,12 +243,6 @@ class CogProvider(p.PredictionProvider):
         sent: float,
         waits: _Waits,
     ) -> Result:
-        if prediction["status"] not in p.TERMINAL_STATES:
-            raise InvalidResponseError(
-                f"a synchronous prediction came back {prediction['status']!r}",
-                provider=self.name,
-                request_id=prediction["id"],
-            )
         round_trip_ms = (time.monotonic() - sent) * 1e3
         self._check_outcome(prediction, deadline_passed=False)
         queue_ms, execution_ms = p.phases_ms(prediction)
@@ -339,6 +318,42 @@ class CogProvider(p.PredictionProvider):
             throttled=None,
             detail=health,
         )
+
+
+class _CogPrediction(Job[dict[str, Any]]):
+    """One synchronous prediction under an id chosen here, so that an abandoned invoke can
+    cancel it while the container still runs it."""
+
+    def __init__(self, provider: CogProvider, request: Request) -> None:
+        self.p = provider
+        self.id = uuid.uuid4().hex
+        self.body: dict[str, Any] = {"id": self.id, "input": dict(request.payload)}
+        self.waits = _Waits()
+
+    async def submit(self) -> dict[str, Any]:
+        base, method = self.p._base, "POST"
+        url = self.p._predictions_url
+        if self.p._opts.mode == "put":
+            url, method = base.join(f"predictions/{self.id}"), "PUT"
+        created = await self.p._create(method, url, self.body, self.waits)
+        self.response, self.sent_wall, self.sent = created
+        self.answer = self.p._prediction(self.response)
+        return self.answer
+
+    async def status(self) -> dict[str, Any]:
+        """Cog has no ``GET /predictions/{id}``: a prediction that is not over is an error."""
+        status = self.answer["status"]
+        problem = f"a synchronous prediction came back {status!r}"
+        raise InvalidResponseError(problem, provider=self.p.name, request_id=self.id)
+
+    def finished(self, state: dict[str, Any]) -> bool:
+        return state["status"] in p.TERMINAL_STATES
+
+    async def result(self, state: dict[str, Any]) -> Result:
+        return await self.p._result(state, self.response, self.sent_wall, self.sent, self.waits)
+
+    async def cancel(self) -> None:  # cancelled or timed out mid-flight: free the container
+        await self.p._send("POST", self.p._base.join(f"predictions/{self.id}/cancel"))
 
 
 def _setup_ms(health: dict[str, Any]) -> float | None:

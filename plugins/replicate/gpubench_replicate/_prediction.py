@@ -13,13 +13,10 @@ since the 2025-10-16 changelog https://replicate.com/changelog/2025-10-16-predic
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import math
 from datetime import UTC, datetime
 from typing import Any, Final
 
-import anyio
 import httpx
 
 from gpubench_sdk import (
@@ -31,7 +28,6 @@ from gpubench_sdk import (
     RequestTimeoutError,
     ServerHTTPError,
     ThrottledError,
-    TransportError,
     as_provider_error,
     redact,
     retry_after_s,
@@ -45,9 +41,6 @@ CANCELED: Final = "canceled"
 ABORTED: Final = "aborted"
 PENDING_STATES: Final = frozenset({STARTING, PROCESSING})
 TERMINAL_STATES: Final = frozenset({SUCCEEDED, FAILED, CANCELED, ABORTED})
-
-CANCEL_GRACE_S: Final = 5.0  # how long an abandoned invoke may spend cancelling its prediction
-POLL_RETRIES: Final = 3  # transient errors tolerated in a row while polling a live prediction
 
 
 class PredictionCanceledError(ProviderError):
@@ -109,8 +102,8 @@ def describe(exc: BaseException) -> str:
 
 class PredictionProvider(Provider):
     """What the Replicate and Cog providers share: sending, error mapping, parsing a
-    prediction, polling with retries, cancelling quietly, and turning a terminal prediction
-    into a ``Result`` or the right ``ProviderError``."""
+    prediction, and turning a terminal prediction into a ``Result`` or the right
+    ``ProviderError`` (``gpubench_sdk.run_job`` polls, retries and cancels)."""
 
     _headers: dict[str, str]
     # HTTP statuses that mean "busy, come back later" besides 429 (Cog answers 409).
@@ -171,34 +164,6 @@ class PredictionProvider(Provider):
 
     def _invalid(self, message: str, response: httpx.Response) -> InvalidResponseError:
         return InvalidResponseError(message, provider=self.name, status_code=response.status_code)
-
-    async def _poll(
-        self, url: httpx.URL | str, max_wait_s: float, job_id: str
-    ) -> tuple[dict[str, Any], httpx.Response]:
-        """One read of prediction ``job_id``: a prediction that runs fine is not failed for a
-        passing 429/5xx/blip, and an error that does end it names the job (``request_id``),
-        so a failed poll can be told from a failed create and traced to its prediction."""
-        try:
-            for attempt in range(POLL_RETRIES + 1):
-                try:
-                    response = await self._send("GET", url)
-                    break
-                except (ThrottledError, ServerHTTPError, TransportError) as exc:
-                    if attempt == POLL_RETRIES:
-                        raise
-                    wait_s = getattr(exc, "retry_after_s", None) or max_wait_s
-                    await asyncio.sleep(min(wait_s, 5.0))
-            return self._prediction(response), response
-        except ProviderError as exc:
-            if exc.request_id is None:
-                exc.request_id = job_id
-            raise
-
-    async def _cancel_quietly(self, url: httpx.URL | str) -> None:
-        with anyio.move_on_after(CANCEL_GRACE_S, shield=True):
-            # best effort: the prediction may have ended meanwhile
-            with contextlib.suppress(ProviderError):
-                await self._send("POST", url)
 
     def _check_outcome(self, prediction: dict[str, Any], deadline_passed: bool) -> None:
         """Raise the taxonomy's error for a prediction that did not succeed."""

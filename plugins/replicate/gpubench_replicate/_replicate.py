@@ -34,6 +34,8 @@ from gpubench_sdk import (
     ColdCheck,
     ConfigError,
     InvalidResponseError,
+    Job,
+    Polling,
     ProviderOptions,
     Request,
     Result,
@@ -42,6 +44,7 @@ from gpubench_sdk import (
     TransportError,
     first_byte_ns,
     redact,
+    run_job,
     sse_events,
 )
 
@@ -49,6 +52,7 @@ from . import _prediction as p
 
 API_URL = "https://api.replicate.com/v1"
 MAX_WAIT_S = 60  # Prefer: wait holds a request at most 60 s (and by default)
+CANCEL_AFTER_SLACK_S = 5.0  # past a Cancel-After deadline, how long to wait for its status
 _NAME = r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$"
 
 PUBLIC_MODEL_BILLING = BillingModel(
@@ -145,6 +149,7 @@ class ReplicateProvider(p.PredictionProvider):
                 type(self).capabilities, billing=PUBLIC_MODEL_BILLING
             )
         self._warm_queue_ms: deque[float] = deque(maxlen=50)
+        self._polling = Polling(o.poll_interval_s, o.poll_max_interval_s, o.poll_backoff)
 
     @property
     def _opts(self) -> ReplicateOptions:
@@ -182,28 +187,10 @@ class ReplicateProvider(p.PredictionProvider):
 
     async def invoke(self, request: Request) -> Result:
         o = self._opts
-        body: dict[str, Any] = {"input": dict(request.payload)}
-        if o.version:
-            body["version"] = o.version
-        headers = dict(self._create_headers)
-        if request.stream:
-            body["stream"] = True  # older API versions return urls.stream only when asked
-        elif o.mode == "wait":
-            headers["Prefer"] = f"wait={o.wait_s}"
-        began = time.monotonic()
-        response = await self._send("POST", self._create_url, body, headers)
-        prediction = self._prediction(response)
-        done = False
-        try:
-            if request.stream:
-                result = await self._follow_stream(prediction, began)
-            else:
-                result = await self._follow(prediction, response, began)
-            done = True
-            return result
-        finally:
-            if not done:  # cancelled, timed out or failed mid-flight: stop paying for it
-                await self._cancel_quietly(self._url(prediction, "cancel"))
+        # With Cancel-After, Replicate ends the prediction at timeout_s itself: read how.
+        timeout_s = o.timeout_s + (CANCEL_AFTER_SLACK_S if o.cancel_after else 0.0)
+        job = _Prediction(self, request)
+        return await run_job(job, provider=self.name, timeout_s=timeout_s, polling=self._polling)
 
     def _url(self, prediction: dict[str, Any], kind: Literal["get", "cancel"]) -> httpx.URL:
         urls = prediction.get("urls")
@@ -212,85 +199,6 @@ class ReplicateProvider(p.PredictionProvider):
             return httpx.URL(given)
         suffix = "/cancel" if kind == "cancel" else ""
         return self._api.join(f"predictions/{prediction['id']}{suffix}")
-
-    async def _follow(
-        self, prediction: dict[str, Any], response: httpx.Response, began: float
-    ) -> Result:
-        prediction, response = await self._until_terminal(prediction, response)
-        return self._result(prediction, first_byte_ns(response), began)
-
-    async def _until_terminal(
-        self, prediction: dict[str, Any], response: httpx.Response
-    ) -> tuple[dict[str, Any], httpx.Response]:
-        """Poll ``urls.get`` with backoff until the prediction has ended."""
-        o = self._opts
-        delay_s = o.poll_interval_s
-        while prediction["status"] not in p.TERMINAL_STATES:
-            await asyncio.sleep(delay_s)
-            delay_s = min(delay_s * o.poll_backoff, o.poll_max_interval_s)
-            prediction, response = await self._poll(
-                self._url(prediction, "get"), o.poll_max_interval_s, prediction["id"]
-            )
-        return prediction, response
-
-    async def _follow_stream(self, prediction: dict[str, Any], began: float) -> Result:
-        """Read ``urls.stream`` (SSE): the first ``output`` event is the first byte."""
-        urls = prediction.get("urls")
-        stream_url = urls.get("stream") if isinstance(urls, dict) else None
-        if not isinstance(stream_url, str):
-            raise InvalidResponseError(
-                "the model does not stream (no urls.stream)",
-                provider=self.name,
-                request_id=prediction["id"],
-            )
-        chunks: list[Any] = []
-        first_ns: int | None = None
-        headers = {**self._headers, "Accept": "text/event-stream", "Cache-Control": "no-store"}
-        try:
-            async with self.client.stream("GET", stream_url, headers=headers) as response:
-                if response.status_code >= 400:
-                    await response.aread()
-                    error = self._http_error(response)
-                    error.request_id = prediction["id"]
-                    raise error
-                async for event, data, arrived_ns in sse_events(response):
-                    if event == "output":
-                        if first_ns is None:
-                            first_ns = arrived_ns
-                        chunks.append(_decode(data))
-                    elif event == "error":
-                        raise ServerHTTPError(
-                            redact(f"stream error: {data[:200]}"),
-                            provider=self.name,
-                            request_id=prediction["id"],
-                        )
-                    elif event == "done":
-                        break
-        except httpx.HTTPError as exc:
-            raise TransportError(
-                p.describe(exc), provider=self.name, request_id=prediction["id"]
-            ) from exc
-        polled = await self._poll(
-            self._url(prediction, "get"), self._opts.poll_max_interval_s, prediction["id"]
-        )
-        final, _ = await self._until_terminal(*polled)
-        result = self._result(final, first_ns, began)
-        result.output = chunks
-        return result
-
-    def _result(self, prediction: dict[str, Any], arrived_ns: int | None, began: float) -> Result:
-        deadline_passed = time.monotonic() - began >= self._opts.timeout_s - 0.5
-        self._check_outcome(prediction, deadline_passed and self._opts.cancel_after)
-        queue_ms, execution_ms = p.phases_ms(prediction)
-        return Result(
-            output=prediction.get("output"),
-            http_status=200,
-            request_id=prediction["id"],
-            first_byte_ns=arrived_ns,
-            queue_ms=queue_ms,
-            execution_ms=execution_ms,
-            cold=self._infer_cold(queue_ms),
-        )
 
     def _infer_cold(self, queue_ms: float | None) -> bool | None:
         """A long ``starting`` phase is a cold boot: above the threshold and well above the
@@ -374,6 +282,87 @@ class ReplicateProvider(p.PredictionProvider):
         steps.append(f"waited {wait_s:g} s of scale_down_wait_s={o.scale_down_wait_s:g}")
         how = "; ".join(steps) + " (no instance API: cold inferred, not confirmed)"
         return ColdCheck(confirmed=False, waited_s=time.monotonic() - started, how=how)
+
+
+class _Prediction(Job[dict[str, Any]]):
+    """One prediction: created (held by ``Prefer: wait``, or then read as SSE from
+    ``urls.stream``), polled at ``urls.get`` until it has ended, cancelled at ``urls.cancel``."""
+
+    def __init__(self, provider: ReplicateProvider, request: Request) -> None:
+        o = self.p = provider
+        self.stream = request.stream
+        self.body: dict[str, Any] = {"input": dict(request.payload)}
+        if o._opts.version:
+            self.body["version"] = o._opts.version
+        self.headers = dict(o._create_headers)
+        if request.stream:
+            self.body["stream"] = True  # older API versions return urls.stream only when asked
+        elif o._opts.mode == "wait":
+            self.headers["Prefer"] = f"wait={o._opts.wait_s}"
+        self.chunks: list[Any] = []
+        self.first_ns: int | None = None
+
+    async def submit(self) -> dict[str, Any] | None:
+        self.began = time.monotonic()
+        self.response = await self.p._send("POST", self.p._create_url, self.body, self.headers)
+        self.created = self.p._prediction(self.response)
+        self.id = self.created["id"]
+        if not self.stream:
+            return self.created
+        await self._read_stream()
+        return None  # read at once: the stream's end is not the prediction's
+
+    async def _read_stream(self) -> None:
+        """Read ``urls.stream`` (SSE): the first ``output`` event is the first byte."""
+        pv, urls = self.p, self.created.get("urls")
+        stream_url = urls.get("stream") if isinstance(urls, dict) else None
+        if not isinstance(stream_url, str):
+            raise InvalidResponseError(
+                "the model does not stream (no urls.stream)", provider=pv.name
+            )
+        headers = {**pv._headers, "Accept": "text/event-stream", "Cache-Control": "no-store"}
+        try:
+            async with pv.client.stream("GET", stream_url, headers=headers) as response:
+                if response.status_code >= 400:
+                    await response.aread()
+                    raise pv._http_error(response)
+                async for event, data, arrived_ns in sse_events(response):
+                    if event == "output":
+                        self.first_ns = self.first_ns or arrived_ns
+                        self.chunks.append(_decode(data))
+                    elif event == "error":
+                        raise ServerHTTPError(
+                            redact(f"stream error: {data[:200]}"), provider=pv.name
+                        )
+                    elif event == "done":
+                        break
+        except httpx.HTTPError as exc:
+            raise TransportError(p.describe(exc), provider=pv.name) from exc
+
+    async def status(self) -> dict[str, Any]:
+        self.response = await self.p._send("GET", self.p._url(self.created, "get"))
+        return self.p._prediction(self.response)
+
+    def finished(self, state: dict[str, Any]) -> bool:
+        return state["status"] in p.TERMINAL_STATES
+
+    async def result(self, state: dict[str, Any]) -> Result:
+        o = self.p._opts
+        deadline_passed = time.monotonic() - self.began >= o.timeout_s - 0.5
+        self.p._check_outcome(state, deadline_passed and o.cancel_after)
+        queue_ms, execution_ms = p.phases_ms(state)
+        return Result(
+            output=self.chunks if self.stream else state.get("output"),
+            http_status=200,
+            request_id=state["id"],
+            first_byte_ns=self.first_ns if self.stream else first_byte_ns(self.response),
+            queue_ms=queue_ms,
+            execution_ms=execution_ms,
+            cold=self.p._infer_cold(queue_ms),
+        )
+
+    async def cancel(self) -> None:
+        await self.p._send("POST", self.p._url(self.created, "cancel"))
 
 
 def _decode(data: str) -> Any:
