@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import re
 import time
 from typing import Any, ClassVar, Literal
@@ -19,30 +18,35 @@ from gpubench_sdk import (
     CapabilityError,
     ClientHTTPError,
     ColdCheck,
+    ColdMark,
     ConfigError,
     FleetState,
     InvalidResponseError,
     Job,
     Outcome,
-    Polling,
+    PollingOptions,
     Provider,
     ProviderError,
     ProviderOptions,
     Request,
     RequestTimeoutError,
     Result,
+    SavedScaling,
     ScalingSettings,
     ServerHTTPError,
+    finite_number,
     invalid_response,
     json_object,
     redact,
     run_job,
+    scaling_fields,
     scrub_url,
+    send_checked,
+    with_capabilities,
 )
 from gpubench_sdk import first_byte_ns as arrived_ns
 
 from . import _protocol as rp
-from ._wire import job_of, number, send
 
 # A base URL that already names the endpoint: the hosted API's (or the emulator's) /v2/{id}.
 _ENDPOINT_PATH = re.compile(r"/v2/(?P<id>[A-Za-z0-9_-]+)/?$")
@@ -54,7 +58,7 @@ class JobCancelledError(ProviderError):
     outcome = Outcome.CANCELLED
 
 
-class RunPodOptions(ProviderOptions):
+class RunPodOptions(PollingOptions):
     """Options of a RunPod target; ``api_key`` comes from ``api_key_env``/``api_key_file``."""
 
     base_url: str = Field(
@@ -84,9 +88,6 @@ class RunPodOptions(ProviderOptions):
     runsync_wait_ms: int | None = Field(
         default=None, ge=rp.RUNSYNC_MIN_WAIT_MS, le=rp.RUNSYNC_MAX_WAIT_MS
     )
-    poll_interval_s: float = Field(default=0.05, gt=0, description="first poll delay")
-    poll_max_interval_s: float = Field(default=1.0, gt=0, description="backoff cap")
-    poll_backoff: float = Field(default=1.5, ge=1.0, description="delay multiplier per poll")
     cold_threshold_ms: float = Field(
         default=1000.0,
         gt=0,
@@ -137,13 +138,11 @@ class RunPodProvider(Provider):
         ),
     )
     Options: ClassVar[type[ProviderOptions]] = RunPodOptions
-
-    _original_scaling: ScalingSettings | None = None
-    _cold_next = False
+    options: RunPodOptions
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        o = self._opts
+        o = self.options
         base = o.base_url.rstrip("/")
         self.endpoint_id = o.endpoint_id
         if o.endpoint_id is not None:
@@ -152,30 +151,26 @@ class RunPodProvider(Provider):
             self.endpoint_id = named["id"]
         self._base = base
         if self.endpoint_id is None:  # job routes only: nothing names an endpoint to manage
-            vars(self)["capabilities"] = dataclasses.replace(
-                type(self).capabilities,
+            with_capabilities(
+                self,
                 fleet_state=False,
                 cold_start_control=False,
                 scaling_settings=False,
                 server_timings=frozenset(),  # recorded if sent, but none is promised
                 billing=None,
             )
-        self._polling = Polling(o.poll_interval_s, o.poll_max_interval_s, o.poll_backoff)
+        self._cold = ColdMark()
+        self._scaling = SavedScaling(self.get_scaling, self._patch_scaling)
         self._poll_method = o.poll_method
         if o.poll_method == "auto":
             self._poll_method = "GET" if self.endpoint_id is not None else "POST"
-
-    @property
-    def _opts(self) -> RunPodOptions:
-        assert isinstance(self.options, RunPodOptions)
-        return self.options
 
     @property
     def endpoint(self) -> str:
         return scrub_url(self._base)
 
     async def open(self) -> None:
-        o = self._opts
+        o = self.options
         # Built once: parsing URL strings on every request is measurable at high rates.
         self._api = httpx.URL(self._base + "/")
         self._run_url = self._api.join("run")
@@ -188,19 +183,17 @@ class RunPodProvider(Provider):
         self._headers = {**o.headers, **self.auth_headers()}
 
     async def close(self) -> None:
-        original, self._original_scaling = self._original_scaling, None
-        if original is not None:  # leave the endpoint as the user configured it
-            await self._patch_scaling(original)
+        await self._scaling.restore()
 
     # ----- requests -------------------------------------------------------------------------
 
     async def invoke(self, request: Request) -> Result:
         body: dict[str, Any] = {"input": dict(request.payload)}
-        if self._opts.execution_timeout_ms is not None:
-            body["policy"] = {"executionTimeout": self._opts.execution_timeout_ms}
+        if self.options.execution_timeout_ms is not None:
+            body["policy"] = {"executionTimeout": self.options.execution_timeout_ms}
         job = _StreamJob(self, body) if request.stream else _RunJob(self, body)
         return await run_job(
-            job, provider=self.name, timeout_s=self._opts.timeout_s, polling=self._polling
+            job, provider=self.name, timeout_s=self.options.timeout_s, polling=self.options.polling
         )
 
     def _result(self, job: dict[str, Any], arrived: int | None) -> Result:
@@ -213,18 +206,18 @@ class RunPodProvider(Provider):
             raise RequestTimeoutError("job TIMED_OUT (executionTimeout policy)", **kw)
         if status == rp.CANCELLED:
             raise JobCancelledError("job CANCELLED by the platform or another client", **kw)
-        delay_ms = number(job.get("delayTime"))
-        cold = delay_ms is not None and delay_ms >= self._opts.cold_threshold_ms
+        delay_ms = finite_number(job.get("delayTime"))
+        cold = delay_ms is not None and delay_ms >= self.options.cold_threshold_ms
         confirmed = False
-        if self._cold_next:  # the fleet was verified empty just before: no guess needed
-            cold, confirmed, self._cold_next = True, True, False
+        if self._cold.take():  # the fleet was verified empty just before: no guess needed
+            cold, confirmed = True, True
         return Result(
             output=job.get("output"),
             http_status=200,
             request_id=job_id,
             first_byte_ns=arrived,
             queue_ms=delay_ms,
-            execution_ms=number(job.get("executionTime")),
+            execution_ms=finite_number(job.get("executionTime")),
             cold=cold if delay_ms is not None or cold else None,
             cold_confirmed=confirmed,
             worker_id=job.get("workerId"),
@@ -236,7 +229,7 @@ class RunPodProvider(Provider):
         try:
             return await self._send(method, url)
         except ClientHTTPError as exc:
-            if exc.status_code != 405 or self._opts.poll_method != "auto":
+            if exc.status_code != 405 or self.options.poll_method != "auto":
                 raise
         # 405: this server polls with the other method (runpod 1.12.0's local API server,
         # rp_fastapi.py, routes POST only). Switched once, for the provider's lifetime; a
@@ -247,7 +240,12 @@ class RunPodProvider(Provider):
         return await self._send(self._poll_method, url)
 
     async def _send(self, method: str, url: httpx.URL, body: Any = None) -> httpx.Response:
-        return await send(self.client, method, url, self._headers, body)
+        """One request; a status >= 400 (RunPod's ``{"error"}``, FastAPI's ``{"detail"}`` from
+        runpod's local API server shown), a timeout or a broken connection raises the core's
+        ``ProviderError``, naming the call: a 404 from a wrong base URL explains itself."""
+        return await send_checked(
+            self.client, method, url, provider=self.name, headers=self._headers, json=body
+        )
 
     # ----- capabilities ---------------------------------------------------------------------
 
@@ -277,11 +275,11 @@ class RunPodProvider(Provider):
         scaling = await self.get_scaling()
         if scaling.min_workers:
             await self.set_scaling(ScalingSettings(min_workers=0))
-        for delay_s in self._polling.delays():
+        for delay_s in self.options.polling.delays():
             fleet = await self.state()
             waited_s = time.monotonic() - started
             if fleet.is_cold and not fleet.queued:
-                self._cold_next = True
+                self._cold.expect()
                 how = f"workersMin=0, idleTimeout={scaling.idle_timeout_s:g}s; /health: 0 workers"
                 return ColdCheck(confirmed=True, waited_s=waited_s, how=how)
             if waited_s >= timeout_s:
@@ -309,22 +307,12 @@ class RunPodProvider(Provider):
 
     async def set_scaling(self, settings: ScalingSettings) -> None:
         """PATCH the fields given (RunPod changes only those); restored in ``close()``."""
-        if self._original_scaling is None:
-            self._original_scaling = await self.get_scaling()
-        await self._patch_scaling(settings)
+        await self._scaling.change(settings)
 
     async def _patch_scaling(self, settings: ScalingSettings) -> None:
-        changes: dict[str, int] = {}
-        if settings.min_workers is not None:
-            changes["workersMin"] = settings.min_workers
-        if settings.max_workers is not None:
-            changes["workersMax"] = settings.max_workers
-        if settings.idle_timeout_s is not None:
-            if settings.idle_timeout_s != int(settings.idle_timeout_s):
-                raise ConfigError(
-                    "scaling.idle_timeout_s", settings.idle_timeout_s, "whole seconds on RunPod"
-                )
-            changes["idleTimeout"] = int(settings.idle_timeout_s)
+        changes = scaling_fields(
+            settings, "workersMin", "workersMax", "idleTimeout", expected="whole seconds on RunPod"
+        )
         try:
             await self._send("PATCH", self._rest_endpoint, changes)
         except ClientHTTPError as exc:
@@ -340,15 +328,15 @@ class _RunJob(Job[dict[str, Any]]):
 
     async def submit(self) -> dict[str, Any] | None:
         p = self.p
-        url = p._runsync_url if p._opts.mode == "runsync" else p._run_url
+        url = p._runsync_url if p.options.mode == "runsync" else p._run_url
         self.response = await p._send("POST", url, self.body)
-        job = job_of(self.response)
+        job = _job_of(self.response)
         self.id = str(job["id"])
         return job
 
     async def status(self) -> dict[str, Any]:
         self.response = await self.p._poll(self.p._api.join(f"status/{self.id}"))
-        return job_of(self.response)
+        return _job_of(self.response)
 
     def finished(self, state: dict[str, Any]) -> bool:
         return state.get("status") in rp.TERMINAL_STATES
@@ -388,9 +376,18 @@ class _StreamJob(_RunJob):
         # /status adds delayTime/executionTime/workerId; a server that has forgotten the job
         # once streamed (runpod's local API server) answers another state, or an error.
         with contextlib.suppress(ProviderError):
-            polled = job_of(await self.p._poll(self.p._api.join(f"status/{self.id}")))
+            polled = _job_of(await self.p._poll(self.p._api.join(f"status/{self.id}")))
             if polled["status"] == final["status"]:
                 final = polled
         result = self.p._result(final, self.first_ns)
         result.output = self.chunks
         return result
+
+
+def _job_of(response: httpx.Response) -> dict[str, Any]:
+    """The job in an answer of /run, /runsync or /status, with a status RunPod defines."""
+    job = json_object(response, provider="runpod")
+    if "id" not in job or job.get("status") not in rp.TERMINAL_STATES | rp.PENDING_STATES:
+        problem = f"not a job: status {job.get('status')!r}"
+        raise invalid_response(response, problem, provider="runpod")
+    return job
