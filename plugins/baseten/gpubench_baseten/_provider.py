@@ -15,11 +15,12 @@ from pydantic_core import PydanticCustomError
 from gpubench_sdk import (
     Capabilities,
     ColdCheck,
+    ColdMark,
     ConfigError,
     FleetState,
     Job,
     Outcome,
-    Polling,
+    PollingOptions,
     Provider,
     ProviderError,
     ProviderOptions,
@@ -27,13 +28,15 @@ from gpubench_sdk import (
     Result,
     ScalingSettings,
     ServerHTTPError,
-    as_provider_error,
     first_byte_ns,
     invalid_response,
     json_object,
+    json_result,
+    key_headers,
     redact,
     run_job,
     scrub_url,
+    send_checked,
 )
 from gpubench_sdk.cost import load_catalog
 
@@ -48,7 +51,7 @@ class RequestCanceledError(ProviderError):
     outcome = Outcome.CANCELLED
 
 
-class BasetenOptions(ProviderOptions):
+class BasetenOptions(PollingOptions):
     """Options of a Baseten target; ``api_key`` comes from ``api_key_env``/``api_key_file``."""
 
     model_id: str = Field(description="the model's id (model-<model_id>.api.baseten.co)")
@@ -89,7 +92,6 @@ class BasetenOptions(ProviderOptions):
     poll_max_interval_s: float = Field(
         default=1.0, gt=0, description="backoff cap (20 polls/s max)"
     )
-    poll_backoff: float = Field(default=1.5, ge=1.0)
     cold_threshold_ms: float = Field(
         default=1000.0, gt=0, description="async: a queue wait above this counts as a cold start"
     )
@@ -139,39 +141,32 @@ class BasetenProvider(Provider):
         billing=load_catalog().billing_model("baseten"),
     )
     Options: ClassVar[type[ProviderOptions]] = BasetenOptions
+    options: BasetenOptions
 
     _original: dict[str, int] | None = None
-    _cold_next = False
-
-    @property
-    def _opts(self) -> BasetenOptions:
-        assert isinstance(self.options, BasetenOptions)
-        return self.options
 
     @property
     def endpoint(self) -> str:
         return scrub_url(self._route("predict"))
 
     def auth_headers(self) -> dict[str, str]:
-        if self.options.api_key is None:
-            return {}
-        return {"Authorization": f"Api-Key {self.options.api_key.get_secret_value()}"}
+        return key_headers(self.options.api_key, "api-key")
 
     def _route(self, operation: str) -> str:
-        o = self._opts
+        o = self.options
         base = (o.base_url or bt.inference_url(o.model_id)).rstrip("/")
         if o.deployment_id is not None:
             return f"{base}/deployment/{o.deployment_id}/{operation}"
         return f"{base}/environments/{o.environment}/{operation}"
 
     async def open(self) -> None:
-        o = self._opts
+        o = self.options
         self._base = (o.base_url or bt.inference_url(o.model_id)).rstrip("/")
         self._predict = httpx.URL(self._route("predict"))
         self._async_predict = httpx.URL(self._route("async_predict"))
         self._queue_status = httpx.URL(self._route("async_queue_status"))
         self._headers = {**o.headers, **self.auth_headers()}
-        self._polling = Polling(o.poll_interval_s, o.poll_max_interval_s, o.poll_backoff)
+        self._cold = ColdMark()
         deployment = o.deployment_id or (
             o.environment if o.environment in ("production", "development") else None
         )
@@ -196,41 +191,33 @@ class BasetenProvider(Provider):
         """One request; a status >= 400 (429's ``Retry-After`` read), a timeout or a broken
         connection raises the core's ``ProviderError``, here rather than at ``invoke``'s
         boundary: the management calls and the status polls need it too."""
-        try:
-            response = await self.client.request(method, url, json=body, headers=self._headers)
-            return response.raise_for_status()
-        except httpx.HTTPError as exc:
-            raise as_provider_error(exc, provider=self.name) from exc
+        return await send_checked(
+            self.client, method, url, provider=self.name, headers=self._headers, json=body
+        )
 
     # ----- requests -------------------------------------------------------------------------
 
     async def invoke(self, request: Request) -> Result:
-        if self._opts.mode == "async" and not request.stream:
+        if self.options.mode == "async" and not request.stream:
             return await self._async(request)
         started = time.perf_counter_ns()
         if request.stream:
             result = await self._predict_streamed(request)
         else:
             response = await self._send("POST", self._predict, dict(request.payload))
-            try:
-                output = response.json()
-            except ValueError as exc:
-                problem = "the prediction is not JSON"
-                raise invalid_response(response, problem, provider=self.name) from exc
-            result = Result(
-                output=output,
-                http_status=response.status_code,
-                request_id=response.headers.get(bt.REQUEST_ID_HEADER),
-                first_byte_ns=first_byte_ns(response),
+            request_id = response.headers.get(bt.REQUEST_ID_HEADER)
+            problem = "the prediction is not JSON"
+            result = json_result(
+                response, provider=self.name, problem=problem, request_id=request_id
             )
-        threshold = self._opts.predict_cold_threshold_ms
+        threshold = self.options.predict_cold_threshold_ms
         if threshold is not None and result.first_byte_ns is not None:
             result.cold = (result.first_byte_ns - started) / 1e6 >= threshold
         return self._confirm(result)
 
     def _confirm(self, result: Result) -> Result:
-        if self._cold_next:  # the deployment was verified scaled to zero just before
-            result.cold, result.cold_confirmed, self._cold_next = True, True, False
+        if self._cold.take():  # the deployment was verified scaled to zero just before
+            result.cold, result.cold_confirmed = True, True
         return result
 
     async def _predict_streamed(self, request: Request) -> Result:
@@ -260,16 +247,14 @@ class BasetenProvider(Provider):
         )
 
     async def _async(self, request: Request) -> Result:
-        o = self._opts
+        o = self.options
         body: dict[str, Any] = {"model_input": dict(request.payload)}
         if o.webhook_endpoint is not None:
             body["webhook_endpoint"] = o.webhook_endpoint
         if o.max_time_in_queue_s is not None:
             body["max_time_in_queue_seconds"] = o.max_time_in_queue_s
         job = _AsyncRequest(self, body)
-        result = await run_job(
-            job, provider=self.name, timeout_s=o.timeout_s, polling=self._polling
-        )
+        result = await run_job(job, provider=self.name, timeout_s=o.timeout_s, polling=o.polling)
         return self._confirm(result)
 
     # ----- capabilities ---------------------------------------------------------------------
@@ -280,7 +265,7 @@ class BasetenProvider(Provider):
                 "deployment_id",
                 None,
                 f"the deployment's id: {capability} for environment "
-                f"{self._opts.environment!r} goes through its deployment",
+                f"{self.options.environment!r} goes through its deployment",
             )
         return self._admin
 
@@ -319,11 +304,11 @@ class BasetenProvider(Provider):
         scaling = await self.get_scaling()
         if scaling.min_workers:
             await self.set_scaling(ScalingSettings(min_workers=0))
-        for delay_s in self._polling.delays():
+        for delay_s in self.options.polling.delays():
             data = await admin.deployment()
             waited_s = time.monotonic() - started
             if data.get("active_replica_count") == 0:
-                self._cold_next = True
+                self._cold.expect()
                 how = (
                     f"min_replica=0, scale_down_delay={scaling.idle_timeout_s:g}s; deployment "
                     f"{data.get('status')}, active_replica_count 0"
@@ -384,7 +369,7 @@ class _AsyncRequest(Job[dict[str, Any]]):
             first_byte_ns=first_byte_ns(self.response),
             queue_ms=queue_ms,
             execution_ms=_ms(self.progress_at, ended),
-            cold=None if queue_ms is None else queue_ms >= self.p._opts.cold_threshold_ms,
+            cold=None if queue_ms is None else queue_ms >= self.p.options.cold_threshold_ms,
             detail={"status": status, "webhook_status": state.get("webhook_status")},
         )
 
