@@ -16,12 +16,8 @@ streaming: replicate-python ``replicate/stream.py`` (``Accept: text/event-stream
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import json
 import math
-import statistics
 import time
-from collections import deque
 from typing import Any, ClassVar, Literal, Self
 
 import httpx
@@ -35,17 +31,26 @@ from gpubench_sdk import (
     ConfigError,
     InvalidResponseError,
     Job,
-    Polling,
+    PollingOptions,
     ProviderOptions,
     Request,
     Result,
+    SavedScaling,
     ScalingSettings,
     ServerHTTPError,
     TransportError,
+    WarmBaseline,
+    describe_error,
     first_byte_ns,
+    invalid_response,
+    json_object,
+    json_or_text,
+    raise_for_stream,
     redact,
     run_job,
+    scaling_fields,
     sse_events,
+    with_capabilities,
 )
 
 from . import _prediction as p
@@ -70,7 +75,7 @@ PRIVATE_BILLING = BillingModel(
 )
 
 
-class ReplicateOptions(ProviderOptions):
+class ReplicateOptions(PollingOptions):
     """One Replicate target: exactly one of ``model``, ``version`` or ``deployment``."""
 
     model: str | None = Field(default=None, pattern=_NAME, description="'owner/name'")
@@ -91,7 +96,6 @@ class ReplicateOptions(ProviderOptions):
     )
     poll_interval_s: float = Field(default=0.1, gt=0, description="first poll delay")
     poll_max_interval_s: float = Field(default=2.0, gt=0, description="backoff cap")
-    poll_backoff: float = Field(default=1.5, ge=1.0, description="delay multiplier per poll")
     cold_threshold_ms: float = Field(
         default=5000.0,
         gt=0,
@@ -137,28 +141,21 @@ class ReplicateProvider(p.PredictionProvider):
         billing=PRIVATE_BILLING,
     )
     Options: ClassVar[type[ProviderOptions]] = ReplicateOptions
-
-    _original_scaling: ScalingSettings | None = None
+    options: ReplicateOptions
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        o = self._opts
+        o = self.options
         if not (o.deployment or o.private):  # public models bill run time only
             # Per instance: the class declares the deployment rules, the most a target bills.
-            vars(self)["capabilities"] = dataclasses.replace(
-                type(self).capabilities, billing=PUBLIC_MODEL_BILLING
-            )
-        self._warm_queue_ms: deque[float] = deque(maxlen=50)
-        self._polling = Polling(o.poll_interval_s, o.poll_max_interval_s, o.poll_backoff)
-
-    @property
-    def _opts(self) -> ReplicateOptions:
-        assert isinstance(self.options, ReplicateOptions)
-        return self.options
+            with_capabilities(self, billing=PUBLIC_MODEL_BILLING)
+        # the median starting phase of the last 50 warm predictions
+        self._warm = WarmBaseline(o.cold_threshold_ms, o.cold_factor)
+        self._scaling = SavedScaling(self.get_scaling, self._patch_scaling)
 
     @property
     def endpoint(self) -> str:
-        o = self._opts
+        o = self.options
         base = o.base_url.rstrip("/")
         if o.deployment:
             return f"{base}/deployments/{o.deployment}"
@@ -167,7 +164,7 @@ class ReplicateProvider(p.PredictionProvider):
         return f"{base}/predictions"
 
     async def open(self) -> None:
-        o = self._opts
+        o = self.options
         self._api = httpx.URL(o.base_url.rstrip("/") + "/")
         self._create_url = httpx.URL(
             self.endpoint + ("/predictions" if o.deployment or o.model else "")
@@ -179,18 +176,16 @@ class ReplicateProvider(p.PredictionProvider):
             self._create_headers["Cancel-After"] = f"{max(1, math.ceil(o.timeout_s))}s"
 
     async def close(self) -> None:
-        original, self._original_scaling = self._original_scaling, None
-        if original is not None:  # leave the deployment as the user configured it
-            await self._patch_scaling(original)
+        await self._scaling.restore()
 
     # ----- requests -------------------------------------------------------------------------
 
     async def invoke(self, request: Request) -> Result:
-        o = self._opts
+        o = self.options
         # With Cancel-After, Replicate ends the prediction at timeout_s itself: read how.
         timeout_s = o.timeout_s + (CANCEL_AFTER_SLACK_S if o.cancel_after else 0.0)
         job = _Prediction(self, request)
-        return await run_job(job, provider=self.name, timeout_s=timeout_s, polling=self._polling)
+        return await run_job(job, provider=self.name, timeout_s=timeout_s, polling=o.polling)
 
     def _url(self, prediction: dict[str, Any], kind: Literal["get", "cancel"]) -> httpx.URL:
         urls = prediction.get("urls")
@@ -203,19 +198,12 @@ class ReplicateProvider(p.PredictionProvider):
     def _infer_cold(self, queue_ms: float | None) -> bool | None:
         """A long ``starting`` phase is a cold boot: above the threshold and well above the
         warm baseline (the median starting phase of the last 50 warm predictions)."""
-        if queue_ms is None:
-            return None
-        o = self._opts
-        baseline_ms = statistics.median(self._warm_queue_ms) if self._warm_queue_ms else 0.0
-        cold = queue_ms >= o.cold_threshold_ms and queue_ms >= o.cold_factor * baseline_ms
-        if not cold:
-            self._warm_queue_ms.append(queue_ms)
-        return cold
+        return None if queue_ms is None else self._warm.cold(queue_ms)
 
     # ----- deployments: scaling and cold starts -----------------------------------------------
 
     def _deployment_url(self) -> httpx.URL:
-        o = self._opts
+        o = self.options
         if not o.deployment:
             raise ConfigError(
                 "deployment", None, "a deployment target: only deployments have scaling settings"
@@ -226,14 +214,16 @@ class ReplicateProvider(p.PredictionProvider):
         """``current_release.configuration``'s ``min_instances``/``max_instances``; Replicate
         has no idle-timeout setting, so ``idle_timeout_s`` is None."""
         response = await self._send("GET", self._deployment_url())
-        body = self._json(response)
+        body = json_object(response, provider=self.name)
         release = body.get("current_release")
         config = release.get("configuration") if isinstance(release, dict) else None
         if not isinstance(config, dict):
-            raise self._invalid("deployment without current_release.configuration", response)
+            problem = "deployment without current_release.configuration"
+            raise invalid_response(response, problem, provider=self.name)
         lo, hi = config.get("min_instances"), config.get("max_instances")
         if not isinstance(lo, int) or not isinstance(hi, int):
-            raise self._invalid("min_instances/max_instances are not integers", response)
+            problem = "min_instances/max_instances are not integers"
+            raise invalid_response(response, problem, provider=self.name)
         return ScalingSettings(min_workers=lo, max_workers=hi, idle_timeout_s=None)
 
     async def set_scaling(self, settings: ScalingSettings) -> None:
@@ -244,16 +234,10 @@ class ReplicateProvider(p.PredictionProvider):
                 settings.idle_timeout_s,
                 "None: Replicate deployments have no idle-timeout setting",
             )
-        if self._original_scaling is None:
-            self._original_scaling = await self.get_scaling()
-        await self._patch_scaling(settings)
+        await self._scaling.change(settings)
 
     async def _patch_scaling(self, settings: ScalingSettings) -> None:
-        changes: dict[str, int] = {}
-        if settings.min_workers is not None:
-            changes["min_instances"] = settings.min_workers
-        if settings.max_workers is not None:
-            changes["max_instances"] = settings.max_workers
+        changes = scaling_fields(settings, "min_instances", "max_instances")
         if not changes:
             return
         try:
@@ -268,7 +252,7 @@ class ReplicateProvider(p.PredictionProvider):
         instances really stopped is inferred afterwards from the next starting phase.
         """
         started = time.monotonic()
-        o = self._opts
+        o = self.options
         steps = []
         if o.deployment:
             scaling = await self.get_scaling()
@@ -292,13 +276,13 @@ class _Prediction(Job[dict[str, Any]]):
         o = self.p = provider
         self.stream = request.stream
         self.body: dict[str, Any] = {"input": dict(request.payload)}
-        if o._opts.version:
-            self.body["version"] = o._opts.version
+        if o.options.version:
+            self.body["version"] = o.options.version
         self.headers = dict(o._create_headers)
         if request.stream:
             self.body["stream"] = True  # older API versions return urls.stream only when asked
-        elif o._opts.mode == "wait":
-            self.headers["Prefer"] = f"wait={o._opts.wait_s}"
+        elif o.options.mode == "wait":
+            self.headers["Prefer"] = f"wait={o.options.wait_s}"
         self.chunks: list[Any] = []
         self.first_ns: int | None = None
 
@@ -323,13 +307,11 @@ class _Prediction(Job[dict[str, Any]]):
         headers = {**pv._headers, "Accept": "text/event-stream", "Cache-Control": "no-store"}
         try:
             async with pv.client.stream("GET", stream_url, headers=headers) as response:
-                if response.status_code >= 400:
-                    await response.aread()
-                    raise pv._http_error(response)
+                await raise_for_stream(response, pv._http_error)
                 async for event, data, arrived_ns in sse_events(response):
                     if event == "output":
                         self.first_ns = self.first_ns or arrived_ns
-                        self.chunks.append(_decode(data))
+                        self.chunks.append(json_or_text(data))
                     elif event == "error":
                         raise ServerHTTPError(
                             redact(f"stream error: {data[:200]}"), provider=pv.name
@@ -337,7 +319,7 @@ class _Prediction(Job[dict[str, Any]]):
                     elif event == "done":
                         break
         except httpx.HTTPError as exc:
-            raise TransportError(p.describe(exc), provider=pv.name) from exc
+            raise TransportError(describe_error(exc), provider=pv.name) from exc
 
     async def status(self) -> dict[str, Any]:
         self.response = await self.p._send("GET", self.p._url(self.created, "get"))
@@ -347,7 +329,7 @@ class _Prediction(Job[dict[str, Any]]):
         return state["status"] in p.TERMINAL_STATES
 
     async def result(self, state: dict[str, Any]) -> Result:
-        o = self.p._opts
+        o = self.p.options
         deadline_passed = time.monotonic() - self.began >= o.timeout_s - 0.5
         self.p._check_outcome(state, deadline_passed and o.cancel_after)
         queue_ms, execution_ms = p.phases_ms(state)
@@ -363,11 +345,3 @@ class _Prediction(Job[dict[str, Any]]):
 
     async def cancel(self) -> None:
         await self.p._send("POST", self.p._url(self.created, "cancel"))
-
-
-def _decode(data: str) -> Any:
-    """An output event's data: JSON where it parses (objects, numbers), else the text token."""
-    try:
-        return json.loads(data)
-    except ValueError:
-        return data
