@@ -18,7 +18,14 @@ from typing import Any, Literal
 import httpx
 from pydantic import Field, SecretStr
 
-from ._errors import ConfigError, InvalidResponseError, ProviderError
+from ._errors import (
+    ClientHTTPError,
+    ConfigError,
+    InvalidResponseError,
+    ProviderError,
+    ServerHTTPError,
+    ThrottledError,
+)
 from ._http import as_provider_error, first_byte_ns
 from ._jobs import Polling
 from ._provider import Provider, ProviderOptions
@@ -69,6 +76,13 @@ def status_error(
     text) instead of the raw body; ``request_id`` may be given."""
     exc = httpx.HTTPStatusError("", request=response.request, response=response)
     return as_provider_error(exc, provider=provider, detail=detail, **kw)
+
+
+def error_for_status(message: str, status: int, *, provider: str) -> ProviderError:
+    """The error a status stands for where another client (a cloud SDK) reports it: 429
+    ``ThrottledError``, 5xx ``ServerHTTPError``, any other ``ClientHTTPError``."""
+    kind = ThrottledError if status == 429 else ServerHTTPError if status >= 500 else None
+    return (kind or ClientHTTPError)(message, provider=provider, status_code=status)
 
 
 ErrorOf = Callable[[httpx.Response], ProviderError]
