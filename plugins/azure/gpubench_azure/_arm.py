@@ -25,13 +25,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpubench_sdk import (
-    ClientHTTPError,
     ConfigError,
     ProviderError,
     RequestTimeoutError,
-    ServerHTTPError,
-    ThrottledError,
     TransportError,
+    error_for_status,
     redact,
 )
 
@@ -270,12 +268,7 @@ def map_arm_error(exc: BaseException) -> ProviderError:
                 " (the caller needs a role that may read and write Microsoft.App/containerApps,"
                 " e.g. Contributor on the app: see docs/providers/azure.md)"
             )
-        kw: dict[str, Any] = {"provider": PROVIDER, "status_code": status}
-        if status == 429:
-            return ThrottledError(message, **kw)
-        if status >= 500:
-            return ServerHTTPError(message, **kw)
-        return ClientHTTPError(message, **kw)
+        return error_for_status(message, status, provider=PROVIDER)
     if isinstance(exc, TimeoutError | aexc.ServiceResponseTimeoutError):
         return RequestTimeoutError(message, provider=PROVIDER)
     return TransportError(message, provider=PROVIDER)

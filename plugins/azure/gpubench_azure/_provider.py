@@ -3,7 +3,6 @@ ingress and controlled through Azure Resource Manager (``gpubench_azure._arm``).
 
 from __future__ import annotations
 
-import math
 import re
 import ssl
 import time
@@ -17,6 +16,7 @@ from pydantic import Field, model_validator
 from gpubench_sdk import (
     Capabilities,
     ColdCheck,
+    ColdMark,
     ConfigError,
     FleetState,
     Provider,
@@ -25,8 +25,9 @@ from gpubench_sdk import (
     Result,
     ScalingSettings,
     first_byte_ns,
-    invalid_response,
+    json_result,
     make_client,
+    scaling_fields,
     scrub_url,
 )
 from gpubench_sdk.cost import load_catalog
@@ -133,39 +134,35 @@ class AzureProvider(Provider):
         billing=load_catalog().billing_model("azure"),
     )
     Options: ClassVar[type[ProviderOptions]] = AzureOptions
+    options: AzureOptions
 
     def __init__(self, options: ProviderOptions | None = None, **kw: Any) -> None:
         super().__init__(options, **kw)
         self._admin: ContainerAppAdmin | None = None
         self._saved: _Saved | None = None
-        self._cold_next: bool | None = None
+        self._cold = ColdMark(self.options.cold_threshold_ms)
         self._in_flight = 0
         self.app_info: AppInfo | None = None
 
     @property
-    def _opts(self) -> AzureOptions:
-        assert isinstance(self.options, AzureOptions)
-        return self.options
-
-    @property
     def endpoint(self) -> str | None:
-        url = self._opts.url or (
+        url = self.options.url or (
             f"https://{self.app_info.fqdn}" if self.app_info and self.app_info.fqdn else None
         )
-        return scrub_url(url).split("?", 1)[0] if url else self._opts.app
+        return scrub_url(url).split("?", 1)[0] if url else self.options.app
 
     async def __aenter__(self) -> Self:
-        ca = self._opts.ca_file
+        ca = self.options.ca_file
         if ca is not None and self._client is None:  # the ingress trusts the same CA as ARM
             try:
                 context = ssl.create_default_context(cafile=ca)
             except (OSError, ssl.SSLError) as exc:
                 raise ConfigError("ca_file", ca, f"a readable PEM CA bundle ({exc})") from None
-            self._client = make_client(timeout_s=self._opts.timeout_s, verify=context)
+            self._client = make_client(timeout_s=self.options.timeout_s, verify=context)
         return await super().__aenter__()
 
     async def open(self) -> None:
-        o = self._opts
+        o = self.options
         if o.app is not None:
             match = APP_ID.match(o.app)
             assert match is not None  # validated
@@ -193,7 +190,7 @@ class AzureProvider(Provider):
         self._invoke_url = httpx.URL(url.rstrip("/") + o.path)
 
     def _check_region(self, info: AppInfo) -> None:
-        wanted, actual = self._opts.region, info.location
+        wanted, actual = self.options.region, info.location
         if wanted is None or actual is None:
             return
         if _norm(wanted) != _norm(actual):
@@ -218,7 +215,7 @@ class AzureProvider(Provider):
     # ----- requests -------------------------------------------------------------------------
 
     def auth_headers(self) -> dict[str, str]:
-        o = self._opts
+        o = self.options
         if o.api_key is None or o.auth_mode == "none":
             return {}
         key = o.api_key.get_secret_value()
@@ -227,7 +224,7 @@ class AzureProvider(Provider):
         return {"Authorization": f"Bearer {key}"}
 
     async def invoke(self, request: Request) -> Result:
-        headers = {**self._opts.headers, **self.auth_headers()}
+        headers = {**self.options.headers, **self.auth_headers()}
         sent_ns = time.perf_counter_ns()
         self._in_flight += 1
         try:
@@ -239,24 +236,11 @@ class AzureProvider(Provider):
         # A status >= 400, a timeout or a reset leaves through invoke's boundary as the core's
         # ProviderError (as_provider_error: 429's Retry-After in seconds or as an HTTP date).
         response.raise_for_status()
-        try:
-            output = response.json()
-        except ValueError as exc:
-            raise invalid_response(response, "response is not JSON", provider=self.name) from exc
-        arrived_ns = first_byte_ns(response)
-        cold: bool | None = None
-        confirmed = False
-        if self._cold_next is not None:  # the first request after ensure_cold
-            cold, confirmed, self._cold_next = True, self._cold_next, None
-        elif self._opts.cold_threshold_ms is not None and arrived_ns is not None:
-            cold = (arrived_ns - sent_ns) / 1e6 >= self._opts.cold_threshold_ms
-        return Result(
-            output=output,
-            http_status=response.status_code,
-            request_id=response.headers.get(self._opts.request_id_header),
-            first_byte_ns=arrived_ns,
-            cold=cold,
-            cold_confirmed=confirmed,
+        # the first request after ensure_cold is cold; else, with cold_threshold_ms, inferred
+        cold, confirmed = self._cold.judge(sent_ns, first_byte_ns(response))
+        request_id = response.headers.get(self.options.request_id_header)
+        return json_result(
+            response, provider=self.name, request_id=request_id, cold=cold, cold_confirmed=confirmed
         )
 
     # ----- control --------------------------------------------------------------------------
@@ -303,13 +287,9 @@ class AzureProvider(Provider):
 
     async def set_scaling(self, settings: ScalingSettings) -> None:
         """Min/max replicas and the cooldown period (whole seconds: rounded up)."""
-        scale: dict[str, Any] = {}
-        if settings.min_workers is not None:
-            scale["minReplicas"] = settings.min_workers
-        if settings.max_workers is not None:
-            scale["maxReplicas"] = settings.max_workers
-        if settings.idle_timeout_s is not None:
-            scale["cooldownPeriod"] = math.ceil(settings.idle_timeout_s)
+        scale = scaling_fields(
+            settings, "minReplicas", "maxReplicas", "cooldownPeriod", round_up=True
+        )
         if scale:
             await self._set_scale(scale)
 
@@ -318,7 +298,7 @@ class AzureProvider(Provider):
         then list the active revisions' replicas until there are none: confirmed when the
         list is empty, within ``timeout_s``. KEDA removes the last replica only a cooldown
         period after the last request (300 s unless changed)."""
-        o = self._opts
+        o = self.options
         started = time.monotonic()
         deadline = started + timeout_s - TIMEOUT_MARGIN_S
         info = await self.describe()
@@ -341,7 +321,8 @@ class AzureProvider(Provider):
             else f"{replicas.running + replicas.provisioning} replica(s) still listed "
             "when the time ran out"
         )
-        self._cold_next = confirmed if confirmed else None
+        if confirmed:
+            self._cold.expect()
         return ColdCheck(confirmed=confirmed, waited_s=time.monotonic() - started, how=how)
 
 

@@ -16,6 +16,7 @@ from gpubench_sdk import (
     InvalidResponseError,
     ScalingSettings,
     json_object,
+    scaling_fields,
 )
 
 from . import _protocol as bt
@@ -97,18 +98,11 @@ def scaling_of(settings: dict[str, Any]) -> ScalingSettings:
 
 
 def changes_of(settings: ScalingSettings) -> dict[str, int]:
-    changes: dict[str, int] = {}
-    if settings.min_workers is not None:
-        changes["min_replica"] = settings.min_workers
-    if settings.max_workers is not None:
-        changes["max_replica"] = settings.max_workers
-    if settings.idle_timeout_s is not None:
-        delay = settings.idle_timeout_s
-        if delay != int(delay) or not 0 <= delay <= bt.MAX_SCALE_DOWN_DELAY_S:
-            raise ConfigError(
-                "scaling.idle_timeout_s",
-                delay,
-                f"whole seconds 0..{bt.MAX_SCALE_DOWN_DELAY_S} (Baseten's scale_down_delay)",
-            )
-        changes["scale_down_delay"] = int(delay)
-    return changes
+    return scaling_fields(
+        settings,
+        "min_replica",
+        "max_replica",
+        "scale_down_delay",
+        idle_range=(0, bt.MAX_SCALE_DOWN_DELAY_S),
+        expected=f"whole seconds 0..{bt.MAX_SCALE_DOWN_DELAY_S} (Baseten's scale_down_delay)",
+    )

@@ -8,7 +8,6 @@ import time
 from datetime import datetime
 from typing import Any, ClassVar, Literal, Self
 
-import anyio
 import httpx
 from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
@@ -16,9 +15,12 @@ from pydantic_core import PydanticCustomError
 from gpubench_sdk import (
     Capabilities,
     ColdCheck,
+    ColdMark,
     ConfigError,
     FleetState,
+    Job,
     Outcome,
+    PollingOptions,
     Provider,
     ProviderError,
     ProviderOptions,
@@ -26,22 +28,20 @@ from gpubench_sdk import (
     Result,
     ScalingSettings,
     ServerHTTPError,
-    ThrottledError,
-    TransportError,
-    as_provider_error,
     first_byte_ns,
     invalid_response,
     json_object,
+    json_result,
+    key_headers,
     redact,
+    run_job,
     scrub_url,
+    send_checked,
 )
 from gpubench_sdk.cost import load_catalog
 
 from . import _protocol as bt
 from ._admin import DeploymentAdmin, changes_of, scaling_of
-
-CANCEL_GRACE_S = 5.0
-POLL_RETRIES = 3
 
 
 class RequestCanceledError(ProviderError):
@@ -51,7 +51,7 @@ class RequestCanceledError(ProviderError):
     outcome = Outcome.CANCELLED
 
 
-class BasetenOptions(ProviderOptions):
+class BasetenOptions(PollingOptions):
     """Options of a Baseten target; ``api_key`` comes from ``api_key_env``/``api_key_file``."""
 
     model_id: str = Field(description="the model's id (model-<model_id>.api.baseten.co)")
@@ -92,7 +92,6 @@ class BasetenOptions(ProviderOptions):
     poll_max_interval_s: float = Field(
         default=1.0, gt=0, description="backoff cap (20 polls/s max)"
     )
-    poll_backoff: float = Field(default=1.5, ge=1.0)
     cold_threshold_ms: float = Field(
         default=1000.0, gt=0, description="async: a queue wait above this counts as a cold start"
     )
@@ -142,38 +141,32 @@ class BasetenProvider(Provider):
         billing=load_catalog().billing_model("baseten"),
     )
     Options: ClassVar[type[ProviderOptions]] = BasetenOptions
+    options: BasetenOptions
 
     _original: dict[str, int] | None = None
-    _cold_next = False
-
-    @property
-    def _opts(self) -> BasetenOptions:
-        assert isinstance(self.options, BasetenOptions)
-        return self.options
 
     @property
     def endpoint(self) -> str:
         return scrub_url(self._route("predict"))
 
     def auth_headers(self) -> dict[str, str]:
-        if self.options.api_key is None:
-            return {}
-        return {"Authorization": f"Api-Key {self.options.api_key.get_secret_value()}"}
+        return key_headers(self.options.api_key, "api-key")
 
     def _route(self, operation: str) -> str:
-        o = self._opts
+        o = self.options
         base = (o.base_url or bt.inference_url(o.model_id)).rstrip("/")
         if o.deployment_id is not None:
             return f"{base}/deployment/{o.deployment_id}/{operation}"
         return f"{base}/environments/{o.environment}/{operation}"
 
     async def open(self) -> None:
-        o = self._opts
+        o = self.options
         self._base = (o.base_url or bt.inference_url(o.model_id)).rstrip("/")
         self._predict = httpx.URL(self._route("predict"))
         self._async_predict = httpx.URL(self._route("async_predict"))
         self._queue_status = httpx.URL(self._route("async_queue_status"))
         self._headers = {**o.headers, **self.auth_headers()}
+        self._cold = ColdMark()
         deployment = o.deployment_id or (
             o.environment if o.environment in ("production", "development") else None
         )
@@ -198,41 +191,33 @@ class BasetenProvider(Provider):
         """One request; a status >= 400 (429's ``Retry-After`` read), a timeout or a broken
         connection raises the core's ``ProviderError``, here rather than at ``invoke``'s
         boundary: the management calls and the status polls need it too."""
-        try:
-            response = await self.client.request(method, url, json=body, headers=self._headers)
-            return response.raise_for_status()
-        except httpx.HTTPError as exc:
-            raise as_provider_error(exc, provider=self.name) from exc
+        return await send_checked(
+            self.client, method, url, provider=self.name, headers=self._headers, json=body
+        )
 
     # ----- requests -------------------------------------------------------------------------
 
     async def invoke(self, request: Request) -> Result:
-        if self._opts.mode == "async" and not request.stream:
+        if self.options.mode == "async" and not request.stream:
             return await self._async(request)
         started = time.perf_counter_ns()
         if request.stream:
             result = await self._predict_streamed(request)
         else:
             response = await self._send("POST", self._predict, dict(request.payload))
-            try:
-                output = response.json()
-            except ValueError as exc:
-                problem = "the prediction is not JSON"
-                raise invalid_response(response, problem, provider=self.name) from exc
-            result = Result(
-                output=output,
-                http_status=response.status_code,
-                request_id=response.headers.get(bt.REQUEST_ID_HEADER),
-                first_byte_ns=first_byte_ns(response),
+            request_id = response.headers.get(bt.REQUEST_ID_HEADER)
+            problem = "the prediction is not JSON"
+            result = json_result(
+                response, provider=self.name, problem=problem, request_id=request_id
             )
-        threshold = self._opts.predict_cold_threshold_ms
+        threshold = self.options.predict_cold_threshold_ms
         if threshold is not None and result.first_byte_ns is not None:
             result.cold = (result.first_byte_ns - started) / 1e6 >= threshold
         return self._confirm(result)
 
     def _confirm(self, result: Result) -> Result:
-        if self._cold_next:  # the deployment was verified scaled to zero just before
-            result.cold, result.cold_confirmed, self._cold_next = True, True, False
+        if self._cold.take():  # the deployment was verified scaled to zero just before
+            result.cold, result.cold_confirmed = True, True
         return result
 
     async def _predict_streamed(self, request: Request) -> Result:
@@ -262,82 +247,15 @@ class BasetenProvider(Provider):
         )
 
     async def _async(self, request: Request) -> Result:
-        o = self._opts
+        o = self.options
         body: dict[str, Any] = {"model_input": dict(request.payload)}
         if o.webhook_endpoint is not None:
             body["webhook_endpoint"] = o.webhook_endpoint
         if o.max_time_in_queue_s is not None:
             body["max_time_in_queue_seconds"] = o.max_time_in_queue_s
-        response = await self._send("POST", self._async_predict, body)
-        request_id = json_object(response, provider=self.name).get("request_id")
-        if not isinstance(request_id, str) or not request_id:
-            problem = "the async_predict answer has no request_id"
-            raise invalid_response(response, problem, provider=self.name)
-        status_url = httpx.URL(f"{self._base}/async_request/{request_id}")
-        done = False
-        try:
-            result = await self._follow(request_id, status_url)
-            done = True
-            return self._confirm(result)
-        except ProviderError as exc:
-            exc.request_id = exc.request_id or request_id
-            raise
-        finally:
-            if not done:  # Baseten cancels a request still QUEUED; a running one finishes
-                await self._cancel_quietly(status_url)
-
-    async def _follow(self, request_id: str, status_url: httpx.URL) -> Result:
-        o = self._opts
-        delay_s = o.poll_interval_s
-        progress_at: datetime | None = None
-        while True:
-            response = await self._poll(status_url)
-            status = json_object(response, provider=self.name)
-            state = status.get("status")
-            if state not in bt.PENDING_STATES | bt.TERMINAL_STATES:
-                problem = f"not an async request status: {state!r}"
-                raise invalid_response(response, problem, provider=self.name)
-            if state == bt.IN_PROGRESS and progress_at is None:
-                progress_at = _timestamp(status.get("status_at"))
-            if state in bt.TERMINAL_STATES:
-                break
-            await asyncio.sleep(delay_s)
-            delay_s = min(delay_s * o.poll_backoff, o.poll_max_interval_s)
-        kw: dict[str, Any] = {"provider": self.name, "request_id": request_id}
-        errors = redact(str(status.get("errors") or ""))
-        if state == bt.FAILED:
-            raise ServerHTTPError(f"async request FAILED: {errors}", **kw)
-        if state in (bt.CANCELED, bt.EXPIRED):
-            raise RequestCanceledError(f"async request {state} {errors}".strip(), **kw)
-        created, ended = _timestamp(status.get("created_at")), _timestamp(status.get("status_at"))
-        queue_ms = _ms(created, progress_at)
-        return Result(
-            output=None,  # Baseten keeps no async output: it went to the webhook, if any
-            http_status=response.status_code,
-            request_id=request_id,
-            first_byte_ns=first_byte_ns(response),
-            queue_ms=queue_ms,
-            execution_ms=_ms(progress_at, ended),
-            cold=None if queue_ms is None else queue_ms >= o.cold_threshold_ms,
-            detail={"status": state, "webhook_status": status.get("webhook_status")},
-        )
-
-    async def _poll(self, url: httpx.URL) -> httpx.Response:
-        """One status read; a passing 429 (20 reads/s allowed), 5xx or network blip is retried."""
-        for attempt in range(POLL_RETRIES + 1):
-            try:
-                return await self._send("GET", url)
-            except (ThrottledError, ServerHTTPError, TransportError) as exc:
-                if attempt == POLL_RETRIES:
-                    raise
-                wait_s = getattr(exc, "retry_after_s", None) or self._opts.poll_max_interval_s
-                await asyncio.sleep(min(wait_s, 5.0))
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    async def _cancel_quietly(self, status_url: httpx.URL) -> None:
-        with anyio.move_on_after(CANCEL_GRACE_S, shield=True):
-            with contextlib.suppress(ProviderError, RuntimeError):
-                await self._send("DELETE", status_url)
+        job = _AsyncRequest(self, body)
+        result = await run_job(job, provider=self.name, timeout_s=o.timeout_s, polling=o.polling)
+        return self._confirm(result)
 
     # ----- capabilities ---------------------------------------------------------------------
 
@@ -347,7 +265,7 @@ class BasetenProvider(Provider):
                 "deployment_id",
                 None,
                 f"the deployment's id: {capability} for environment "
-                f"{self._opts.environment!r} goes through its deployment",
+                f"{self.options.environment!r} goes through its deployment",
             )
         return self._admin
 
@@ -386,12 +304,11 @@ class BasetenProvider(Provider):
         scaling = await self.get_scaling()
         if scaling.min_workers:
             await self.set_scaling(ScalingSettings(min_workers=0))
-        delay_s = self._opts.poll_interval_s
-        while True:
+        for delay_s in self.options.polling.delays():
             data = await admin.deployment()
             waited_s = time.monotonic() - started
             if data.get("active_replica_count") == 0:
-                self._cold_next = True
+                self._cold.expect()
                 how = (
                     f"min_replica=0, scale_down_delay={scaling.idle_timeout_s:g}s; deployment "
                     f"{data.get('status')}, active_replica_count 0"
@@ -402,7 +319,62 @@ class BasetenProvider(Provider):
                 how = f"timed out: {active} active replicas ({status})"
                 return ColdCheck(confirmed=False, waited_s=waited_s, how=how)
             await asyncio.sleep(delay_s)
-            delay_s = min(delay_s * self._opts.poll_backoff, self._opts.poll_max_interval_s)
+        raise AssertionError("unreachable")  # pragma: no cover - the delays never end
+
+
+class _AsyncRequest(Job[dict[str, Any]]):
+    """``async_predict``, then ``GET /async_request/{id}`` to its end; ``DELETE`` of the same
+    URL when abandoned (Baseten cancels a request still QUEUED; a running one finishes)."""
+
+    def __init__(self, provider: BasetenProvider, body: dict[str, Any]) -> None:
+        self.p, self.body = provider, body
+        self.progress_at: datetime | None = None
+
+    async def submit(self) -> None:
+        response = await self.p._send("POST", self.p._async_predict, self.body)
+        request_id = json_object(response, provider=self.p.name).get("request_id")
+        if not isinstance(request_id, str) or not request_id:
+            problem = "the async_predict answer has no request_id"
+            raise invalid_response(response, problem, provider=self.p.name)
+        self.id, self.url = request_id, httpx.URL(f"{self.p._base}/async_request/{request_id}")
+
+    async def status(self) -> dict[str, Any]:
+        self.response = await self.p._send("GET", self.url)
+        status = json_object(self.response, provider=self.p.name)
+        state = status.get("status")
+        if state not in bt.PENDING_STATES | bt.TERMINAL_STATES:
+            problem = f"not an async request status: {state!r}"
+            raise invalid_response(self.response, problem, provider=self.p.name)
+        if state == bt.IN_PROGRESS and self.progress_at is None:
+            self.progress_at = _timestamp(status.get("status_at"))
+        return status
+
+    def finished(self, state: dict[str, Any]) -> bool:
+        return state["status"] in bt.TERMINAL_STATES
+
+    async def result(self, state: dict[str, Any]) -> Result:
+        status = state["status"]
+        kw: dict[str, Any] = {"provider": self.p.name, "request_id": self.id}
+        errors = redact(str(state.get("errors") or ""))
+        if status == bt.FAILED:
+            raise ServerHTTPError(f"async request FAILED: {errors}", **kw)
+        if status in (bt.CANCELED, bt.EXPIRED):
+            raise RequestCanceledError(f"async request {status} {errors}".strip(), **kw)
+        created, ended = _timestamp(state.get("created_at")), _timestamp(state.get("status_at"))
+        queue_ms = _ms(created, self.progress_at)
+        return Result(
+            output=None,  # Baseten keeps no async output: it went to the webhook, if any
+            http_status=self.response.status_code,
+            request_id=self.id,
+            first_byte_ns=first_byte_ns(self.response),
+            queue_ms=queue_ms,
+            execution_ms=_ms(self.progress_at, ended),
+            cold=None if queue_ms is None else queue_ms >= self.p.options.cold_threshold_ms,
+            detail={"status": status, "webhook_status": state.get("webhook_status")},
+        )
+
+    async def cancel(self) -> None:
+        await self.p._send("DELETE", self.url)
 
 
 def _timestamp(value: Any) -> datetime | None:

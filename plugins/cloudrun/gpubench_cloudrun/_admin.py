@@ -18,12 +18,10 @@ from typing import Any, TypeVar
 import anyio
 
 from gpubench_sdk import (
-    ClientHTTPError,
     ProviderError,
     RequestTimeoutError,
-    ServerHTTPError,
-    ThrottledError,
     TransportError,
+    error_for_status,
     redact,
 )
 
@@ -164,12 +162,7 @@ def map_admin_error(exc: BaseException) -> ProviderError:
         status = exc.code
         if isinstance(exc, gexc.PermissionDenied | gexc.Unauthenticated):
             message += " (the caller needs roles/run.developer on the service: see the docs)"
-        kw: dict[str, Any] = {"provider": PROVIDER, "status_code": status}
-        if status == 429:
-            return ThrottledError(message, **kw)
-        if status >= 500:
-            return ServerHTTPError(message, **kw)
-        return ClientHTTPError(message, **kw)
+        return error_for_status(message, status, provider=PROVIDER)
     if isinstance(exc, gexc.RetryError | gexc.DeadlineExceeded | TimeoutError):
         return RequestTimeoutError(message, provider=PROVIDER)
     return TransportError(message, provider=PROVIDER)

@@ -16,13 +16,14 @@ from pydantic import Field, model_validator
 from gpubench_sdk import (
     Capabilities,
     ColdCheck,
+    ColdMark,
     ConfigError,
     Provider,
     ProviderOptions,
     Request,
     Result,
     first_byte_ns,
-    invalid_response,
+    json_result,
     scrub_url,
 )
 from gpubench_sdk.cost import load_catalog
@@ -118,6 +119,7 @@ class CloudRunProvider(Provider):
         billing=load_catalog().billing_model("cloudrun"),
     )
     Options: ClassVar[type[ProviderOptions]] = CloudRunOptions
+    options: CloudRunOptions
 
     def __init__(
         self,
@@ -132,26 +134,21 @@ class CloudRunProvider(Provider):
         self._admin: ServiceAdmin | None = None
         self._id_token: CachedIdToken | None = None
         self._saved: _SavedSettings | None = None
-        self._cold_next: bool | None = None  # None: no ensure_cold; else whether confirmed
+        self._cold = ColdMark(self.options.cold_threshold_ms)
         self.service_info: ServiceInfo | None = None
 
     @property
-    def _opts(self) -> CloudRunOptions:
-        assert isinstance(self.options, CloudRunOptions)
-        return self.options
-
-    @property
     def endpoint(self) -> str | None:
-        url = self._opts.url or (self.service_info.uri if self.service_info else None)
-        return scrub_url(url).split("?", 1)[0] if url else self._opts.service
+        url = self.options.url or (self.service_info.uri if self.service_info else None)
+        return scrub_url(url).split("?", 1)[0] if url else self.options.service
 
     @property
     def invoker_auth(self) -> str:
-        o = self._opts
+        o = self.options
         return o.auth_mode or ("token" if o.api_key is not None else "google")
 
     async def open(self) -> None:
-        o = self._opts
+        o = self.options
         if o.service is not None:
             # importing run_v2 and building its clients takes a while: not on the loop
             self._admin = await anyio.to_thread.run_sync(
@@ -196,7 +193,7 @@ class CloudRunProvider(Provider):
     # ----- requests -------------------------------------------------------------------------
 
     async def _headers(self) -> dict[str, str]:
-        headers = dict(self._opts.headers)
+        headers = dict(self.options.headers)
         if self._id_token is not None:
             headers["Authorization"] = f"Bearer {await self._id_token.get()}"
         elif self.invoker_auth == "token":
@@ -213,24 +210,11 @@ class CloudRunProvider(Provider):
         # leaves through invoke's boundary as the core's ProviderError (as_provider_error:
         # Retry-After in seconds or as an HTTP date).
         response.raise_for_status()
-        try:
-            output = response.json()
-        except ValueError as exc:
-            raise invalid_response(response, "response is not JSON", provider=self.name) from exc
-        arrived_ns = first_byte_ns(response)
-        cold: bool | None = None
-        confirmed = False
-        if self._cold_next is not None:  # the first request after ensure_cold
-            cold, confirmed, self._cold_next = True, self._cold_next, None
-        elif self._opts.cold_threshold_ms is not None and arrived_ns is not None:
-            cold = (arrived_ns - sent_ns) / 1e6 >= self._opts.cold_threshold_ms
-        return Result(
-            output=output,
-            http_status=response.status_code,
-            request_id=response.headers.get(self._opts.request_id_header),
-            first_byte_ns=arrived_ns,
-            cold=cold,
-            cold_confirmed=confirmed,
+        # the first request after ensure_cold is cold; else, with cold_threshold_ms, inferred
+        cold, confirmed = self._cold.judge(sent_ns, first_byte_ns(response))
+        request_id = response.headers.get(self.options.request_id_header)
+        return json_result(
+            response, provider=self.name, request_id=request_id, cold=cold, cold_confirmed=confirmed
         )
 
     # ----- control --------------------------------------------------------------------------
@@ -253,7 +237,7 @@ class CloudRunProvider(Provider):
         this is confirmed by procedure only when a revision was rolled and the wait elapsed;
         without the roll it stays an inference."""
         admin = self._require_admin()
-        o = self._opts
+        o = self.options
         started = time.monotonic()
         service = await admin.get()
         template = service.template
@@ -288,5 +272,5 @@ class CloudRunProvider(Provider):
             + ("" if reclaimed else " (timed out first)")
             + ("" if confirmed else "; inferred: Cloud Run lists no live instances")
         )
-        self._cold_next = confirmed
+        self._cold.expect(confirmed)
         return ColdCheck(confirmed=confirmed, waited_s=waited_s, how=how)

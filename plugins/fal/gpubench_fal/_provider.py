@@ -3,16 +3,13 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import dataclasses
 import json
 import logging
 import re
 import time
+from collections.abc import AsyncIterator
 from typing import Any, ClassVar, Literal
 
-import anyio
 import httpx
 from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
@@ -20,7 +17,9 @@ from pydantic_core import PydanticCustomError
 from gpubench_sdk import (
     Capabilities,
     InvalidResponseError,
+    Job,
     Outcome,
+    PollingOptions,
     Provider,
     ProviderError,
     ProviderOptions,
@@ -28,22 +27,28 @@ from gpubench_sdk import (
     RequestTimeoutError,
     Result,
     ServerHTTPError,
+    SSEParser,
     ThrottledError,
-    TransportError,
+    finite_number,
     first_byte_ns,
+    invalid_response,
     json_object,
+    json_result,
+    key_headers,
+    raise_for_stream,
     redact,
+    run_job,
     scrub_url,
+    send_checked,
+    status_error,
+    with_capabilities,
 )
 from gpubench_sdk.cost import load_catalog
 
 from . import _protocol as fal
-from ._wire import http_error, invalid, number, send, sse_events
 
 log = logging.getLogger(__name__)
 _APP_ID = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*")
-CANCEL_GRACE_S = 5.0  # how long an abandoned invoke may spend telling fal to cancel
-POLL_RETRIES = 3  # transient errors tolerated in a row while following a request
 
 
 class RequestCancelledError(ProviderError):
@@ -52,7 +57,7 @@ class RequestCancelledError(ProviderError):
     outcome = Outcome.CANCELLED
 
 
-class FalOptions(ProviderOptions):
+class FalOptions(PollingOptions):
     """Options of a fal target; ``api_key`` comes from ``api_key_env``/``api_key_file``."""
 
     app_id: str = Field(
@@ -79,9 +84,6 @@ class FalOptions(ProviderOptions):
         gt=fal.MIN_REQUEST_TIMEOUT_S,
         description="X-Fal-Request-Timeout: fal gives up on a request not started by then",
     )
-    poll_interval_s: float = Field(default=0.05, gt=0, description="first poll delay")
-    poll_max_interval_s: float = Field(default=1.0, gt=0, description="backoff cap")
-    poll_backoff: float = Field(default=1.5, ge=1.0, description="delay multiplier per poll")
     cold_threshold_ms: float = Field(
         default=1000.0,
         gt=0,
@@ -121,32 +123,24 @@ class FalProvider(Provider):
         billing=load_catalog().billing_model("fal"),
     )
     Options: ClassVar[type[ProviderOptions]] = FalOptions
+    options: FalOptions
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        if self._opts.mode == "run":  # a held request reports no metrics: nothing is promised
-            vars(self)["capabilities"] = dataclasses.replace(
-                type(self).capabilities, server_timings=frozenset()
-            )
-
-    @property
-    def _opts(self) -> FalOptions:
-        assert isinstance(self.options, FalOptions)
-        return self.options
+        if self.options.mode == "run":  # a held request reports no metrics: nothing is promised
+            with_capabilities(self, server_timings=frozenset())
 
     @property
     def endpoint(self) -> str:
-        o = self._opts
+        o = self.options
         base = o.queue_url if o.mode == "queue" else o.run_url
         return scrub_url(f"{base.rstrip('/')}/{o.app_id}")
 
     def auth_headers(self) -> dict[str, str]:
-        if self.options.api_key is None:
-            return {}
-        return {"Authorization": f"Key {self.options.api_key.get_secret_value()}"}
+        return key_headers(self.options.api_key, "key")
 
     async def open(self) -> None:
-        o = self._opts
+        o = self.options
         self._submit_url = httpx.URL(f"{o.queue_url.rstrip('/')}/{o.app_id}")
         self._run = httpx.URL(f"{o.run_url.rstrip('/')}/{o.app_id}")
         self._requests = f"{o.queue_url.rstrip('/')}/{fal.app_base(o.app_id)}/requests"
@@ -154,32 +148,32 @@ class FalProvider(Provider):
         if o.start_timeout_s is not None:
             self._headers[fal.REQUEST_TIMEOUT_HEADER] = str(o.start_timeout_s)
 
+    async def _send(self, method: str, url: httpx.URL | str, body: Any = None) -> httpx.Response:
+        """One request; a status >= 400 (fal's ``{"detail"}`` shown: ``_http_error``), a
+        timeout or a broken connection raises the core's ``ProviderError``."""
+        return await send_checked(
+            self.client,
+            method,
+            url,
+            provider=self.name,
+            headers=self._headers,
+            json=body,
+            error=_http_error,
+        )
+
     # ----- requests -------------------------------------------------------------------------
 
     async def invoke(self, request: Request) -> Result:
         if request.stream:
             return await self._stream(request)
-        if self._opts.mode == "run":
+        if self.options.mode == "run":
             return await self._run_sync(request)
-        response = await send(
-            self.client, "POST", self._submit_url, self._headers, dict(request.payload)
+        return await run_job(
+            _QueuedRequest(self, request),
+            provider=self.name,
+            timeout_s=self.options.timeout_s,
+            polling=self.options.polling,
         )
-        submitted = json_object(response, provider=self.name)
-        request_id = submitted.get("request_id")
-        if not isinstance(request_id, str) or not request_id:
-            raise invalid("the submit answer has no request_id", response)
-        urls = self._urls(submitted, request_id)
-        done = False
-        try:
-            result = await self._follow(request_id, urls, first_byte_ns(response))
-            done = True
-            return result
-        except ProviderError as exc:  # the request exists: its id stays with the failure
-            exc.request_id = exc.request_id or request_id
-            raise
-        finally:
-            if not done:  # cancelled, timed out or failed mid-flight: stop paying for it
-                await self._cancel_quietly(urls["cancel_url"])
 
     def _urls(self, submitted: dict[str, Any], request_id: str) -> dict[str, str]:
         """The URLs fal answered with (its docs say to use them), else the documented ones."""
@@ -194,95 +188,38 @@ class FalProvider(Provider):
             for name, default in fallback.items()
         }
 
-    async def _follow(
-        self, request_id: str, urls: dict[str, str], submitted_ns: int | None
-    ) -> Result:
-        start_ns = submitted_ns or time.perf_counter_ns()
-        progress_ns: int | None = None
-        status: dict[str, Any] | None = None
-        if self._opts.status_updates == "stream":
-            status, progress_ns = await self._follow_stream(urls["status_url"])
-        if status is None:  # polling, or a status stream that broke off: the request goes on
-            status, progress_ns = await self._follow_polling(urls["status_url"], progress_ns)
-        done_ns = time.perf_counter_ns()  # COMPLETED seen: the run ended before this
-        self._raise_if_failed(status, request_id)
-        response = await self._poll(httpx.URL(urls["response_url"]))
-        try:
-            output = response.json()
-        except ValueError as exc:
-            raise invalid("the result is not JSON", response) from exc
-        queue_ms = (progress_ns - start_ns) / 1e6 if progress_ns is not None else None
-        metrics = status.get("metrics") if isinstance(status.get("metrics"), dict) else {}
-        inference_s = number(metrics.get("inference_time")) if metrics else None
-        if queue_ms is not None and inference_s is not None:
-            # A status seen late (a poll that skipped IN_PROGRESS, a loaded client) dates the
-            # start too late; the run began at least inference_time before COMPLETED was seen.
-            queue_ms = max(0.0, min(queue_ms, (done_ns - start_ns) / 1e6 - inference_s * 1e3))
-        detail: dict[str, Any] = {"metrics": metrics} if metrics else {}
-        if status.get("logs"):
-            detail["logs"] = status["logs"]
-        return Result(
-            output=output,
-            http_status=response.status_code,
-            request_id=request_id,
-            first_byte_ns=first_byte_ns(response),
-            queue_ms=queue_ms,
-            execution_ms=inference_s * 1e3 if inference_s is not None else None,
-            cold=None if queue_ms is None else queue_ms >= self._opts.cold_threshold_ms,
-            detail=detail or None,
-        )
-
-    async def _follow_polling(
-        self, status_url: str, progress_ns: int | None
-    ) -> tuple[dict[str, Any], int | None]:
-        """Poll ``/status`` to COMPLETED; the first answer no longer IN_QUEUE dates the start."""
-        url = httpx.URL(status_url)
-        if self._opts.logs:
-            url = url.copy_add_param("logs", "1")
-        delay_s = self._opts.poll_interval_s
-        while True:
-            response = await self._poll(url)
-            status = self._parse_status(response.text, response)
-            if status["status"] != fal.IN_QUEUE and progress_ns is None:
-                progress_ns = first_byte_ns(response) or time.perf_counter_ns()
-            if status["status"] == fal.COMPLETED:
-                return status, progress_ns
-            await asyncio.sleep(delay_s)
-            delay_s = min(delay_s * self._opts.poll_backoff, self._opts.poll_max_interval_s)
-
-    async def _follow_stream(self, status_url: str) -> tuple[dict[str, Any] | None, int | None]:
-        """Read ``/status/stream`` to its COMPLETED event, dating the first event no longer
-        IN_QUEUE. A stream that breaks off (reset, 429, 5xx, closed early) gives ``None``, and
-        the request is polled from there: it runs on at fal whatever became of the stream."""
+    async def _follow_stream(self, status_url: str) -> tuple[int | None, int | None]:
+        """Read ``/status/stream`` to its COMPLETED event: when the first event no longer
+        IN_QUEUE and the COMPLETED one came. A stream that breaks off (reset, 429, 5xx,
+        closed early) is left, and the request polled: it runs on at fal whatever became of
+        the stream."""
         url = httpx.URL(f"{status_url.rstrip('/')}/stream")
-        if self._opts.logs:
+        if self.options.logs:
             url = url.copy_add_param("logs", "1")
         progress_ns: int | None = None
         try:
             async with self.client.stream("GET", url, headers=self._headers) as response:
-                if response.is_error:
-                    await response.aread()
-                    raise http_error(response)
-                async for _, data in sse_events(response):
+                await raise_for_stream(response, _http_error)
+                async for _, data in _events(response):
                     status = self._parse_status(data, response)
                     if status["status"] != fal.IN_QUEUE and progress_ns is None:
                         progress_ns = time.perf_counter_ns()
                     if status["status"] == fal.COMPLETED:
-                        return status, progress_ns
+                        return progress_ns, time.perf_counter_ns()
         except (httpx.HTTPError, ThrottledError, ServerHTTPError, InvalidResponseError) as exc:
             if isinstance(exc, InvalidResponseError) and "ended in the middle" not in str(exc):
                 raise  # a status fal would not send: not a broken connection
             log.info("fal status stream broke off (%s); polling instead", type(exc).__name__)
-        return None, progress_ns
+        return progress_ns, None
 
     def _parse_status(self, text: str, response: httpx.Response) -> dict[str, Any]:
         try:
             status = json.loads(text)
         except ValueError as exc:
-            raise invalid("a status is not JSON", response) from exc
+            raise _invalid("a status is not JSON", response) from exc
         if not isinstance(status, dict) or status.get("status") not in fal.STATUSES:
             got = status.get("status") if isinstance(status, dict) else status
-            raise invalid(f"not a queue status: {got!r}", response)
+            raise _invalid(f"not a queue status: {got!r}", response)
         return status
 
     def _raise_if_failed(self, status: dict[str, Any], request_id: str) -> None:
@@ -299,17 +236,10 @@ class FalProvider(Provider):
         raise ServerHTTPError(message, **kw)
 
     async def _run_sync(self, request: Request) -> Result:
-        response = await send(self.client, "POST", self._run, self._headers, dict(request.payload))
-        try:
-            output = response.json()
-        except ValueError as exc:
-            raise invalid("the result is not JSON", response) from exc
-        return Result(
-            output=output,
-            http_status=response.status_code,
-            request_id=response.headers.get(fal.REQUEST_ID_HEADER),
-            first_byte_ns=first_byte_ns(response),
-        )
+        response = await self._send("POST", self._run, dict(request.payload))
+        request_id = response.headers.get(fal.REQUEST_ID_HEADER)
+        problem = "the result is not JSON"
+        return json_result(response, provider=self.name, problem=problem, request_id=request_id)
 
     async def _stream(self, request: Request) -> Result:
         """``fal.run/{app}/stream``: each event's data is one JSON piece of output; the first
@@ -321,16 +251,14 @@ class FalProvider(Provider):
         async with self.client.stream(
             "POST", url, json=dict(request.payload), headers=self._headers
         ) as response:
-            if response.is_error:
-                await response.aread()
-                raise http_error(response)
+            await raise_for_stream(response, _http_error)
             request_id = response.headers.get(fal.REQUEST_ID_HEADER)
-            async for event, data in sse_events(response):
+            async for event, data in _events(response):
                 first = first or time.perf_counter_ns()
                 try:
                     piece = json.loads(data)
                 except ValueError as exc:
-                    raise invalid("an SSE event is not JSON", response) from exc
+                    raise _invalid("an SSE event is not JSON", response) from exc
                 if event == "error":
                     detail = piece.get("detail") if isinstance(piece, dict) else piece
                     raise ServerHTTPError(
@@ -345,20 +273,106 @@ class FalProvider(Provider):
             output_units=len(events),
         )
 
-    async def _poll(self, url: httpx.URL) -> httpx.Response:
-        """One GET; a request that runs fine is not failed for a passing 429/5xx/network blip."""
-        for attempt in range(POLL_RETRIES + 1):
-            try:
-                return await send(self.client, "GET", url, self._headers)
-            except (ThrottledError, ServerHTTPError, TransportError) as exc:
-                if attempt == POLL_RETRIES:
-                    raise
-                wait_s = getattr(exc, "retry_after_s", None) or self._opts.poll_max_interval_s
-                await asyncio.sleep(min(wait_s, 5.0))
-        raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _cancel_quietly(self, cancel_url: str) -> None:
-        with anyio.move_on_after(CANCEL_GRACE_S, shield=True):
-            # best effort: the request may have ended, or the provider been closed, meanwhile
-            with contextlib.suppress(ProviderError, RuntimeError):
-                await send(self.client, "PUT", cancel_url, self._headers)
+class _QueuedRequest(Job[dict[str, Any]]):
+    """A request through fal's queue: submitted, followed on its status stream or by polling
+    ``status_url`` to COMPLETED, its result read at ``response_url``; cancelled at
+    ``cancel_url``. The time from the submit's answer to the first status no longer IN_QUEUE
+    is ``queue_ms`` (a runner booting and running ``setup()`` shows up there)."""
+
+    def __init__(self, provider: FalProvider, request: Request) -> None:
+        self.p, self.payload = provider, dict(request.payload)
+        self.progress_ns: int | None = None
+        self.done_ns: int | None = None
+        self.response: httpx.Response | None = None
+
+    async def submit(self) -> None:
+        p = self.p
+        response = await p._send("POST", p._submit_url, self.payload)
+        submitted = json_object(response, provider=p.name)
+        request_id = submitted.get("request_id")
+        if not isinstance(request_id, str) or not request_id:
+            raise _invalid("the submit answer has no request_id", response)
+        self.id, self.urls = request_id, p._urls(submitted, request_id)
+        self.start_ns = first_byte_ns(response) or time.perf_counter_ns()
+        if p.options.status_updates == "stream":
+            self.progress_ns, self.done_ns = await p._follow_stream(self.urls["status_url"])
+        return None  # then polled at once (after a stream: COMPLETED, or where it broke off)
+
+    async def status(self) -> dict[str, Any]:
+        """One status read; once COMPLETED without an error, the result too."""
+        p, url = self.p, httpx.URL(self.urls["status_url"])
+        if p.options.logs:
+            url = url.copy_add_param("logs", "1")
+        response = await p._send("GET", url)
+        status = p._parse_status(response.text, response)
+        if status["status"] != fal.IN_QUEUE and self.progress_ns is None:
+            self.progress_ns = first_byte_ns(response) or time.perf_counter_ns()
+        if status["status"] == fal.COMPLETED:
+            self.done_ns = self.done_ns or time.perf_counter_ns()  # the run ended before this
+            if not status.get("error"):
+                self.response = await p._send("GET", self.urls["response_url"])
+        return status
+
+    def finished(self, state: dict[str, Any]) -> bool:
+        return bool(state["status"] == fal.COMPLETED)
+
+    async def result(self, state: dict[str, Any]) -> Result:
+        self.p._raise_if_failed(state, str(self.id))
+        response, start_ns, done_ns = self.response, self.start_ns, self.done_ns
+        assert response is not None and done_ns is not None
+        try:
+            output = response.json()
+        except ValueError as exc:
+            raise _invalid("the result is not JSON", response) from exc
+        progress_ns = self.progress_ns
+        queue_ms = (progress_ns - start_ns) / 1e6 if progress_ns is not None else None
+        metrics = state.get("metrics") if isinstance(state.get("metrics"), dict) else {}
+        inference_s = finite_number(metrics.get("inference_time")) if metrics else None
+        if queue_ms is not None and inference_s is not None:
+            # A status seen late (a poll that skipped IN_PROGRESS, a loaded client) dates the
+            # start too late; the run began at least inference_time before COMPLETED was seen.
+            queue_ms = max(0.0, min(queue_ms, (done_ns - start_ns) / 1e6 - inference_s * 1e3))
+        detail: dict[str, Any] = {"metrics": metrics} if metrics else {}
+        if state.get("logs"):
+            detail["logs"] = state["logs"]
+        return Result(
+            output=output,
+            http_status=response.status_code,
+            request_id=self.id,
+            first_byte_ns=first_byte_ns(response),
+            queue_ms=queue_ms,
+            execution_ms=inference_s * 1e3 if inference_s is not None else None,
+            cold=None if queue_ms is None else queue_ms >= self.p.options.cold_threshold_ms,
+            detail=detail or None,
+        )
+
+    async def cancel(self) -> None:
+        await self.p._send("PUT", self.urls["cancel_url"])
+
+
+def _http_error(response: httpx.Response) -> ProviderError:
+    """The core's error for a status >= 400 (its body read), with fal's request id; a 504
+    marked ``X-Fal-Request-Timeout-Type`` is the caller's ``X-Fal-Request-Timeout`` running out
+    before a runner took the request, so a timeout rather than a server error."""
+    request_id = response.headers.get(fal.REQUEST_ID_HEADER)
+    error = status_error(response, provider="fal", request_id=request_id)
+    if response.status_code == 504 and response.headers.get(fal.REQUEST_TIMEOUT_TYPE_HEADER):
+        text = str(error).removeprefix("[fal] ")
+        return RequestTimeoutError(text, provider="fal", status_code=504, request_id=request_id)
+    return error
+
+
+def _invalid(message: str, response: httpx.Response) -> InvalidResponseError:
+    return invalid_response(response, message, provider="fal")
+
+
+async def _events(response: httpx.Response) -> AsyncIterator[tuple[str, str]]:
+    """``(event, data)`` for each server-sent event of ``response`` (fal's keep-alive comment
+    every 15 s skipped); ``InvalidResponseError`` if the stream stops in the middle of one."""
+    parser = SSEParser()
+    async for chunk in response.aiter_bytes():
+        for event, data in parser.feed_events(chunk):
+            yield event, data.decode("utf-8", "replace")
+    if parser.pending:
+        raise _invalid("the event stream ended in the middle of an event", response)

@@ -23,6 +23,8 @@ from gpubench_sdk import (
     Request,
     Result,
     as_provider_error,
+    key_headers,
+    status_error,
 )
 
 from ._template import Render, compile_path, compile_template
@@ -105,34 +107,22 @@ class HTTPProvider(Provider):
     name = "http"
     capabilities = Capabilities()  # per target: server timings and readiness come from options
     Options: ClassVar[type[ProviderOptions]] = HTTPOptions
+    options: HTTPOptions
 
     def __init__(self, options: ProviderOptions | None = None, **kw: Any) -> None:
         super().__init__(options, **kw)
-        o = self._opts
+        o = self.options
         # What this target can do depends on its options: the instance says so to the runner.
         self.capabilities = Capabilities(  # type: ignore[misc]
             fleet_state=o.health_url is not None,
             server_timings=frozenset(t.field for t in o.timings),
         )
 
-    @property
-    def _opts(self) -> HTTPOptions:
-        assert isinstance(self.options, HTTPOptions)
-        return self.options
-
     def auth_headers(self) -> dict[str, str]:
-        o = self._opts
-        if o.api_key is None or o.auth_scheme == "none":
-            return {}
-        key = o.api_key.get_secret_value()
-        if o.auth_scheme == "modal":
-            modal_key, _, secret = key.partition(":")
-            return {"Modal-Key": modal_key, "Modal-Secret": secret}
-        scheme = {"bearer": "Bearer", "api-key": "Api-Key", "key": "Key"}[o.auth_scheme]
-        return {"Authorization": f"{scheme} {key}"}
+        return key_headers(self.options.api_key, self.options.auth_scheme)
 
     async def open(self) -> None:
-        o = self._opts
+        o = self.options
         self._headers = {**o.headers, **self.auth_headers()}
         # The call is the same every time but for its body: prepared once (the lean path).
         headers = self._headers if o.method == "GET" else {**self._headers, "Content-Type": _JSON}
@@ -150,7 +140,7 @@ class HTTPProvider(Provider):
         ]
 
     async def invoke(self, request: Request) -> Result:
-        o = self._opts
+        o = self.options
         content = None if o.method == "GET" else json.dumps(o.render(request)).encode()
         # A timeout, reset, refused connection, truncated body or too many redirects leaves
         # through invoke's boundary as the core's ProviderError (as_provider_error).
@@ -188,7 +178,7 @@ class HTTPProvider(Provider):
 
     async def state(self) -> FleetState:
         """Readiness from ``health_url``: 2xx is one replica ready (at least), else none."""
-        url = self._opts.health_url
+        url = self.options.health_url
         if url is None:
             return await super().state()
         try:
@@ -204,9 +194,8 @@ class HTTPProvider(Provider):
         """The core's error for a status >= 400 (a 429's ``Retry-After`` read in seconds or as
         an HTTP date), showing the answer's own ``error``, ``detail`` or ``message`` text where
         it has one, else the start of its body."""
-        answer = response.as_httpx()
-        exc = httpx.HTTPStatusError("", request=answer.request, response=answer)
-        return as_provider_error(exc, provider=self.name, detail=_error_text(response))
+        detail = _error_text(response)
+        return status_error(response.as_httpx(), provider=self.name, detail=detail)
 
     def _invalid(self, message: str, status: int) -> InvalidResponseError:
         return InvalidResponseError(message, provider=self.name, status_code=status)

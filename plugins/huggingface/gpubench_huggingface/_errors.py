@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from gpubench_sdk import ClientHTTPError, ProviderError, ServerHTTPError, as_provider_error, redact
+from gpubench_sdk import ClientHTTPError, ProviderError, ServerHTTPError, status_error
 
 
 class HandlerError(ServerHTTPError):
@@ -26,8 +26,7 @@ def http_error(response: httpx.Response, provider: str, toolkit: bool) -> Provid
     except ValueError:
         pass
     text = detail if isinstance(detail, str) else None
-    status_error = httpx.HTTPStatusError("", request=response.request, response=response)
-    error = as_provider_error(status_error, provider=provider, detail=text)
+    error = status_error(response, provider=provider, detail=text)
     status = response.status_code
     if isinstance(error, ClientHTTPError) and (
         status == 424 or error_type == "generation" or (status == 400 and toolkit and text)
@@ -35,7 +34,3 @@ def http_error(response: httpx.Response, provider: str, toolkit: bool) -> Provid
         message = str(error).removeprefix(f"[{provider}] ")
         return HandlerError(message, provider=provider, status_code=status)
     return error
-
-
-def describe(exc: BaseException) -> str:
-    return redact(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)

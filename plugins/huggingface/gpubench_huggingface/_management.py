@@ -13,6 +13,7 @@ from gpubench_sdk import (
     FleetState,
     InvalidResponseError,
     ScalingSettings,
+    scaling_fields,
 )
 
 from . import _protocol as hf
@@ -84,20 +85,15 @@ def parse_endpoint(body: Any, minute_s: float, provider: str) -> EndpointStatus:
 
 def scaling_payload(settings: ScalingSettings, minute_s: float) -> dict[str, Any]:
     """The ``PUT`` body changing only the given knobs; ``ConfigError`` for what HF refuses."""
-    scaling: dict[str, int] = {}
-    if settings.min_workers is not None:
-        scaling["minReplica"] = settings.min_workers
-    if settings.max_workers is not None:
-        scaling["maxReplica"] = settings.max_workers
-    if settings.idle_timeout_s is not None:
-        minutes = settings.idle_timeout_s / minute_s
-        if minutes != round(minutes) or minutes < 0:
-            raise ConfigError(
-                "scaling.idle_timeout_s",
-                settings.idle_timeout_s,
-                f"whole minutes of {minute_s:g} s on Hugging Face (scaleToZeroTimeout)",
-            )
-        scaling["scaleToZeroTimeout"] = round(minutes)
+    scaling = scaling_fields(
+        settings,
+        "minReplica",
+        "maxReplica",
+        "scaleToZeroTimeout",
+        idle_unit_s=minute_s,
+        idle_range=(0, None),
+        expected=f"whole minutes of {minute_s:g} s on Hugging Face (scaleToZeroTimeout)",
+    )
     return {"compute": {"scaling": scaling}}
 
 

@@ -25,22 +25,27 @@ from gpubench_sdk import (
     Request,
     RequestTimeoutError,
     Result,
+    SavedScaling,
     ScalingSettings,
     ServerHTTPError,
     TransportError,
-    as_provider_error,
+    describe_error,
     first_byte_ns,
+    invalid_response,
+    json_event,
+    raise_for_stream,
     redact,
     scrub_url,
+    send_checked,
     sse_events,
+    with_capabilities,
 )
 from gpubench_sdk.cost import load_catalog
 
 from . import _management as mgmt
 from . import _protocol as hf
 from ._cold import ColdJudge
-from ._errors import HandlerError, describe, http_error
-from ._sse import json_event
+from ._errors import HandlerError, http_error
 
 # Per minute while initializing or running, never while paused or scaled to zero; the rules
 # and their sources live in the cost catalog (gpubench_sdk/cost/data/prices.json).
@@ -134,17 +139,16 @@ class HuggingFaceProvider(Provider):
         billing=BILLING,
     )
     Options: ClassVar[type[ProviderOptions]] = HuggingFaceOptions
-
-    _original_scaling: ScalingSettings | None = None
+    options: HuggingFaceOptions
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        o = self._opts
+        o = self.options
         managed = o.namespace is not None
         # TGI's /generate reports its phases in headers; the toolkit and SSE streams do not.
         timings = frozenset({"queue_ms", "execution_ms"} if o.route == "generate" else ())
-        vars(self)["capabilities"] = dataclasses.replace(
-            type(self).capabilities,
+        with_capabilities(
+            self,
             fleet_state=managed,
             cold_start_control=managed,
             scaling_settings=managed,
@@ -153,6 +157,7 @@ class HuggingFaceProvider(Provider):
         self._judge = ColdJudge(o.cold_threshold_ms, o.cold_factor, o.hold_while_scaling)
         self._routes: dict[str, httpx.URL] = {}
         self._api: httpx.URL | None = None
+        self._scaling = SavedScaling(self.get_scaling, self._put_scaling)
 
     @property
     def endpoint(self) -> str | None:
@@ -160,13 +165,8 @@ class HuggingFaceProvider(Provider):
         base = self._routes.get("toolkit")
         return super().endpoint if base is None else scrub_url(str(base)).rstrip("/")
 
-    @property
-    def _opts(self) -> HuggingFaceOptions:
-        assert isinstance(self.options, HuggingFaceOptions)
-        return self.options
-
     async def open(self) -> None:
-        o = self._opts
+        o = self.options
         self._headers = {**o.headers, **self.auth_headers()}
         if o.namespace is not None:
             base = o.management_url.rstrip("/")
@@ -189,14 +189,12 @@ class HuggingFaceProvider(Provider):
             self._invoke_headers[hf.SCALE_UP_TIMEOUT_HEADER] = str(hold_s)
 
     async def close(self) -> None:
-        original, self._original_scaling = self._original_scaling, None
-        if original is not None:  # leave the endpoint as the user configured it
-            await self._put_scaling(original)
+        await self._scaling.restore()
 
     # ----- requests -------------------------------------------------------------------------
 
     async def invoke(self, request: Request) -> Result:
-        o = self._opts
+        o = self.options
         streamed = request.stream or o.route == "generate_stream"
         if streamed:
             url, body = self._routes["generate_stream"], hf.tgi_body(request.payload)
@@ -283,11 +281,12 @@ class HuggingFaceProvider(Provider):
         response = await self._send("POST", url, body, self._invoke_headers)
         headers = response.headers
         arrived = first_byte_ns(response)
-        data = self._json(response)
+        data = _json(response, self.name)
         prompt, generated = hf.token_counts(headers)
         if url == self._routes["generate"]:
             if not isinstance(data, dict) or not isinstance(data.get("generated_text"), str):
-                raise self._invalid("TGI /generate answered without generated_text", response)
+                problem = "TGI /generate answered without generated_text"
+                raise invalid_response(response, problem, provider=self.name)
             details = data.get("details") or {}
             generated = details.get("generated_tokens", generated)
             output: Any = data["generated_text"]
@@ -313,12 +312,10 @@ class HuggingFaceProvider(Provider):
             async with self.client.stream(
                 "POST", url, json=body, headers=self._invoke_headers
             ) as response:
-                if response.status_code >= 400:
-                    await response.aread()
-                    raise self._http_error(response)
+                await raise_for_stream(response, self._http_error)
                 arrived = first_byte_ns(response)
                 async for _, data, at_ns in sse_events(response):
-                    event = json_event(data, self.name)
+                    event = json_event(data, provider=self.name)
                     if "error" in event:
                         raise HandlerError(
                             redact(f"stream error: {str(event['error'])[:200]}"),
@@ -332,9 +329,9 @@ class HuggingFaceProvider(Provider):
                     if event.get("generated_text") is not None:
                         final = event
         except httpx.TimeoutException as exc:
-            raise RequestTimeoutError(describe(exc), provider=self.name) from exc
+            raise RequestTimeoutError(describe_error(exc), provider=self.name) from exc
         except httpx.HTTPError as exc:
-            raise TransportError(describe(exc), provider=self.name) from exc
+            raise TransportError(describe_error(exc), provider=self.name) from exc
         if final is None:
             raise InvalidResponseError(
                 "the stream ended before its final event", provider=self.name
@@ -356,28 +353,19 @@ class HuggingFaceProvider(Provider):
     async def _send(
         self, method: str, url: httpx.URL, body: Any = None, headers: dict[str, str] | None = None
     ) -> httpx.Response:
-        try:
-            response = await self.client.request(
-                method, url, json=body, headers=headers or self._headers
-            )
-        except httpx.HTTPError as exc:  # timeout, reset, refused, truncated body
-            raise as_provider_error(exc, provider=self.name) from exc
-        if response.status_code >= 400:
-            raise self._http_error(response)
-        return response
+        return await send_checked(
+            self.client,
+            method,
+            url,
+            provider=self.name,
+            headers=headers or self._headers,
+            json=body,
+            error=self._http_error,
+        )
 
     def _http_error(self, response: httpx.Response) -> ProviderError:
         toolkit = response.request.url == self._routes.get("toolkit")
         return http_error(response, self.name, toolkit)
-
-    def _json(self, response: httpx.Response) -> Any:
-        try:
-            return response.json()
-        except ValueError as exc:
-            raise self._invalid("response is not JSON", response) from exc
-
-    def _invalid(self, message: str, response: httpx.Response) -> InvalidResponseError:
-        return InvalidResponseError(message, provider=self.name, status_code=response.status_code)
 
     # ----- the management API -----------------------------------------------------------------
 
@@ -389,11 +377,11 @@ class HuggingFaceProvider(Provider):
     async def endpoint_status(self) -> mgmt.EndpointStatus:
         """``GET /endpoint/{namespace}/{name}``: state, replicas, URL and scaling."""
         response = await self._send("GET", self._require_api())
-        return mgmt.parse_endpoint(self._json(response), self._opts.minute_s, self.name)
+        return mgmt.parse_endpoint(_json(response, self.name), self.options.minute_s, self.name)
 
     async def _action(self, action: str) -> mgmt.EndpointStatus:
         response = await self._send("POST", httpx.URL(f"{self._require_api()}/{action}"))
-        return mgmt.parse_endpoint(self._json(response), self._opts.minute_s, self.name)
+        return mgmt.parse_endpoint(_json(response, self.name), self.options.minute_s, self.name)
 
     async def scale_to_zero(self) -> mgmt.EndpointStatus:
         """Ask HF to scale the endpoint to zero now (the next request cold-starts it)."""
@@ -437,7 +425,7 @@ class HuggingFaceProvider(Provider):
             if waited_s >= timeout_s:
                 how = f"timed out: state {status.state}, {status.ready_replicas} ready replicas"
                 return ColdCheck(confirmed=False, waited_s=waited_s, how=how)
-            await asyncio.sleep(min(self._opts.poll_interval_s, max(0.0, timeout_s - waited_s)))
+            await asyncio.sleep(min(self.options.poll_interval_s, max(0.0, timeout_s - waited_s)))
             status = await self.endpoint_status()
 
     async def get_scaling(self) -> ScalingSettings:
@@ -445,14 +433,20 @@ class HuggingFaceProvider(Provider):
 
     async def set_scaling(self, settings: ScalingSettings) -> None:
         """``PUT`` the knobs given (``scaleToZeroTimeout`` in whole minutes); restored on close."""
-        mgmt.scaling_payload(settings, self._opts.minute_s)  # refuse bad values before saving
-        if self._original_scaling is None:
-            self._original_scaling = await self.get_scaling()
-        await self._put_scaling(settings)
+        mgmt.scaling_payload(settings, self.options.minute_s)  # refuse bad values before saving
+        await self._scaling.change(settings)
 
     async def _put_scaling(self, settings: ScalingSettings) -> None:
-        payload = mgmt.scaling_payload(settings, self._opts.minute_s)
+        payload = mgmt.scaling_payload(settings, self.options.minute_s)
         try:
             await self._send("PUT", self._require_api(), payload)
         except ClientHTTPError as exc:
             raise mgmt.refused_scaling(exc, payload) from exc
+
+
+def _json(response: httpx.Response, provider: str) -> Any:
+    """The body as JSON of any type (a toolkit handler may answer a list or a string)."""
+    try:
+        return response.json()
+    except ValueError as exc:
+        raise invalid_response(response, "response is not JSON", provider=provider) from exc

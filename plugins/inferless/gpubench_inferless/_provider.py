@@ -7,11 +7,8 @@ and a cold start can only be inferred: a request far slower than the running war
 from __future__ import annotations
 
 import contextlib
-import json
-import statistics
 import time
 import uuid
-from collections import deque
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -30,10 +27,14 @@ from gpubench_sdk import (
     Result,
     ServerHTTPError,
     TransportError,
-    as_provider_error,
+    WarmBaseline,
+    describe_error,
     first_byte_ns,
+    json_or_text,
+    raise_for_stream,
     redact,
     sse_events,
+    status_error,
 )
 from gpubench_sdk.cost import load_catalog
 
@@ -106,24 +107,21 @@ class InferlessProvider(Provider):
     name = "inferless"
     capabilities = Capabilities(streaming=True, billing=BILLING)
     Options: ClassVar[type[ProviderOptions]] = InferlessOptions
+    options: InferlessOptions
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._warm_ms: deque[float] = deque(maxlen=WARM_WINDOW)
-
-    @property
-    def _opts(self) -> InferlessOptions:
-        assert isinstance(self.options, InferlessOptions)
-        return self.options
+        o = self.options
+        self._warm = WarmBaseline(o.cold_threshold_ms, o.cold_factor, WARM_WINDOW)
 
     async def open(self) -> None:
-        o = self._opts
+        o = self.options
         self._url = httpx.URL(o.url)  # parsed once: it costs microseconds per request
         self._headers = {**o.headers, **self.auth_headers()}
         self._stream_headers = {**self._headers, "Accept": "text/event-stream"}
 
     async def invoke(self, request: Request) -> Result:
-        o = self._opts
+        o = self.options
         request_id = uuid.uuid4().hex
         inputs = kserve.encode_inputs(request.payload, o.datatypes)  # already input-mapped
         body = {"id": request_id, "inputs": inputs}
@@ -139,7 +137,7 @@ class InferlessProvider(Provider):
 
     def _answer(self, response: httpx.Response, request_id: str, send_ns: int) -> Result:
         """A whole KServe v2 response (read) as the result."""
-        o = self._opts
+        o = self.options
         try:
             data = response.json()
             if not isinstance(data, dict):
@@ -170,15 +168,13 @@ class InferlessProvider(Provider):
             async with self.client.stream(
                 "POST", self._url, json=body, headers=self._stream_headers
             ) as response:
-                if response.status_code >= 400:
-                    await response.aread()
-                    raise self._http_error(response)
+                await raise_for_stream(response, self._http_error)
                 if not response.headers.get("content-type", "").startswith("text/event-stream"):
                     # the model does not stream: its answer is one plain KServe response
                     await response.aread()
                     return self._answer(response, str(body["id"]), send_ns)
                 async for _, data, at_ns in sse_events(response):
-                    chunk = _decode(data)
+                    chunk = json_or_text(data)
                     if isinstance(chunk, dict) and "error" in chunk:
                         raise ServerHTTPError(
                             redact(f"stream error: {str(chunk['error'])[:200]}"),
@@ -191,9 +187,9 @@ class InferlessProvider(Provider):
                     chunks.append(chunk)
                     times.append(at_ns)
         except httpx.TimeoutException as exc:
-            raise RequestTimeoutError(_describe(exc), provider=self.name) from exc
+            raise RequestTimeoutError(describe_error(exc), provider=self.name) from exc
         except httpx.HTTPError as exc:
-            raise TransportError(_describe(exc), provider=self.name) from exc
+            raise TransportError(describe_error(exc), provider=self.name) from exc
         first = times[0] if times else first_byte_ns(response)
         end_ns = time.perf_counter_ns()
         return self._result(
@@ -228,11 +224,8 @@ class InferlessProvider(Provider):
     def _infer_cold(self, waited_ms: float) -> tuple[bool, float | None]:
         """Cold when at least ``cold_threshold_ms`` and ``cold_factor`` x the warm median;
         the estimate is the excess over that median (``None`` before any warm request)."""
-        o = self._opts
-        median_ms = statistics.median(self._warm_ms) if self._warm_ms else None
-        cold = waited_ms >= o.cold_threshold_ms and waited_ms >= o.cold_factor * (median_ms or 0)
-        if not cold:
-            self._warm_ms.append(waited_ms)
+        median_ms = self._warm.median_ms
+        if not self._warm.cold(waited_ms):
             return False, None
         return True, None if median_ms is None else max(0.0, waited_ms - median_ms)
 
@@ -243,8 +236,7 @@ class InferlessProvider(Provider):
             detail = _error_text(response.json())
         except ValueError:
             detail = None
-        status_error = httpx.HTTPStatusError("", request=response.request, response=response)
-        return as_provider_error(status_error, provider=self.name, detail=detail)
+        return status_error(response, provider=self.name, detail=detail)
 
 
 def _error_text(data: Any) -> str | None:
@@ -262,14 +254,3 @@ def _error_text(data: Any) -> str | None:
         ]
         return f"{'.'.join(loc)}: {first.get('msg')}"
     return None
-
-
-def _decode(data: str) -> Any:
-    try:
-        return json.loads(data)
-    except ValueError:
-        return data
-
-
-def _describe(exc: BaseException) -> str:
-    return redact(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)

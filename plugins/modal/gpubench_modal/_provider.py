@@ -30,6 +30,7 @@ from pydantic import Field, model_validator
 
 from gpubench_sdk import (
     Capabilities,
+    ColdMark,
     ConfigError,
     InvalidResponseError,
     Provider,
@@ -40,7 +41,9 @@ from gpubench_sdk import (
     Result,
     as_provider_error,
     first_byte_ns,
+    key_headers,
     remember,
+    status_error,
 )
 from gpubench_sdk.cost import load_catalog
 
@@ -97,24 +100,17 @@ class ModalProvider(Provider):
     name = "modal"
     capabilities = Capabilities(streaming=True, billing=load_catalog().billing_model("modal"))
     Options: ClassVar[type[ProviderOptions]] = ModalOptions
-
-    @property
-    def _opts(self) -> ModalOptions:
-        assert isinstance(self.options, ModalOptions)
-        return self.options
+    options: ModalOptions
 
     def auth_headers(self) -> dict[str, str]:
-        key = self._opts.api_key
-        if key is None:
-            return {}
-        token_id, _, secret = key.get_secret_value().partition(":")
-        return {"Modal-Key": token_id, "Modal-Secret": secret}
+        return key_headers(self.options.api_key, "modal")
 
     async def open(self) -> None:
-        self._headers = {**self._opts.headers, **self.auth_headers()}
+        self._headers = {**self.options.headers, **self.auth_headers()}
+        self._cold = ColdMark(self.options.cold_threshold_ms)  # no ensure_cold: inferred only
 
     async def invoke(self, request: Request) -> Result:
-        o = self._opts
+        o = self.options
         headers = self._headers
         if request.stream:  # Modal sends text/event-stream on as written, unbuffered
             headers = {**headers, "Accept": "text/event-stream"}
@@ -164,9 +160,7 @@ class ModalProvider(Provider):
         finally:
             await response.aclose()
         arrived_ns = first_byte_ns(response)
-        cold: bool | None = None
-        if o.cold_threshold_ms is not None and arrived_ns is not None:
-            cold = (arrived_ns - sent_ns) / 1e6 >= o.cold_threshold_ms
+        cold, _ = self._cold.judge(sent_ns, arrived_ns)
         return Result(
             output=output,
             http_status=response.status_code,
@@ -230,8 +224,7 @@ class ModalProvider(Provider):
         if response.status_code == 401 and "proxy authorization" in response.text:
             detail = f"{response.text.strip()[:200]} (give a Proxy Auth Token as"
             detail += " '<token id>:<token secret>' in api_key_env)"
-        exc = httpx.HTTPStatusError("", request=response.request, response=response)
-        return as_provider_error(exc, provider=self.name, request_id=call_id, detail=detail)
+        return status_error(response, provider=self.name, request_id=call_id, detail=detail)
 
 
 def _call_id(url: httpx.URL) -> str | None:

@@ -8,12 +8,13 @@ plain text). Each piece comes with its arrival time on the runner's clock.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
+
+from gpubench_sdk import json_or_text
 
 
 async def pieces(response: httpx.Response) -> AsyncIterator[tuple[Any, int]]:
@@ -24,22 +25,15 @@ async def pieces(response: httpx.Response) -> AsyncIterator[tuple[Any, int]]:
         line = line.rstrip("\r")
         if not sse:
             if line:
-                yield _decode(line), time.perf_counter_ns()
+                yield json_or_text(line), time.perf_counter_ns()
             continue
         if not line:  # an event ends at a blank line
             if data:
-                yield _decode("\n".join(data)), time.perf_counter_ns()
+                yield json_or_text("\n".join(data)), time.perf_counter_ns()
             data = []
             continue
         field, _, value = line.partition(":")
         if field == "data":
             data.append(value.removeprefix(" "))
     if data:
-        yield _decode("\n".join(data)), time.perf_counter_ns()
-
-
-def _decode(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
+        yield json_or_text("\n".join(data)), time.perf_counter_ns()

@@ -21,8 +21,9 @@ from gpubench_sdk import (
     ServerHTTPError,
     SSEParser,
     ThrottledError,
-    as_provider_error,
     first_byte_ns,
+    raise_for_stream,
+    status_error,
 )
 
 from . import _protocol as oa
@@ -78,22 +79,18 @@ class OpenAIProvider(Provider):
     # the bill depends on who hosts the server (priced by the cost module, not here).
     capabilities = Capabilities(streaming=True)
     Options: ClassVar[type[ProviderOptions]] = OpenAIOptions
-
-    @property
-    def _opts(self) -> OpenAIOptions:
-        assert isinstance(self.options, OpenAIOptions)
-        return self.options
+    options: OpenAIOptions
 
     @property
     def endpoint(self) -> str:
-        return f"{self._opts.base_url}/{self._path}"
+        return f"{self.options.base_url}/{self._path}"
 
     @property
     def _path(self) -> str:
-        return oa.CHAT_PATH if self._opts.api == "chat" else oa.COMPLETIONS_PATH
+        return oa.CHAT_PATH if self.options.api == "chat" else oa.COMPLETIONS_PATH
 
     async def open(self) -> None:
-        o = self._opts
+        o = self.options
         self._url = httpx.URL(self.endpoint)  # parsed once, not per request
         self._headers = {**o.headers, **self.auth_headers()}
         self._stream_headers = {**self._headers, "Accept": "text/event-stream"}
@@ -103,7 +100,7 @@ class OpenAIProvider(Provider):
     def body(self, request: Request) -> dict[str, Any]:
         """The JSON body for ``request``: the workload's prompt and limits, the options'
         ``extra_body``, and any payload key the mapping does not use (vLLM-style extras)."""
-        o, payload = self._opts, request.payload
+        o, payload = self.options, request.payload
         body: dict[str, Any] = {"model": o.model, **o.extra_body}
         body.update((k, v) for k, v in payload.items() if k not in oa.MAPPED_KEYS)
         prompt = payload.get("prompt", "")
@@ -159,9 +156,7 @@ class OpenAIProvider(Provider):
         headers = {**self._stream_headers, "Content-Type": _JSON}
         async with self.client.stream("POST", self._url, content=body, headers=headers) as resp:
             status = resp.status_code
-            if status >= 400:
-                await resp.aread()
-                raise self._http_error(resp)
+            await raise_for_stream(resp, self._http_error)
             if "text/event-stream" not in resp.headers.get("content-type", ""):
                 # the server ignored stream: true (or a proxy answered): read it as a whole
                 return self._complete(resp, self._json(await resp.aread(), status))
@@ -258,8 +253,7 @@ class OpenAIProvider(Provider):
         except ValueError:
             message, kind = None, None
         detail = f"{message} ({kind})" if message and kind else message
-        exc = httpx.HTTPStatusError("", request=response.request, response=response)
-        return as_provider_error(exc, provider=self.name, detail=detail)
+        return status_error(response, provider=self.name, detail=detail)
 
     def _stream_error(self, obj: dict[str, Any], status: int) -> ProviderError:
         """An error event inside a 200 stream (vLLM: ``data: {"error": {...}}``): the server

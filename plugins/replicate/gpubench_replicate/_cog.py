@@ -32,6 +32,7 @@ from gpubench_sdk import (
     ColdTimeoutError,
     FleetState,
     InvalidResponseError,
+    Job,
     ProviderError,
     ProviderOptions,
     Request,
@@ -39,7 +40,9 @@ from gpubench_sdk import (
     ServerHTTPError,
     ThrottledError,
     first_byte_ns,
+    json_object,
     redact,
+    run_job,
 )
 
 from . import _prediction as p
@@ -138,49 +141,28 @@ class CogProvider(p.PredictionProvider):
         server_timings=frozenset({"execution_ms"}),
     )
     Options: ClassVar[type[ProviderOptions]] = CogOptions
+    options: CogOptions
     _busy_statuses = frozenset({409})  # "At capacity": throttling, unless a slot is being freed
 
     _seen_first = False
     _sending = 0  # this target's prediction requests awaiting their answer
     _capacity = 1  # the most of them seen answered together: the slots we know of
 
-    @property
-    def _opts(self) -> CogOptions:
-        assert isinstance(self.options, CogOptions)
-        return self.options
-
     async def open(self) -> None:
-        self._base = httpx.URL(self._opts.url.rstrip("/") + "/")
+        self._base = httpx.URL(self.options.url.rstrip("/") + "/")
         self._predictions_url = self._base.join("predictions")
         self._health_url = self._base.join("health-check")
-        self._headers = {**self._opts.headers, **self.auth_headers()}
+        self._headers = {**self.options.headers, **self.auth_headers()}
 
     async def invoke(self, request: Request) -> Result:
-        prediction_id = uuid.uuid4().hex
-        body: dict[str, Any] = {"id": prediction_id, "input": dict(request.payload)}
-        if self._opts.mode == "put":
-            url = self._base.join(f"predictions/{prediction_id}")
-            method = "PUT"
-        else:
-            url, method = self._predictions_url, "POST"
-        waits = _Waits()
-        done = False
-        try:
-            response, sent_wall, sent = await self._create(method, url, body, waits)
-            prediction = self._prediction(response)
-            result = await self._result(prediction, response, sent_wall, sent, waits)
-            done = True
-            return result
-        finally:
-            if not done:  # cancelled or timed out mid-flight: free the container
-                await self._cancel_quietly(self._base.join(f"predictions/{prediction_id}/cancel"))
+        return await run_job(_CogPrediction(self, request), provider=self.name)
 
     async def _create(
         self, method: str, url: httpx.URL, body: dict[str, Any], waits: _Waits
     ) -> tuple[httpx.Response, float, float]:
         """Send the prediction, waiting out the container's setup (503) and a slot being
         freed (409); returns the response and when (wall, monotonic) it was sent."""
-        deadline = time.monotonic() + self._opts.timeout_s - DEADLINE_MARGIN_S
+        deadline = time.monotonic() + self.options.timeout_s - DEADLINE_MARGIN_S
         slot_delay_s = 0.001
         while True:
             sent_wall, sent = time.time(), time.monotonic()
@@ -200,7 +182,7 @@ class CogProvider(p.PredictionProvider):
             except ThrottledError as exc:
                 if exc.status_code != 409 or self._sending >= self._capacity:
                     raise  # a proxy's 429, or our own load fills every slot we know of
-                if waits.slot_wait_s + slot_delay_s > self._opts.slot_wait_s:
+                if waits.slot_wait_s + slot_delay_s > self.options.slot_wait_s:
                     raise  # taken for longer than a slot takes to free: someone else's load
                 if time.monotonic() + slot_delay_s > deadline:
                     raise
@@ -218,7 +200,7 @@ class CogProvider(p.PredictionProvider):
         delay_s = 0.01
         while True:
             try:
-                health = self._json(await self._send("GET", self._health_url))
+                health = json_object(await self._send("GET", self._health_url), provider=self.name)
             except ServerHTTPError as exc:  # a proxy with no container (yet) behind it
                 if exc.status_code != 503 or not said_setup:
                     raise refused from exc
@@ -244,7 +226,7 @@ class CogProvider(p.PredictionProvider):
             if time.monotonic() + delay_s > deadline:
                 raise ColdTimeoutError(
                     f"the container was still in setup after {time.monotonic() - began:.1f} s "
-                    f"(timeout_s={self._opts.timeout_s:g})",
+                    f"(timeout_s={self.options.timeout_s:g})",
                     provider=self.name,
                 ) from refused
             await asyncio.sleep(delay_s)
@@ -258,12 +240,6 @@ class CogProvider(p.PredictionProvider):
         sent: float,
         waits: _Waits,
     ) -> Result:
-        if prediction["status"] not in p.TERMINAL_STATES:
-            raise InvalidResponseError(
-                f"a synchronous prediction came back {prediction['status']!r}",
-                provider=self.name,
-                request_id=prediction["id"],
-            )
         round_trip_ms = (time.monotonic() - sent) * 1e3
         self._check_outcome(prediction, deadline_passed=False)
         queue_ms, execution_ms = p.phases_ms(prediction)
@@ -275,7 +251,7 @@ class CogProvider(p.PredictionProvider):
         if waits.setup_health is not None:
             # The container itself answered "setup has not finished" to this very request.
             cold, confirmed, setup_ms = True, True, _setup_ms(waits.setup_health)
-        elif first or waited_ms >= self._opts.cold_threshold_ms:
+        elif first or waited_ms >= self.options.cold_threshold_ms:
             cold, confirmed, setup_ms = await self._setup_before(
                 prediction, sent_wall, waited_ms, waits
             )
@@ -304,7 +280,7 @@ class CogProvider(p.PredictionProvider):
         5xx, a reset, a body that is not JSON) leaves its cold start unknown (``cold`` None,
         ``detail["cold_check_error"]`` says why), rather than recording a failed request."""
         try:
-            health = self._json(await self._send("GET", self._health_url))
+            health = json_object(await self._send("GET", self._health_url), provider=self.name)
         except ProviderError as exc:
             waits.cold_check_error = str(exc)
             return None, False, None
@@ -316,7 +292,7 @@ class CogProvider(p.PredictionProvider):
         if created is not None:
             cold = setup_end > created
         else:
-            cold = setup_end > sent_wall and waited_ms >= self._opts.cold_threshold_ms
+            cold = setup_end > sent_wall and waited_ms >= self.options.cold_threshold_ms
         return cold, cold and created is not None, _setup_ms(health) if cold else None
 
     async def state(self) -> FleetState:
@@ -324,7 +300,7 @@ class CogProvider(p.PredictionProvider):
         SETUP_FAILED and DEFUNCT count as no worker (see ``detail``), and so does a 503 from
         a proxy with no container behind it."""
         try:
-            health = self._json(await self._send("GET", self._health_url))
+            health = json_object(await self._send("GET", self._health_url), provider=self.name)
         except ServerHTTPError as exc:
             if exc.status_code != 503:
                 raise
@@ -339,6 +315,42 @@ class CogProvider(p.PredictionProvider):
             throttled=None,
             detail=health,
         )
+
+
+class _CogPrediction(Job[dict[str, Any]]):
+    """One synchronous prediction under an id chosen here, so that an abandoned invoke can
+    cancel it while the container still runs it."""
+
+    def __init__(self, provider: CogProvider, request: Request) -> None:
+        self.p = provider
+        self.id = uuid.uuid4().hex
+        self.body: dict[str, Any] = {"id": self.id, "input": dict(request.payload)}
+        self.waits = _Waits()
+
+    async def submit(self) -> dict[str, Any]:
+        base, method = self.p._base, "POST"
+        url = self.p._predictions_url
+        if self.p.options.mode == "put":
+            url, method = base.join(f"predictions/{self.id}"), "PUT"
+        created = await self.p._create(method, url, self.body, self.waits)
+        self.response, self.sent_wall, self.sent = created
+        self.answer = self.p._prediction(self.response)
+        return self.answer
+
+    async def status(self) -> dict[str, Any]:
+        """Cog has no ``GET /predictions/{id}``: a prediction that is not over is an error."""
+        status = self.answer["status"]
+        problem = f"a synchronous prediction came back {status!r}"
+        raise InvalidResponseError(problem, provider=self.p.name, request_id=self.id)
+
+    def finished(self, state: dict[str, Any]) -> bool:
+        return state["status"] in p.TERMINAL_STATES
+
+    async def result(self, state: dict[str, Any]) -> Result:
+        return await self.p._result(state, self.response, self.sent_wall, self.sent, self.waits)
+
+    async def cancel(self) -> None:  # cancelled or timed out mid-flight: free the container
+        await self.p._send("POST", self.p._base.join(f"predictions/{self.id}/cancel"))
 
 
 def _setup_ms(health: dict[str, Any]) -> float | None:

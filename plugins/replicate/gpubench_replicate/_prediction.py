@@ -13,28 +13,26 @@ since the 2025-10-16 changelog https://replicate.com/changelog/2025-10-16-predic
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import math
 from datetime import UTC, datetime
 from typing import Any, Final
 
-import anyio
 import httpx
 
 from gpubench_sdk import (
     ColdTimeoutError,
-    InvalidResponseError,
     Outcome,
     Provider,
     ProviderError,
     RequestTimeoutError,
     ServerHTTPError,
     ThrottledError,
-    TransportError,
-    as_provider_error,
+    finite_number,
+    invalid_response,
+    json_object,
     redact,
     retry_after_s,
+    send_checked,
+    status_error,
 )
 
 STARTING: Final = "starting"
@@ -45,9 +43,6 @@ CANCELED: Final = "canceled"
 ABORTED: Final = "aborted"
 PENDING_STATES: Final = frozenset({STARTING, PROCESSING})
 TERMINAL_STATES: Final = frozenset({SUCCEEDED, FAILED, CANCELED, ABORTED})
-
-CANCEL_GRACE_S: Final = 5.0  # how long an abandoned invoke may spend cancelling its prediction
-POLL_RETRIES: Final = 3  # transient errors tolerated in a row while polling a live prediction
 
 
 class PredictionCanceledError(ProviderError):
@@ -74,12 +69,6 @@ def iso_time(unix_s: float) -> str:
     return datetime.fromtimestamp(unix_s, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def number(value: Any) -> float | None:
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    return None
-
-
 def phases_ms(prediction: dict[str, Any]) -> tuple[float | None, float | None]:
     """``(queue_ms, execution_ms)`` of a finished prediction.
 
@@ -89,7 +78,7 @@ def phases_ms(prediction: dict[str, Any]) -> tuple[float | None, float | None]:
     """
     metrics = prediction.get("metrics")
     metrics = metrics if isinstance(metrics, dict) else {}
-    predict_s = number(metrics.get("predict_time"))
+    predict_s = finite_number(metrics.get("predict_time"))
     execution_ms = None if predict_s is None else predict_s * 1e3
     created = parse_time_s(prediction.get("created_at"))
     started = parse_time_s(prediction.get("started_at"))
@@ -97,20 +86,16 @@ def phases_ms(prediction: dict[str, Any]) -> tuple[float | None, float | None]:
     if created is not None and started is not None:
         queue_ms = max(0.0, (started - created) * 1e3)
     else:
-        total_s = number(metrics.get("total_time"))
+        total_s = finite_number(metrics.get("total_time"))
         if total_s is not None and predict_s is not None:
             queue_ms = max(0.0, (total_s - predict_s) * 1e3)
     return queue_ms, execution_ms
 
 
-def describe(exc: BaseException) -> str:
-    return redact(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
-
-
 class PredictionProvider(Provider):
     """What the Replicate and Cog providers share: sending, error mapping, parsing a
-    prediction, polling with retries, cancelling quietly, and turning a terminal prediction
-    into a ``Result`` or the right ``ProviderError``."""
+    prediction, and turning a terminal prediction into a ``Result`` or the right
+    ``ProviderError`` (``gpubench_sdk.run_job`` polls, retries and cancels)."""
 
     _headers: dict[str, str]
     # HTTP statuses that mean "busy, come back later" besides 429 (Cog answers 409).
@@ -124,13 +109,15 @@ class PredictionProvider(Provider):
         headers: dict[str, str] | None = None,
     ) -> httpx.Response:
         sent = self._headers if headers is None else {**self._headers, **headers}
-        try:
-            response = await self.client.request(method, url, json=body, headers=sent)
-        except httpx.HTTPError as exc:  # timeout, reset, refused, truncated body
-            raise as_provider_error(exc, provider=self.name) from exc
-        if response.status_code >= 400:
-            raise self._http_error(response)
-        return response
+        return await send_checked(
+            self.client,
+            method,
+            url,
+            provider=self.name,
+            headers=sent,
+            json=body,
+            error=self._http_error,
+        )
 
     def _http_error(self, response: httpx.Response) -> ProviderError:
         """The core's error for a status >= 400, its body read (as_provider_error: the call
@@ -142,8 +129,7 @@ class PredictionProvider(Provider):
         except ValueError:
             detail = None
         text = detail if isinstance(detail, str) else None
-        exc = httpx.HTTPStatusError("", request=response.request, response=response)
-        error = as_provider_error(exc, provider=self.name, detail=text)
+        error = status_error(response, provider=self.name, detail=text)
         status = response.status_code
         if status not in self._busy_statuses:
             return error
@@ -151,54 +137,15 @@ class PredictionProvider(Provider):
         wait_s = retry_after_s(response)
         return ThrottledError(message, retry_after_s=wait_s, provider=self.name, status_code=status)
 
-    def _json(self, response: httpx.Response) -> dict[str, Any]:
-        try:
-            data = response.json()
-        except ValueError as exc:
-            raise self._invalid("response is not JSON", response) from exc
-        if not isinstance(data, dict):
-            raise self._invalid("response is not a JSON object", response)
-        return data
-
     def _prediction(self, response: httpx.Response) -> dict[str, Any]:
-        prediction = self._json(response)
+        prediction = json_object(response, provider=self.name)
         status = prediction.get("status")
         if not isinstance(prediction.get("id"), str) or status not in (
             TERMINAL_STATES | PENDING_STATES
         ):
-            raise self._invalid(f"not a prediction: status {status!r}", response)
+            problem = f"not a prediction: status {status!r}"
+            raise invalid_response(response, problem, provider=self.name)
         return prediction
-
-    def _invalid(self, message: str, response: httpx.Response) -> InvalidResponseError:
-        return InvalidResponseError(message, provider=self.name, status_code=response.status_code)
-
-    async def _poll(
-        self, url: httpx.URL | str, max_wait_s: float, job_id: str
-    ) -> tuple[dict[str, Any], httpx.Response]:
-        """One read of prediction ``job_id``: a prediction that runs fine is not failed for a
-        passing 429/5xx/blip, and an error that does end it names the job (``request_id``),
-        so a failed poll can be told from a failed create and traced to its prediction."""
-        try:
-            for attempt in range(POLL_RETRIES + 1):
-                try:
-                    response = await self._send("GET", url)
-                    break
-                except (ThrottledError, ServerHTTPError, TransportError) as exc:
-                    if attempt == POLL_RETRIES:
-                        raise
-                    wait_s = getattr(exc, "retry_after_s", None) or max_wait_s
-                    await asyncio.sleep(min(wait_s, 5.0))
-            return self._prediction(response), response
-        except ProviderError as exc:
-            if exc.request_id is None:
-                exc.request_id = job_id
-            raise
-
-    async def _cancel_quietly(self, url: httpx.URL | str) -> None:
-        with anyio.move_on_after(CANCEL_GRACE_S, shield=True):
-            # best effort: the prediction may have ended meanwhile
-            with contextlib.suppress(ProviderError):
-                await self._send("POST", url)
 
     def _check_outcome(self, prediction: dict[str, Any], deadline_passed: bool) -> None:
         """Raise the taxonomy's error for a prediction that did not succeed."""

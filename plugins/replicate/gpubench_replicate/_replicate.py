@@ -16,12 +16,8 @@ streaming: replicate-python ``replicate/stream.py`` (``Accept: text/event-stream
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import json
 import math
-import statistics
 import time
-from collections import deque
 from typing import Any, ClassVar, Literal, Self
 
 import httpx
@@ -34,21 +30,34 @@ from gpubench_sdk import (
     ColdCheck,
     ConfigError,
     InvalidResponseError,
+    Job,
+    PollingOptions,
     ProviderOptions,
     Request,
     Result,
+    SavedScaling,
     ScalingSettings,
     ServerHTTPError,
     TransportError,
+    WarmBaseline,
+    describe_error,
     first_byte_ns,
+    invalid_response,
+    json_object,
+    json_or_text,
+    raise_for_stream,
     redact,
+    run_job,
+    scaling_fields,
     sse_events,
+    with_capabilities,
 )
 
 from . import _prediction as p
 
 API_URL = "https://api.replicate.com/v1"
 MAX_WAIT_S = 60  # Prefer: wait holds a request at most 60 s (and by default)
+CANCEL_AFTER_SLACK_S = 5.0  # past a Cancel-After deadline, how long to wait for its status
 _NAME = r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$"
 
 PUBLIC_MODEL_BILLING = BillingModel(
@@ -66,7 +75,7 @@ PRIVATE_BILLING = BillingModel(
 )
 
 
-class ReplicateOptions(ProviderOptions):
+class ReplicateOptions(PollingOptions):
     """One Replicate target: exactly one of ``model``, ``version`` or ``deployment``."""
 
     model: str | None = Field(default=None, pattern=_NAME, description="'owner/name'")
@@ -87,7 +96,6 @@ class ReplicateOptions(ProviderOptions):
     )
     poll_interval_s: float = Field(default=0.1, gt=0, description="first poll delay")
     poll_max_interval_s: float = Field(default=2.0, gt=0, description="backoff cap")
-    poll_backoff: float = Field(default=1.5, ge=1.0, description="delay multiplier per poll")
     cold_threshold_ms: float = Field(
         default=5000.0,
         gt=0,
@@ -133,27 +141,21 @@ class ReplicateProvider(p.PredictionProvider):
         billing=PRIVATE_BILLING,
     )
     Options: ClassVar[type[ProviderOptions]] = ReplicateOptions
-
-    _original_scaling: ScalingSettings | None = None
+    options: ReplicateOptions
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        o = self._opts
+        o = self.options
         if not (o.deployment or o.private):  # public models bill run time only
             # Per instance: the class declares the deployment rules, the most a target bills.
-            vars(self)["capabilities"] = dataclasses.replace(
-                type(self).capabilities, billing=PUBLIC_MODEL_BILLING
-            )
-        self._warm_queue_ms: deque[float] = deque(maxlen=50)
-
-    @property
-    def _opts(self) -> ReplicateOptions:
-        assert isinstance(self.options, ReplicateOptions)
-        return self.options
+            with_capabilities(self, billing=PUBLIC_MODEL_BILLING)
+        # the median starting phase of the last 50 warm predictions
+        self._warm = WarmBaseline(o.cold_threshold_ms, o.cold_factor)
+        self._scaling = SavedScaling(self.get_scaling, self._patch_scaling)
 
     @property
     def endpoint(self) -> str:
-        o = self._opts
+        o = self.options
         base = o.base_url.rstrip("/")
         if o.deployment:
             return f"{base}/deployments/{o.deployment}"
@@ -162,7 +164,7 @@ class ReplicateProvider(p.PredictionProvider):
         return f"{base}/predictions"
 
     async def open(self) -> None:
-        o = self._opts
+        o = self.options
         self._api = httpx.URL(o.base_url.rstrip("/") + "/")
         self._create_url = httpx.URL(
             self.endpoint + ("/predictions" if o.deployment or o.model else "")
@@ -174,36 +176,16 @@ class ReplicateProvider(p.PredictionProvider):
             self._create_headers["Cancel-After"] = f"{max(1, math.ceil(o.timeout_s))}s"
 
     async def close(self) -> None:
-        original, self._original_scaling = self._original_scaling, None
-        if original is not None:  # leave the deployment as the user configured it
-            await self._patch_scaling(original)
+        await self._scaling.restore()
 
     # ----- requests -------------------------------------------------------------------------
 
     async def invoke(self, request: Request) -> Result:
-        o = self._opts
-        body: dict[str, Any] = {"input": dict(request.payload)}
-        if o.version:
-            body["version"] = o.version
-        headers = dict(self._create_headers)
-        if request.stream:
-            body["stream"] = True  # older API versions return urls.stream only when asked
-        elif o.mode == "wait":
-            headers["Prefer"] = f"wait={o.wait_s}"
-        began = time.monotonic()
-        response = await self._send("POST", self._create_url, body, headers)
-        prediction = self._prediction(response)
-        done = False
-        try:
-            if request.stream:
-                result = await self._follow_stream(prediction, began)
-            else:
-                result = await self._follow(prediction, response, began)
-            done = True
-            return result
-        finally:
-            if not done:  # cancelled, timed out or failed mid-flight: stop paying for it
-                await self._cancel_quietly(self._url(prediction, "cancel"))
+        o = self.options
+        # With Cancel-After, Replicate ends the prediction at timeout_s itself: read how.
+        timeout_s = o.timeout_s + (CANCEL_AFTER_SLACK_S if o.cancel_after else 0.0)
+        job = _Prediction(self, request)
+        return await run_job(job, provider=self.name, timeout_s=timeout_s, polling=o.polling)
 
     def _url(self, prediction: dict[str, Any], kind: Literal["get", "cancel"]) -> httpx.URL:
         urls = prediction.get("urls")
@@ -213,101 +195,15 @@ class ReplicateProvider(p.PredictionProvider):
         suffix = "/cancel" if kind == "cancel" else ""
         return self._api.join(f"predictions/{prediction['id']}{suffix}")
 
-    async def _follow(
-        self, prediction: dict[str, Any], response: httpx.Response, began: float
-    ) -> Result:
-        prediction, response = await self._until_terminal(prediction, response)
-        return self._result(prediction, first_byte_ns(response), began)
-
-    async def _until_terminal(
-        self, prediction: dict[str, Any], response: httpx.Response
-    ) -> tuple[dict[str, Any], httpx.Response]:
-        """Poll ``urls.get`` with backoff until the prediction has ended."""
-        o = self._opts
-        delay_s = o.poll_interval_s
-        while prediction["status"] not in p.TERMINAL_STATES:
-            await asyncio.sleep(delay_s)
-            delay_s = min(delay_s * o.poll_backoff, o.poll_max_interval_s)
-            prediction, response = await self._poll(
-                self._url(prediction, "get"), o.poll_max_interval_s, prediction["id"]
-            )
-        return prediction, response
-
-    async def _follow_stream(self, prediction: dict[str, Any], began: float) -> Result:
-        """Read ``urls.stream`` (SSE): the first ``output`` event is the first byte."""
-        urls = prediction.get("urls")
-        stream_url = urls.get("stream") if isinstance(urls, dict) else None
-        if not isinstance(stream_url, str):
-            raise InvalidResponseError(
-                "the model does not stream (no urls.stream)",
-                provider=self.name,
-                request_id=prediction["id"],
-            )
-        chunks: list[Any] = []
-        first_ns: int | None = None
-        headers = {**self._headers, "Accept": "text/event-stream", "Cache-Control": "no-store"}
-        try:
-            async with self.client.stream("GET", stream_url, headers=headers) as response:
-                if response.status_code >= 400:
-                    await response.aread()
-                    error = self._http_error(response)
-                    error.request_id = prediction["id"]
-                    raise error
-                async for event, data, arrived_ns in sse_events(response):
-                    if event == "output":
-                        if first_ns is None:
-                            first_ns = arrived_ns
-                        chunks.append(_decode(data))
-                    elif event == "error":
-                        raise ServerHTTPError(
-                            redact(f"stream error: {data[:200]}"),
-                            provider=self.name,
-                            request_id=prediction["id"],
-                        )
-                    elif event == "done":
-                        break
-        except httpx.HTTPError as exc:
-            raise TransportError(
-                p.describe(exc), provider=self.name, request_id=prediction["id"]
-            ) from exc
-        polled = await self._poll(
-            self._url(prediction, "get"), self._opts.poll_max_interval_s, prediction["id"]
-        )
-        final, _ = await self._until_terminal(*polled)
-        result = self._result(final, first_ns, began)
-        result.output = chunks
-        return result
-
-    def _result(self, prediction: dict[str, Any], arrived_ns: int | None, began: float) -> Result:
-        deadline_passed = time.monotonic() - began >= self._opts.timeout_s - 0.5
-        self._check_outcome(prediction, deadline_passed and self._opts.cancel_after)
-        queue_ms, execution_ms = p.phases_ms(prediction)
-        return Result(
-            output=prediction.get("output"),
-            http_status=200,
-            request_id=prediction["id"],
-            first_byte_ns=arrived_ns,
-            queue_ms=queue_ms,
-            execution_ms=execution_ms,
-            cold=self._infer_cold(queue_ms),
-        )
-
     def _infer_cold(self, queue_ms: float | None) -> bool | None:
         """A long ``starting`` phase is a cold boot: above the threshold and well above the
         warm baseline (the median starting phase of the last 50 warm predictions)."""
-        if queue_ms is None:
-            return None
-        o = self._opts
-        baseline_ms = statistics.median(self._warm_queue_ms) if self._warm_queue_ms else 0.0
-        cold = queue_ms >= o.cold_threshold_ms and queue_ms >= o.cold_factor * baseline_ms
-        if not cold:
-            self._warm_queue_ms.append(queue_ms)
-        return cold
+        return None if queue_ms is None else self._warm.cold(queue_ms)
 
     # ----- deployments: scaling and cold starts -----------------------------------------------
 
     def _deployment_url(self) -> httpx.URL:
-        o = self._opts
+        o = self.options
         if not o.deployment:
             raise ConfigError(
                 "deployment", None, "a deployment target: only deployments have scaling settings"
@@ -318,14 +214,16 @@ class ReplicateProvider(p.PredictionProvider):
         """``current_release.configuration``'s ``min_instances``/``max_instances``; Replicate
         has no idle-timeout setting, so ``idle_timeout_s`` is None."""
         response = await self._send("GET", self._deployment_url())
-        body = self._json(response)
+        body = json_object(response, provider=self.name)
         release = body.get("current_release")
         config = release.get("configuration") if isinstance(release, dict) else None
         if not isinstance(config, dict):
-            raise self._invalid("deployment without current_release.configuration", response)
+            problem = "deployment without current_release.configuration"
+            raise invalid_response(response, problem, provider=self.name)
         lo, hi = config.get("min_instances"), config.get("max_instances")
         if not isinstance(lo, int) or not isinstance(hi, int):
-            raise self._invalid("min_instances/max_instances are not integers", response)
+            problem = "min_instances/max_instances are not integers"
+            raise invalid_response(response, problem, provider=self.name)
         return ScalingSettings(min_workers=lo, max_workers=hi, idle_timeout_s=None)
 
     async def set_scaling(self, settings: ScalingSettings) -> None:
@@ -336,16 +234,10 @@ class ReplicateProvider(p.PredictionProvider):
                 settings.idle_timeout_s,
                 "None: Replicate deployments have no idle-timeout setting",
             )
-        if self._original_scaling is None:
-            self._original_scaling = await self.get_scaling()
-        await self._patch_scaling(settings)
+        await self._scaling.change(settings)
 
     async def _patch_scaling(self, settings: ScalingSettings) -> None:
-        changes: dict[str, int] = {}
-        if settings.min_workers is not None:
-            changes["min_instances"] = settings.min_workers
-        if settings.max_workers is not None:
-            changes["max_instances"] = settings.max_workers
+        changes = scaling_fields(settings, "min_instances", "max_instances")
         if not changes:
             return
         try:
@@ -360,7 +252,7 @@ class ReplicateProvider(p.PredictionProvider):
         instances really stopped is inferred afterwards from the next starting phase.
         """
         started = time.monotonic()
-        o = self._opts
+        o = self.options
         steps = []
         if o.deployment:
             scaling = await self.get_scaling()
@@ -376,9 +268,80 @@ class ReplicateProvider(p.PredictionProvider):
         return ColdCheck(confirmed=False, waited_s=time.monotonic() - started, how=how)
 
 
-def _decode(data: str) -> Any:
-    """An output event's data: JSON where it parses (objects, numbers), else the text token."""
-    try:
-        return json.loads(data)
-    except ValueError:
-        return data
+class _Prediction(Job[dict[str, Any]]):
+    """One prediction: created (held by ``Prefer: wait``, or then read as SSE from
+    ``urls.stream``), polled at ``urls.get`` until it has ended, cancelled at ``urls.cancel``."""
+
+    def __init__(self, provider: ReplicateProvider, request: Request) -> None:
+        o = self.p = provider
+        self.stream = request.stream
+        self.body: dict[str, Any] = {"input": dict(request.payload)}
+        if o.options.version:
+            self.body["version"] = o.options.version
+        self.headers = dict(o._create_headers)
+        if request.stream:
+            self.body["stream"] = True  # older API versions return urls.stream only when asked
+        elif o.options.mode == "wait":
+            self.headers["Prefer"] = f"wait={o.options.wait_s}"
+        self.chunks: list[Any] = []
+        self.first_ns: int | None = None
+
+    async def submit(self) -> dict[str, Any] | None:
+        self.began = time.monotonic()
+        self.response = await self.p._send("POST", self.p._create_url, self.body, self.headers)
+        self.created = self.p._prediction(self.response)
+        self.id = self.created["id"]
+        if not self.stream:
+            return self.created
+        await self._read_stream()
+        return None  # read at once: the stream's end is not the prediction's
+
+    async def _read_stream(self) -> None:
+        """Read ``urls.stream`` (SSE): the first ``output`` event is the first byte."""
+        pv, urls = self.p, self.created.get("urls")
+        stream_url = urls.get("stream") if isinstance(urls, dict) else None
+        if not isinstance(stream_url, str):
+            raise InvalidResponseError(
+                "the model does not stream (no urls.stream)", provider=pv.name
+            )
+        headers = {**pv._headers, "Accept": "text/event-stream", "Cache-Control": "no-store"}
+        try:
+            async with pv.client.stream("GET", stream_url, headers=headers) as response:
+                await raise_for_stream(response, pv._http_error)
+                async for event, data, arrived_ns in sse_events(response):
+                    if event == "output":
+                        self.first_ns = self.first_ns or arrived_ns
+                        self.chunks.append(json_or_text(data))
+                    elif event == "error":
+                        raise ServerHTTPError(
+                            redact(f"stream error: {data[:200]}"), provider=pv.name
+                        )
+                    elif event == "done":
+                        break
+        except httpx.HTTPError as exc:
+            raise TransportError(describe_error(exc), provider=pv.name) from exc
+
+    async def status(self) -> dict[str, Any]:
+        self.response = await self.p._send("GET", self.p._url(self.created, "get"))
+        return self.p._prediction(self.response)
+
+    def finished(self, state: dict[str, Any]) -> bool:
+        return state["status"] in p.TERMINAL_STATES
+
+    async def result(self, state: dict[str, Any]) -> Result:
+        o = self.p.options
+        deadline_passed = time.monotonic() - self.began >= o.timeout_s - 0.5
+        self.p._check_outcome(state, deadline_passed and o.cancel_after)
+        queue_ms, execution_ms = p.phases_ms(state)
+        return Result(
+            output=self.chunks if self.stream else state.get("output"),
+            http_status=200,
+            request_id=state["id"],
+            first_byte_ns=self.first_ns if self.stream else first_byte_ns(self.response),
+            queue_ms=queue_ms,
+            execution_ms=execution_ms,
+            cold=self.p._infer_cold(queue_ms),
+        )
+
+    async def cancel(self) -> None:
+        await self.p._send("POST", self.p._url(self.created, "cancel"))

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import re
 import time
 from typing import Any, ClassVar, Literal
 
-import anyio
 import httpx
 from pydantic import Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
@@ -20,32 +18,36 @@ from gpubench_sdk import (
     CapabilityError,
     ClientHTTPError,
     ColdCheck,
+    ColdMark,
     ConfigError,
     FleetState,
     InvalidResponseError,
+    Job,
     Outcome,
+    PollingOptions,
     Provider,
     ProviderError,
     ProviderOptions,
     Request,
     RequestTimeoutError,
     Result,
+    SavedScaling,
     ScalingSettings,
     ServerHTTPError,
-    ThrottledError,
-    TransportError,
+    finite_number,
     invalid_response,
     json_object,
     redact,
+    run_job,
+    scaling_fields,
     scrub_url,
+    send_checked,
+    with_capabilities,
 )
 from gpubench_sdk import first_byte_ns as arrived_ns
 
 from . import _protocol as rp
-from ._wire import job_of, number, send
 
-CANCEL_GRACE_S = 5.0  # how long a cancelled invoke may spend telling RunPod to cancel the job
-POLL_RETRIES = 3  # transient errors tolerated in a row while polling a job that is running
 # A base URL that already names the endpoint: the hosted API's (or the emulator's) /v2/{id}.
 _ENDPOINT_PATH = re.compile(r"/v2/(?P<id>[A-Za-z0-9_-]+)/?$")
 
@@ -56,7 +58,7 @@ class JobCancelledError(ProviderError):
     outcome = Outcome.CANCELLED
 
 
-class RunPodOptions(ProviderOptions):
+class RunPodOptions(PollingOptions):
     """Options of a RunPod target; ``api_key`` comes from ``api_key_env``/``api_key_file``."""
 
     base_url: str = Field(
@@ -86,9 +88,6 @@ class RunPodOptions(ProviderOptions):
     runsync_wait_ms: int | None = Field(
         default=None, ge=rp.RUNSYNC_MIN_WAIT_MS, le=rp.RUNSYNC_MAX_WAIT_MS
     )
-    poll_interval_s: float = Field(default=0.05, gt=0, description="first poll delay")
-    poll_max_interval_s: float = Field(default=1.0, gt=0, description="backoff cap")
-    poll_backoff: float = Field(default=1.5, ge=1.0, description="delay multiplier per poll")
     cold_threshold_ms: float = Field(
         default=1000.0,
         gt=0,
@@ -139,13 +138,11 @@ class RunPodProvider(Provider):
         ),
     )
     Options: ClassVar[type[ProviderOptions]] = RunPodOptions
-
-    _original_scaling: ScalingSettings | None = None
-    _cold_next = False
+    options: RunPodOptions
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        o = self._opts
+        o = self.options
         base = o.base_url.rstrip("/")
         self.endpoint_id = o.endpoint_id
         if o.endpoint_id is not None:
@@ -154,29 +151,26 @@ class RunPodProvider(Provider):
             self.endpoint_id = named["id"]
         self._base = base
         if self.endpoint_id is None:  # job routes only: nothing names an endpoint to manage
-            vars(self)["capabilities"] = dataclasses.replace(
-                type(self).capabilities,
+            with_capabilities(
+                self,
                 fleet_state=False,
                 cold_start_control=False,
                 scaling_settings=False,
                 server_timings=frozenset(),  # recorded if sent, but none is promised
                 billing=None,
             )
+        self._cold = ColdMark()
+        self._scaling = SavedScaling(self.get_scaling, self._patch_scaling)
         self._poll_method = o.poll_method
         if o.poll_method == "auto":
             self._poll_method = "GET" if self.endpoint_id is not None else "POST"
-
-    @property
-    def _opts(self) -> RunPodOptions:
-        assert isinstance(self.options, RunPodOptions)
-        return self.options
 
     @property
     def endpoint(self) -> str:
         return scrub_url(self._base)
 
     async def open(self) -> None:
-        o = self._opts
+        o = self.options
         # Built once: parsing URL strings on every request is measurable at high rates.
         self._api = httpx.URL(self._base + "/")
         self._run_url = self._api.join("run")
@@ -189,75 +183,18 @@ class RunPodProvider(Provider):
         self._headers = {**o.headers, **self.auth_headers()}
 
     async def close(self) -> None:
-        original, self._original_scaling = self._original_scaling, None
-        if original is not None:  # leave the endpoint as the user configured it
-            await self._patch_scaling(original)
+        await self._scaling.restore()
 
     # ----- requests -------------------------------------------------------------------------
 
     async def invoke(self, request: Request) -> Result:
         body: dict[str, Any] = {"input": dict(request.payload)}
-        if self._opts.execution_timeout_ms is not None:
-            body["policy"] = {"executionTimeout": self._opts.execution_timeout_ms}
-        url = self._runsync_url if self._opts.mode == "runsync" else self._run_url
-        response = await self._send("POST", url, body)
-        job = job_of(response)
-        job_id = str(job["id"])
-        done = False
-        try:
-            if request.stream:
-                result = await self._follow_stream(job_id)
-            else:
-                result = await self._follow(job_id, job, response)
-            done = True
-            return result
-        except ProviderError as exc:  # the job exists: its id stays with the failure
-            exc.request_id = exc.request_id or job_id
-            raise
-        finally:
-            if not done:  # cancelled, timed out or failed mid-flight: stop paying for the job
-                await self._cancel_quietly(job_id)
-
-    async def _follow(self, job_id: str, job: dict[str, Any], response: httpx.Response) -> Result:
-        status_url = self._api.join(f"status/{job_id}")
-        delay_s = self._opts.poll_interval_s
-        while job["status"] not in rp.TERMINAL_STATES:
-            await asyncio.sleep(delay_s)
-            delay_s = min(delay_s * self._opts.poll_backoff, self._opts.poll_max_interval_s)
-            response = await self._poll(status_url)
-            job = job_of(response)
-        return self._result(job, arrived_ns(response))
-
-    async def _follow_stream(self, job_id: str) -> Result:
-        """Poll ``/stream/{id}`` (JSON, not SSE): each answer drains what the generator
-        yielded since the last; the first chunk's arrival is the first byte."""
-        stream_url = self._api.join(f"stream/{job_id}")
-        chunks: list[Any] = []
-        first_ns: int | None = None
-        delay_s = self._opts.poll_interval_s
-        while True:
-            response = await self._poll(stream_url)
-            data = json_object(response, provider=self.name)
-            items = data.get("stream") or []
-            if not isinstance(items, list):
-                raise invalid_response(response, "stream is not a list", provider=self.name)
-            if items and first_ns is None:
-                first_ns = arrived_ns(response)
-            chunks += [item.get("output") if isinstance(item, dict) else item for item in items]
-            if data.get("status") in rp.TERMINAL_STATES:
-                break
-            await asyncio.sleep(delay_s)
-            delay_s = min(delay_s * self._opts.poll_backoff, self._opts.poll_max_interval_s)
-        final = {**data, "id": job_id}
-        # /status adds delayTime/executionTime/workerId; a server that has forgotten the job
-        # once streamed (runpod's local API server) answers another state, or an error.
-        with contextlib.suppress(ProviderError):
-            polled = job_of(await self._poll(self._api.join(f"status/{job_id}")))
-            if polled["status"] == final["status"]:
-                final = polled
-        result = self._result(final, first_ns)
-        result.output = chunks
-        return result
+        if self.options.execution_timeout_ms is not None:
+            body["policy"] = {"executionTimeout": self.options.execution_timeout_ms}
+        job = _StreamJob(self, body) if request.stream else _RunJob(self, body)
+        return await run_job(
+            job, provider=self.name, timeout_s=self.options.timeout_s, polling=self.options.polling
+        )
 
     def _result(self, job: dict[str, Any], arrived: int | None) -> Result:
         status = job["status"]
@@ -269,41 +206,30 @@ class RunPodProvider(Provider):
             raise RequestTimeoutError("job TIMED_OUT (executionTimeout policy)", **kw)
         if status == rp.CANCELLED:
             raise JobCancelledError("job CANCELLED by the platform or another client", **kw)
-        delay_ms = number(job.get("delayTime"))
-        cold = delay_ms is not None and delay_ms >= self._opts.cold_threshold_ms
+        delay_ms = finite_number(job.get("delayTime"))
+        cold = delay_ms is not None and delay_ms >= self.options.cold_threshold_ms
         confirmed = False
-        if self._cold_next:  # the fleet was verified empty just before: no guess needed
-            cold, confirmed, self._cold_next = True, True, False
+        if self._cold.take():  # the fleet was verified empty just before: no guess needed
+            cold, confirmed = True, True
         return Result(
             output=job.get("output"),
             http_status=200,
             request_id=job_id,
             first_byte_ns=arrived,
             queue_ms=delay_ms,
-            execution_ms=number(job.get("executionTime")),
+            execution_ms=finite_number(job.get("executionTime")),
             cold=cold if delay_ms is not None or cold else None,
             cold_confirmed=confirmed,
             worker_id=job.get("workerId"),
         )
 
     async def _poll(self, url: httpx.URL) -> httpx.Response:
-        """One poll; a job that runs fine is not failed for a passing 429/5xx/network blip."""
-        for attempt in range(POLL_RETRIES + 1):
-            try:
-                return await self._poll_once(url)
-            except (ThrottledError, ServerHTTPError, TransportError) as exc:
-                if attempt == POLL_RETRIES:
-                    raise
-                wait_s = getattr(exc, "retry_after_s", None) or self._opts.poll_max_interval_s
-                await asyncio.sleep(min(wait_s, 5.0))
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    async def _poll_once(self, url: httpx.URL) -> httpx.Response:
+        """One read of /status or /stream (``run_job`` retries a passing 429/5xx/blip)."""
         method = self._poll_method
         try:
             return await self._send(method, url)
         except ClientHTTPError as exc:
-            if exc.status_code != 405 or self._opts.poll_method != "auto":
+            if exc.status_code != 405 or self.options.poll_method != "auto":
                 raise
         # 405: this server polls with the other method (runpod 1.12.0's local API server,
         # rp_fastapi.py, routes POST only). Switched once, for the provider's lifetime; a
@@ -313,14 +239,13 @@ class RunPodProvider(Provider):
         self._poll_method = "POST" if method == "GET" else "GET"
         return await self._send(self._poll_method, url)
 
-    async def _cancel_quietly(self, job_id: str) -> None:
-        with anyio.move_on_after(CANCEL_GRACE_S, shield=True):
-            # best effort: the job may have ended, or the provider been closed, meanwhile
-            with contextlib.suppress(ProviderError, RuntimeError):
-                await self._send("POST", self._api.join(f"cancel/{job_id}"))
-
     async def _send(self, method: str, url: httpx.URL, body: Any = None) -> httpx.Response:
-        return await send(self.client, method, url, self._headers, body)
+        """One request; a status >= 400 (RunPod's ``{"error"}``, FastAPI's ``{"detail"}`` from
+        runpod's local API server shown), a timeout or a broken connection raises the core's
+        ``ProviderError``, naming the call: a 404 from a wrong base URL explains itself."""
+        return await send_checked(
+            self.client, method, url, provider=self.name, headers=self._headers, json=body
+        )
 
     # ----- capabilities ---------------------------------------------------------------------
 
@@ -350,12 +275,11 @@ class RunPodProvider(Provider):
         scaling = await self.get_scaling()
         if scaling.min_workers:
             await self.set_scaling(ScalingSettings(min_workers=0))
-        delay_s = self._opts.poll_interval_s
-        while True:
+        for delay_s in self.options.polling.delays():
             fleet = await self.state()
             waited_s = time.monotonic() - started
             if fleet.is_cold and not fleet.queued:
-                self._cold_next = True
+                self._cold.expect()
                 how = f"workersMin=0, idleTimeout={scaling.idle_timeout_s:g}s; /health: 0 workers"
                 return ColdCheck(confirmed=True, waited_s=waited_s, how=how)
             if waited_s >= timeout_s:
@@ -365,7 +289,7 @@ class RunPodProvider(Provider):
                 )
                 return ColdCheck(confirmed=False, waited_s=waited_s, how=how)
             await asyncio.sleep(delay_s)
-            delay_s = min(delay_s * self._opts.poll_backoff, self._opts.poll_max_interval_s)
+        raise AssertionError("unreachable")  # pragma: no cover - the delays never end
 
     async def get_scaling(self) -> ScalingSettings:
         self._managed("scaling_settings")
@@ -383,23 +307,87 @@ class RunPodProvider(Provider):
 
     async def set_scaling(self, settings: ScalingSettings) -> None:
         """PATCH the fields given (RunPod changes only those); restored in ``close()``."""
-        if self._original_scaling is None:
-            self._original_scaling = await self.get_scaling()
-        await self._patch_scaling(settings)
+        await self._scaling.change(settings)
 
     async def _patch_scaling(self, settings: ScalingSettings) -> None:
-        changes: dict[str, int] = {}
-        if settings.min_workers is not None:
-            changes["workersMin"] = settings.min_workers
-        if settings.max_workers is not None:
-            changes["workersMax"] = settings.max_workers
-        if settings.idle_timeout_s is not None:
-            if settings.idle_timeout_s != int(settings.idle_timeout_s):
-                raise ConfigError(
-                    "scaling.idle_timeout_s", settings.idle_timeout_s, "whole seconds on RunPod"
-                )
-            changes["idleTimeout"] = int(settings.idle_timeout_s)
+        changes = scaling_fields(
+            settings, "workersMin", "workersMax", "idleTimeout", expected="whole seconds on RunPod"
+        )
         try:
             await self._send("PATCH", self._rest_endpoint, changes)
         except ClientHTTPError as exc:
             raise ConfigError("scaling", changes, f"values RunPod accepts ({exc})") from exc
+
+
+class _RunJob(Job[dict[str, Any]]):
+    """``/run`` (or ``/runsync``, whose job may come back finished) + ``/status`` + ``/cancel``."""
+
+    def __init__(self, provider: RunPodProvider, body: dict[str, Any]) -> None:
+        self.p, self.body = provider, body
+        self.response: httpx.Response | None = None
+
+    async def submit(self) -> dict[str, Any] | None:
+        p = self.p
+        url = p._runsync_url if p.options.mode == "runsync" else p._run_url
+        self.response = await p._send("POST", url, self.body)
+        job = _job_of(self.response)
+        self.id = str(job["id"])
+        return job
+
+    async def status(self) -> dict[str, Any]:
+        self.response = await self.p._poll(self.p._api.join(f"status/{self.id}"))
+        return _job_of(self.response)
+
+    def finished(self, state: dict[str, Any]) -> bool:
+        return state.get("status") in rp.TERMINAL_STATES
+
+    async def result(self, state: dict[str, Any]) -> Result:
+        return self.p._result(state, arrived_ns(self.response) if self.response else None)
+
+    async def cancel(self) -> None:
+        await self.p._send("POST", self.p._api.join(f"cancel/{self.id}"))
+
+
+class _StreamJob(_RunJob):
+    """``/run``, then ``/stream/{id}`` polled (JSON, not SSE): each answer drains what the
+    generator yielded since the last; the first chunk's arrival is the first byte."""
+
+    chunks: list[Any]
+    first_ns: int | None = None
+
+    async def submit(self) -> dict[str, Any] | None:
+        await super().submit()
+        self.chunks = []
+        return None  # the stream is read at once
+
+    async def status(self) -> dict[str, Any]:
+        response = await self.p._poll(self.p._api.join(f"stream/{self.id}"))
+        data = json_object(response, provider=self.p.name)
+        items = data.get("stream") or []
+        if not isinstance(items, list):
+            raise invalid_response(response, "stream is not a list", provider=self.p.name)
+        if items and self.first_ns is None:
+            self.first_ns = arrived_ns(response)
+        self.chunks += [item.get("output") if isinstance(item, dict) else item for item in items]
+        return data
+
+    async def result(self, state: dict[str, Any]) -> Result:
+        final = {**state, "id": self.id}
+        # /status adds delayTime/executionTime/workerId; a server that has forgotten the job
+        # once streamed (runpod's local API server) answers another state, or an error.
+        with contextlib.suppress(ProviderError):
+            polled = _job_of(await self.p._poll(self.p._api.join(f"status/{self.id}")))
+            if polled["status"] == final["status"]:
+                final = polled
+        result = self.p._result(final, self.first_ns)
+        result.output = self.chunks
+        return result
+
+
+def _job_of(response: httpx.Response) -> dict[str, Any]:
+    """The job in an answer of /run, /runsync or /status, with a status RunPod defines."""
+    job = json_object(response, provider="runpod")
+    if "id" not in job or job.get("status") not in rp.TERMINAL_STATES | rp.PENDING_STATES:
+        problem = f"not a job: status {job.get('status')!r}"
+        raise invalid_response(response, problem, provider="runpod")
+    return job

@@ -17,7 +17,7 @@ from typing import Any
 
 import anyio
 
-from gpubench_sdk import ColdCheck, ConfigError, FleetState
+from gpubench_sdk import ColdCheck, ConfigError, FleetState, Polling
 
 Call = Callable[..., Awaitable[Any]]
 POLL_S = 0.05
@@ -98,8 +98,7 @@ class Control:
             self._original_copies = int(runtime.get("DesiredCopyCount") or 0)
         if int(runtime.get("DesiredCopyCount") or 0) != 0:
             await self._set_copies(call, 0)
-        delay_s = POLL_S
-        while True:
+        for delay_s in Polling(POLL_S, POLL_MAX_S).delays():
             component = await self._component_config(call)
             copies = int((component.get("RuntimeConfig") or {}).get("CurrentCopyCount") or 0)
             waited_s = time.monotonic() - started
@@ -113,7 +112,7 @@ class Control:
                 how = f"timed out: CurrentCopyCount {copies}"
                 return ColdCheck(confirmed=False, waited_s=waited_s, how=how)
             await anyio.sleep(delay_s)
-            delay_s = min(delay_s * 1.5, POLL_MAX_S)
+        raise AssertionError("unreachable")  # pragma: no cover - the delays never end
 
     async def restore(self, call: Call) -> None:
         """Put the user's copy count back (called from ``close()``, shielded)."""

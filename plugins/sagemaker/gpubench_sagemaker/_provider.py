@@ -86,23 +86,19 @@ class SageMakerProvider(Provider):
         billing=load_catalog().billing_model("sagemaker"),
     )
     Options: ClassVar[type[ProviderOptions]] = SageMakerOptions
+    options: SageMakerOptions
 
     _control: Control | None = None
 
     @property
-    def _opts(self) -> SageMakerOptions:
-        assert isinstance(self.options, SageMakerOptions)
-        return self.options
-
-    @property
     def endpoint(self) -> str:
-        o = self._opts
+        o = self.options
         # the service's documented host: https://docs.aws.amazon.com/general/latest/gr/sagemaker.html
         base = o.runtime_url or f"https://runtime.sagemaker.{o.region or '<region>'}.amazonaws.com"
         return f"{base.rstrip('/')}/endpoints/{o.endpoint_name}"
 
     async def open(self) -> None:
-        o = self._opts
+        o = self.options
         secret = o.api_key.get_secret_value() if o.api_key is not None else None
         if (o.aws_access_key_id is None) != (secret is None):
             raise ConfigError(
@@ -127,7 +123,7 @@ class SageMakerProvider(Provider):
         self._control = Control(control, o.endpoint_name, o.inference_component)
 
     def _make_clients(self, session: Any) -> tuple[Any, Any, Any]:
-        o = self._opts
+        o = self.options
         config = _aws.client_config(o.max_concurrency, o.timeout_s)
         runtime = session.client("sagemaker-runtime", endpoint_url=o.runtime_url, config=config)
         control = session.client("sagemaker", endpoint_url=o.control_url, config=config)
@@ -172,7 +168,7 @@ class SageMakerProvider(Provider):
     # ----- requests -------------------------------------------------------------------------
 
     def _params(self, request: Request) -> dict[str, Any]:
-        o = self._opts
+        o = self.options
         params: dict[str, Any] = {"EndpointName": o.endpoint_name, "ContentType": o.content_type}
         if o.inference_component:
             params["InferenceComponentName"] = o.inference_component
@@ -190,11 +186,11 @@ class SageMakerProvider(Provider):
                 result = await self._invoke_once(request, body)
                 break
             except ColdTimeoutError:
-                if time.monotonic() - started + delay_s > self._opts.cold_wait_s:
+                if time.monotonic() - started + delay_s > self.options.cold_wait_s:
                     raise
                 refused = True  # the service itself says no copy is up
                 await anyio.sleep(delay_s)
-                delay_s = min(delay_s * 2, self._opts.cold_retry_max_s)
+                delay_s = min(delay_s * 2, self.options.cold_retry_max_s)
         # SageMaker routes only to copies that are up, so a request that was not refused is
         # warm (even right after ensure_cold: a copy came back meanwhile); one that was
         # refused waited for a copy to boot and load the model
@@ -205,7 +201,7 @@ class SageMakerProvider(Provider):
         return result
 
     async def _invoke_once(self, request: Request, body: bytes) -> Result:
-        if self._opts.async_input_s3 is not None:
+        if self.options.async_input_s3 is not None:
             return await self._invoke_async(body)
         if request.stream:
             return await self._call(
@@ -214,7 +210,7 @@ class SageMakerProvider(Provider):
                 self._params(request),
                 body,
             )
-        params = {**self._params(request), "Body": body, "Accept": self._opts.accept}
+        params = {**self._params(request), "Body": body, "Accept": self.options.accept}
         response = await self._call("InvokeEndpoint", self._invoke_blocking, params)
         return self._result(response, response.pop("_first_byte_ns"))
 
@@ -226,7 +222,7 @@ class SageMakerProvider(Provider):
 
     def _stream_blocking(self, params: dict[str, Any], body: bytes) -> Result:
         response = self._runtime.invoke_endpoint_with_response_stream(
-            **params, Body=body, Accept=self._opts.accept
+            **params, Body=body, Accept=self.options.accept
         )
         parts: list[bytes] = []
         times_ns: list[int] = []
@@ -247,7 +243,7 @@ class SageMakerProvider(Provider):
         self, response: dict[str, Any], arrived_ns: int | None, streamed: bool = False
     ) -> Result:
         raw: bytes = response["Body"]
-        content_type = str(response.get("ContentType") or self._opts.accept)
+        content_type = str(response.get("ContentType") or self.options.accept)
         try:
             output: Any = _decode(raw, content_type, streamed)
         except ValueError as exc:
@@ -270,7 +266,7 @@ class SageMakerProvider(Provider):
         """Async inference: upload the input, ``invoke_endpoint_async``, then poll S3 until
         the output or failure object exists (https://docs.aws.amazon.com/sagemaker/latest/dg/
         async-inference-check-predictions.html)."""
-        o = self._opts
+        o = self.options
         assert o.async_input_s3 is not None
         bucket, _, prefix = o.async_input_s3.removeprefix("s3://").partition("/")
         key = f"{prefix.rstrip('/')}/{uuid.uuid4()}.json".lstrip("/")
