@@ -7,12 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from ._config import RunConfig, provider_options
-from ._plugins import provider_class, workload_class
+from ._plugins import load_workload, provider_class
 from ._results import Target
 from ._runner import Observer, Runner
 from ._store import Store
 from ._telemetry import Instruments
-from ._validate import validate_options
 from .cost._meter import budget_guard
 
 
@@ -36,10 +35,7 @@ def build_run(
     for t in config.targets:
         cls = provider_class(t.provider)
         targets.append(Target(t.name, cls(provider_options(t, cls.Options))))
-    wl_cls = workload_class(config.workload.kind)
-    workload = wl_cls(
-        validate_options(wl_cls.Options, config.workload.workload_options(), "workload")
-    )
+    workload = load_workload(config.workload.kind, **config.workload.workload_options())
     return Runner(
         targets,
         workload,

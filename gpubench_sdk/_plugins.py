@@ -156,6 +156,13 @@ def load_provider(name: str, **options: Any) -> Provider:
     return cls(validate_options(cls.Options, options, f"provider {name!r}"))
 
 
+def load_workload(kind: str, **options: Any) -> Workload:
+    """Instantiate the workload plugin ``kind`` with validated ``options`` (as a plan's
+    ``[workload]`` table would)."""
+    cls = workload_class(kind)
+    return cls(validate_options(cls.Options, options, "workload"))
+
+
 @functools.cache
 def _scenario_adapter(kind: str) -> tuple[type[Scenario], TypeAdapter[Scenario]]:
     """The class registered for ``kind`` under ``gpubench.scenarios``, and its validator."""

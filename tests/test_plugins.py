@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from gpubench_sdk import PluginNotFoundError, list_plugins, load_provider, provider_class
+from gpubench_sdk import PluginNotFoundError, list_plugins, load_provider
 from gpubench_sdk._local import LocalProvider
+from gpubench_sdk._plugins import provider_class
 
 PLUGIN_CODE = {
     "gpb_testplugins/__init__.py": """
@@ -77,7 +78,8 @@ def test_listing_reports_broken_and_wrong_type_and_keeps_going(plugin_path: Path
 
 def test_asking_by_name_fails_loudly(plugin_path: Path) -> None:
     code = textwrap.dedent("""
-        from gpubench_sdk import provider_class, PluginLoadError, PluginNotFoundError
+        from gpubench_sdk import PluginLoadError, PluginNotFoundError
+        from gpubench_sdk._plugins import provider_class
         for name in ("broken", "wrongtype", "nosuch"):
             try:
                 provider_class(name)

@@ -28,8 +28,8 @@ from gpubench_sdk import (
     ThrottledError,
     list_plugins,
     load_provider,
+    load_workload,
     run,
-    workload_class,
 )
 from gpubench_sdk.cost import load_catalog
 from gpubench_sdk.testing import Duration, Fault, FleetConfig, ServedApp, SimulatedFleet, serve
@@ -265,6 +265,6 @@ def test_the_doc_pages_targets_are_valid_options() -> None:
             if p.options.input is not None:
                 workload = dict(plan["workload"])
                 kind = workload.pop("kind")
-                p.options.input.check(workload_class(kind)(**workload).request(0).payload)
+                p.options.input.check(load_workload(kind, **workload).request(0).payload)
                 mapped += 1
     assert mapped, "the page shows an input map"
