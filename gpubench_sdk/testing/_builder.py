@@ -176,7 +176,9 @@ class Emulator:
     ``name`` is the provider's (for the install hint); ``check`` runs before every route
     declared with ``check=True`` (a ``KeyCheck``, or a function raising ``Reject``);
     ``error_body`` renders rejections and, unless ``fault_body`` is given, injected faults;
-    ``fault`` is the fault route of routes that name none and of requests no route takes.
+    ``fault`` is the fault route of routes that name none and of requests no route takes;
+    with ``not_found`` set, a path no route serves (404, with this message) or a method it does
+    not (405) is answered with ``error_body`` too, not Starlette's plain text.
     """
 
     fleet: SimulatedFleet
@@ -185,6 +187,7 @@ class Emulator:
     error_body: ErrorRenderer = json_error
     fault_body: ErrorRenderer | None = None
     fault: FaultRoute = "control"
+    not_found: str | None = None
     on_start: list[Callable[[], None]] = field(default_factory=list)
     on_stop: list[Callable[[], None]] = field(default_factory=list)
     _routes: list[_Route] = field(default_factory=list)
@@ -232,7 +235,13 @@ class Emulator:
         table = [
             routing.Route(r.path, self._endpoint(r), methods=list(r.methods)) for r in self._routes
         ]
-        inner = starlette.Starlette(routes=table, lifespan=self._lifespan)
+        handlers = {}
+        if self.not_found is not None:
+            exceptions = require("starlette.exceptions", f"the {self.name} emulator")
+            handlers[exceptions.HTTPException] = self._not_routed
+        inner = starlette.Starlette(
+            routes=table, lifespan=self._lifespan, exception_handlers=handlers
+        )
         for name, value in state.items():
             setattr(inner.state, name, value)
         faults = [self.fault if r.fault is ... else r.fault for r in self._routes]
@@ -262,6 +271,11 @@ class Emulator:
             return self.json(answer)
 
         return endpoint
+
+    async def _not_routed(self, request: Request, exc: Exception) -> Response:
+        status = getattr(exc, "status_code", 500)
+        detail = self.not_found if status == 404 else str(getattr(exc, "detail", ""))
+        return self.error(status, detail or "")
 
     @contextlib.asynccontextmanager
     async def _lifespan(self, app: Any) -> AsyncIterator[None]:
