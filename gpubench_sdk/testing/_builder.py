@@ -36,10 +36,11 @@ from types import EllipsisType
 from typing import TYPE_CHECKING, Any
 
 from .._types import ScalingSettings
+from ._emulator import hold
 from ._faults import ASGIApp, ErrorRenderer, FaultInjector, Scope, json_error
 from ._fleet import SimulatedFleet
 from ._harness import require
-from ._jobs import Job, QueueFull
+from ._jobs import Job, JobStatus, QueueFull
 
 if TYPE_CHECKING:
     import asyncio
@@ -375,6 +376,27 @@ class Emulator:
             return self.fleet.submit(payload, **options)
         except QueueFull as exc:
             raise Reject(status, full.format(exc=exc), headers) from None
+
+    def job(self, job_id: str, missing: str = "not found") -> Job:
+        """``fleet.job(job_id)``; an unknown id is ``Reject(404, missing)``."""
+        job = self.fleet.job(job_id)
+        if job is None:
+            raise Reject(404, missing)
+        return job
+
+    async def call(self, request: Request, *, full: str = "too many requests") -> Response:
+        """A direct call as a container platform's front end serves one: the JSON body (any
+        other JSON value as ``{"input": value}``) runs as a job while the request is held;
+        the answer is its result with ``x-request-id``, or 500 ``container error: ...``, or
+        499 when the client hung up first (the job is then cancelled)."""
+        payload = await self.read_json(request, not_object=None)
+        job = self.submit(payload if isinstance(payload, dict) else {"input": payload}, full=full)
+        if not await hold(request, job, self.fleet):
+            return self.reply(status=499)
+        headers = {"x-request-id": job.id}
+        if job.status is not JobStatus.COMPLETED:
+            raise Reject(500, f"container error: {job.error}", headers)
+        return self.json(job.result, headers=headers)
 
     def set_scaling(self, settings: ScalingSettings) -> None:
         """``fleet.set_scaling``; settings it refuses (min above max) are ``Reject(400)``."""

@@ -35,11 +35,9 @@ from gpubench_sdk.testing import (
     ASGIApp,
     Emulator,
     EmulatorParser,
-    JobStatus,
     KeyCheck,
     Reject,
     SimulatedFleet,
-    hold,
     plain_text,
 )
 
@@ -262,15 +260,7 @@ def make_app(
         if request.method != "POST":
             raise Reject(405, "method not allowed")
         ingress_key(request)  # Easy Auth answers 401 without a valid token
-        payload = await emu.read_json(request, not_object=None)
-        payload = payload if isinstance(payload, dict) else {"input": payload}
-        job = emu.submit(payload, full="too many requests")
-        if not await hold(request, job, fleet):  # the client went away: the replica's ends
-            return emu.reply(status=499)
-        headers = {"x-request-id": job.id}
-        if job.status is not JobStatus.COMPLETED:
-            raise Reject(500, f"container error: {job.error}", headers)
-        return emu.json(job.result, headers=headers)
+        return await emu.call(request)  # a hang-up ends the replica's request
 
     return emu.app()
 

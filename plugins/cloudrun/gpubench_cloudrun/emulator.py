@@ -31,11 +31,9 @@ from gpubench_sdk.testing import (
     ASGIApp,
     Emulator,
     EmulatorParser,
-    JobStatus,
     KeyCheck,
     Reject,
     SimulatedFleet,
-    hold,
     plain_text,
 )
 
@@ -195,16 +193,8 @@ def make_app(
         if not authorized(request):
             # Google's front end answers 401 for a missing or invalid ID token
             raise Reject(401, "Your client does not have permission (401)")
-        payload = await emu.read_json(request, not_object=None)
-        payload = payload if isinstance(payload, dict) else {"input": payload}
-        job = emu.submit(payload, full="The request was aborted because there was no available "
-                         "instance.")  # fmt: skip
-        if not await hold(request, job, fleet):  # the client went away: the container's ends
-            return emu.reply(status=499)
-        headers = {"x-request-id": job.id}
-        if job.status is not JobStatus.COMPLETED:
-            raise Reject(500, f"container error: {job.error}", headers)
-        return emu.json(job.result, headers=headers)
+        return await emu.call(request, full="The request was aborted because there was no "
+                              "available instance.")  # fmt: skip
 
     return emu.app()
 

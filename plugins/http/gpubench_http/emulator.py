@@ -79,10 +79,7 @@ def make_app(
 
     @emu.route("/result/{job_id}", fault="poll")
     async def result(request: Request) -> Any:
-        job = fleet.job(request.path_params["job_id"])
-        if job is None:
-            raise Reject(404, "no such call")
-        return await wait(request, job)
+        return await wait(request, emu.job(request.path_params["job_id"], "no such call"))
 
     @emu.route("/health", check=False)
     async def health(request: Request) -> Any:

@@ -107,9 +107,7 @@ def make_app(
         if call_id is not None:
             if request.method != "GET":
                 raise Reject(400, "bad redirect method")
-            job = fleet.job(call_id)
-            if job is None:
-                raise Reject(404, "function call not found")
+            job = emu.job(call_id, "function call not found")
             return await answer(request, job, cancel_on_hangup=False)
         if request.method != "POST":
             return emu.json({"detail": "Method Not Allowed"}, 405)

@@ -166,10 +166,7 @@ def make_app(
         return await create(request)
 
     def find(request: Request) -> Job:
-        job = fleet.job(request.path_params["prediction_id"])
-        if job is None:
-            raise Reject(404, "Not found.")
-        return job
+        return emu.job(request.path_params["prediction_id"], "Not found.")
 
     @emu.route("/v1/predictions/{prediction_id}", fault="poll")
     async def get_prediction(request: Request) -> Any:

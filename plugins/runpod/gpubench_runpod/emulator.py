@@ -94,10 +94,7 @@ def make_app(
     emu = Emulator(fleet, name="RunPod", check=check)
 
     def find(request: Request) -> Job:
-        job = fleet.job(request.path_params["job_id"])
-        if job is None:
-            raise Reject(404, "request does not exist")
-        return job
+        return emu.job(request.path_params["job_id"], "request does not exist")
 
     async def submit(request: Request) -> Job:
         body = await emu.read_json(request, not_object=None)
