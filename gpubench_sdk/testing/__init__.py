@@ -4,6 +4,9 @@
   queue, scaling and billing, simulated on asyncio, with per-job ground truth.
 - ``FaultPlan`` / ``Fault`` / ``FaultInjector``: declarative misbehaviour (429s, 5xx, resets,
   truncated and malformed bodies, failed jobs) applied at the protocol layer.
+- ``Emulator``: an emulator declared by its routes, with the key check (``KeyCheck``), the
+  fault routes, the error body (``Reject``), the install hint and the lifespan built in;
+  ``RateLimit``, ``scaling_patch``, ``follow``, ``watch`` and ``until`` for its handlers.
 - ``serve``: run an emulator (an ASGI app) with uvicorn on a random loopback port;
   ``serve_forever``: the same as an emulator's command line (prints its URL, then serves);
   ``EmulatorParser``: that command line's shared options (listen address, required key, the
@@ -17,7 +20,9 @@
 
 Needs the ``testing`` extra (``pip install 'gpubench-sdk[testing]'``): uvicorn, starlette,
 pytest. They are imported only when used, so ``import gpubench_sdk`` never needs them.
-The pytest fixtures ``simulated_fleet`` and ``serve_app`` come with the extra's pytest plugin.
+The pytest fixtures ``simulated_fleet``, ``serve_app`` and ``gpubench_cli`` (``CliEndToEnd``:
+emulator processes and ``gpubench run``, returning a ``CliRun``) come with the extra's pytest
+plugin.
 """
 
 from __future__ import annotations
@@ -25,9 +30,28 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._billing import BillingMeter, WorkerBill
+from ._builder import Emulator, KeyCheck, RateLimit, Reject, plain_text, scaling_patch
 from ._cases import FAULT_CASES, POLL_FAULT_CASES, FaultCase
-from ._emulator import EmulatorArgs, EmulatorParser, fleet_lifespan, hold
-from ._faults import ASGIApp, Fault, FaultInjector, FaultKind, FaultPlan, Injected, json_error
+from ._emulator import (
+    EmulatorArgs,
+    EmulatorParser,
+    fleet_lifespan,
+    follow,
+    hold,
+    until,
+    watch,
+)
+from ._end_to_end import CliEndToEnd, CliRun
+from ._faults import (
+    ASGIApp,
+    Fault,
+    FaultedFleet,
+    FaultInjector,
+    FaultKind,
+    FaultPlan,
+    Injected,
+    json_error,
+)
 from ._fleet import FleetConfig, SimulatedFleet, echo_handler
 from ._harness import INSTALL_HINT, ServedApp, serve, serve_forever
 from ._jobs import FleetCounts, Job, JobStatus, JobTruth, QueueFull, WorkerState
@@ -44,7 +68,10 @@ __all__ = [
     "POLL_FAULT_CASES",
     "ASGIApp",
     "BillingMeter",
+    "CliEndToEnd",
+    "CliRun",
     "Duration",
+    "Emulator",
     "EmulatorArgs",
     "EmulatorParser",
     "Fault",
@@ -52,14 +79,18 @@ __all__ = [
     "FaultInjector",
     "FaultKind",
     "FaultPlan",
+    "FaultedFleet",
     "FleetConfig",
     "FleetCounts",
     "Injected",
     "Job",
     "JobStatus",
     "JobTruth",
+    "KeyCheck",
     "ProviderConformance",
     "QueueFull",
+    "RateLimit",
+    "Reject",
     "ServedApp",
     "SimulatedFleet",
     "WorkerBill",
@@ -67,12 +98,17 @@ __all__ = [
     "check_exported",
     "echo_handler",
     "fleet_lifespan",
+    "follow",
     "hold",
     "json_error",
     "otlp_receiver",
+    "plain_text",
+    "scaling_patch",
     "serve",
     "serve_forever",
     "span_attributes",
+    "until",
+    "watch",
 ]
 
 _NEEDS_PYTEST = {"ProviderConformance"}

@@ -17,10 +17,9 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from ._fleet import SimulatedFleet
+from ._jobs import FleetCounts
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -196,6 +195,18 @@ class FaultPlan:
             return list(self._injected)
 
 
+class FaultedFleet(Protocol):
+    """What ``FaultInjector`` needs of a fleet (a ``SimulatedFleet`` has it): its plan, its
+    counts (to tell a cold fleet) and a way to wake a worker, as a proxy's 503 does."""
+
+    @property
+    def faults(self) -> FaultPlan: ...
+
+    def counts(self) -> FleetCounts: ...
+
+    def request_worker(self) -> None: ...
+
+
 ErrorRenderer = Callable[[int, str], tuple[bytes, str]]
 RouteOf = Callable[[Scope], "str | None"]
 
@@ -218,7 +229,7 @@ class FaultInjector:
     def __init__(
         self,
         app: ASGIApp,
-        fleet: SimulatedFleet,
+        fleet: FaultedFleet,
         route: RouteOf,
         render_error: ErrorRenderer = json_error,
     ) -> None:

@@ -24,14 +24,16 @@ START_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 10.0
 
 
-def require(module: str) -> Any:
-    """Import an optional dependency of the testing kit, or fail with the install hint."""
+def require(module: str, what: str | None = None) -> Any:
+    """Import an optional dependency of the testing kit, or fail with the install hint (said
+    of ``what`` needs it, e.g. "the RunPod emulator")."""
     import importlib
 
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        raise ImportError(f"{INSTALL_HINT} ({exc})") from exc
+        hint = f"{what}: {INSTALL_HINT}" if what else INSTALL_HINT
+        raise ImportError(f"{hint} ({exc})") from exc
 
 
 @dataclass

@@ -68,6 +68,12 @@ class Job:
             return None
         return (self.finished_s - self.started_s) * 1e3
 
+    @property
+    def result(self) -> Any:
+        """What a platform returns for the finished job: the list of what it streamed (a
+        generator's aggregate), else its output."""
+        return list(self.stream) if self.stream else self.output
+
     def truth(self) -> JobTruth:
         return JobTruth(
             self.id,

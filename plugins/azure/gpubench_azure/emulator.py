@@ -24,24 +24,25 @@ from __future__ import annotations
 import asyncio
 import copy
 import datetime as dt
-import hmac
 import json
 import uuid
-from collections.abc import MutableMapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpubench_sdk import ScalingSettings
 from gpubench_sdk.testing import (
     INSTALL_HINT,
     ASGIApp,
-    FaultInjector,
-    JobStatus,
-    QueueFull,
+    Emulator,
+    EmulatorParser,
+    KeyCheck,
+    Reject,
     SimulatedFleet,
-    fleet_lifespan,
-    hold,
+    plain_text,
 )
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
 
 SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
 DEFAULT_APP = (
@@ -97,33 +98,29 @@ def make_app(
 ) -> ASGIApp:
     """The emulator app for ``fleet``. The ingress requires ``api_key`` (``auth``: ``bearer``
     or ``functions-key``) when given; Resource Manager requires ``arm_token`` when given."""
-    try:
-        from starlette.applications import Starlette
-        from starlette.requests import Request
-        from starlette.responses import JSONResponse, Response
-        from starlette.routing import Route
-    except ImportError as exc:
-        raise ImportError(f"the Azure Container Apps emulator: {INSTALL_HINT}") from exc
-
+    arm_key = KeyCheck(arm_token, message="The access token is missing or invalid.")
+    functions_key = auth == "functions-key"
+    denied = "You do not have permission to view this directory or page."
+    ingress_key = KeyCheck(api_key, "x-functions-key" if functions_key else "authorization",
+                           () if functions_key else ("Bearer",), message=denied)  # fmt: skip
     app_name = app_id.rsplit("/", 1)[-1]
+
+    def check_arm(request: Request) -> None:
+        if "api-version" not in request.query_params:
+            raise Reject(400, "The api-version query parameter is required.")
+        arm_key(request)
+        name = request.path_params.get("app")
+        if name is not None and name.lower() != app_name.lower():
+            raise Reject(404, f"The Resource 'Microsoft.App/containerApps/{name}' was not found.")
+
+    emu = Emulator(fleet, name="Azure Container Apps", check=check_arm, error_body=arm_error_body)
+    container = {"name": "model", "image": "mcr.microsoft.com/k8se/gpu-quickstart:latest",
+                 "resources": {"cpu": 8.0, "memory": "56Gi"}}  # fmt: skip
     state: dict[str, Any] = {
-        "template": {
-            "containers": [
-                {
-                    "name": "model",
-                    "image": "mcr.microsoft.com/k8se/gpu-quickstart:latest",
-                    "resources": {"cpu": 8.0, "memory": "56Gi"},
-                }
-            ],
-            "scale": {"pollingInterval": 30, "rules": []},
-        },
+        "template": {"containers": [container], "scale": {"pollingInterval": 30, "rules": []}},
         "revisions": [],
     }
     operations: dict[str, float] = {}
-
-    def arm_error(status: int, message: str) -> Response:
-        body, ctype = arm_error_body(status, message)
-        return Response(body, status_code=status, media_type=ctype)
 
     def now() -> str:
         return dt.datetime.now(dt.UTC).isoformat()
@@ -137,21 +134,8 @@ def make_app(
     def scale_of_fleet() -> dict[str, Any]:
         s = fleet.scaling
         assert s.idle_timeout_s is not None
-        return {
-            **state["template"]["scale"],
-            "minReplicas": s.min_workers,
-            "maxReplicas": s.max_workers,
-            "cooldownPeriod": int(s.idle_timeout_s),
-        }
-
-    def apply_scale(scale: dict[str, Any]) -> None:
-        fleet.set_scaling(
-            ScalingSettings(
-                min_workers=scale.get("minReplicas"),
-                max_workers=scale.get("maxReplicas"),
-                idle_timeout_s=scale.get("cooldownPeriod"),
-            )
-        )
+        return {**state["template"]["scale"], "minReplicas": s.min_workers,
+                "maxReplicas": s.max_workers, "cooldownPeriod": int(s.idle_timeout_s)}  # fmt: skip
 
     roll_revision()
 
@@ -180,32 +164,14 @@ def make_app(
             },
         }
 
-    def check_arm(request: Request) -> Response | None:
-        if "api-version" not in request.query_params:
-            return arm_error(400, "The api-version query parameter is required.")
-        if arm_token is not None:
-            header = request.headers.get("authorization", "")
-            token = header.removeprefix("Bearer ").strip()
-            if not header.startswith("Bearer ") or not hmac.compare_digest(
-                token.encode(), arm_token.encode()
-            ):
-                return arm_error(401, "The access token is missing or invalid.")
-        name = request.path_params.get("app")
-        if name is not None and name.lower() != app_name.lower():
-            return arm_error(
-                404, f"The Resource 'Microsoft.App/containerApps/{name}' was not found."
-            )
-        return None
+    app_route = _PREFIX + "/{app}"
 
-    async def container_app(request: Request) -> Response:
-        if (refused := check_arm(request)) is not None:
-            return refused
+    @emu.route(app_route, "GET", "PATCH")
+    async def container_app(request: Request) -> Any:
         if request.method == "GET":
-            return JSONResponse(app_body(request))
-        try:
-            patch = json.loads(await request.body())
-        except ValueError:
-            return arm_error(400, "The request content is not valid JSON.")
+            return app_body(request)
+        patch = await emu.read_json(request, invalid="The request content is not valid JSON.",
+                                    not_object=None)  # fmt: skip
         properties = patch.get("properties") if isinstance(patch, dict) else None
         template = properties.get("template") if isinstance(properties, dict) else None
         if template is not None:
@@ -213,141 +179,90 @@ def make_app(
             scale = new.get("scale") or {}
             low, high = scale.get("minReplicas", 0), scale.get("maxReplicas", 10)
             if not (isinstance(low, int) and isinstance(high, int) and 0 <= low <= high):
-                return arm_error(400, "minReplicas must be between 0 and maxReplicas.")
+                raise Reject(400, "minReplicas must be between 0 and maxReplicas.")
             if new != {**state["template"], "scale": scale_of_fleet()}:
-                apply_scale(scale)
+                fleet.set_scaling(ScalingSettings(scale.get("minReplicas"),
+                                                  scale.get("maxReplicas"),
+                                                  scale.get("cooldownPeriod")))  # fmt: skip
                 state["template"] = new
                 roll_revision()
         operation = str(uuid.uuid4())
         operations[operation] = asyncio.get_running_loop().time() + operation_delay_s
-        sub = request.path_params["sub"]
         where = (
-            f"{request.base_url}subscriptions/{sub}/providers/Microsoft.App/locations/"
-            f"{location}/containerappOperationResults/{operation}"
+            f"{request.base_url}subscriptions/{request.path_params['sub']}/providers/"
+            f"Microsoft.App/locations/{location}/containerappOperationResults/{operation}"
             f"?api-version={request.query_params['api-version']}"
         )
-        return Response(status_code=202, headers={"Location": where})
+        return emu.reply(status=202, headers={"Location": where})
 
-    async def operation_result(request: Request) -> Response:
-        if (refused := check_arm(request)) is not None:
-            return refused
+    @emu.route("/subscriptions/{sub}/providers/Microsoft.App/locations/{location}"
+               "/containerappOperationResults/{operation}")  # fmt: skip
+    async def operation_result(request: Request) -> Any:
         ready_at = operations.get(request.path_params["operation"])
         if ready_at is None:
-            return arm_error(404, "The operation was not found.")
+            raise Reject(404, "The operation was not found.")
         if asyncio.get_running_loop().time() < ready_at:
-            return Response(status_code=202, headers={"Location": str(request.url)})
-        return JSONResponse(app_body(request))
+            return emu.reply(status=202, headers={"Location": str(request.url)})
+        return app_body(request)
 
     def revision_body(index: int, revision: dict[str, Any]) -> dict[str, Any]:
         active = index == len(state["revisions"]) - 1
-        counts = fleet.counts()
-        return {
-            "id": f"{app_id}/revisions/{revision['name']}",
-            "name": revision["name"],
-            "type": "Microsoft.App/containerApps/revisions",
-            "properties": {
-                "createdTime": revision["createdTime"],
-                "active": active,
-                "replicas": counts.workers if active else 0,
-                "trafficWeight": 100 if active else 0,
-                "healthState": "Healthy",
-                "provisioningState": "Provisioned",
-                "runningState": "Running" if active else "Stopped",
-            },
+        properties = {
+            "createdTime": revision["createdTime"],
+            "active": active,
+            "replicas": fleet.counts().workers if active else 0,
+            "trafficWeight": 100 if active else 0,
+            "healthState": "Healthy",
+            "provisioningState": "Provisioned",
+            "runningState": "Running" if active else "Stopped",
         }
+        return {"id": f"{app_id}/revisions/{revision['name']}", "name": revision["name"],
+                "type": "Microsoft.App/containerApps/revisions",
+                "properties": properties}  # fmt: skip
 
-    async def revisions(request: Request) -> Response:
-        if (refused := check_arm(request)) is not None:
-            return refused
-        listed = [revision_body(i, r) for i, r in enumerate(state["revisions"])]
-        return JSONResponse({"value": listed})
+    @emu.route(app_route + "/revisions")
+    async def revisions(request: Request) -> Any:
+        return {"value": [revision_body(i, r) for i, r in enumerate(state["revisions"])]}
 
-    async def replicas(request: Request) -> Response:
-        if (refused := check_arm(request)) is not None:
-            return refused
+    @emu.route(app_route + "/revisions/{revision}/replicas")
+    async def replicas(request: Request) -> Any:
         name = request.path_params["revision"]
         if name not in [r["name"] for r in state["revisions"]]:
-            return arm_error(404, f"The revision '{name}' was not found.")
+            raise Reject(404, f"The revision '{name}' was not found.")
         if name != state["revisions"][-1]["name"]:
-            return JSONResponse({"value": []})  # inactive: no replicas
+            return {"value": []}  # inactive: no replicas
         counts = fleet.counts()
         up = counts.idle + counts.running
         listed = [
             replica_body(name, i, running=i < up)
             for i in range(up + counts.initializing + counts.throttled)
         ]
-        return JSONResponse({"value": listed})
+        return {"value": listed}
 
     def replica_body(revision: str, index: int, *, running: bool) -> dict[str, Any]:
         replica = f"{revision}-{index:04d}"
+        running_state = "Running" if running else "NotRunning"
+        container = {"name": "model", "ready": running, "started": running, "restartCount": 0,
+                     "runningState": "Running" if running else "Waiting"}  # fmt: skip
         return {
             "id": f"{app_id}/revisions/{revision}/replicas/{replica}",
             "name": replica,
             "type": "Microsoft.App/containerApps/revisions/replicas",
             "properties": {
                 "createdTime": now(),
-                "runningState": "Running" if running else "NotRunning",
-                "containers": [
-                    {
-                        "name": "model",
-                        "ready": running,
-                        "started": running,
-                        "restartCount": 0,
-                        "runningState": "Running" if running else "Waiting",
-                    }
-                ],
+                "runningState": running_state,
+                "containers": [container],
             },
         }
 
-    def authorized(request: Request) -> bool:
-        if api_key is None:
-            return True
-        if auth == "functions-key":
-            given = request.headers.get("x-functions-key", "")
-        else:
-            header = request.headers.get("authorization", "")
-            given = header.removeprefix("Bearer ").strip() if header.startswith("Bearer ") else ""
-        return bool(given) and hmac.compare_digest(given.encode(), api_key.encode())
-
-    async def ingress(request: Request) -> Response:
+    @emu.route("/{path:path}", "GET", "POST", fault="submit", check=False, errors=plain_text)
+    async def ingress(request: Request) -> Any:
         if request.method != "POST":
-            return Response("method not allowed", status_code=405)
-        if not authorized(request):  # Easy Auth answers 401 without a valid token
-            return Response("You do not have permission to view this directory or page.",
-                            status_code=401)  # fmt: skip
-        try:
-            payload = json.loads(await request.body())
-        except ValueError:
-            return Response("body is not valid JSON", status_code=400)
-        try:
-            job = fleet.submit(payload if isinstance(payload, dict) else {"input": payload})
-        except QueueFull:
-            return Response("too many requests", status_code=429)
-        if not await hold(request, job, fleet):  # the client went away: the replica's ends
-            return Response(status_code=499)
-        headers = {"x-request-id": job.id}
-        if job.status is not JobStatus.COMPLETED:
-            return Response(f"container error: {job.error}", status_code=500, headers=headers)
-        output = list(job.stream) if job.stream else job.output
-        return JSONResponse(output, headers=headers)
+            raise Reject(405, "method not allowed")
+        ingress_key(request)  # Easy Auth answers 401 without a valid token
+        return await emu.call(request)  # a hang-up ends the replica's request
 
-    app_route = _PREFIX + "/{app}"
-    app = Starlette(
-        routes=[
-            Route(app_route, container_app, methods=["GET", "PATCH"]),
-            Route(app_route + "/revisions", revisions, methods=["GET"]),
-            Route(app_route + "/revisions/{revision}/replicas", replicas, methods=["GET"]),
-            Route(
-                "/subscriptions/{sub}/providers/Microsoft.App/locations/{location}"
-                "/containerappOperationResults/{operation}",
-                operation_result,
-                methods=["GET"],
-            ),
-            Route("/{path:path}", ingress, methods=["GET", "POST"]),
-        ],
-        lifespan=fleet_lifespan(fleet),
-    )
-    return FaultInjector(app, fleet, _route, render_error=arm_error_body)
+    return emu.app()
 
 
 def _merge(target: Any, patch: Any) -> Any:
@@ -363,16 +278,8 @@ def _merge(target: Any, patch: Any) -> Any:
     return merged
 
 
-def _route(scope: MutableMapping[str, Any]) -> str | None:
-    """Which fault route a request belongs to (see ``gpubench_sdk.testing.FaultPlan``)."""
-    path: str = scope.get("path", "")
-    return "control" if path.startswith("/subscriptions/") else "submit"
-
-
 def main(argv: list[str] | None = None) -> None:
     """Serve an emulator until interrupted: ``python -m gpubench_azure.emulator``."""
-    from gpubench_sdk.testing import EmulatorParser, serve_forever
-
     parser = EmulatorParser(__doc__, port=8689, key_help="require this ingress key (env variable)")
     parser.add_argument("--tls-dir", help="write a throwaway CA (ca.pem) here and serve HTTPS")
     parser.add_argument("--app-id", default=DEFAULT_APP)
@@ -382,19 +289,9 @@ def main(argv: list[str] | None = None) -> None:
         "--arm-token-env", dest="arm_token", help="require this ARM bearer token (env variable)"
     )
     args = parser.parse(argv)
-    app = make_app(
-        args.fleet(),
-        api_key=args.api_key,
-        auth=args.auth,
-        arm_token=args.arm_token,
-        app_id=args.app_id,
-        location=args.location,
-    )
-    tls = None
-    if args.tls_dir:
-        _, cert, key = make_tls(args.tls_dir)
-        tls = (cert, key)
-    serve_forever(app, host=args.host, port=args.port, tls=tls)
+    app = make_app(args.fleet(), api_key=args.api_key, auth=args.auth, arm_token=args.arm_token,
+                   app_id=args.app_id, location=args.location)  # fmt: skip
+    args.serve(app, tls=make_tls(args.tls_dir)[1:] if args.tls_dir else None)
 
 
 if __name__ == "__main__":

@@ -4,19 +4,16 @@ own ``python -m ...emulator`` process; the summary ends with a cost per target."
 
 from __future__ import annotations
 
-import os
 import re
 import ssl
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from gpubench_sdk import Outcome, Phase, Store
+from gpubench_sdk import Outcome, Phase
+from gpubench_sdk.testing import CliEndToEnd
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "azure_modal_emulated.toml"
 SECRETS = {
@@ -30,85 +27,40 @@ APP = (
 )
 
 
-def start(*args: str) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", *args, "--port", "0"],
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, **SECRETS},
-    )
-    assert proc.stdout is not None
-    return proc, proc.stdout.readline().strip()
-
-
-@pytest.fixture
-def emulators(tmp_path: Path) -> Iterator[tuple[str, str, Path]]:
-    tls = tmp_path / "tls"
-    azure, azure_url = start(
-        "gpubench_azure.emulator",
-        "--tls-dir",
-        str(tls),
-        "--arm-token-env",
-        "AZURE_ARM_TOKEN",
-        "--api-key-env",
-        "AZURE_INGRESS_KEY",
-        "--idle-timeout-s",  # the app's cooldownPeriod: the plan's cold_cooldown_s is 1
-        "5",
-    )
-    modal, modal_url = start(
-        "gpubench_modal.emulator",
-        "--api-key-env",
-        "MODAL_PROXY_TOKEN",
-        "--redirect-after-s",
-        "0.3",
-    )
-    try:
-        assert azure_url.startswith("https://127.0.0.1:"), azure_url
-        assert modal_url.startswith("http://127.0.0.1:"), modal_url
-        yield azure_url, modal_url, tls / "ca.pem"
-    finally:
-        for proc in (azure, modal):
-            proc.terminate()
-            proc.wait(10)
-
-
 @pytest.mark.slow
 def test_the_example_runs_all_three_and_prints_a_cost_per_target(
-    emulators: tuple[str, str, Path], tmp_path: Path
+    gpubench_cli: CliEndToEnd, tmp_path: Path
 ) -> None:
-    azure_url, modal_url, ca = emulators
+    gpubench_cli.env.update(SECRETS)
+    tls = tmp_path / "tls"
+    azure_url = gpubench_cli.emulator(
+        "gpubench_azure.emulator",
+        *("--tls-dir", str(tls), "--arm-token-env", "AZURE_ARM_TOKEN"),
+        *("--api-key-env", "AZURE_INGRESS_KEY"),
+        *("--idle-timeout-s", "5"),  # the app's cooldownPeriod: the plan's cold_cooldown_s is 1
+    )
+    modal_url = gpubench_cli.emulator("gpubench_modal.emulator", "--api-key-env",
+                                      "MODAL_PROXY_TOKEN", "--redirect-after-s", "0.3")  # fmt: skip
+    assert azure_url.startswith("https://127.0.0.1:"), azure_url
+    ca = tls / "ca.pem"
     trust = ssl.create_default_context(cafile=str(ca))
     bearer = {"Authorization": "Bearer arm-e2e-3f9a1c7d5b"}
     before = httpx.get(azure_url + APP, verify=trust, headers=bearer).json()
 
-    plan = (
-        EXAMPLE.read_text()
-        .replace("https://127.0.0.1:8689", azure_url)
-        .replace("http://127.0.0.1:8690", modal_url)
-        .replace("/tmp/gpubench-aca-tls/ca.pem", str(ca))
-        .replace('output = "gpubench-azure-modal-emulated.sqlite"', 'output = "out.sqlite"')
-    )
-    config = tmp_path / "plan.toml"
-    config.write_text(plan)
-    done = subprocess.run(
-        [sys.executable, "-m", "gpubench_sdk", "run", str(config), "--quiet"],
-        cwd=tmp_path,
-        env={**os.environ, **SECRETS},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = gpubench_cli.run(EXAMPLE, replace={
+        "https://127.0.0.1:8689": azure_url,
+        "http://127.0.0.1:8690": modal_url,
+        "/tmp/gpubench-aca-tls/ca.pem": str(ca),
+    })  # fmt: skip
     assert done.returncode == 0, done.stderr
-    printed = done.stdout + done.stderr
+    printed = done.output
     assert not [name for name, value in SECRETS.items() if value in printed]
     assert "ws-e2e5d1b8f2" not in printed and "wk-e2e7c3a9" not in printed
     bill = printed[printed.index("estimated bill") :]
     for target in ("aca-t4", "modal-l40s", "local"):
         row = next(line for line in bill.splitlines() if f" {target} " in line)
         assert re.search(r"│ +\d+\.\d{6} │", row), row  # total $ of that target
-    with Store(tmp_path / "out.sqlite") as store:
-        (run,) = store.runs()
-        invs = store.invocations(run.id)
+    run, invs = done.run, done.invocations
     assert run.status == "completed"
     for target in ("aca-t4", "modal-l40s", "local"):
         mine = [i for i in invs if i.target == target]

@@ -20,24 +20,25 @@ Run ``python -m gpubench_cloudrun.emulator --port 0`` to serve one by hand.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
-import hmac
 import json
 import uuid
-from collections.abc import AsyncIterator, Callable, MutableMapping
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from gpubench_sdk import ScalingSettings
 from gpubench_sdk.testing import (
-    INSTALL_HINT,
     ASGIApp,
-    FaultInjector,
-    JobStatus,
-    QueueFull,
+    Emulator,
+    EmulatorParser,
+    KeyCheck,
+    Reject,
     SimulatedFleet,
-    hold,
+    plain_text,
 )
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
 
 DEFAULT_SERVICE = "projects/p/locations/us-central1/services/gpubench-emulated"
 SERVICE_TYPE = "type.googleapis.com/google.cloud.run.v2.Service"
@@ -94,22 +95,12 @@ def make_app(
     """The emulator app for ``fleet``. The service URL requires ``Authorization: Bearer``
     with ``api_key``, or a token ``authorize(token)`` accepts (an ID token check); with
     neither it is public. ``operation_delay_s`` keeps update operations running a while."""
-    try:
-        from starlette.applications import Starlette
-        from starlette.requests import Request
-        from starlette.responses import JSONResponse, Response
-        from starlette.routing import Route
-    except ImportError as exc:
-        raise ImportError(f"the Cloud Run emulator: {INSTALL_HINT}") from exc
-
+    emu = Emulator(fleet, name="Cloud Run", error_body=google_error_body, fault="submit")
     service_id = service_name.rsplit("/", 1)[-1]
     location = service_name.split("/services/", 1)[0]
     state: dict[str, Any] = {"service": default_service(service_name, fleet), "revisions": []}
     operations: dict[str, tuple[float, dict[str, Any]]] = {}
-
-    def google_error(status: int, message: str) -> Response:
-        body, ctype = google_error_body(status, message)
-        return Response(body, status_code=status, media_type=ctype)
+    key = KeyCheck(api_key)
 
     def roll_revision() -> None:
         number = len(state["revisions"]) + 1
@@ -130,6 +121,7 @@ def make_app(
         )
 
     roll_revision()
+    emu.on_start.append(lambda: apply_scaling(state["service"]["template"]))
 
     def service_body(request: Request) -> dict[str, Any]:
         state["service"]["template"]["scaling"] = fleet_scaling(fleet)
@@ -137,23 +129,23 @@ def make_app(
         body["uri"] = str(request.base_url).rstrip("/")
         return body
 
-    async def service(request: Request) -> Response:
+    services = "/v2/projects/{project}/locations/{location}/services/{service}"
+
+    @emu.route(services, "GET", "PATCH", fault="control")
+    async def service(request: Request) -> Any:
         name = f"{location}/services/{request.path_params['service']}"
         if name != service_name:
-            return google_error(404, f"Resource '{name}' was not found")
+            raise Reject(404, f"Resource '{name}' was not found")
         if request.method == "GET":
-            return JSONResponse(service_body(request))
-        try:
-            body = json.loads(await request.body())
-        except ValueError:
-            return google_error(400, "body is not valid JSON")
+            return service_body(request)
+        body = await emu.read_json(request, not_object=None)
         template = body.get("template") if isinstance(body, dict) else None
         if not isinstance(template, dict):
-            return google_error(400, "service.template is required")
+            raise Reject(400, "service.template is required")
         scaling = template.get("scaling") or {}
         low, high = int(scaling.get("minInstanceCount", 0)), int(scaling.get("maxInstanceCount", 0))
         if low < 0 or (high and low > high):
-            return google_error(400, "min_instance_count must be <= max_instance_count")
+            raise Reject(400, "min_instance_count must be <= max_instance_count")
         state["service"]["template"]["scaling"] = fleet_scaling(fleet)
         if template != state["service"]["template"]:
             state["service"]["template"] = template
@@ -164,7 +156,7 @@ def make_app(
         op_name = f"{location}/operations/{uuid.uuid4()}"
         result = service_body(request)
         operations[op_name] = (asyncio.get_running_loop().time() + operation_delay_s, result)
-        return JSONResponse(operation_body(op_name))
+        return operation_body(op_name)
 
     def operation_body(name: str) -> dict[str, Any]:
         ready_at, result = operations[name]
@@ -174,91 +166,46 @@ def make_app(
             body["response"] = {"@type": SERVICE_TYPE, **result}
         return body
 
-    async def operation(request: Request) -> Response:
+    @emu.route("/v2/projects/{project}/locations/{location}/operations/{operation}",
+               fault="control")  # fmt: skip
+    async def operation(request: Request) -> Any:
         name = f"{location}/operations/{request.path_params['operation']}"
         if name not in operations:
-            return google_error(404, f"operation {name} not found")
-        return JSONResponse(operation_body(name))
+            raise Reject(404, f"operation {name} not found")
+        return operation_body(name)
 
-    async def revisions(request: Request) -> Response:
-        return JSONResponse({"revisions": list(reversed(state["revisions"]))})
+    @emu.route(f"{services}/revisions", fault="control")
+    async def revisions(request: Request) -> Any:
+        return {"revisions": list(reversed(state["revisions"]))}
 
     def authorized(request: Request) -> bool:
         if api_key is None and authorize is None:
             return True
-        header = request.headers.get("authorization", "")
-        if not header.startswith("Bearer "):
-            return False
-        token = header.removeprefix("Bearer ").strip()
-        if api_key is not None and hmac.compare_digest(token.encode(), api_key.encode()):
+        token = key.given(request.headers)
+        if api_key is not None and key.accepts(request.headers):
             return True
-        return authorize is not None and authorize(token)
+        return authorize is not None and bool(token) and authorize(str(token))
 
-    async def invoke(request: Request) -> Response:
+    @emu.route("/{path:path}", "GET", "POST", errors=plain_text)
+    async def invoke(request: Request) -> Any:
         if request.method != "POST":
-            return Response("method not allowed", status_code=405)
+            raise Reject(405, "method not allowed")
         if not authorized(request):
             # Google's front end answers 401 for a missing or invalid ID token
-            return Response("Your client does not have permission (401)", status_code=401)
-        try:
-            payload = json.loads(await request.body())
-        except ValueError:
-            return Response("body is not valid JSON", status_code=400)
-        try:
-            job = fleet.submit(payload if isinstance(payload, dict) else {"input": payload})
-        except QueueFull:
-            return Response(
-                "The request was aborted because there was no available instance.",
-                status_code=429,
-            )
-        if not await hold(request, job, fleet):  # the client went away: the container's ends
-            return Response(status_code=499)
-        headers = {"x-request-id": job.id}
-        if job.status is not JobStatus.COMPLETED:
-            return Response(f"container error: {job.error}", status_code=500, headers=headers)
-        output = list(job.stream) if job.stream else job.output
-        return JSONResponse(output, headers=headers)
+            raise Reject(401, "Your client does not have permission (401)")
+        return await emu.call(request, full="The request was aborted because there was no "
+                              "available instance.")  # fmt: skip
 
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with fleet:
-            apply_scaling(state["service"]["template"])
-            yield
-
-    services = "/v2/projects/{project}/locations/{location}/services/{service}"
-    app = Starlette(
-        routes=[
-            Route(services, service, methods=["GET", "PATCH"]),
-            Route(f"{services}/revisions", revisions, methods=["GET"]),
-            Route(
-                "/v2/projects/{project}/locations/{location}/operations/{operation}",
-                operation,
-                methods=["GET"],
-            ),
-            Route("/{path:path}", invoke, methods=["GET", "POST"]),
-        ],
-        lifespan=lifespan,
-    )
-    return FaultInjector(app, fleet, _route, render_error=google_error_body)
-
-
-def _route(scope: MutableMapping[str, Any]) -> str | None:
-    """Which fault route a request belongs to (see ``gpubench_sdk.testing.FaultPlan``)."""
-    path: str = scope.get("path", "")
-    return "control" if path.startswith("/v2/projects/") else "submit"
+    return emu.app()
 
 
 def main(argv: list[str] | None = None) -> None:
     """Serve an emulator until interrupted: ``python -m gpubench_cloudrun.emulator``."""
-    from gpubench_sdk.testing import EmulatorParser, serve_forever
-
-    parser = EmulatorParser(
-        __doc__, port=8687, key_help="require this bearer token (env variable name)"
-    )
+    parser = EmulatorParser(__doc__, port=8687,
+                            key_help="require this bearer token (env variable name)")  # fmt: skip
     parser.add_argument("--service", default=DEFAULT_SERVICE)
     args = parser.parse(argv)
-    app = make_app(args.fleet(), api_key=args.api_key, service_name=args.service)
-    serve_forever(app, host=args.host, port=args.port)
+    args.serve(make_app(args.fleet(), api_key=args.api_key, service_name=args.service))
 
 
 if __name__ == "__main__":

@@ -3,69 +3,30 @@ emulator served by ``python -m gpubench_cloudrun.emulator`` in its own process."
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from gpubench_sdk import Outcome, Phase, Store
+from gpubench_sdk import Outcome, Phase
+from gpubench_sdk.testing import CliEndToEnd
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "cloudrun_emulated.toml"
 TOKEN = "idtok_e2e_8c2d4f6a1b3e"
 SERVICE = "/v2/projects/p/locations/us-central1/services/gpubench-emulated"
 
 
-@pytest.fixture
-def emulator() -> Iterator[str]:
-    env = {**os.environ, "CLOUDRUN_ID_TOKEN": TOKEN}
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gpubench_cloudrun.emulator",
-            "--port",
-            "0",
-            "--api-key-env",
-            "CLOUDRUN_ID_TOKEN",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    assert proc.stdout is not None
-    url = proc.stdout.readline().strip()
-    try:
-        assert url.startswith("http://127.0.0.1:"), url
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
-
-
 @pytest.mark.slow
-def test_gpubench_run_of_the_example_against_the_emulator(emulator: str, tmp_path: Path) -> None:
-    before = httpx.get(emulator + SERVICE).json()
-    plan = EXAMPLE.read_text().replace("http://127.0.0.1:8687", emulator)
-    plan = plan.replace('output = "gpubench-cloudrun-emulated.sqlite"', 'output = "out.sqlite"')
-    config = tmp_path / "cloudrun.toml"
-    config.write_text(plan)
-    done = subprocess.run(
-        [sys.executable, "-m", "gpubench_sdk", "run", str(config), "--quiet"],
-        cwd=tmp_path,
-        env={**os.environ, "CLOUDRUN_ID_TOKEN": TOKEN},
-        capture_output=True,
-        text=True,
-        timeout=300,
+def test_gpubench_run_of_the_example_against_the_emulator(gpubench_cli: CliEndToEnd) -> None:
+    gpubench_cli.env["CLOUDRUN_ID_TOKEN"] = TOKEN
+    emulator = gpubench_cli.emulator(
+        "gpubench_cloudrun.emulator", "--api-key-env", "CLOUDRUN_ID_TOKEN"
     )
+    before = httpx.get(emulator + SERVICE).json()
+    done = gpubench_cli.run(EXAMPLE, replace={"http://127.0.0.1:8687": emulator})
     assert done.returncode == 0, done.stderr
-    assert TOKEN not in done.stdout + done.stderr
-    with Store(tmp_path / "out.sqlite") as store:
-        (run,) = store.runs()
-        invs = store.invocations(run.id)
+    assert TOKEN not in done.output
+    run, invs = done.run, done.invocations
     assert run.status == "completed"
     assert len(invs) == 2 * 3 + 30
     assert all(i.outcome is Outcome.OK and i.phase is Phase.MEASURE for i in invs)

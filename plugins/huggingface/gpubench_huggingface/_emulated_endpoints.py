@@ -10,25 +10,23 @@ createdBy, updatedBy}``). ``PUT`` merges the fields given, as ``update_inference
 sends only those; ``resume`` of a running endpoint is refused 400 "already running" (what
 ``resume_inference_endpoint(running_ok=True)`` expects). Sources: huggingface_hub 2.4
 ``hf_api.py`` and ``_inference_endpoints.py``; https://huggingface.co/docs/inference-endpoints.
-Imported only by ``emulator.make_app`` (starlette is the testing extra's).
+Its routes are declared on the emulator's ``Emulator`` (``register``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
-from collections.abc import Callable
-from typing import Any
-
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from typing import TYPE_CHECKING, Any
 
 from gpubench_sdk import ScalingSettings
-from gpubench_sdk.testing import SimulatedFleet
+from gpubench_sdk.testing import Emulator, Reject, SimulatedFleet, until
 
 from . import _protocol as hf
-from ._emulated_tgi import REVISION, until
+from ._emulated_tgi import REVISION
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
 
 CREATED_AT = "2026-01-01T00:00:00.000Z"
 _USER = {"id": "6630e5f1d0c8a5b3e1f2a3b4", "name": "gpubench"}
@@ -38,8 +36,6 @@ _MESSAGES = {
     hf.SCALED_TO_ZERO: "Endpoint is scaled to zero",
     hf.PAUSED: "Endpoint is paused",
 }
-
-Error = Callable[[int, str], Response]
 
 
 class EndpointAPI:
@@ -53,17 +49,13 @@ class EndpointAPI:
         namespace: str,
         name: str,
         minute_s: float,
-        authorized: Callable[[Request], bool],
-        error: Error,
     ) -> None:
         self.fleet = fleet
         self.namespace, self.name = namespace, name
         self.minute_s = minute_s
-        self.authorized, self.error = authorized, error
         self.saved: list[ScalingSettings] = []
         self.paused = False
         self.draining = False
-        self.tasks: set[asyncio.Task[None]] = set()
         self.extra: dict[str, Any] = {"model": {}, "compute": {}, "route": {}}
         self.updated_at = CREATED_AT
 
@@ -156,29 +148,52 @@ class EndpointAPI:
 
     # ----- routes ---------------------------------------------------------------------------
 
-    def _denied(self, request: Request) -> Response | None:
-        p = request.path_params
-        if (p["namespace"], p["name"]) != (self.namespace, self.name):
-            return self.error(404, "endpoint not found")
-        if not self.authorized(request):
-            return self.error(401, "Invalid credentials in Authorization header")
-        return None
+    def register(self, emu: Emulator) -> None:
+        """Declare the routes on ``emu``, whose check (the key) runs after the name's."""
+        base = "/v2/endpoint/{namespace}/{name}"
 
-    async def endpoint(self, request: Request) -> Response:
-        if (denied := self._denied(request)) is not None:
-            return denied
-        if request.method == "PUT":
-            try:
-                update = json.loads(await request.body())
-                if not isinstance(update, dict):
-                    raise TypeError("not an object")
-            except (ValueError, TypeError):
-                return self.error(400, "body must be a JSON object of the fields to update")
-            refused = self._update(update)
-            if refused is not None:
-                return self.error(400, refused)
-            self.updated_at = "2026-01-01T00:00:01.000Z"
-        return JSONResponse(self.body(request))
+        def found(request: Request) -> None:
+            p = request.path_params
+            if (p["namespace"], p["name"]) != (self.namespace, self.name):
+                raise Reject(404, "endpoint not found")
+            if emu.check is not None:
+                emu.check(request)
+
+        async def endpoint(request: Request) -> Any:
+            found(request)
+            if request.method == "PUT":
+                update = await emu.read_json(
+                    request, invalid=_NOT_AN_UPDATE, not_object=_NOT_AN_UPDATE
+                )
+                refused = self._update(update)
+                if refused is not None:
+                    raise Reject(400, refused)
+                self.updated_at = "2026-01-01T00:00:01.000Z"
+            return self.body(request)
+
+        async def action(request: Request) -> Any:
+            found(request)
+            name = request.path_params["action"]
+            if name == "scale-to-zero":
+                if self.user_scaling().min_workers:
+                    raise Reject(400, "minReplica must be 0 to scale an endpoint to zero")
+                if not self.draining:
+                    emu.spawn(self.drain())
+            elif name == "pause":
+                self.paused = True
+                self.hold_back()
+            elif name == "resume":
+                if not self.paused and self.state() == hf.RUNNING:
+                    raise Reject(400, "Endpoint is already running")
+                self.paused = False
+                self.give_back()
+            else:
+                raise Reject(404, f"unknown action {name!r}")
+            await asyncio.sleep(0)  # let the drain begin before the state is read
+            return self.body(request)
+
+        emu.route(base, "GET", "PUT", fault="control", check=False)(endpoint)
+        emu.route(base + "/{action}", "POST", fault="control", check=False)(action)
 
     def _update(self, update: dict[str, Any]) -> str | None:
         """Merge ``update`` (only the fields sent change); a message when it is refused."""
@@ -208,30 +223,5 @@ class EndpointAPI:
                 self.extra[section].update({k: v for k, v in given.items() if k != "scaling"})
         return None
 
-    async def action(self, request: Request) -> Response:
-        if (denied := self._denied(request)) is not None:
-            return denied
-        name = request.path_params["action"]
-        if name == "scale-to-zero":
-            if self.user_scaling().min_workers:
-                return self.error(400, "minReplica must be 0 to scale an endpoint to zero")
-            if not self.draining:
-                task = asyncio.get_running_loop().create_task(self.drain())
-                self.tasks.add(task)
-                task.add_done_callback(self.tasks.discard)
-        elif name == "pause":
-            self.paused = True
-            self.hold_back()
-        elif name == "resume":
-            if not self.paused and self.state() == hf.RUNNING:
-                return self.error(400, "Endpoint is already running")
-            self.paused = False
-            self.give_back()
-        else:
-            return self.error(404, f"unknown action {name!r}")
-        await asyncio.sleep(0)  # let the drain begin before the state is read
-        return JSONResponse(self.body(request))
 
-    def close(self) -> None:
-        for task in list(self.tasks):
-            task.cancel()
+_NOT_AN_UPDATE = "body must be a JSON object of the fields to update"

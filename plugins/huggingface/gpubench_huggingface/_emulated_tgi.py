@@ -14,23 +14,13 @@ true`` and otherwise answers ``[GenerateResponse]``.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any, Literal
 
-from gpubench_sdk.testing import Job, JobStatus, SimulatedFleet
+from gpubench_sdk.testing import Job, JobStatus, SimulatedFleet, follow
 
 REVISION = "0123456789abcdef0123456789abcdef01234567"  # the emulated model's commit
-
-
-async def until(condition: Callable[[], bool], interval_s: float = 0.002) -> None:
-    """The fleet signals neither a job's start nor its last worker's stop: poll for them."""
-    while True:
-        if condition():
-            return
-        await asyncio.sleep(interval_s)
 
 
 def validation_error(parameters: Any) -> str | None:
@@ -162,17 +152,12 @@ class TgiShapes:
         does. A failed generation ends with TGI's ``{"error", "error_type"}`` event."""
         sent = 0
         pending: dict[str, Any] | None = None
-        while True:
-            while sent < len(job.stream):
-                if pending is not None:
-                    yield pending
-                token = self._token(sent)
-                pending = {"index": sent, "token": token, "generated_text": None, "details": None}
-                sent += 1
-            if job.done.is_set() and sent >= len(job.stream):
-                break
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(job.done.wait(), 0.002)
+        async for _ in follow(job, 0.002):
+            if pending is not None:
+                yield pending
+            token = self._token(sent)
+            pending = {"index": sent, "token": token, "generated_text": None, "details": None}
+            sent += 1
         if job.status is not JobStatus.COMPLETED:
             yield {"error": job.error or f"request {job.status.value}", "error_type": "generation"}
             return

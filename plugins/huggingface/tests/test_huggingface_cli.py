@@ -3,56 +3,26 @@ emulator served by ``python -m gpubench_huggingface.emulator`` in its own proces
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from gpubench_sdk import Outcome, Phase, Store
+from gpubench_sdk import Outcome, Phase
+from gpubench_sdk.testing import CliEndToEnd
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "huggingface_emulated.toml"
 KEY = "hf_e2e_3c9a7b5d1e"
 
 
-@pytest.fixture
-def emulator() -> Iterator[str]:
-    command = [sys.executable, "-m", "gpubench_huggingface.emulator", "--port", "0"]
-    env = {**os.environ, "HF_TOKEN": KEY}
-    proc = subprocess.Popen(
-        [*command, "--api-key-env", "HF_TOKEN"], stdout=subprocess.PIPE, text=True, env=env
-    )
-    assert proc.stdout is not None
-    url = proc.stdout.readline().strip()
-    try:
-        assert url.startswith("http://127.0.0.1:"), url
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
-
-
 @pytest.mark.slow
-def test_gpubench_run_of_the_example_against_the_emulator(emulator: str, tmp_path: Path) -> None:
-    plan = EXAMPLE.read_text().replace("http://127.0.0.1:8687", emulator)
-    plan = plan.replace('output = "gpubench-huggingface-emulated.sqlite"', 'output = "o.sqlite"')
-    config = tmp_path / "huggingface.toml"
-    config.write_text(plan)
-    done = subprocess.run(
-        [sys.executable, "-m", "gpubench_sdk", "run", str(config), "--quiet"],
-        cwd=tmp_path,
-        env={**os.environ, "HF_TOKEN": KEY},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+def test_gpubench_run_of_the_example_against_the_emulator(gpubench_cli: CliEndToEnd) -> None:
+    gpubench_cli.env["HF_TOKEN"] = KEY
+    url = gpubench_cli.emulator("gpubench_huggingface.emulator", "--api-key-env", "HF_TOKEN")
+    done = gpubench_cli.run(EXAMPLE, replace={"http://127.0.0.1:8687": url})
     assert done.returncode == 0, done.stderr
-    assert KEY not in done.stdout + done.stderr
-    with Store(tmp_path / "o.sqlite") as store:
-        (run,) = store.runs()
-        invs = store.invocations(run.id)
+    assert KEY not in done.output
+    run, invs = done.run, done.invocations
+    with done.store() as store:
         tokens = store.token_times(run.id)
     assert run.status == "completed"
     assert len(invs) == 2 * 3 + 24

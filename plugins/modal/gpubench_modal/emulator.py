@@ -22,27 +22,39 @@ Faults in ``fleet.faults`` hit ``POST`` (route ``submit``) and result URLs (``po
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import hmac
 import json
-from collections.abc import AsyncIterator, MutableMapping
-from typing import Any
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
 
 from gpubench_sdk.testing import (
-    INSTALL_HINT,
     ASGIApp,
-    FaultInjector,
-    FleetConfig,
+    Emulator,
+    EmulatorParser,
     Job,
     JobStatus,
-    QueueFull,
+    KeyCheck,
+    Reject,
     SimulatedFleet,
+    follow,
+    json_error,
+    watch,
 )
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
 
 LONG_REQUEST_S = 150.0  # https://modal.com/docs/guide/webhook-timeouts
 CALL_ID_PARAM = "__modal_function_call_id"
 CALL_ID_HEADER = "Modal-Function-Call-Id"
+
+
+def modal_http(status: int, message: str) -> tuple[bytes, str]:
+    """The proxy's own errors: ``modal-http: <message>`` in plain text."""
+    return f"modal-http: {message}".encode(), "text/plain; charset=utf-8"
+
+
+def _fault_route(scope: Any) -> str:
+    return "poll" if CALL_ID_PARAM.encode() in scope.get("query_string", b"") else "submit"
 
 
 def make_app(
@@ -52,156 +64,72 @@ def make_app(
     redirect_after_s: float = LONG_REQUEST_S,
 ) -> ASGIApp:
     """The emulator app for ``fleet``; ``redirect_after_s`` scales Modal's 150 s down."""
-    try:
-        from starlette.applications import Starlette
-        from starlette.requests import Request
-        from starlette.responses import (
-            JSONResponse,
-            PlainTextResponse,
-            Response,
-            StreamingResponse,
-        )
-        from starlette.routing import Route
-    except ImportError as exc:
-        raise ImportError(f"the Modal emulator: {INSTALL_HINT}") from exc
+    key = KeyCheck(api_key, header=("modal-key", "modal-secret"),
+                   message="invalid credentials for proxy authorization",
+                   missing="missing credentials for proxy authorization")  # fmt: skip
+    emu = Emulator(fleet, name="Modal", check=key, error_body=modal_http,
+                   fault_body=json_error, fault=_fault_route)  # fmt: skip
 
-    token_id, _, token_secret = (api_key or "").partition(":")
-
-    def modal_http(status: int, message: str) -> Response:
-        return PlainTextResponse(f"modal-http: {message}", status_code=status)
-
-    def refused(request: Request) -> Response | None:
-        if api_key is None:
-            return None
-        key, secret = request.headers.get("modal-key"), request.headers.get("modal-secret")
-        if not key or not secret:
-            return modal_http(401, "missing credentials for proxy authorization")
-        if not (
-            hmac.compare_digest(key.encode(), token_id.encode())
-            and hmac.compare_digest(secret.encode(), token_secret.encode())
-        ):
-            return modal_http(401, "invalid credentials for proxy authorization")
-        return None
-
-    def streams(request: Request, job: Job) -> bool:
-        """The app streams (SSE) what the function yields, when asked for a stream."""
-        wants = "text/event-stream" in request.headers.get("accept", "")
-        return wants and bool(job.input.get("chunks"))
-
-    async def started(job: Job) -> None:
-        # the fleet has no event for a job's start (only for its end): poll its status
-        while job.status is JobStatus.QUEUED:  # noqa: ASYNC110
-            await asyncio.sleep(0.002)
-
-    def event_stream(job: Job) -> Response:
+    def event_stream(job: Job) -> Any:
         async def events() -> AsyncIterator[str]:
-            sent = 0
-            while not (job.done.is_set() and sent >= len(job.stream)):
-                while sent < len(job.stream):
-                    yield f"data: {json.dumps(job.stream[sent])}\n\n"
-                    sent += 1
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(job.done.wait(), 0.002)
+            async for piece in follow(job, 0.002):
+                yield f"data: {json.dumps(piece)}\n\n"
             if job.status is not JobStatus.COMPLETED:
                 # a function that raises mid-stream: the response was already started, so the
                 # server can only cut the connection (the chunked body never ends)
                 raise RuntimeError(f"function call {job.id} failed mid-stream: {job.error}")
 
-        headers = {CALL_ID_HEADER: job.id}
-        return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
+        return emu.stream(events(), headers={CALL_ID_HEADER: job.id})
 
-    async def answer(request: Request, job: Job, *, cancel_on_hangup: bool) -> Response:
-        streamed = streams(request, job)
-        finished = asyncio.ensure_future(started(job) if streamed else job.done.wait())
-        hung_up = asyncio.ensure_future(_disconnected(request))
-        await asyncio.wait({finished, hung_up}, timeout=redirect_after_s,
-                           return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
-        for waiter in (finished, hung_up):
-            waiter.cancel()
+    async def answer(request: Request, job: Job, *, cancel_on_hangup: bool) -> Any:
+        # the app streams (SSE) what the function yields, when asked for a stream
+        streamed = "text/event-stream" in request.headers.get("accept", "") and bool(
+            job.input.get("chunks")
+        )
+        seen = await watch(request, job, timeout_s=redirect_after_s, started=streamed)
         headers = {CALL_ID_HEADER: job.id}
-        if streamed and finished.done() and not finished.cancelled():
+        if streamed and seen == "done":
             return event_stream(job)  # the function runs: its pieces go out as they come
         if not job.done.is_set():
-            if hung_up.done() and not hung_up.cancelled():
+            if seen == "hung_up":
                 if cancel_on_hangup:
                     fleet.cancel(job.id)
-                return Response(status_code=499, headers=headers)
+                return emu.reply(status=499, headers=headers)
             result_url = request.url.replace(query=f"{CALL_ID_PARAM}={job.id}")
-            return Response(status_code=303, headers={**headers, "Location": str(result_url)})
+            return emu.reply(status=303, headers={**headers, "Location": str(result_url)})
         if job.status is not JobStatus.COMPLETED:
-            return PlainTextResponse("Internal Server Error", status_code=500, headers=headers)
-        output = list(job.stream) if job.stream else job.output
-        return JSONResponse(output, headers=headers)
+            return emu.text("Internal Server Error", 500, headers=headers)
+        return emu.json(job.result, headers=headers)
 
-    async def endpoint(request: Request) -> Response:
-        if (no := refused(request)) is not None:
-            return no
+    @emu.route("/{path:path}", "GET", "POST")
+    async def endpoint(request: Request) -> Any:
         call_id = request.query_params.get(CALL_ID_PARAM)
         if call_id is not None:
             if request.method != "GET":
-                return modal_http(400, "bad redirect method")
-            job = fleet.job(call_id)
-            if job is None:
-                return modal_http(404, "function call not found")
+                raise Reject(400, "bad redirect method")
+            job = emu.job(call_id, "function call not found")
             return await answer(request, job, cancel_on_hangup=False)
         if request.method != "POST":
-            return JSONResponse({"detail": "Method Not Allowed"}, status_code=405)
-        try:
-            payload = json.loads(await request.body())
-        except ValueError:  # what a FastAPI endpoint answers for a body it cannot parse
-            return JSONResponse({"detail": "body is not valid JSON"}, status_code=422)
-        try:
-            job = fleet.submit(payload if isinstance(payload, dict) else {"input": payload})
-        except QueueFull:
-            return modal_http(429, "too many requests")
+            return emu.json({"detail": "Method Not Allowed"}, 405)
+        try:  # what a FastAPI endpoint answers for a body it cannot parse
+            payload = await emu.read_json(request, not_object=None)
+        except Reject:
+            return emu.json({"detail": "body is not valid JSON"}, 422)
+        payload = payload if isinstance(payload, dict) else {"input": payload}
+        job = emu.submit(payload, full="too many requests")
         return await answer(request, job, cancel_on_hangup=True)
 
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with fleet:
-            yield
-
-    app = Starlette(
-        routes=[Route("/{path:path}", endpoint, methods=["GET", "POST"])], lifespan=lifespan
-    )
-    return FaultInjector(app, fleet, _route)
-
-
-async def _disconnected(request: Any) -> None:
-    while (await request.receive())["type"] != "http.disconnect":
-        pass
-
-
-def _route(scope: MutableMapping[str, Any]) -> str | None:
-    """Which fault route a request belongs to (see ``gpubench_sdk.testing.FaultPlan``)."""
-    query: bytes = scope.get("query_string", b"")
-    return "poll" if CALL_ID_PARAM.encode() in query else "submit"
+    return emu.app()
 
 
 def main(argv: list[str] | None = None) -> None:
     """Serve an emulator until interrupted: ``python -m gpubench_modal.emulator``."""
-    import argparse
-    import os
-
-    from gpubench_sdk.testing import Duration, serve_forever
-
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8690)
-    parser.add_argument("--api-key-env", help="require this '<id>:<secret>' (env variable)")
-    parser.add_argument("--redirect-after-s", type=float, default=LONG_REQUEST_S)
-    parser.add_argument("--cold-start-s", type=float, default=0.5)
-    parser.add_argument("--max-workers", type=int, default=3)
-    parser.add_argument("--idle-timeout-s", type=float, default=1.0)
-    args = parser.parse_args(argv)
-    config = FleetConfig(
-        cold_start=Duration.fixed(args.cold_start_s),
-        max_workers=args.max_workers,
-        idle_timeout_s=args.idle_timeout_s,
+    parser = EmulatorParser(
+        __doc__, port=8690, key_help="require this '<id>:<secret>' (env variable)"
     )
-    key = os.environ[args.api_key_env] if args.api_key_env else None
-    app = make_app(SimulatedFleet(config), api_key=key, redirect_after_s=args.redirect_after_s)
-    serve_forever(app, host=args.host, port=args.port)
+    parser.add_argument("--redirect-after-s", type=float, default=LONG_REQUEST_S)
+    args = parser.parse(argv)
+    args.serve(make_app(args.fleet(), api_key=args.api_key, redirect_after_s=args.redirect_after_s))
 
 
 if __name__ == "__main__":

@@ -52,7 +52,7 @@ def prediction_body(
     if job.status.terminal and job.finished_s is not None:
         body["completed_at"] = clock.iso(job.finished_s)
     if job.status is JobStatus.COMPLETED:
-        body["output"] = list(job.stream) if job.stream else job.output
+        body["output"] = job.result
     if job.execution_ms is not None and job.finished_s is not None:
         body["metrics"] = {
             "predict_time": round(job.execution_ms / 1e3, 6),  # seconds, as the APIs send

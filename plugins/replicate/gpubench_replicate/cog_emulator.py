@@ -27,22 +27,19 @@ slot ``slot_release_s`` *after* answering, as Cog's does, so a request sent at o
 
 from __future__ import annotations
 
-import contextlib
-import hmac
 import json
 import time
-from collections.abc import AsyncIterator, MutableMapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpubench_sdk.testing import (
-    INSTALL_HINT,
     ASGIApp,
-    FaultInjector,
-    FleetConfig,
+    Emulator,
+    EmulatorParser,
     Job,
     JobStatus,
-    QueueFull,
+    KeyCheck,
+    Reject,
     SimulatedFleet,
     WorkerBill,
 )
@@ -50,6 +47,9 @@ from gpubench_sdk.testing import (
 from . import _cog
 from . import _prediction as p
 from ._emulation import WallClock, prediction_body
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
 
 AT_CAPACITY = "At capacity - all prediction slots busy"
 SETUP_RUNNING = (
@@ -84,47 +84,33 @@ def make_app(
     """The emulator app for ``fleet`` (see the module docstring for the two deployments);
     ``timestamps`` adds ``created_at``/``started_at``/``completed_at`` to predictions, as Cog
     before 0.23 sent them."""
-    try:
-        from starlette.applications import Starlette
-        from starlette.requests import Request
-        from starlette.responses import JSONResponse, Response
-        from starlette.routing import Route
-    except ImportError as exc:
-        raise ImportError(f"the Cog emulator: {INSTALL_HINT}") from exc
-
+    emu = Emulator(fleet, name="Cog", check=KeyCheck(api_key, bare=True), error_body=error_body,
+                   fault=None)  # fmt: skip
     clock = WallClock()
     offset_s = clock.offset_s
     releasing: list[float] = []  # when each slot answered but not yet freed becomes free
-
-    def error(status: int, message: str) -> Response:
-        body, ctype = error_body(status, message)
-        return Response(body, status_code=status, media_type=ctype)
-
-    def authorized(request: Request) -> bool:
-        if api_key is None:
-            return True
-        given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
-        return hmac.compare_digest(given.encode(), api_key.encode())
+    if not behind_proxy:  # the container starts (and runs setup) with the server
+        emu.on_start.append(fleet.request_worker)
 
     def still_releasing() -> int:
         now = time.perf_counter()
         releasing[:] = [t for t in releasing if t > now]
         return len(releasing)
 
-    def refusal() -> Response | None:
-        """Cog's answer when the prediction cannot start now, else None."""
+    def refuse() -> None:
+        """Cog's answer when the prediction cannot start now."""
         c = fleet.counts()
         assert fleet.scaling.max_workers is not None
         taken = c.running + c.queued + still_releasing()
         if behind_proxy:
-            busy = taken >= fleet.scaling.max_workers
-            return error(409, AT_CAPACITY) if busy and reject_when_busy else None
+            if taken >= fleet.scaling.max_workers and reject_when_busy:
+                raise Reject(409, AT_CAPACITY)
+            return
         if c.idle + c.running == 0:  # in setup, or no container: start one, like a platform
             fleet.request_worker()
-            return error(503, SETUP_RUNNING)
+            raise Reject(503, SETUP_RUNNING)
         if taken >= c.idle + c.running and reject_when_busy:
-            return error(409, AT_CAPACITY)
-        return None
+            raise Reject(409, AT_CAPACITY)
 
     def body_of(job: Job) -> dict[str, Any]:
         """Cog 0.23's prediction: no input and no timestamps once it has ended."""
@@ -140,170 +126,94 @@ def make_app(
         body["metrics"] = {k: v for k, v in full["metrics"].items() if k == "predict_time"}
         return body
 
-    async def predict(request: Request, prediction_id: str | None) -> Response:
-        if not authorized(request):
-            return error(401, "Unauthorized")
-        raw = await request.body()
+    @emu.route("/predictions", "POST", fault="submit")
+    @emu.route("/predictions/{prediction_id}", "PUT", fault="submit")
+    async def predict(request: Request) -> Any:
+        prediction_id = request.path_params.get("prediction_id")
         try:
-            body = json.loads(raw or b"{}")
-        except ValueError:  # coglet answers a body it cannot parse in plain text
-            return Response(
-                b"Failed to parse the request body as JSON", 400, media_type="text/plain"
-            )
+            body = await emu.read_json(request, not_object=None, empty={})
+        except Reject:  # coglet answers a body it cannot parse in plain text
+            text = b"Failed to parse the request body as JSON"
+            return emu.reply(text, 400, media_type="text/plain")
         if not isinstance(body, dict):
-            return error(422, "body must be a JSON object")
+            raise Reject(422, "body must be a JSON object")
         given_id = body.get("id")
         if prediction_id is not None:
             if given_id is not None and given_id != prediction_id:
-                detail = [
-                    {
-                        "loc": ["body", "id"],
-                        "msg": "prediction ID must match the ID supplied in the URL",
-                        "type": "value_error",
-                    }
-                ]
-                return JSONResponse({"detail": detail}, status_code=422)
+                msg = "prediction ID must match the ID supplied in the URL"
+                detail = [{"loc": ["body", "id"], "msg": msg, "type": "value_error"}]
+                return emu.json({"detail": detail}, 422)
             running = fleet.job(prediction_id)
             if running is not None and not running.status.terminal:
-                return JSONResponse(body_of(running), status_code=202)
+                return emu.json(body_of(running), 202)
             given_id = prediction_id
         payload = body.get("input") or {}
         if not isinstance(payload, dict):
-            return error(422, "input: a JSON object is required")
-        if (refused := refusal()) is not None:
-            return refused
+            raise Reject(422, "input: a JSON object is required")
+        refuse()
         job_id = given_id if isinstance(given_id, str) and given_id else None
         if job_id is not None and fleet.job(job_id) is not None:
-            return error(409, AT_CAPACITY)  # one id, one prediction
-        try:
-            job = fleet.submit(payload, job_id=job_id)
-        except QueueFull:
-            return error(409, AT_CAPACITY)
+            raise Reject(409, AT_CAPACITY)  # one id, one prediction
+        job = emu.submit(payload, full=AT_CAPACITY, status=409, job_id=job_id)
         if request.headers.get("prefer") == "respond-async":
-            return JSONResponse({"id": job.id, "status": p.STARTING}, status_code=202)
+            return emu.json({"id": job.id, "status": p.STARTING}, 202)
         await job.done.wait()
         releasing.append(time.perf_counter() + slot_release_s)  # freed just after answering
-        return JSONResponse(body_of(job))
+        return body_of(job)
 
-    async def post_prediction(request: Request) -> Response:
-        return await predict(request, None)
-
-    async def put_prediction(request: Request) -> Response:
-        return await predict(request, request.path_params["prediction_id"])
-
-    async def cancel(request: Request) -> Response:
-        if not authorized(request):
-            return error(401, "Unauthorized")
+    @emu.route("/predictions/{prediction_id}/cancel", "POST", fault="control")
+    async def cancel(request: Request) -> Any:
         job = fleet.job(request.path_params["prediction_id"])
         if job is None or job.status.terminal:
-            return JSONResponse({}, status_code=404)
+            return emu.json({}, 404)
         fleet.cancel(job.id)
-        return JSONResponse({})
+        return {}
 
     def setup_of(bill: WorkerBill) -> dict[str, Any]:
         setup: dict[str, Any] = {"started_at": cog_time(bill.started_s, offset_s)}
         if bill.boot_end_s is None:
             return {**setup, "status": p.STARTING}
-        return {
-            **setup,
-            "completed_at": cog_time(bill.boot_end_s, offset_s),
-            "status": p.SUCCEEDED,
-            "logs": "",
-        }
+        ended = cog_time(bill.boot_end_s, offset_s)
+        return {**setup, "completed_at": ended, "status": p.SUCCEEDED, "logs": ""}
 
-    async def health(request: Request) -> Response:
-        if not authorized(request):
-            return error(401, "Unauthorized")
+    @emu.route("/health-check", fault="poll")
+    async def health(request: Request) -> Any:
         live = [b for b in fleet.billing.workers if b.stopped_s is None]
         if not live:
             # No container: a proxy has no backend to ask (a Kubernetes Service without ready
             # pods answers 503). Not waking one keeps fleet watching from warming it.
-            return error(503, NO_CONTAINER)
+            raise Reject(503, NO_CONTAINER)
         booted = [b for b in live if b.boot_end_s is not None]
         bill = max(booted, key=lambda b: b.boot_end_s or 0.0) if booted else live[-1]
         c = fleet.counts()
-        if c.idle:
-            status = _cog.READY
-        elif c.running:
-            status = _cog.BUSY
-        else:
-            status = _cog.STARTING
-        return JSONResponse({"status": status, "setup": setup_of(bill), "version": VERSION})
+        status = _cog.READY if c.idle else _cog.BUSY if c.running else _cog.STARTING
+        return {"status": status, "setup": setup_of(bill), "version": VERSION}
 
-    async def index(request: Request) -> Response:
-        return JSONResponse(
-            {
-                "cog_version": "emulated",
-                "docs_url": "/docs",
-                "openapi_url": "/openapi.json",
-                "shutdown_url": "/shutdown",
-                "healthcheck_url": "/health-check",
-                "predictions_url": "/predictions",
-                "predictions_idempotent_url": "/predictions/{prediction_id}",
-                "predictions_cancel_url": "/predictions/{prediction_id}/cancel",
-            }
-        )
+    @emu.route("/", check=False)
+    async def index(request: Request) -> Any:
+        return {
+            "cog_version": "emulated",
+            "docs_url": "/docs",
+            "openapi_url": "/openapi.json",
+            "shutdown_url": "/shutdown",
+            "healthcheck_url": "/health-check",
+            "predictions_url": "/predictions",
+            "predictions_idempotent_url": "/predictions/{prediction_id}",
+            "predictions_cancel_url": "/predictions/{prediction_id}/cancel",
+        }
 
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with fleet:
-            if not behind_proxy:
-                fleet.request_worker()  # the container starts (and runs setup) with the server
-            yield
-
-    app = Starlette(
-        routes=[
-            Route("/", index, methods=["GET"]),
-            Route("/health-check", health, methods=["GET"]),
-            Route("/predictions", post_prediction, methods=["POST"]),
-            Route("/predictions/{prediction_id}", put_prediction, methods=["PUT"]),
-            Route("/predictions/{prediction_id}/cancel", cancel, methods=["POST"]),
-        ],
-        lifespan=lifespan,
-    )
-    return FaultInjector(app, fleet, _route, render_error=error_body)
-
-
-def _route(scope: MutableMapping[str, Any]) -> str | None:
-    """Which fault route a request belongs to (see ``gpubench_sdk.testing.FaultPlan``)."""
-    path: str = scope.get("path", "")
-    if path.endswith("/cancel"):
-        return "control"
-    if path.startswith("/predictions"):
-        return "submit"
-    if path == "/health-check":
-        return "poll"
-    return None
+    return emu.app()
 
 
 def main(argv: list[str] | None = None) -> None:
     """Serve an emulator until interrupted: ``python -m gpubench_replicate.cog_emulator``."""
-    import argparse
-    import os
-
-    from gpubench_sdk.testing import Duration, serve_forever
-
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=5000)
-    parser.add_argument("--api-key-env", help="require this bearer token (a proxy's)")
-    parser.add_argument("--setup-s", type=float, default=0.5, help="container boot + setup")
-    parser.add_argument(
-        "--proxy",
-        action="store_true",
-        help="containers behind a proxy that starts them on demand and holds requests",
-    )
-    parser.add_argument("--containers", type=int, default=1, help="most containers at once")
-    parser.add_argument("--idle-timeout-s", type=float, default=1.0)
-    args = parser.parse_args(argv)
-    config = FleetConfig(
-        cold_start=Duration.fixed(args.setup_s),
-        max_workers=args.containers,
-        idle_timeout_s=args.idle_timeout_s,
-    )
-    key = os.environ[args.api_key_env] if args.api_key_env else None
-    app = make_app(SimulatedFleet(config), api_key=key, behind_proxy=args.proxy)
-    serve_forever(app, host=args.host, port=args.port)
+    parser = EmulatorParser(__doc__, port=5000, cold_flag="--setup-s", workers_flag="--containers",
+                            max_workers=1,
+                            key_help="require this bearer token (a proxy's)")  # fmt: skip
+    proxied = "containers behind a proxy that starts them on demand and holds requests"
+    parser.add_argument("--proxy", action="store_true", help=proxied)
+    args = parser.parse(argv)
+    args.serve(make_app(args.fleet(), api_key=args.api_key, behind_proxy=args.proxy))
 
 
 if __name__ == "__main__":

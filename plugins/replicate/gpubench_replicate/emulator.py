@@ -18,26 +18,29 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import json
 import re
-from collections.abc import AsyncIterator, MutableMapping
-from typing import Any
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
 
-from gpubench_sdk import ScalingSettings
 from gpubench_sdk.testing import (
-    INSTALL_HINT,
     ASGIApp,
-    FaultInjector,
-    FleetConfig,
+    Emulator,
+    EmulatorParser,
     Job,
-    QueueFull,
+    KeyCheck,
+    Reject,
     SimulatedFleet,
+    follow,
+    scaling_patch,
 )
 
 from . import _prediction as p
 from ._emulation import WallClock, prediction_body
 from ._replicate import MAX_WAIT_S
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
 
 DEFAULT_MODEL = "gpubench/echo"
 DEFAULT_VERSION = "5c7d5dc6dd8bf75c1acaa8565735e7986bc5b66206b55cca93cb72c9bf15ccaa"
@@ -90,31 +93,15 @@ def make_app(
 ) -> ASGIApp:
     """The emulator app for ``fleet``; ``wait_cap_s`` shortens how long ``Prefer: wait`` holds
     a create before answering with the incomplete prediction (the service's 60 s)."""
-    try:
-        from starlette.applications import Starlette
-        from starlette.exceptions import HTTPException
-        from starlette.requests import Request
-        from starlette.responses import JSONResponse, Response, StreamingResponse
-        from starlette.routing import Route
-    except ImportError as exc:
-        raise ImportError(f"the Replicate emulator: {INSTALL_HINT}") from exc
-
+    key = KeyCheck(api_key, schemes=("Bearer", "Token"),
+                   message="You did not pass a valid authentication token")  # fmt: skip
+    # unknown routes and methods answer the API's JSON problem, never Starlette's text
+    emu = Emulator(
+        fleet, name="Replicate", check=key, error_body=error_body, not_found="Not found."
+    )
     clock = WallClock()
     ended_by: dict[str, str] = {}  # prediction id -> "aborted"/"canceled" set by Cancel-After
-    deadlines: set[asyncio.Task[None]] = set()
     release = {"number": 1}
-
-    def error(status: int, message: str) -> Response:
-        body, ctype = error_body(status, message)
-        return Response(body, status_code=status, media_type=ctype)
-
-    def authorized(request: Request) -> bool:
-        if api_key is None:
-            return True
-        scheme, _, given = request.headers.get("authorization", "").partition(" ")
-        if scheme not in ("Bearer", "Token"):
-            return False
-        return hmac.compare_digest(given.strip().encode(), api_key.encode())
 
     def body_of(job: Job, request: Request) -> dict[str, Any]:
         base = str(request.base_url).rstrip("/")
@@ -134,89 +121,72 @@ def make_app(
             ended_by[job.id] = p.ABORTED if job.started_s is None else p.CANCELED
             fleet.cancel(job.id)
 
-    async def create(request: Request, target_ok: bool) -> Response:
-        if not authorized(request):
-            return error(401, "You did not pass a valid authentication token")
-        if not target_ok:
-            return error(404, "Not found.")
-        try:
-            body = json.loads(await request.body())
-        except ValueError:
-            return error(400, "body is not valid JSON")
+    def owner_name(request: Request, expected: str) -> None:
+        if f"{request.path_params['owner']}/{request.path_params['name']}" != expected:
+            raise Reject(404, "Not found.")
+
+    async def create(request: Request) -> Any:
+        body = await emu.read_json(request, not_object=None)
         if not isinstance(body, dict) or not isinstance(body.get("input"), dict):
-            return error(422, "input: a JSON object is required")
+            raise Reject(422, "input: a JSON object is required")
         if request.url.path == "/v1/predictions" and body.get("version") != version:
-            return error(422, f"version: {body.get('version')!r} does not exist")
+            raise Reject(422, f"version: {body.get('version')!r} does not exist")
         wait_s: float | None = None
         prefer = request.headers.get("prefer")
         if prefer is not None:
             match = re.fullmatch(r"wait(?:=(\d+))?", prefer.strip())
             if match is None or not 1 <= int(match.group(1) or MAX_WAIT_S) <= MAX_WAIT_S:
-                return error(400, f"Prefer: expected 'wait' or 'wait=1..{MAX_WAIT_S}'")
+                raise Reject(400, f"Prefer: expected 'wait' or 'wait=1..{MAX_WAIT_S}'")
             wait_s = float(match.group(1) or MAX_WAIT_S)
         cancel_after_s = None
         if (raw := request.headers.get("cancel-after")) is not None:
             cancel_after_s = parse_duration_s(raw)
             if cancel_after_s is None or cancel_after_s <= 0:
-                return error(400, "Cancel-After: expected a duration such as '1m' or '90s'")
-        try:
-            job = fleet.submit(body["input"])
-        except QueueFull:
-            return error(429, THROTTLED_DETAIL)
+                raise Reject(400, "Cancel-After: expected a duration such as '1m' or '90s'")
+        job = emu.submit(body["input"], full=THROTTLED_DETAIL)
         if cancel_after_s is not None:
-            task = asyncio.get_running_loop().create_task(expire(job, cancel_after_s))
-            deadlines.add(task)
-            task.add_done_callback(deadlines.discard)
+            emu.spawn(expire(job, cancel_after_s))
         if wait_s is not None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(job.done.wait(), min(wait_s, wait_cap_s))
-        return JSONResponse(body_of(job, request), status_code=201)
+        return emu.json(body_of(job, request), 201)
 
-    def owner_name(request: Request) -> str:
-        return f"{request.path_params['owner']}/{request.path_params['name']}"
+    @emu.route("/v1/models/{owner}/{name}/predictions", "POST", fault="submit")
+    async def create_on_model(request: Request) -> Any:
+        owner_name(request, model)
+        return await create(request)
 
-    async def create_on_model(request: Request) -> Response:
-        return await create(request, owner_name(request) == model)
+    @emu.route("/v1/predictions", "POST", fault="submit")
+    async def create_on_version(request: Request) -> Any:
+        return await create(request)
 
-    async def create_on_version(request: Request) -> Response:
-        return await create(request, True)
+    @emu.route("/v1/deployments/{owner}/{name}/predictions", "POST", fault="submit")
+    async def create_on_deployment(request: Request) -> Any:
+        owner_name(request, deployment)
+        return await create(request)
 
-    async def create_on_deployment(request: Request) -> Response:
-        return await create(request, owner_name(request) == deployment)
+    def find(request: Request) -> Job:
+        return emu.job(request.path_params["prediction_id"], "Not found.")
 
-    def find(request: Request) -> Job | Response:
-        if not authorized(request):
-            return error(401, "You did not pass a valid authentication token")
-        job = fleet.job(request.path_params["prediction_id"])
-        return job if job is not None else error(404, "Not found.")
+    @emu.route("/v1/predictions/{prediction_id}", fault="poll")
+    async def get_prediction(request: Request) -> Any:
+        return body_of(find(request), request)
 
-    async def get_prediction(request: Request) -> Response:
+    @emu.route("/v1/predictions/{prediction_id}/cancel", "POST")
+    async def cancel(request: Request) -> Any:
         job = find(request)
-        return job if isinstance(job, Response) else JSONResponse(body_of(job, request))
-
-    async def cancel(request: Request) -> Response:
-        job = find(request)
-        if isinstance(job, Response):
-            return job
         fleet.cancel(job.id)
-        return JSONResponse(body_of(job, request))
+        return body_of(job, request)
 
-    async def stream(request: Request) -> Response:
+    @emu.route("/stream/{prediction_id}", fault="poll")
+    async def stream(request: Request) -> Any:
         job = find(request)
-        if isinstance(job, Response):
-            return job
 
         async def events() -> AsyncIterator[bytes]:
             sent = 0
-            while True:
-                finished = job.done.is_set()  # read first: chunks before it are all there
-                while sent < len(job.stream):
-                    sent += 1
-                    yield _event("output", sent, json.dumps(job.stream[sent - 1]))
-                if finished:
-                    break
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(job.done.wait(), 0.01)
+            async for piece in follow(job):
+                sent += 1
+                yield _event("output", sent, json.dumps(piece))
             status = ended_by.get(job.id) or body_of(job, request)["status"]
             if status == p.SUCCEEDED and sent == 0:
                 yield _event("output", 1, json.dumps(job.output))
@@ -225,114 +195,44 @@ def make_app(
             reason = {} if status == p.SUCCEEDED else {"reason": status}
             yield _event("done", sent + 2, json.dumps(reason))
 
-        headers = {"Cache-Control": "no-store"}
-        return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
+        return emu.stream(events(), headers={"Cache-Control": "no-store"})
 
-    def deployment_body() -> dict[str, Any]:
+    @emu.route("/v1/deployments/{owner}/{name}", "GET", "PATCH")
+    async def deployment_route(request: Request) -> Any:
+        owner_name(request, deployment)
+        if request.method == "PATCH":
+            fields = {"min_instances": "min_workers", "max_instances": "max_workers"}
+            emu.set_scaling(scaling_patch(await emu.read_json(request), fields))
+            release["number"] += 1
         s = fleet.scaling
         owner, name = deployment.split("/", 1)
-        return {
-            "owner": owner,
-            "name": name,
-            "current_release": {
-                "number": release["number"],
-                "model": model,
-                "version": version,
-                "created_at": clock.iso(0.0),
-                # replicate 1.0.7's Account model requires type, username and name.
-                "created_by": {
-                    "type": "organization",
-                    "username": owner,
-                    "name": owner,
-                    "github_url": None,
-                },
-                "configuration": {
-                    "hardware": hardware,
-                    "min_instances": s.min_workers,
-                    "max_instances": s.max_workers,
-                },
-            },
-        }
+        # replicate 1.0.7's Account model requires type, username and name.
+        created_by = {"type": "organization", "username": owner, "name": owner, "github_url": None}
+        configuration = {"hardware": hardware, "min_instances": s.min_workers,
+                         "max_instances": s.max_workers}  # fmt: skip
+        current = {"number": release["number"], "model": model, "version": version,
+                   "created_at": clock.iso(0.0), "created_by": created_by,
+                   "configuration": configuration}  # fmt: skip
+        return {"owner": owner, "name": name, "current_release": current}
 
-    async def model_route(request: Request) -> Response:
-        if not authorized(request):
-            return error(401, "You did not pass a valid authentication token")
-        if owner_name(request) != model:
-            return error(404, "Not found.")
-        return JSONResponse(model_body(model, version_body(version, clock.iso(0.0))))
+    @emu.route("/v1/models/{owner}/{name}")
+    async def model_route(request: Request) -> Any:
+        owner_name(request, model)
+        return model_body(model, version_body(version, clock.iso(0.0)))
 
-    async def version_route(request: Request) -> Response:
-        if not authorized(request):
-            return error(401, "You did not pass a valid authentication token")
+    @emu.route("/v1/models/{owner}/{name}/versions")
+    @emu.route("/v1/models/{owner}/{name}/versions/{version_id}")
+    async def version_route(request: Request) -> Any:
+        owner_name(request, model)
         wanted = request.path_params.get("version_id")
-        if owner_name(request) != model or wanted not in (None, version):
-            return error(404, "Not found.")
+        if wanted not in (None, version):
+            raise Reject(404, "Not found.")
         body = version_body(version, clock.iso(0.0))
         if wanted is None:  # the list: one page
-            return JSONResponse({"next": None, "previous": None, "results": [body]})
-        return JSONResponse(body)
+            return {"next": None, "previous": None, "results": [body]}
+        return body
 
-    async def deployment_route(request: Request) -> Response:
-        if not authorized(request):
-            return error(401, "You did not pass a valid authentication token")
-        if owner_name(request) != deployment:
-            return error(404, "Not found.")
-        if request.method == "PATCH":
-            try:
-                body = json.loads(await request.body())
-            except ValueError:
-                return error(400, "body is not valid JSON")
-            if not isinstance(body, dict):
-                return error(400, "body must be a JSON object")
-            changes: dict[str, int] = {}
-            for field, knob in (("min_instances", "min_workers"), ("max_instances", "max_workers")):
-                if field in body:
-                    value = body[field]
-                    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                        return error(400, f"{field} must be a non-negative integer")
-                    changes[knob] = value
-            try:
-                fleet.set_scaling(ScalingSettings(**changes))
-            except ValueError as exc:
-                return error(400, str(exc))
-            release["number"] += 1
-        return JSONResponse(deployment_body())
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with fleet:
-            yield
-            for task in list(deadlines):
-                task.cancel()
-
-    async def not_routed(request: Request, exc: Exception) -> Response:
-        # Unknown routes and methods answer the API's JSON problem, never Starlette's text.
-        status = getattr(exc, "status_code", 500)
-        return error(status, "Not found." if status == 404 else str(getattr(exc, "detail", "")))
-
-    app = Starlette(
-        routes=[
-            Route("/v1/models/{owner}/{name}/predictions", create_on_model, methods=["POST"]),
-            Route("/v1/predictions", create_on_version, methods=["POST"]),
-            Route(
-                "/v1/deployments/{owner}/{name}/predictions",
-                create_on_deployment,
-                methods=["POST"],
-            ),
-            Route("/v1/predictions/{prediction_id}", get_prediction, methods=["GET"]),
-            Route("/v1/predictions/{prediction_id}/cancel", cancel, methods=["POST"]),
-            Route("/v1/deployments/{owner}/{name}", deployment_route, methods=["GET", "PATCH"]),
-            Route("/v1/models/{owner}/{name}", model_route, methods=["GET"]),
-            Route("/v1/models/{owner}/{name}/versions", version_route, methods=["GET"]),
-            Route(
-                "/v1/models/{owner}/{name}/versions/{version_id}", version_route, methods=["GET"]
-            ),
-            Route("/stream/{prediction_id}", stream, methods=["GET"]),
-        ],
-        lifespan=lifespan,
-        exception_handlers={HTTPException: not_routed},
-    )
-    return FaultInjector(app, fleet, _route, render_error=error_body)
+    return emu.app()
 
 
 def version_body(version: str, created_at: str) -> dict[str, Any]:
@@ -384,42 +284,12 @@ def _event(name: str, event_id: int, data: str) -> bytes:
     return f"event: {name}\nid: {event_id}\ndata: {data}\n\n".encode()
 
 
-def _route(scope: MutableMapping[str, Any]) -> str | None:
-    """Which fault route a request belongs to (see ``gpubench_sdk.testing.FaultPlan``)."""
-    path: str = scope.get("path", "")
-    method: str = scope.get("method", "GET")
-    if method == "POST" and (path == "/v1/predictions" or path.endswith("/predictions")):
-        return "submit"
-    if path.startswith("/stream/") or (method == "GET" and path.startswith("/v1/predictions/")):
-        return "poll"
-    return "control"
-
-
 def main(argv: list[str] | None = None) -> None:
     """Serve an emulator until interrupted: ``python -m gpubench_replicate.emulator``."""
-    import argparse
-    import os
-
-    from gpubench_sdk.testing import Duration, serve_forever
-
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8787)
-    parser.add_argument("--api-key-env", help="require the key in this environment variable")
-    parser.add_argument("--cold-start-s", type=float, default=0.5)
-    parser.add_argument("--max-instances", type=int, default=3)
-    parser.add_argument("--min-instances", type=int, default=0)
-    parser.add_argument("--idle-timeout-s", type=float, default=1.0)
-    args = parser.parse_args(argv)
-    config = FleetConfig(
-        cold_start=Duration.fixed(args.cold_start_s),
-        min_workers=args.min_instances,
-        max_workers=args.max_instances,
-        idle_timeout_s=args.idle_timeout_s,
-    )
-    key = os.environ[args.api_key_env] if args.api_key_env else None
-    app = make_app(SimulatedFleet(config), api_key=key)
-    serve_forever(app, host=args.host, port=args.port)
+    parser = EmulatorParser(__doc__, port=8787, workers_flag="--max-instances",
+                            min_flag="--min-instances")  # fmt: skip
+    args = parser.parse(argv)
+    args.serve(make_app(args.fleet(), api_key=args.api_key))
 
 
 if __name__ == "__main__":

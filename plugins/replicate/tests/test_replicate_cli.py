@@ -3,73 +3,34 @@ Cog emulators, each served by its ``python -m`` entry point in its own process."
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from gpubench_sdk import Outcome, Phase, Store
+from gpubench_sdk import Outcome, Phase
+from gpubench_sdk.testing import CliEndToEnd
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "replicate_emulated.toml"
 KEY = "r8_e2e_3c9a51f07b2d"
 
 
-def _serve(module: str, *args: str) -> Iterator[str]:
-    env = {**os.environ, "REPLICATE_API_TOKEN": KEY}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", module, "--port", "0", *args],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    assert proc.stdout is not None
-    url = proc.stdout.readline().strip()
-    try:
-        assert url.startswith("http://127.0.0.1:"), url
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
-
-
-@pytest.fixture
-def replicate_url() -> Iterator[str]:
-    yield from _serve("gpubench_replicate.emulator", "--api-key-env", "REPLICATE_API_TOKEN")
-
-
-@pytest.fixture
-def cog_url() -> Iterator[str]:
-    yield from _serve("gpubench_replicate.cog_emulator", "--containers", "3", "--proxy")
-
-
 @pytest.mark.slow
-def test_gpubench_run_of_the_example_against_the_emulators(
-    replicate_url: str, cog_url: str, tmp_path: Path
-) -> None:
-    plan = EXAMPLE.read_text()
-    plan = plan.replace("http://127.0.0.1:8787", replicate_url)
-    plan = plan.replace("http://127.0.0.1:5055", cog_url)
-    plan = plan.replace('"gpubench-replicate-emulated.sqlite"', '"out.sqlite"')
-    config = tmp_path / "replicate.toml"
-    config.write_text(plan)
-    done = subprocess.run(
-        [sys.executable, "-m", "gpubench_sdk", "run", str(config), "--quiet"],
-        cwd=tmp_path,
-        env={**os.environ, "REPLICATE_API_TOKEN": KEY},
-        capture_output=True,
-        text=True,
-        timeout=300,
+def test_gpubench_run_of_the_example_against_the_emulators(gpubench_cli: CliEndToEnd) -> None:
+    gpubench_cli.env["REPLICATE_API_TOKEN"] = KEY
+    replicate_url = gpubench_cli.emulator(
+        "gpubench_replicate.emulator", "--api-key-env", "REPLICATE_API_TOKEN"
+    )
+    cog_url = gpubench_cli.emulator(
+        "gpubench_replicate.cog_emulator", "--containers", "3", "--proxy"
+    )
+    done = gpubench_cli.run(
+        EXAMPLE, replace={"http://127.0.0.1:8787": replicate_url, "http://127.0.0.1:5055": cog_url}
     )
     assert done.returncode == 0, done.stderr
-    assert KEY not in done.stdout + done.stderr
-    with Store(tmp_path / "out.sqlite") as store:
-        (run,) = store.runs()
-        invs = store.invocations(run.id)
+    assert KEY not in done.output
+    run, invs = done.run, done.invocations
     assert run.status == "completed"
-    assert KEY.encode() not in (tmp_path / "out.sqlite").read_bytes()
+    assert KEY.encode() not in done.store_path.read_bytes()
     for target in ("replicate-deployment", "cog-container"):
         mine = [i for i in invs if i.target == target]
         assert len(mine) == 2 * 3 + 30, target

@@ -3,66 +3,25 @@ served by ``python -m gpubench_runpod.emulator`` in its own process."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from gpubench_sdk import Outcome, Phase, Store
+from gpubench_sdk import Outcome, Phase
+from gpubench_sdk.testing import CliEndToEnd
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "runpod_emulated.toml"
 KEY = "rpa_e2e_5d1f0c9b7a3e"
 
 
-@pytest.fixture
-def emulator() -> Iterator[str]:
-    env = {**os.environ, "RUNPOD_API_KEY": KEY}
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gpubench_runpod.emulator",
-            "--port",
-            "0",
-            "--api-key-env",
-            "RUNPOD_API_KEY",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    assert proc.stdout is not None
-    url = proc.stdout.readline().strip()
-    try:
-        assert url.startswith("http://127.0.0.1:"), url
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
-
-
 @pytest.mark.slow
-def test_gpubench_run_of_the_example_against_the_emulator(emulator: str, tmp_path: Path) -> None:
-    plan = EXAMPLE.read_text().replace("http://127.0.0.1:8686", emulator)
-    plan = plan.replace('output = "gpubench-runpod-emulated.sqlite"', 'output = "out.sqlite"')
-    config = tmp_path / "runpod.toml"
-    config.write_text(plan)
-    done = subprocess.run(
-        [sys.executable, "-m", "gpubench_sdk", "run", str(config), "--quiet"],
-        cwd=tmp_path,
-        env={**os.environ, "RUNPOD_API_KEY": KEY},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+def test_gpubench_run_of_the_example_against_the_emulator(gpubench_cli: CliEndToEnd) -> None:
+    gpubench_cli.env["RUNPOD_API_KEY"] = KEY
+    url = gpubench_cli.emulator("gpubench_runpod.emulator", "--api-key-env", "RUNPOD_API_KEY")
+    done = gpubench_cli.run(EXAMPLE, replace={"http://127.0.0.1:8686": url})
     assert done.returncode == 0, done.stderr
-    assert KEY not in done.stdout + done.stderr
-    with Store(tmp_path / "out.sqlite") as store:
-        (run,) = store.runs()
-        invs = store.invocations(run.id)
+    assert KEY not in done.output
+    run, invs = done.run, done.invocations
     assert run.status == "completed"
     assert len(invs) == 2 * 3 + 30
     assert all(i.outcome is Outcome.OK and i.phase is Phase.MEASURE for i in invs)

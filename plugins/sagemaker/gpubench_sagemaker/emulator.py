@@ -21,25 +21,28 @@ the control plane (``control``). Run ``python -m gpubench_sagemaker.emulator --p
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
+import os
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping, MutableMapping
-from typing import Any
+from collections.abc import AsyncIterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from gpubench_sdk import ScalingSettings
 from gpubench_sdk.testing import (
-    INSTALL_HINT,
     ASGIApp,
-    FaultInjector,
-    FleetConfig,
+    Emulator,
+    EmulatorParser,
     JobStatus,
-    QueueFull,
+    Reject,
     SimulatedFleet,
+    follow,
 )
 
 from ._wire import payload_part, sigv4_valid, stream_exception
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
 
 DEFAULT_ENDPOINT = "gpubench-emulated"
 DEFAULT_COMPONENT = "gpubench-emulated-ic"
@@ -74,34 +77,30 @@ def make_app(
 ) -> ASGIApp:
     """The emulator app for ``fleet``. ``credentials`` maps access key ids to secrets: every
     request must be signed by one of them."""
-    try:
-        from starlette.applications import Starlette
-        from starlette.requests import Request
-        from starlette.responses import JSONResponse, Response, StreamingResponse
-        from starlette.routing import Route
-    except ImportError as exc:
-        raise ImportError(f"the SageMaker emulator: {INSTALL_HINT}") from exc
-
+    emu = Emulator(fleet, name="SageMaker", error_body=aws_error)
     created_s = time.time()
     scaling_out: list[asyncio.TimerHandle] = []
     no_capacity_failures = [0]  # the CloudWatch metric NoCapacityInvocationFailures
 
-    def error(status: int, code: str, message: str, request_id: str | None = None) -> Response:
+    def cancel_scale_out() -> None:
+        for handle in scaling_out:
+            handle.cancel()
+
+    emu.on_stop.append(cancel_scale_out)
+
+    def fail(status: int, code: str, message: str, request_id: str | None = None) -> Reject:
         # the code in both places AWS puts it: botocore's REST-JSON parser (sagemaker-runtime)
         # reads the x-amzn-ErrorType header, its JSON 1.1 parser (sagemaker) only ``__type``
         headers = {"x-amzn-ErrorType": code, "x-amzn-RequestId": request_id or str(uuid.uuid4())}
         body = {"__type": code, "message": message}
-        return JSONResponse(body, status_code=status, headers=headers)
+        return Reject(status, message, response=emu.json(body, status, headers))
 
-    async def signed(request: Request) -> tuple[bytes, Response | None]:
+    async def signed(request: Request) -> bytes:
         body = await request.body()
         if not sigv4_valid(request.method, str(request.url), request.headers, body, credentials):
-            return body, error(
-                403,
-                "InvalidSignatureException",
-                "The request signature we calculated does not match the signature you provided.",
-            )
-        return body, None
+            raise fail(403, "InvalidSignatureException", "The request signature we calculated "
+                       "does not match the signature you provided.")  # fmt: skip
+        return body
 
     def copies_up() -> int:
         c = fleet.counts()
@@ -109,69 +108,54 @@ def make_app(
 
     def scale_out_from_zero() -> None:
         if fleet.scaling.min_workers == 0 and not scaling_out:
-            loop = asyncio.get_running_loop()
 
             def act() -> None:
                 scaling_out.clear()
                 fleet.set_scaling(ScalingSettings(min_workers=1))
 
-            scaling_out.append(loop.call_later(scale_out_delay_s, act))
+            scaling_out.append(asyncio.get_running_loop().call_later(scale_out_delay_s, act))
 
     async def submit(request: Request) -> Any:
         name = request.path_params["name"]
-        body, denied = await signed(request)
-        if denied is not None:
-            return denied
+        body = await signed(request)
         if name != endpoint_name:  # sagemaker-runtime's words for an unknown endpoint
-            return error(400, "ValidationError", f"Endpoint {name} of account {ACCOUNT} not found.")
+            raise fail(400, "ValidationError", f"Endpoint {name} of account {ACCOUNT} not found.")
         component = request.headers.get("x-amzn-sagemaker-inference-component")
         if inference_component is not None:
             if component != inference_component:
-                return error(400, "ValidationError", f"Inference Component {component} not found.")
+                raise fail(400, "ValidationError", f"Inference Component {component} not found.")
             if copies_up() == 0:
                 no_capacity_failures[0] += 1
                 scale_out_from_zero()
-                return error(400, "ValidationError", NO_CAPACITY_MESSAGE)
+                raise fail(400, "ValidationError", NO_CAPACITY_MESSAGE)
         try:
             payload = json.loads(body)
         except ValueError:
-            return error(400, "ValidationError", "the model expects a JSON body")
+            raise fail(400, "ValidationError", "the model expects a JSON body") from None
         try:
-            return fleet.submit(payload if isinstance(payload, dict) else {"input": payload})
-        except QueueFull:
-            return error(429, "ThrottlingException", "Rate exceeded")
+            return emu.submit(payload if isinstance(payload, dict) else {"input": payload})
+        except Reject:
+            raise fail(429, "ThrottlingException", "Rate exceeded") from None
 
-    async def invocations(request: Request) -> Response:
+    @emu.route("/endpoints/{name}/invocations", "POST", fault="submit")
+    async def invocations(request: Request) -> Any:
         job = await submit(request)
-        if isinstance(job, Response):
-            return job
         await job.done.wait()
         if job.status is not JobStatus.COMPLETED:
-            return error(
-                424,
-                "ModelError",
-                f"Received server error (500) from primary with message {job.error!r}",
-                job.id,
-            )
-        output = list(job.stream) if job.stream else job.output
+            message = f"Received server error (500) from primary with message {job.error!r}"
+            raise fail(424, "ModelError", message, job.id)
         headers = {"x-Amzn-Invoked-Production-Variant": VARIANT, "x-amzn-RequestId": job.id}
-        return JSONResponse(output, headers=headers)
+        return emu.json(job.result, headers=headers)
 
-    async def response_stream(request: Request) -> Response:
+    @emu.route("/endpoints/{name}/invocations-response-stream", "POST", fault="submit")
+    async def response_stream(request: Request) -> Any:
         job = await submit(request)
-        if isinstance(job, Response):
-            return job
 
         async def events() -> AsyncIterator[bytes]:
             sent = 0
-            while True:
-                finished = job.done.is_set()
-                while sent < len(job.stream):
-                    yield payload_part((json.dumps(job.stream[sent]) + "\n").encode())
-                    sent += 1
-                if finished:
-                    break
-                await asyncio.sleep(0.002)
+            async for piece in follow(job, 0.002):
+                yield payload_part((json.dumps(piece) + "\n").encode())
+                sent += 1
             if job.status is not JobStatus.COMPLETED:
                 yield stream_exception("ModelStreamError", str(job.error))
             elif sent == 0:
@@ -182,35 +166,22 @@ def make_app(
             "x-Amzn-Invoked-Production-Variant": VARIANT,
             "x-amzn-RequestId": job.id,
         }
-        return StreamingResponse(
-            events(), media_type="application/vnd.amazon.eventstream", headers=headers
-        )
+        return emu.stream(events(), "application/vnd.amazon.eventstream", headers)
 
     def describe_endpoint(params: dict[str, Any]) -> dict[str, Any]:
         name = params.get("EndpointName")
         if name != endpoint_name:  # SageMaker's answer for a name it does not know
             raise LookupError(f'Could not find endpoint "{arn("endpoint", str(name))}".')
         c = fleet.counts()
-        return {
-            "EndpointName": endpoint_name,
-            "EndpointArn": arn("endpoint", endpoint_name),
-            "EndpointConfigName": f"{endpoint_name}-config",
-            "EndpointStatus": "InService",
-            "ProductionVariants": [
-                {
-                    "VariantName": VARIANT,
-                    "CurrentInstanceCount": c.idle + c.running,
-                    "DesiredInstanceCount": c.workers,
-                    "ManagedInstanceScaling": {
-                        "Status": "ENABLED",
-                        "MinInstanceCount": 0,
-                        "MaxInstanceCount": fleet.scaling.max_workers,
-                    },
-                }
-            ],
-            "CreationTime": created_s,
-            "LastModifiedTime": created_s,
-        }
+        scaling = {"Status": "ENABLED", "MinInstanceCount": 0,
+                   "MaxInstanceCount": fleet.scaling.max_workers}  # fmt: skip
+        variant = {"VariantName": VARIANT, "CurrentInstanceCount": c.idle + c.running,
+                   "DesiredInstanceCount": c.workers,
+                   "ManagedInstanceScaling": scaling}  # fmt: skip
+        return {"EndpointName": endpoint_name, "EndpointArn": arn("endpoint", endpoint_name),
+                "EndpointConfigName": f"{endpoint_name}-config", "EndpointStatus": "InService",
+                "ProductionVariants": [variant], "CreationTime": created_s,
+                "LastModifiedTime": created_s}  # fmt: skip
 
     def describe_component(params: dict[str, Any]) -> dict[str, Any]:
         name = params.get("InferenceComponentName")
@@ -218,6 +189,7 @@ def make_app(
             where = arn("inference-component", str(name))
             raise LookupError(f'Could not find inference component "{where}".')
         # every member botocore's DescribeInferenceComponentOutput requires, and what we read
+        runtime = {"DesiredCopyCount": fleet.scaling.min_workers, "CurrentCopyCount": copies_up()}
         return {
             "InferenceComponentName": inference_component,
             "InferenceComponentArn": arn("inference-component", inference_component),
@@ -225,10 +197,7 @@ def make_app(
             "EndpointArn": arn("endpoint", endpoint_name),
             "VariantName": VARIANT,
             "InferenceComponentStatus": "InService",
-            "RuntimeConfig": {
-                "DesiredCopyCount": fleet.scaling.min_workers,
-                "CurrentCopyCount": copies_up(),
-            },
+            "RuntimeConfig": runtime,
             "CreationTime": created_s,
             "LastModifiedTime": created_s,
         }
@@ -247,81 +216,30 @@ def make_app(
         "SageMaker.UpdateInferenceComponentRuntimeConfig": update_component,
     }
 
-    async def control(request: Request) -> Response:
-        body, denied = await signed(request)
-        if denied is not None:
-            return denied
+    @emu.route("/", "POST")
+    async def control(request: Request) -> Any:
+        body = await signed(request)
         operation = operations.get(request.headers.get("x-amz-target", ""))
         if operation is None:
-            return _json11_error(400, "UnknownOperationException", "not emulated")
+            return emu.json({"__type": "UnknownOperationException", "message": "not emulated"}, 400)
         try:
-            return JSONResponse(operation(json.loads(body or b"{}")))
-        except LookupError as exc:
-            return _json11_error(400, "ValidationException", str(exc))
-        except ValueError as exc:
-            return _json11_error(400, "ValidationException", str(exc))
+            return operation(json.loads(body or b"{}"))
+        except (LookupError, ValueError) as exc:
+            return emu.json({"__type": "ValidationException", "message": str(exc)}, 400)
 
-    def _json11_error(status: int, code: str, message: str) -> Response:
-        return JSONResponse({"__type": code, "message": message}, status_code=status)
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with fleet:
-            yield
-            for handle in scaling_out:
-                handle.cancel()
-
-    app = Starlette(
-        routes=[
-            Route("/endpoints/{name}/invocations", invocations, methods=["POST"]),
-            Route(
-                "/endpoints/{name}/invocations-response-stream", response_stream, methods=["POST"]
-            ),
-            Route("/", control, methods=["POST"]),
-        ],
-        lifespan=lifespan,
-    )
-    app.state.no_capacity_failures = no_capacity_failures
-    return FaultInjector(app, fleet, _route, render_error=aws_error)
-
-
-def _route(scope: MutableMapping[str, Any]) -> str | None:
-    """Which fault route a request belongs to (see ``gpubench_sdk.testing.FaultPlan``)."""
-    return "submit" if str(scope.get("path", "")).startswith("/endpoints/") else "control"
+    return emu.app(no_capacity_failures=no_capacity_failures)
 
 
 def main(argv: list[str] | None = None) -> None:
     """Serve an emulator until interrupted: ``python -m gpubench_sagemaker.emulator``."""
-    import argparse
-    import os
-
-    from gpubench_sdk.testing import Duration, serve_forever
-
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8688)
+    parser = EmulatorParser(__doc__, port=8688, min_flag="--min-workers", key_help=None)
     parser.add_argument("--endpoint-name", default=DEFAULT_ENDPOINT)
     parser.add_argument("--inference-component", default=None)
-    parser.add_argument("--cold-start-s", type=float, default=0.5)
-    parser.add_argument("--max-workers", type=int, default=3)
-    parser.add_argument("--min-workers", type=int, default=0)
-    parser.add_argument("--idle-timeout-s", type=float, default=1.0)
-    args = parser.parse_args(argv)
+    args = parser.parse(argv)
     # the signing key pair is read from the environment, as boto3 reads it
     credentials = {os.environ["AWS_ACCESS_KEY_ID"]: os.environ["AWS_SECRET_ACCESS_KEY"]}
-    config = FleetConfig(
-        cold_start=Duration.fixed(args.cold_start_s),
-        min_workers=args.min_workers,
-        max_workers=args.max_workers,
-        idle_timeout_s=args.idle_timeout_s,
-    )
-    app = make_app(
-        SimulatedFleet(config),
-        credentials=credentials,
-        endpoint_name=args.endpoint_name,
-        inference_component=args.inference_component,
-    )
-    serve_forever(app, host=args.host, port=args.port)
+    args.serve(make_app(args.fleet(), credentials=credentials, endpoint_name=args.endpoint_name,
+                        inference_component=args.inference_component))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -4,16 +4,13 @@ credentials in the environment as boto3's chain reads them."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import boto3
 import pytest
 
-from gpubench_sdk import Outcome, Phase, Store
+from gpubench_sdk import Outcome, Phase
+from gpubench_sdk.testing import CliEndToEnd
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "sagemaker_emulated.toml"
 ENV = {
@@ -22,48 +19,17 @@ ENV = {
 }
 
 
-@pytest.fixture
-def emulator() -> Iterator[str]:
-    proc = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "gpubench_sagemaker.emulator", "--port", "0"),
-            *("--inference-component", "gpubench-emulated-ic", "--min-workers", "1"),
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, **ENV},
-    )
-    assert proc.stdout is not None
-    url = proc.stdout.readline().strip()
-    try:
-        assert url.startswith("http://127.0.0.1:"), url
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
-
-
 @pytest.mark.slow
-def test_gpubench_run_of_the_example_against_the_emulator(emulator: str, tmp_path: Path) -> None:
-    plan = EXAMPLE.read_text().replace("http://127.0.0.1:8688", emulator)
-    plan = plan.replace('output = "gpubench-sagemaker-emulated.sqlite"', 'output = "out.sqlite"')
-    config = tmp_path / "sagemaker.toml"
-    config.write_text(plan)
-    done = subprocess.run(
-        [sys.executable, "-m", "gpubench_sdk", "run", str(config), "--quiet"],
-        cwd=tmp_path,
-        env={**os.environ, **ENV},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+def test_gpubench_run_of_the_example_against_the_emulator(gpubench_cli: CliEndToEnd) -> None:
+    gpubench_cli.env.update(ENV)
+    emulator = gpubench_cli.emulator("gpubench_sagemaker.emulator", "--inference-component",
+                                     "gpubench-emulated-ic", "--min-workers", "1")  # fmt: skip
+    done = gpubench_cli.run(EXAMPLE, replace={"http://127.0.0.1:8688": emulator})
     assert done.returncode == 0, done.stderr
     secret = ENV["AWS_SECRET_ACCESS_KEY"]
-    assert secret not in done.stdout + done.stderr
-    assert secret not in (tmp_path / "out.sqlite").read_bytes().decode("latin-1")
-    with Store(tmp_path / "out.sqlite") as store:
-        (run,) = store.runs()
-        invs = store.invocations(run.id)
+    assert secret not in done.output
+    assert secret not in done.store_path.read_bytes().decode("latin-1")
+    run, invs = done.run, done.invocations
     assert run.status == "completed"
     assert len(invs) == 2 * 3 + 30
     assert all(i.outcome is Outcome.OK and i.phase is Phase.MEASURE for i in invs)
