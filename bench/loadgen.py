@@ -110,7 +110,7 @@ def _gpubench_client(
     import numpy as np
 
     from gpubench_sdk import Store
-    from gpubench_sdk._multiproc import run_processes
+    from gpubench_sdk._runner._multiproc import run_processes
 
     with tempfile.TemporaryDirectory() as tmp:
         # A runner built and dropped before the CPU clock starts, so that what it imports is

@@ -62,7 +62,7 @@ async def _aiohttp_client(url: str, n: int) -> dict[str, Any]:
 def _gpubench_client(url: str, n: int) -> dict[str, Any]:
     from bench._bench_provider import AnyBody, GetProvider
     from gpubench_sdk import Burst, Runner, Store
-    from gpubench_sdk._multiproc import run_blocking
+    from gpubench_sdk._runner._multiproc import run_blocking
 
     with tempfile.TemporaryDirectory() as tmp:
         store = f"{tmp}/m.sqlite"

@@ -50,8 +50,8 @@ def plan(url: str, total: int, workers: int) -> dict[str, Any]:
 
 def _build(data: dict[str, Any], store: str) -> Any:
     """A Runner (module level: run_processes pickles it)."""
-    from gpubench_sdk._config import parse_config
-    from gpubench_sdk._plan import build_run
+    from gpubench_sdk._plan._build import build_run
+    from gpubench_sdk._plan._config import parse_config
 
     return build_run(parse_config(data), store=store)
 
@@ -74,9 +74,9 @@ def _measure(store: Path, result: Any) -> dict[str, float]:
 
 
 def run_mode(mode: str, n: int, url: str, total: int, tmp: Path) -> dict[str, float]:
-    from gpubench_sdk._config import parse_config
-    from gpubench_sdk._multiproc import run_blocking, run_processes
+    from gpubench_sdk._plan._config import parse_config
     from gpubench_sdk._ray import run_on_ray
+    from gpubench_sdk._runner._multiproc import run_blocking, run_processes
 
     store = tmp / f"{mode}{n}-{time.monotonic_ns()}.sqlite"
     data = plan(url, total, n)
@@ -102,7 +102,7 @@ def ingest(total: int = 100_000, batch: int = 1000) -> None:
     import pickle
 
     from gpubench_sdk import Invocation, Outcome, Phase, Store
-    from gpubench_sdk._store import ScenarioRecord, TargetRecord
+    from gpubench_sdk._store._store import ScenarioRecord, TargetRecord
 
     def make(seq: int) -> Invocation:
         t = seq * 300_000

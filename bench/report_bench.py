@@ -25,7 +25,7 @@ if str(ROOT) not in sys.path:  # run from a checkout without installing
 
 from gpubench_sdk import Invocation, Outcome, Phase, Store  # noqa: E402
 from gpubench_sdk._report import FORMATS, build_report, render  # noqa: E402
-from gpubench_sdk._store import ScenarioRecord, TargetRecord  # noqa: E402
+from gpubench_sdk._store._store import ScenarioRecord, TargetRecord  # noqa: E402
 
 MS = 1_000_000
 

@@ -25,7 +25,7 @@ from aiohttp.base_protocol import BaseProtocol
 from aiohttp.streams import StreamReader
 
 from gpubench_sdk import sse_events
-from gpubench_sdk._http_stream import StreamedResponse
+from gpubench_sdk._transport._stream import StreamedResponse
 
 # A TGI token event (text-generation-inference's /generate_stream, StreamResponse schema)
 EVENT = (

@@ -30,8 +30,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run from a checkout without installing
     sys.path.insert(0, str(ROOT))
 
-from gpubench_sdk._store import ScenarioRecord, Store, TargetRecord  # noqa: E402
-from gpubench_sdk._types import Invocation, Outcome, Phase  # noqa: E402
+from gpubench_sdk._base._types import Invocation, Outcome, Phase  # noqa: E402
+from gpubench_sdk._store._store import ScenarioRecord, Store, TargetRecord  # noqa: E402
 
 WALL0 = 1_700_000_000_000_000_000
 

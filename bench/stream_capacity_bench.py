@@ -123,7 +123,7 @@ def _windows(windows: list[Any], origin_ns: int) -> list[list[Any]]:
 async def _raw(url: str, streams: int, tokens: int) -> dict[str, Any]:
     import aiohttp
 
-    from gpubench_sdk._monitor import Monitor
+    from gpubench_sdk._base._monitor import Monitor
 
     arrivals: dict[str, list[int]] = {}
     body = {
@@ -168,7 +168,7 @@ def _gpubench(url: str, streams: int, tokens: int) -> dict[str, Any]:
     from gpubench_openai import OpenAIProvider
 
     from gpubench_sdk import Burst, LLMCompletion, Runner, Store
-    from gpubench_sdk._multiproc import run_blocking
+    from gpubench_sdk._runner._multiproc import run_blocking
 
     with tempfile.TemporaryDirectory() as tmp:
         store = f"{tmp}/s.sqlite"

@@ -160,7 +160,7 @@ def _runner(url: str, streams: int, tokens: int) -> tuple[int, float, float]:
     from gpubench_openai import OpenAIProvider
 
     from gpubench_sdk import Burst, LLMCompletion, Runner, Store
-    from gpubench_sdk._multiproc import run_blocking
+    from gpubench_sdk._runner._multiproc import run_blocking
 
     with tempfile.TemporaryDirectory() as tmp:
         runner = Runner(
@@ -207,7 +207,7 @@ async def _timer_micro() -> None:
     (move a deadline), on 400 connections' protocols, 100 reads each, alternating."""
     from aiohttp.client_proto import ResponseHandler
 
-    from gpubench_sdk._http_stream import LazyReadTimeout
+    from gpubench_sdk._transport._stream import LazyReadTimeout
 
     class Lazy(LazyReadTimeout, ResponseHandler):
         pass

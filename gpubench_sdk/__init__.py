@@ -19,7 +19,7 @@ import importlib as _importlib
 import typing as _typing
 import warnings as _warnings
 
-from ._version import __version__
+from ._base._version import __version__
 
 if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     from ._advise import (
@@ -33,9 +33,7 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
         advise_batch,
         advise_targets,
     )
-    from ._capabilities import BillingModel, Capabilities
-    from ._config import RunConfig, load_config
-    from ._errors import (
+    from ._base._errors import (
         CapabilityError,
         ClientHTTPError,
         ColdTimeoutError,
@@ -53,14 +51,22 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
         ThrottledError,
         TransportError,
     )
-    from ._http import as_provider_error, first_byte_ns, make_client, retry_after_s
-    from ._http_call import CallResponse, PreparedCall
-    from ._input import InputMap
-    from ._jobs import Job, Polling, run_job
-    from ._local import LocalProvider, LocalRuntime, LocalRuntimeConfig
-    from ._multiproc import run_processes
-    from ._plan import build_run
-    from ._plugin_kit import (
+    from ._base._secrets import redact, remember, scrub_url
+    from ._base._types import (
+        ColdCheck,
+        FleetState,
+        Invocation,
+        Outcome,
+        Phase,
+        Request,
+        Result,
+        ScalingSettings,
+    )
+    from ._base._validate import validate_options
+    from ._contract._capabilities import BillingModel, Capabilities
+    from ._contract._input import InputMap
+    from ._contract._jobs import Job, Polling, run_job
+    from ._contract._kit import (
         ColdMark,
         PollingOptions,
         SavedScaling,
@@ -78,13 +84,25 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
         status_error,
         with_capabilities,
     )
+    from ._contract._provider import Provider, ProviderOptions
+    from ._contract._workload import (
+        EchoProbe,
+        ImageGeneration,
+        LLMCompletion,
+        Workload,
+        WorkloadOptions,
+    )
+    from ._local import LocalProvider, LocalRuntime, LocalRuntimeConfig
+    from ._plan._build import build_run
+    from ._plan._config import RunConfig, load_config
+    from ._plan._thresholds import Threshold, ThresholdReport
     from ._plugins import PluginInfo, list_plugins, load_provider, load_workload
-    from ._provider import Provider, ProviderOptions
     from ._ray import run_on_ray
     from ._report import DailyTraffic, build_report, render_report
-    from ._responses import invalid_response, json_object
-    from ._results import RunResult, Target, classify
-    from ._runner import Runner, run
+    from ._report._summary import SummaryRow, summarize
+    from ._runner._multiproc import run_processes
+    from ._runner._results import RunResult, Target, classify
+    from ._runner._runner import Runner, run
     from ._scenarios import (
         Burst,
         ColdStarts,
@@ -98,36 +116,24 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
         Stages,
         Sweep,
     )
-    from ._secrets import redact, remember, scrub_url
-    from ._sse import SSEParser, sse_events
-    from ._store import RunInfo, Store
-    from ._summary import SummaryRow, summarize
-    from ._thresholds import Threshold, ThresholdReport
-    from ._types import (
-        ColdCheck,
-        FleetState,
-        Invocation,
-        Outcome,
-        Phase,
-        Request,
-        Result,
-        ScalingSettings,
-    )
-    from ._validate import validate_options
-    from ._workload import EchoProbe, ImageGeneration, LLMCompletion, Workload, WorkloadOptions
+    from ._store._store import RunInfo, Store
+    from ._transport._call import CallResponse, PreparedCall
+    from ._transport._client import as_provider_error, first_byte_ns, make_client, retry_after_s
+    from ._transport._responses import invalid_response, json_object
+    from ._transport._sse import SSEParser, sse_events
     from .campaign._judge import check_thresholds
 
 # name -> the private module that defines it, group by group (see __all__)
 _EXPORTS: dict[str, str] = {
     # Running a benchmark
-    "run": "._runner",
-    "Runner": "._runner",
-    "RunResult": "._results",
-    "Target": "._results",
-    "RunConfig": "._config",
-    "load_config": "._config",
-    "build_run": "._plan",
-    "run_processes": "._multiproc",
+    "run": "._runner._runner",
+    "Runner": "._runner._runner",
+    "RunResult": "._runner._results",
+    "Target": "._runner._results",
+    "RunConfig": "._plan._config",
+    "load_config": "._plan._config",
+    "build_run": "._plan._build",
+    "run_processes": "._runner._multiproc",
     "run_on_ray": "._ray",
     "LocalProvider": "._local",
     "LocalRuntime": "._local",
@@ -145,21 +151,21 @@ _EXPORTS: dict[str, str] = {
     "MaxRate": "._scenarios",
     "Replay": "._scenarios",
     # Records
-    "Request": "._types",
-    "Result": "._types",
-    "Invocation": "._types",
-    "Outcome": "._types",
-    "Phase": "._types",
-    "ColdCheck": "._types",
-    "FleetState": "._types",
-    "ScalingSettings": "._types",
+    "Request": "._base._types",
+    "Result": "._base._types",
+    "Invocation": "._base._types",
+    "Outcome": "._base._types",
+    "Phase": "._base._types",
+    "ColdCheck": "._base._types",
+    "FleetState": "._base._types",
+    "ScalingSettings": "._base._types",
     # Results and verdicts
-    "Store": "._store",
-    "RunInfo": "._store",
-    "summarize": "._summary",
-    "SummaryRow": "._summary",
-    "Threshold": "._thresholds",
-    "ThresholdReport": "._thresholds",
+    "Store": "._store._store",
+    "RunInfo": "._store._store",
+    "summarize": "._report._summary",
+    "SummaryRow": "._report._summary",
+    "Threshold": "._plan._thresholds",
+    "ThresholdReport": "._plan._thresholds",
     "check_thresholds": ".campaign._judge",
     "build_report": "._report",
     "render_report": "._report",
@@ -175,73 +181,73 @@ _EXPORTS: dict[str, str] = {
     "Scoring": "._advise",
     "Traffic": "._advise",
     # The plugin contract
-    "Provider": "._provider",
-    "ProviderOptions": "._provider",
-    "Capabilities": "._capabilities",
-    "BillingModel": "._capabilities",
-    "InputMap": "._input",
-    "Workload": "._workload",
-    "WorkloadOptions": "._workload",
-    "EchoProbe": "._workload",
-    "LLMCompletion": "._workload",
-    "ImageGeneration": "._workload",
+    "Provider": "._contract._provider",
+    "ProviderOptions": "._contract._provider",
+    "Capabilities": "._contract._capabilities",
+    "BillingModel": "._contract._capabilities",
+    "InputMap": "._contract._input",
+    "Workload": "._contract._workload",
+    "WorkloadOptions": "._contract._workload",
+    "EchoProbe": "._contract._workload",
+    "LLMCompletion": "._contract._workload",
+    "ImageGeneration": "._contract._workload",
     "PluginInfo": "._plugins",
     "list_plugins": "._plugins",
     "load_provider": "._plugins",
     "load_workload": "._plugins",
     # The plugin kit
-    "make_client": "._http",
-    "PreparedCall": "._http_call",
-    "CallResponse": "._http_call",
-    "first_byte_ns": "._http",
-    "as_provider_error": "._http",
-    "retry_after_s": "._http",
-    "classify": "._results",
-    "invalid_response": "._responses",
-    "json_object": "._responses",
-    "SSEParser": "._sse",
-    "sse_events": "._sse",
-    "redact": "._secrets",
-    "remember": "._secrets",
-    "scrub_url": "._secrets",
-    "validate_options": "._validate",
-    "Job": "._jobs",
-    "Polling": "._jobs",
-    "run_job": "._jobs",
+    "make_client": "._transport._client",
+    "PreparedCall": "._transport._call",
+    "CallResponse": "._transport._call",
+    "first_byte_ns": "._transport._client",
+    "as_provider_error": "._transport._client",
+    "retry_after_s": "._transport._client",
+    "classify": "._runner._results",
+    "invalid_response": "._transport._responses",
+    "json_object": "._transport._responses",
+    "SSEParser": "._transport._sse",
+    "sse_events": "._transport._sse",
+    "redact": "._base._secrets",
+    "remember": "._base._secrets",
+    "scrub_url": "._base._secrets",
+    "validate_options": "._base._validate",
+    "Job": "._contract._jobs",
+    "Polling": "._contract._jobs",
+    "run_job": "._contract._jobs",
     # The plugin kit: shared protocol pieces
-    "ColdMark": "._plugin_kit",
-    "PollingOptions": "._plugin_kit",
-    "SavedScaling": "._plugin_kit",
-    "WarmBaseline": "._plugin_kit",
-    "describe_error": "._plugin_kit",
-    "error_for_status": "._plugin_kit",
-    "finite_number": "._plugin_kit",
-    "json_event": "._plugin_kit",
-    "json_or_text": "._plugin_kit",
-    "json_result": "._plugin_kit",
-    "key_headers": "._plugin_kit",
-    "raise_for_stream": "._plugin_kit",
-    "scaling_fields": "._plugin_kit",
-    "send_checked": "._plugin_kit",
-    "status_error": "._plugin_kit",
-    "with_capabilities": "._plugin_kit",
+    "ColdMark": "._contract._kit",
+    "PollingOptions": "._contract._kit",
+    "SavedScaling": "._contract._kit",
+    "WarmBaseline": "._contract._kit",
+    "describe_error": "._contract._kit",
+    "error_for_status": "._contract._kit",
+    "finite_number": "._contract._kit",
+    "json_event": "._contract._kit",
+    "json_or_text": "._contract._kit",
+    "json_result": "._contract._kit",
+    "key_headers": "._contract._kit",
+    "raise_for_stream": "._contract._kit",
+    "scaling_fields": "._contract._kit",
+    "send_checked": "._contract._kit",
+    "status_error": "._contract._kit",
+    "with_capabilities": "._contract._kit",
     # The error tree
-    "CapabilityError": "._errors",
-    "ClientHTTPError": "._errors",
-    "ColdTimeoutError": "._errors",
-    "ConfigError": "._errors",
-    "GpubenchError": "._errors",
-    "HTTPStatusError": "._errors",
-    "InvalidResponseError": "._errors",
-    "PluginError": "._errors",
-    "PluginLoadError": "._errors",
-    "PluginNotFoundError": "._errors",
-    "ProviderError": "._errors",
-    "RequestTimeoutError": "._errors",
-    "ServerHTTPError": "._errors",
-    "StoreError": "._errors",
-    "ThrottledError": "._errors",
-    "TransportError": "._errors",
+    "CapabilityError": "._base._errors",
+    "ClientHTTPError": "._base._errors",
+    "ColdTimeoutError": "._base._errors",
+    "ConfigError": "._base._errors",
+    "GpubenchError": "._base._errors",
+    "HTTPStatusError": "._base._errors",
+    "InvalidResponseError": "._base._errors",
+    "PluginError": "._base._errors",
+    "PluginLoadError": "._base._errors",
+    "PluginNotFoundError": "._base._errors",
+    "ProviderError": "._base._errors",
+    "RequestTimeoutError": "._base._errors",
+    "ServerHTTPError": "._base._errors",
+    "StoreError": "._base._errors",
+    "ThrottledError": "._base._errors",
+    "TransportError": "._base._errors",
 }
 
 # Registry plumbing that was public once: still importable, with a warning, for a release.
@@ -347,7 +353,7 @@ __all__ = [  # noqa: RUF022 - grouped by purpose; each comment says why the grou
     "Polling",
     "run_job",
     # The plugin kit: shared protocol pieces: small pieces several plugins need the same way
-    # (``_plugin_kit``).
+    # (``_contract._kit``).
     "ColdMark",
     "PollingOptions",
     "SavedScaling",

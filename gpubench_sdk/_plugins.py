@@ -20,11 +20,11 @@ from pydantic import TypeAdapter, ValidationError
 from stevedore import DriverManager, ExtensionManager
 from stevedore.exception import NoMatches
 
-from ._errors import ConfigError, PluginLoadError, PluginNotFoundError
-from ._provider import Provider
+from ._base._errors import ConfigError, PluginLoadError, PluginNotFoundError
+from ._base._validate import config_error, validate_options
+from ._contract._provider import Provider
+from ._contract._workload import Workload
 from ._scenarios import BUILTIN_SCENARIOS, Scenario
-from ._validate import config_error, validate_options
-from ._workload import Workload
 
 log = logging.getLogger("gpubench.plugins")
 

@@ -40,10 +40,9 @@ from opentelemetry.sdk.trace.export import (
 )
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from ._errors import ConfigError
-from ._http_spans import HTTPCallSpan
-from ._http_spans import start_call_span as start_http_span
-from ._telemetry import (
+from ._base._errors import ConfigError
+from ._base._validate import check_url
+from ._runner._telemetry import (
     METRIC_COLD_START,
     METRIC_DURATION,
     METRIC_GENAI_DURATION,
@@ -57,7 +56,8 @@ from ._telemetry import (
     SPAN_QUEUE,
     Instruments,
 )
-from ._validate import check_url
+from ._transport._spans import HTTPCallSpan
+from ._transport._spans import start_call_span as start_http_span
 
 __all__ = [
     "METRIC_COLD_START",

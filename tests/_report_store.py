@@ -52,7 +52,7 @@ def build_store(
 ) -> list[int]:
     """Write the runs; returns their ids. ``names`` renames the two targets (the first is the
     priced, streaming one; the second's burst latency grows)."""
-    from gpubench_sdk._store import ScenarioRecord, TargetRecord
+    from gpubench_sdk._store._store import ScenarioRecord, TargetRecord
 
     rng = np.random.default_rng(seed)
     ids = []

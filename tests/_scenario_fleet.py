@@ -29,7 +29,7 @@ from gpubench_sdk import (
     ServerHTTPError,
     first_byte_ns,
 )
-from gpubench_sdk._monitor import HealthWindow
+from gpubench_sdk._base._monitor import HealthWindow
 from gpubench_sdk.testing import FleetConfig, JobStatus, SimulatedFleet, serve
 
 STARVED_LAG_MS = 100.0  # event-loop lag no healthy run shows (gpubench flags 20 ms already)

@@ -17,9 +17,9 @@ from click.testing import CliRunner
 from gpubench_sdk import Invocation, Objectives, Outcome, Phase, Store, Traffic, advise
 from gpubench_sdk._advise import Advice, MeasuredTarget, advise_targets, measured_targets
 from gpubench_sdk._advise._search import wilson
+from gpubench_sdk._base._errors import ConfigError
 from gpubench_sdk._cli import main
-from gpubench_sdk._errors import ConfigError
-from gpubench_sdk._store import ScenarioRecord, TargetRecord
+from gpubench_sdk._store._store import ScenarioRecord, TargetRecord
 from gpubench_sdk.cost import BillingModel, load_catalog
 
 SECOND = BillingModel(granularity_s=1.0)

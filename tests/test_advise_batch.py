@@ -23,7 +23,7 @@ from click.testing import CliRunner
 from gpubench_sdk import BatchAdvice, Objectives, Store, advise_batch
 from gpubench_sdk._advise import campaign_runs
 from gpubench_sdk._cli import main
-from gpubench_sdk._config import parse_config
+from gpubench_sdk._plan._config import parse_config
 from gpubench_sdk.campaign import Schedule, create_campaign, run_campaign
 from gpubench_sdk.cost import poisson_arrivals
 from gpubench_sdk.cost._policy import provider_policy

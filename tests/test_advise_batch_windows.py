@@ -11,7 +11,7 @@ import pytest
 from gpubench_sdk import Invocation, Objectives, Outcome, Phase, Store, advise_batch
 from gpubench_sdk._advise._batch import _ranked_windows, _samples
 from gpubench_sdk._advise._concurrency import levels
-from gpubench_sdk._errors import ConfigError
+from gpubench_sdk._base._errors import ConfigError
 
 DAY0_NS = 1_767_225_600 * 10**9  # 2026-01-01T00:00Z
 HOUR_NS = 3_600 * 10**9
@@ -30,7 +30,7 @@ PLAN = {
 def _run(store: Store, day: int, hour: int, boot_ms: dict[str, float]) -> int:
     """A run at ``hour`` of ``day``: per target in ``boot_ms``, three cold starts with that
     boot, each followed by two warm requests; a target left out only fails."""
-    from gpubench_sdk._store import ScenarioRecord, TargetRecord
+    from gpubench_sdk._store._store import ScenarioRecord, TargetRecord
 
     wall0 = DAY0_NS + day * 24 * HOUR_NS + hour * HOUR_NS
     run = store.begin_run(

@@ -25,7 +25,7 @@ from _virtual_serve import serve_trace
 
 from gpubench_sdk import Objectives, Store, Traffic, build_run
 from gpubench_sdk._advise import MeasuredTarget, advise_targets, measured_targets
-from gpubench_sdk._config import parse_config
+from gpubench_sdk._plan._config import parse_config
 from gpubench_sdk.cost import load_catalog, poisson_arrivals
 from gpubench_sdk.testing import Duration, serve
 

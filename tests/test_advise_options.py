@@ -27,7 +27,7 @@ from click.testing import CliRunner
 from gpubench_sdk import Advice, Objectives, Store, Traffic, advise, build_run
 from gpubench_sdk._advise import MeasuredTarget, advise_targets, measured_targets
 from gpubench_sdk._cli import main
-from gpubench_sdk._config import parse_config
+from gpubench_sdk._plan._config import parse_config
 from gpubench_sdk.cost import Commitment, load_catalog, poisson_arrivals, price_worker_intervals
 from gpubench_sdk.cost._commitments import DAYS_PER_MONTH
 from gpubench_sdk.cost._policy import provider_policy

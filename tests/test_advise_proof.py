@@ -22,7 +22,7 @@ import pytest
 from _virtual_serve import serve_trace
 
 from gpubench_sdk import Advice, Objectives, Store, Traffic, advise, build_run
-from gpubench_sdk._config import parse_config
+from gpubench_sdk._plan._config import parse_config
 from gpubench_sdk.cost import load_catalog, poisson_arrivals, price_worker_intervals
 from gpubench_sdk.cost._policy import provider_policy
 from gpubench_sdk.testing import Duration, FleetConfig, SimulatedFleet, serve

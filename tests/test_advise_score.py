@@ -14,8 +14,8 @@ from test_advise import _store
 
 from gpubench_sdk import Objectives, Store, Traffic, advise
 from gpubench_sdk._advise import Advice, MeasuredTarget, Scoring, advise_targets
+from gpubench_sdk._base._errors import ConfigError
 from gpubench_sdk._cli import main
-from gpubench_sdk._errors import ConfigError
 from gpubench_sdk.cost import BillingModel
 
 SECOND = BillingModel(granularity_s=1.0)

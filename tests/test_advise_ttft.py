@@ -21,7 +21,7 @@ import pytest
 from _virtual_serve import serve_trace
 
 from gpubench_sdk import Advice, Objectives, Store, Traffic, advise, build_run
-from gpubench_sdk._config import parse_config
+from gpubench_sdk._plan._config import parse_config
 from gpubench_sdk.cost import poisson_arrivals
 from gpubench_sdk.testing import Duration, FleetConfig, SimulatedFleet, serve
 
@@ -143,7 +143,7 @@ def test_a_ttft_objective_changes_the_pick(measured: tuple[Path, int]) -> None:
 def test_a_ttft_objective_needs_streamed_measurements(tmp_path: Path) -> None:
     from test_advise import _store
 
-    from gpubench_sdk._errors import ConfigError
+    from gpubench_sdk._base._errors import ConfigError
 
     path = tmp_path / "m.sqlite"
     _store(path)  # not streamed: no first-token times

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from gpubench_sdk import Outcome, Store
-from gpubench_sdk._config import load_config, parse_config
+from gpubench_sdk._plan._config import load_config, parse_config
 from gpubench_sdk.campaign import (
     Budget,
     CampaignDB,

@@ -19,8 +19,8 @@ from click.testing import CliRunner
 
 from gpubench_sdk import ConfigError, Invocation, Outcome, Phase, Store
 from gpubench_sdk._cli import main
-from gpubench_sdk._config import parse_config
-from gpubench_sdk._store import TargetRecord
+from gpubench_sdk._plan._config import parse_config
+from gpubench_sdk._store._store import TargetRecord
 from gpubench_sdk.campaign import (
     Budget,
     CampaignDB,

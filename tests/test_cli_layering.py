@@ -67,7 +67,7 @@ def test_the_check_sees_relative_imports() -> None:
 
 
 def _private(module: str) -> bool:
-    """``gpubench_sdk._secrets``, ``gpubench_sdk.testing._conformance``: not dunders."""
+    """``gpubench_sdk._base._secrets``, ``gpubench_sdk.testing._conformance``: not dunders."""
     head, *parts = module.split(".")
     return head == "gpubench_sdk" and any(
         p.startswith("_") and not p.startswith("__") for p in parts

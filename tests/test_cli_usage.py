@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from gpubench_sdk import ConfigError, Invocation, Outcome, Phase, Store, StoreError
 from gpubench_sdk._cli import main
 from gpubench_sdk._cli._console import fail
-from gpubench_sdk._store import ScenarioRecord, TargetRecord
+from gpubench_sdk._store._store import ScenarioRecord, TargetRecord
 
 PLAN = """
 [run]

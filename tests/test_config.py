@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from gpubench_sdk import ConfigError, load_config
-from gpubench_sdk._config import parse_config
-from gpubench_sdk._plan import build_run
+from gpubench_sdk._plan._build import build_run
+from gpubench_sdk._plan._config import parse_config
 
 GOOD = {
     "run": {"name": "t"},
@@ -136,7 +136,7 @@ def test_quickstart_example_is_valid() -> None:
 def test_region_is_a_target_tag_passed_only_to_providers_that_take_it() -> None:
     from pydantic import BaseModel
 
-    from gpubench_sdk._config import provider_options
+    from gpubench_sdk._plan._config import provider_options
 
     class WithRegion(BaseModel):
         region: str | None = None

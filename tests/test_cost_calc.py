@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from gpubench_sdk import ConfigError, Invocation, Outcome, Phase, Store
-from gpubench_sdk._store import ScenarioRecord, TargetRecord
+from gpubench_sdk._store._store import ScenarioRecord, TargetRecord
 from gpubench_sdk.cost import (
     BillingModel,
     break_even,

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from gpubench_sdk import Store
-from gpubench_sdk._config import load_config
+from gpubench_sdk._plan._config import load_config
 from gpubench_sdk.cost import StalePriceWarning
 from gpubench_sdk.cost._dryrun import dry_run
 

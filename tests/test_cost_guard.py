@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gpubench_sdk import ConfigError, Invocation, Outcome, Phase, Store
-from gpubench_sdk._config import parse_config
+from gpubench_sdk._plan._config import parse_config
 from gpubench_sdk.cost import BillingModel, BudgetGuard, CostMeter, StalePriceWarning
 from gpubench_sdk.cost._meter import budget_guard
 
@@ -57,8 +57,8 @@ def test_run_against_the_local_runtime_stops_before_its_cap(tmp_path: Path) -> N
     idle gaps and tails included, stays within the cap."""
     import tomllib
 
-    from gpubench_sdk._multiproc import run_blocking
-    from gpubench_sdk._plan import build_run
+    from gpubench_sdk._plan._build import build_run
+    from gpubench_sdk._runner._multiproc import run_blocking
     from gpubench_sdk.cost import load_catalog
     from gpubench_sdk.cost._priced import priced_targets
 

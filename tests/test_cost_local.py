@@ -8,7 +8,7 @@ import anyio
 import numpy as np
 
 from gpubench_sdk import Store, build_run
-from gpubench_sdk._config import parse_config
+from gpubench_sdk._plan._config import parse_config
 from gpubench_sdk.cost import (
     BillingModel,
     FleetSettings,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gpubench_sdk import ConfigError
-from gpubench_sdk._config import parse_config
+from gpubench_sdk._plan._config import parse_config
 from gpubench_sdk.cost import BillingModel
 from gpubench_sdk.cost._meter import budget_guard
 from gpubench_sdk.cost._pricing import plan_prices

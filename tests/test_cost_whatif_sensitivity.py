@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from gpubench_sdk import Invocation, Outcome, Phase, Store
 from gpubench_sdk._cli import main
-from gpubench_sdk._store import ScenarioRecord, TargetRecord
+from gpubench_sdk._store._store import ScenarioRecord, TargetRecord
 from gpubench_sdk.cost import BillingModel, poisson_arrivals, sweep
 from gpubench_sdk.cost._sensitivity import sweep_sensitivity
 

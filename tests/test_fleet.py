@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from gpubench_sdk import Burst, ColdStarts, EchoProbe, FleetState, LocalProvider, Store, run
-from gpubench_sdk._store import ScenarioRecord, StoreError, TargetRecord
+from gpubench_sdk._store._store import ScenarioRecord, StoreError, TargetRecord
 
 pytestmark = pytest.mark.anyio
 

@@ -13,7 +13,7 @@ from aiohttp import web
 from conftest import LoopbackServer
 
 from gpubench_sdk import Burst, EchoProbe, Outcome, Store, first_byte_ns, make_client, run
-from gpubench_sdk._http import retried
+from gpubench_sdk._transport._client import retried
 
 pytestmark = pytest.mark.anyio
 
@@ -358,7 +358,7 @@ def test_retry_after_reads_seconds_and_http_dates(
     import email.utils
     import time
 
-    from gpubench_sdk._http import retry_after_s
+    from gpubench_sdk._transport._client import retry_after_s
 
     def read(value: str) -> float | None:
         return retry_after_s(httpx.Response(429, headers={"Retry-After": value}))

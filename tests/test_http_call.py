@@ -39,7 +39,7 @@ from gpubench_sdk import (
     run,
     telemetry,
 )
-from gpubench_sdk._http import record_retries
+from gpubench_sdk._transport._client import record_retries
 
 pytestmark = pytest.mark.anyio
 

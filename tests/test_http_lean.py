@@ -14,7 +14,7 @@ from aiohttp import web
 from conftest import LoopbackServer
 
 from gpubench_sdk import as_provider_error, make_client
-from gpubench_sdk._http_stream import StreamedResponse
+from gpubench_sdk._transport._stream import StreamedResponse
 
 pytestmark = pytest.mark.anyio
 

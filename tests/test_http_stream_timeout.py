@@ -15,7 +15,7 @@ from aiohttp.client_proto import ResponseHandler
 from conftest import LoopbackServer
 
 from gpubench_sdk import make_client
-from gpubench_sdk._http_stream import LazyReadTimeout
+from gpubench_sdk._transport._stream import LazyReadTimeout
 
 pytestmark = pytest.mark.anyio
 

@@ -25,7 +25,7 @@ from gpubench_sdk import (
     load_config,
     run,
 )
-from gpubench_sdk._config import provider_options
+from gpubench_sdk._plan._config import provider_options
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = {"prompt": "hi", "max_tokens": 8, "temperature": 0.0, "stream": False}

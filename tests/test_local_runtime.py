@@ -19,22 +19,22 @@ import httpx
 import pytest
 from pydantic import SecretStr, ValidationError
 
-from gpubench_sdk._errors import (
+from gpubench_sdk._base._errors import (
     ClientHTTPError,
     ColdTimeoutError,
     ConfigError,
     ServerHTTPError,
     ThrottledError,
 )
-from gpubench_sdk._http import make_client
+from gpubench_sdk._base._types import Request, ScalingSettings
+from gpubench_sdk._contract._workload import EchoProbe, ImageGeneration, LLMCompletion
 from gpubench_sdk._local._config import LocalRuntimeConfig
 from gpubench_sdk._local._gateway import LISTENING_LINE, LocalRuntime
 from gpubench_sdk._local._protocol import encode_job
 from gpubench_sdk._local._provider import LocalProvider
 from gpubench_sdk._local._spawn import spawn_runtime
 from gpubench_sdk._local._worker import FrameError, encode, read_frame_sync
-from gpubench_sdk._types import Request, ScalingSettings
-from gpubench_sdk._workload import EchoProbe, ImageGeneration, LLMCompletion
+from gpubench_sdk._transport._client import make_client
 
 pytestmark = pytest.mark.anyio
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as hs
 
 from gpubench_sdk import Outcome
-from gpubench_sdk._math import normal_ppf
+from gpubench_sdk._base._math import normal_ppf
 from gpubench_sdk.metrics import (
     bootstrap_ci,
     error_rates,

@@ -11,7 +11,7 @@ import pytest
 from test_cli import gpubench, run_example
 
 from gpubench_sdk import FleetState, Invocation, Outcome, Phase, Store, metrics, summarize
-from gpubench_sdk._store import RunInfo, ScenarioRecord, TargetRecord
+from gpubench_sdk._store._store import RunInfo, ScenarioRecord, TargetRecord
 
 WALL0 = 1_767_225_600 * 10**9  # 2026-01-01T00:00Z
 MS = 1_000_000

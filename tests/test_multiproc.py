@@ -14,7 +14,7 @@ from aiohttp import web
 from conftest import EchoProvider, LoopbackServer
 
 from gpubench_sdk import Burst, ColdStarts, EchoProbe, Outcome, Phase, Rate, Runner, Store
-from gpubench_sdk._multiproc import run_processes
+from gpubench_sdk._runner._multiproc import run_processes
 
 
 def build(url: str, store: str) -> Runner:
@@ -101,7 +101,7 @@ def test_ctrl_c_stops_every_process_and_the_run_reads_cancelled(
         "import functools, sys\n"
         f"sys.path.insert(0, {tests_dir!r})\n"
         "from test_multiproc import build_long\n"
-        "from gpubench_sdk._multiproc import run_processes\n"
+        "from gpubench_sdk._runner._multiproc import run_processes\n"
         "if __name__ == '__main__':  # spawned processes re-import this file\n"
         f"    build = functools.partial(build_long, {external_server!r}, {store!r})\n"
         "    print(run_processes(build, 2).status, flush=True)\n"

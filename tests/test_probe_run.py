@@ -14,7 +14,7 @@ from rich.console import Console
 
 from gpubench_sdk import Invocation, Outcome, Phase, Store
 from gpubench_sdk._plugins import workload_class
-from gpubench_sdk._store import ScenarioRecord, TargetRecord
+from gpubench_sdk._store._store import ScenarioRecord, TargetRecord
 from gpubench_sdk.cost import load_catalog
 from gpubench_sdk.probe import GpuProbe, print_probe_results, probe_results, usd_per_tflop_hour
 

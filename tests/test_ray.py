@@ -32,9 +32,9 @@ from typing import Any
 import pytest
 
 from gpubench_sdk import ConfigError, Outcome, Phase, Store, StoreError, summarize
-from gpubench_sdk._config import parse_config
-from gpubench_sdk._multiproc import run_blocking
-from gpubench_sdk._plan import build_run
+from gpubench_sdk._plan._build import build_run
+from gpubench_sdk._plan._config import parse_config
+from gpubench_sdk._runner._multiproc import run_blocking
 from gpubench_sdk._scenarios._base import SEQ_BLOCK
 from gpubench_sdk._scenarios._search import MaxRate, Sweep, constant_offsets
 from gpubench_sdk.metrics import slo_verdict, step_stats

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from gpubench_sdk import ConfigError
-from gpubench_sdk._config import parse_config
+from gpubench_sdk._plan._config import parse_config
 
 pytest.importorskip("cryptography")
 

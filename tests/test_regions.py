@@ -1,4 +1,4 @@
-"""``regions = [...]`` fans one target out to one per region (gpubench_sdk._regions): names,
+"""``regions = [...]`` fans one target out to one per region (gpubench_sdk._plan._regions): names,
 ``region`` and ``{region}`` set per target, bad fan-outs named by field, and a real run over
 loopback whose targets are compared like providers."""
 
@@ -11,8 +11,8 @@ import pytest
 from gpubench_http.emulator import make_app
 
 from gpubench_sdk import ConfigError, Outcome, ProviderOptions, Store
-from gpubench_sdk._config import parse_config, provider_options
-from gpubench_sdk._plan import build_run
+from gpubench_sdk._plan._build import build_run
+from gpubench_sdk._plan._config import parse_config, provider_options
 from gpubench_sdk.testing import Duration, FleetConfig, SimulatedFleet, serve
 
 

@@ -18,7 +18,7 @@ from test_cli import gpubench
 
 from gpubench_sdk import Store, metrics
 from gpubench_sdk._report import build_report, render
-from gpubench_sdk._summary import RATES, usd
+from gpubench_sdk._report._summary import RATES, usd
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from test_cli import gpubench
 
-from gpubench_sdk._config import parse_config
+from gpubench_sdk._plan._config import parse_config
 from gpubench_sdk.campaign import Schedule, create_campaign, run_campaign
 
 pytest.importorskip("gpubench_runpod", reason="the RunPod plugin (plugins/runpod)")

@@ -16,10 +16,10 @@ from aiohttp import web
 from conftest import LoopbackServer
 
 from gpubench_sdk import Burst, ConfigError, EchoProbe, Outcome, Provider, Request, Result, Store
-from gpubench_sdk._errors import ResourceError
-from gpubench_sdk._multiproc import run_blocking
-from gpubench_sdk._resources import DESCRIPTOR_MARGIN, descriptors_needed, out_of_files
-from gpubench_sdk._runner import Runner
+from gpubench_sdk._base._errors import ResourceError
+from gpubench_sdk._runner._multiproc import run_blocking
+from gpubench_sdk._runner._resources import DESCRIPTOR_MARGIN, descriptors_needed, out_of_files
+from gpubench_sdk._runner._runner import Runner
 
 resource = pytest.importorskip("resource")  # POSIX
 

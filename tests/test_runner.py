@@ -29,7 +29,7 @@ from gpubench_sdk import (
     ThrottledError,
     run,
 )
-from gpubench_sdk._store import RetryAfter
+from gpubench_sdk._store._store import RetryAfter
 
 pytestmark = pytest.mark.anyio
 
@@ -457,7 +457,7 @@ async def test_a_spent_budget_stops_waiting_for_cold_starts(tmp_path: Path) -> N
 def test_rate_never_sends_ahead_of_schedule_under_uvloop(tmp_path: Path) -> None:
     # uvloop's timers have millisecond resolution and fire up to 1 ms early; the schedule
     # must still hold: no request leaves before its scheduled time.
-    from gpubench_sdk._multiproc import run_blocking
+    from gpubench_sdk._runner._multiproc import run_blocking
 
     runner = Runner(
         {"a": Scripted(_ok)},
@@ -506,7 +506,7 @@ def test_retry_after_header_in_seconds_or_as_a_date() -> None:
 
     import httpx
 
-    from gpubench_sdk._runner import retry_after_s
+    from gpubench_sdk._runner._runner import retry_after_s
 
     def throttled(value: str) -> httpx.HTTPStatusError:
         request = httpx.Request("POST", "http://h.test/")

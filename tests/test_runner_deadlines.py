@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from gpubench_sdk._runner_deadlines import Deadlines
+from gpubench_sdk._runner._deadlines import Deadlines
 
 pytestmark = pytest.mark.anyio
 

@@ -21,7 +21,7 @@ from gpubench_sdk import (
     Sweep,
     metrics,
 )
-from gpubench_sdk._multiproc import run_processes
+from gpubench_sdk._runner._multiproc import run_processes
 from gpubench_sdk._scenarios import SEQ_BLOCK
 
 SLO = MaxRate(p95_ms=500, error_rate=0.05, start_rps=20, max_rps=40, trial_s=1.0)

@@ -31,10 +31,10 @@ from gpubench_sdk import (
     summarize,
     telemetry,
 )
-from gpubench_sdk._config import parse_config
-from gpubench_sdk._multiproc import run_blocking
-from gpubench_sdk._plan import build_run
-from gpubench_sdk._summary import render
+from gpubench_sdk._plan._build import build_run
+from gpubench_sdk._plan._config import parse_config
+from gpubench_sdk._report._summary import render
+from gpubench_sdk._runner._multiproc import run_blocking
 
 KEY = "sk-gpb-3f9c2a7e5d1b4c8a"
 PLAN = {
@@ -268,7 +268,7 @@ def test_options_given_in_python_are_validated_and_remembered() -> None:
 
 def test_provider_errors_mask_remembered_secrets_themselves() -> None:
     # A plugin quoting a provider's answer that echoes the key needs no redact() of its own.
-    from gpubench_sdk._secrets import remember
+    from gpubench_sdk._base._secrets import remember
 
     remember("sk-live-0123456789")
     exc = ServerHTTPError("upstream said: bad key sk-live-0123456789", provider="p")

@@ -23,11 +23,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gpubench_sdk._errors import ConfigError, StoreError
-from gpubench_sdk._monitor import HealthWindow
-from gpubench_sdk._store import RunInfo, ScenarioRecord, Store, TargetRecord
-from gpubench_sdk._store_export import EXPORT_FIELDS
-from gpubench_sdk._types import Invocation, Outcome, Phase
+from gpubench_sdk._base._errors import ConfigError, StoreError
+from gpubench_sdk._base._monitor import HealthWindow
+from gpubench_sdk._base._types import Invocation, Outcome, Phase
+from gpubench_sdk._store._export import EXPORT_FIELDS
+from gpubench_sdk._store._store import RunInfo, ScenarioRecord, Store, TargetRecord
 
 ROOT = Path(__file__).resolve().parents[1]
 WALL0 = 1_700_000_000_123_456_789
@@ -430,7 +430,7 @@ def test_sigkill_keeps_every_flushed_row(tmp_path: Path) -> None:
     proc = run_py(
         """
         import sys
-        from gpubench_sdk._store import Store
+        from gpubench_sdk._store._store import Store
         from test_store import begin, make_inv
         s = Store(sys.argv[1], flush_interval_s=0.05)
         run, n = begin(s), 0
@@ -469,7 +469,7 @@ def test_forgotten_close_still_commits_at_exit(tmp_path: Path) -> None:
     proc = run_py(
         """
         import sys
-        from gpubench_sdk._store import Store
+        from gpubench_sdk._store._store import Store
         from test_store import begin, make_inv
         s = Store(sys.argv[1], flush_interval_s=30)
         run = begin(s)
@@ -491,7 +491,7 @@ def test_two_processes_append_to_one_run(tmp_path: Path) -> None:
     go = tmp_path / "go"
     code = """
         import pathlib, sys, time
-        from gpubench_sdk._store import Store
+        from gpubench_sdk._store._store import Store
         from test_store import make_inv
         run_id, first = int(sys.argv[2]), int(sys.argv[3])
         with Store(sys.argv[1], flush_interval_s=0.01) as s:
@@ -523,7 +523,7 @@ def test_two_processes_append_to_one_run(tmp_path: Path) -> None:
 
 
 def test_a_known_secret_pasted_anywhere_in_the_plan_is_masked_in_the_file(tmp_path: Path) -> None:
-    from gpubench_sdk._secrets import remember
+    from gpubench_sdk._base._secrets import remember
 
     secret = "hf_pasted_into_a_header_0042"
     remember(secret)  # as reading api_key_env does

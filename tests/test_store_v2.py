@@ -20,12 +20,12 @@ from rich.console import Console
 from test_store import begin, begin_with, make_inv
 
 from gpubench_sdk import Burst, Provider, Request, Result, run
-from gpubench_sdk._errors import StoreError
-from gpubench_sdk._store import Store
-from gpubench_sdk._store_schema import DDL, INSERT_INVOCATION, decode_token_times
-from gpubench_sdk._summary import render, summarize
-from gpubench_sdk._types import Invocation, Outcome
-from gpubench_sdk._workload import EchoProbe
+from gpubench_sdk._base._errors import StoreError
+from gpubench_sdk._base._types import Invocation, Outcome
+from gpubench_sdk._contract._workload import EchoProbe
+from gpubench_sdk._report._summary import render, summarize
+from gpubench_sdk._store._schema import DDL, INSERT_INVOCATION, decode_token_times
+from gpubench_sdk._store._store import Store
 from gpubench_sdk.metrics import SLO, run_stream_metrics, run_throughput
 
 pytestmark = pytest.mark.anyio
@@ -300,7 +300,7 @@ def test_goodput_ttft_is_the_first_token_where_tokens_are_stored(tmp_path: Path)
 def test_token_encoding_takes_arrays_and_warns_when_it_cannot_store(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from gpubench_sdk._store_schema import encode_token_times
+    from gpubench_sdk._store._schema import encode_token_times
 
     blob = encode_token_times(0, np.array([1_000, 2_000]))  # a plugin may hand numpy arrays
     assert decode_token_times(0, blob).tolist() == [1_000, 2_000]

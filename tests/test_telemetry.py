@@ -8,7 +8,7 @@ import pytest
 from conftest import EchoProvider, LoopbackServer
 
 from gpubench_sdk import Burst, EchoProbe, Store, run, telemetry
-from gpubench_sdk._telemetry import Instruments
+from gpubench_sdk._runner._telemetry import Instruments
 
 pytestmark = pytest.mark.anyio
 

@@ -13,10 +13,10 @@ import pytest
 from _report_store import build_store
 
 from gpubench_sdk import ConfigError, Invocation, Outcome, Phase, Store, Threshold, check_thresholds
-from gpubench_sdk._config import parse_config
-from gpubench_sdk._store import ScenarioRecord, TargetRecord
-from gpubench_sdk._summary import error_groups, render_errors
-from gpubench_sdk._thresholds import parse_fail_on, plan_thresholds
+from gpubench_sdk._plan._config import parse_config
+from gpubench_sdk._plan._thresholds import parse_fail_on, plan_thresholds
+from gpubench_sdk._report._summary import error_groups, render_errors
+from gpubench_sdk._store._store import ScenarioRecord, TargetRecord
 
 ROOT = Path(__file__).parents[1]
 

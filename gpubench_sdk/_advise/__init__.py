@@ -18,7 +18,7 @@ from ._score import OptionScore, Scoring
 from ._search import DEFAULT_SCALE_DOWN_S
 
 if TYPE_CHECKING:
-    from .._store import Store
+    from .._store._store import Store
     from ..cost._catalog import PriceCatalog
     from ..cost._commitments import Commitment
 

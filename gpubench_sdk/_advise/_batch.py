@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from .._errors import ConfigError, StoreError
+from .._base._errors import ConfigError, StoreError
 from ._decide import Advice, advise_targets
 from ._inputs import (
     MAX_PROFILED_ARRIVALS,
@@ -42,7 +42,7 @@ from ._inputs import (
 )
 
 if TYPE_CHECKING:
-    from .._store import Store
+    from .._store._store import Store
     from ..cost._catalog import PriceCatalog
 
 FEW_DAYS = 3  # an hour slot measured on fewer days than this is flagged

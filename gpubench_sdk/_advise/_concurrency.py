@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from .._store import Store
+    from .._store._store import Store
 
 MIN_PER_LEVEL = 5  # executions measured at a level before its median counts
 SEARCHED_LEVELS = (2, 4, 8)  # the settings tried above 1, capped by the platform and measurements

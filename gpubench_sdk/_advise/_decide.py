@@ -212,7 +212,7 @@ def advise_targets(
     is also tried as a primary kept warm with overflow to the other scaled to zero.
     ``scoring``: weights and user criteria for the weighted score (``_score.py``).
     Deterministic for a given ``seed``."""
-    from .._errors import ConfigError
+    from .._base._errors import ConfigError
 
     if not targets:
         raise ConfigError("runs", [], "at least one stored run with a measured target")

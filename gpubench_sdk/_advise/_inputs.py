@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 import numpy.typing as npt
 
-from .._errors import ConfigError
-from ..cost._billing import BillingModel
+from .._base._errors import ConfigError
+from .._contract._billing import BillingModel
 from ..cost._catalog import PriceCatalog
 from ..cost._commitments import Commitment
 from ..cost._policy import WorkerPolicy, platform_policy, provider_policy
@@ -26,8 +26,8 @@ from ..cost._pricing import billing_for, declared_billing
 from ..cost._traffic import SECONDS_PER_DAY, distributions_from_run, poisson_arrivals
 
 if TYPE_CHECKING:
-    from .._store import RunInfo, Store
-    from .._store_schema import TargetRecord
+    from .._store._schema import TargetRecord
+    from .._store._store import RunInfo, Store
 
 # Simulate at most about this many arrivals per option and resample; a busier day is
 # simulated over a shorter window and its bill scaled to the day (``Traffic.window_s``).

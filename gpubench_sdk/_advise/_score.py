@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._errors import ConfigError
+from .._base._errors import ConfigError
 from ..metrics._scoring import Criterion, score
 from ._estimate import Estimate
 from ._inputs import MeasuredTarget

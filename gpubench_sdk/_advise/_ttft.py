@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from .._errors import ConfigError
+from .._base._errors import ConfigError
 from ._inputs import MeasuredTarget
 
 

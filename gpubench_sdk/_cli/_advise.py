@@ -12,8 +12,8 @@ import click
 
 from .._advise import Advice, Objectives, Traffic, advise, campaign_runs
 from .._advise._score import parse_criterion, parse_weights, read_criteria
-from .._errors import ConfigError
-from .._store import Store
+from .._base._errors import ConfigError
+from .._store._store import Store
 from ..cost._catalog import load_catalog
 from ..cost._commitments import Commitment, parse_commitment
 from ._console import existing_store, store_option, writable_path

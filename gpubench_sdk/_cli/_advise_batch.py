@@ -8,8 +8,8 @@ import json
 import click
 
 from .._advise import BatchAdvice, Objectives, advise_batch
-from .._errors import ConfigError
-from .._store import Store
+from .._base._errors import ConfigError
+from .._store._store import Store
 from ..cost._catalog import load_catalog
 from ._console import existing_store
 

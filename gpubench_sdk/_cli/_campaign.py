@@ -15,7 +15,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from .._errors import ConfigError
+from .._base._errors import ConfigError
 from ._console import (
     EXIT_CODES_HELP,
     ExitCode,
@@ -130,7 +130,7 @@ def _store_of(plan_path: str, store_path: str | None) -> str:
     """The store rule, with the plan's ``run.output`` below --store and $GPUBENCH_STORE."""
     if store_path is not None:
         return store_path
-    from .._config import load_config
+    from .._plan._config import load_config
 
     return resolve_store(None, load_config(plan_path).run.output)
 
@@ -273,7 +273,7 @@ def campaign_status(name: str | None, store_path: str | None, as_json: bool) -> 
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 def campaign_show(name: str | None, store_path: str | None, as_json: bool) -> None:
     """Per-slot series, per-day and per-hour variability tables, and drift, per target."""
-    from .._store import Store
+    from .._store._store import Store
     from ..campaign import campaign_summary
     from ..campaign._render import summary_renderables
 
@@ -324,7 +324,7 @@ def compare(
     """Gate on a regression: exit 1 when a --fail-on rule fails (a candidate with no data to
     judge fails too), 2 when one cannot be checked (the baseline lacks the data, a bad rule,
     an unknown run), 0 when all pass."""
-    from .._store import Store
+    from .._store._store import Store
     from ..campaign import parse_fail_on, regression_gate
     from ..campaign._render import gate_table
 

@@ -24,9 +24,9 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from .._errors import CapabilityError, ConfigError, GpubenchError, PluginError, StoreError
-from .._results import sole_exception
-from .._secrets import redact
+from .._base._errors import CapabilityError, ConfigError, GpubenchError, PluginError, StoreError
+from .._base._secrets import redact
+from .._runner._results import sole_exception
 
 F = TypeVar("F", bound=Callable[..., Any])
 

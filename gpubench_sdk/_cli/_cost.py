@@ -11,8 +11,8 @@ from typing import Any, TypeVar
 import click
 import numpy as np
 
-from .._errors import ConfigError
-from .._store import RunInfo, Store
+from .._base._errors import ConfigError
+from .._store._store import RunInfo, Store
 from ..cost import (
     arrivals_from_run,
     distributions_from_run,

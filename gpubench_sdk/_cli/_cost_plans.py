@@ -10,8 +10,8 @@ import json
 import click
 from rich.table import Table
 
-from .._config import RunConfig
-from .._errors import ConfigError
+from .._base._errors import ConfigError
+from .._plan._config import RunConfig
 from ..cost import load_catalog
 from ..cost._commitments import compare_commitments, parse_commitment
 from ..cost._dryrun import dry_run

@@ -8,7 +8,7 @@ from typing import Any
 import click
 from rich.table import Table
 
-from .._errors import ConfigError
+from .._base._errors import ConfigError
 from .._plugins import PROVIDERS, SCENARIOS, WORKLOADS, list_plugins
 from ._console import out
 
@@ -81,8 +81,8 @@ def local_serve(
     api_key_env: str | None,
 ) -> None:
     """Serve the local runtime until Ctrl-C."""
+    from .._base._validate import resolve_secret
     from .._local import LocalRuntimeConfig, serve
-    from .._validate import resolve_secret
 
     fields: dict[str, Any] = {
         "host": host,

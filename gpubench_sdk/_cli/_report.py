@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from .._errors import ConfigError
-from .._store import Store
+from .._base._errors import ConfigError
+from .._store._store import Store
 from ._console import existing_store, store_option, writable_path
 
 _SUFFIX = {".html": "html", ".htm": "html", ".json": "json", ".csv": "csv", ".md": "markdown"}

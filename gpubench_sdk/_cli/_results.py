@@ -11,11 +11,11 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from .._errors import ConfigError
-from .._monitor import client_bound_spans
-from .._store import Store
-from .._summary import error_groups, render_thresholds, summarize
-from .._types import Outcome
+from .._base._errors import ConfigError
+from .._base._monitor import client_bound_spans
+from .._base._types import Outcome
+from .._report._summary import error_groups, render_thresholds, summarize
+from .._store._store import Store
 from ..campaign._judge import check_thresholds
 from ._console import existing_store, json_safe, out, quiet_broken_pipe, store_option, writable_path
 from ._run import print_run

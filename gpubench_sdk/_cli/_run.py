@@ -15,17 +15,17 @@ import click
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from .._config import RunConfig, load_config, parse_config
-from .._errors import ConfigError
-from .._monitor import client_bound_spans
-from .._multiproc import run_blocking, run_processes
-from .._plan import build_run
-from .._results import RunResult
-from .._runner import Runner
-from .._store import RunInfo, Store
-from .._summary import error_groups, render, render_errors, render_thresholds, summarize
-from .._thresholds import Threshold, parse_fail_on
-from .._types import Invocation
+from .._base._errors import ConfigError
+from .._base._monitor import client_bound_spans
+from .._base._types import Invocation
+from .._plan._build import build_run
+from .._plan._config import RunConfig, load_config, parse_config
+from .._plan._thresholds import Threshold, parse_fail_on
+from .._report._summary import error_groups, render, render_errors, render_thresholds, summarize
+from .._runner._multiproc import run_blocking, run_processes
+from .._runner._results import RunResult
+from .._runner._runner import Runner
+from .._store._store import RunInfo, Store
 from ..campaign._judge import check_thresholds
 from ._console import (
     EXIT_CODES_HELP,

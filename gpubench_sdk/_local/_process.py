@@ -8,7 +8,7 @@ import json
 import os
 from pathlib import Path
 
-from .._secrets import remember, without_secrets
+from .._base._secrets import remember, without_secrets
 from ._config import API_KEY_ENV, LocalRuntimeConfig
 
 # How long a worker gets to exit after its stdin closes, then after SIGTERM, before SIGKILL.

@@ -9,8 +9,7 @@ from typing import Any, ClassVar, Self
 import httpx
 from pydantic import Field, model_validator
 
-from .._capabilities import Capabilities
-from .._errors import (
+from .._base._errors import (
     ClientHTTPError,
     ColdTimeoutError,
     ConfigError,
@@ -19,10 +18,11 @@ from .._errors import (
     ServerHTTPError,
     ThrottledError,
 )
-from .._http import first_byte_ns, retry_after_s
-from .._provider import Provider, ProviderOptions
-from .._secrets import redact
-from .._types import ColdCheck, FleetState, Request, Result, ScalingSettings
+from .._base._secrets import redact
+from .._base._types import ColdCheck, FleetState, Request, Result, ScalingSettings
+from .._contract._capabilities import Capabilities
+from .._contract._provider import Provider, ProviderOptions
+from .._transport._client import first_byte_ns, retry_after_s
 from ._config import (
     DEFAULT_HANDLER,
     DEFAULT_LOAD,

@@ -10,7 +10,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from .._secrets import without_secrets
+from .._base._secrets import without_secrets
 from ._config import API_KEY_ENV, LocalRuntimeConfig
 from ._gateway import LISTENING_LINE
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from .._config import RunConfig
-from .._errors import ConfigError
-from .._results import RunResult
-from .._types import Invocation
+from .._base._errors import ConfigError
+from .._base._types import Invocation
+from .._plan._config import RunConfig
+from .._runner._results import RunResult
 
 __all__ = ["run_on_ray"]
 

@@ -32,14 +32,14 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from .._config import RunConfig
-from .._errors import ConfigError
-from .._plan import build_run
-from .._results import RunResult
-from .._runner import Observer
-from .._secrets import redact
-from .._store import Store
-from .._types import Phase
+from .._base._errors import ConfigError
+from .._base._secrets import redact
+from .._base._types import Phase
+from .._plan._build import build_run
+from .._plan._config import RunConfig
+from .._runner._results import RunResult
+from .._runner._runner import Observer
+from .._store._store import Store
 from ._clock import ClockOffset, measure
 from ._handover import plugin_needs, sealed_payload
 from ._place import alive_nodes, feasible

@@ -7,10 +7,10 @@ import importlib.metadata
 import os
 from typing import Any
 
-from .._config import RunConfig
-from .._errors import ConfigError
-from .._secrets import remember
-from .._validate import resolve_secret
+from .._base._errors import ConfigError
+from .._base._secrets import remember
+from .._base._validate import resolve_secret
+from .._plan._config import RunConfig
 
 
 def check_plan(config: RunConfig) -> None:

@@ -39,16 +39,16 @@ from typing import Any
 
 import anyio.from_thread
 
-from .._config import parse_config
-from .._errors import ConfigError
-from .._monitor import HealthWindow
-from .._multiproc import _loop_options as loop_options
-from .._plan import build_run
-from .._runner import Runner
+from .._base._errors import ConfigError
+from .._base._monitor import HealthWindow
+from .._base._secrets import redact, remember
+from .._base._types import FleetState, Invocation
+from .._plan._build import build_run
+from .._plan._config import parse_config
+from .._runner._multiproc import _loop_options as loop_options
+from .._runner._runner import Runner
 from .._scenarios import share as split
-from .._secrets import redact, remember
-from .._store import RunInfo, Store
-from .._types import FleetState, Invocation
+from .._store._store import RunInfo, Store
 from ._clock import ClockOffset, clocks
 from ._seal import Opener
 

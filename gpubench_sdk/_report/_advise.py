@@ -286,7 +286,7 @@ _FIX = "the JSON that `gpubench advise ... --json > FILE` writes (Advice.to_json
 
 
 def _check(data: Any, where: str) -> dict[str, Any]:
-    from .._errors import ConfigError
+    from .._base._errors import ConfigError
 
     missing = [k for k in _REQUIRED if not isinstance(data, Mapping) or k not in data]
     if missing:
@@ -299,7 +299,7 @@ def read_advice(path: str) -> dict[str, Any]:
     import json
     from pathlib import Path
 
-    from .._errors import ConfigError
+    from .._base._errors import ConfigError
 
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))

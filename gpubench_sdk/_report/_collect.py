@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 
 from .. import metrics
-from .._secrets import redact, remember
-from .._store import Columns, RunInfo, Store
-from .._summary import summarize
+from .._base._secrets import redact, remember
+from .._store._store import Columns, RunInfo, Store
 from ._compare import DailyTraffic, add_comparisons
 from ._read import PHASES, READ, Report, Row, clean, read_columns, succeeded, thin
+from ._summary import summarize
 
 MAX_OUTLIERS = 200  # box plot dots beyond the whiskers, per box
 _BURST_KINDS = ("burst",)  # scenarios whose latency against request index is worth a chart

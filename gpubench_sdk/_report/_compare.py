@@ -31,9 +31,9 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import metrics
-from .._store import RunInfo, Store
-from .._summary import usd
+from .._store._store import RunInfo, Store
 from ._read import Report, Row, clean, read_columns, succeeded
+from ._summary import usd
 
 if TYPE_CHECKING:
     from ..cost import BillingModel, ScenarioBill

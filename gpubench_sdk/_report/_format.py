@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from html import escape
 from typing import Any
 
-from .._summary import percent, usd
 from ._read import Row
+from ._summary import percent, usd
 
 # Where the generic rule (suffix to unit, underscores to spaces) reads badly.
 HEADERS = {

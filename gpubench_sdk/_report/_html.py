@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from html import escape
 
-from .._summary import usd as _usd
 from . import _questions as q
 from . import _sections as s
 from ._advise import advice_section
@@ -24,6 +23,7 @@ from ._format import figure, table
 from ._read import Report
 from ._shapes import shapes_html
 from ._style import CSS
+from ._summary import usd as _usd
 
 Section = Callable[[Report], str]
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from html import escape
 
-from .._summary import usd
 from . import _svg
 from ._compare import COLD_PHASES, duration
 from ._format import figure
 from ._read import Report, Row
+from ._summary import usd
 
 TITLES = {
     "cold_start": "Cold start",

@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .._store import Columns, Store
-from .._types import Outcome
+from .._base._types import Outcome
+from .._store._store import Columns, Store
 
 Row = dict[str, Any]
 

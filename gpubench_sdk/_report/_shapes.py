@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import metrics
 from .._scenarios import Stages
-from .._store import RunInfo, Store
+from .._store._store import RunInfo, Store
 from ..metrics._shapes import _stored_scenario
 from . import _svg
 from ._read import Report, Row, thin

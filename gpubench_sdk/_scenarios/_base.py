@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 from pydantic import ConfigDict, Strict
 
-from .._errors import ConfigError
-from .._types import Request
+from .._base._errors import ConfigError
+from .._base._types import Request
 
 if TYPE_CHECKING:
     from ._load import Load

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 
 import anyio
 
-from .._types import ColdCheck, Phase
+from .._base._types import ColdCheck, Phase
 from ._base import (
     DEFAULT_MAX_INFLIGHT,
     MAX_CONCURRENCY,

@@ -1,7 +1,7 @@
 """``Load``: the interface a scenario's ``drive`` schedules its requests through.
 
 Declared here, beside the shapes that consume it, and implemented by the runner
-(``gpubench_sdk._runner_load``): a shape, built-in or a ``gpubench.scenarios`` plugin, imports
+(``gpubench_sdk._runner._load``): a shape, built-in or a ``gpubench.scenarios`` plugin, imports
 nothing of the runner and uses only these methods. A shape decides *when* requests go out; the
 ``Load`` sends them with the runner's own path, so every request is timed from its scheduled
 time, stored as it completes, counted by progress, held to ``max_requests`` and the cost caps,
@@ -21,7 +21,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from .._types import ColdCheck, Invocation, Phase
+from .._base._types import ColdCheck, Invocation, Phase
 
 Fields = Callable[[int], Mapping[str, Any] | None]
 """Body fields for request ``i`` of an open loop (a replayed trace's inputs), or None."""

@@ -25,7 +25,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from .._errors import ConfigError
+from .._base._errors import ConfigError
 from ._base import (
     DEFAULT_MAX_INFLIGHT,
     MAX_CONCURRENCY,

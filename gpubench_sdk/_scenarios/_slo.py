@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._math import normal_ppf, wilson_interval
-from .._types import Invocation
+from .._base._math import normal_ppf, wilson_interval
+from .._base._types import Invocation
 from ._base import SEQ_BLOCK
 
 NAN = math.nan

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Literal
 
-from .._types import Phase
+from .._base._types import Phase
 from ._base import (
     DEFAULT_MAX_INFLIGHT,
     MAX_CONCURRENCY,

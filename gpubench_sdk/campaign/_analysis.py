@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from .._store import Store
-from .._types import Outcome
+from .._base._types import Outcome
+from .._store._store import Store
 from ..metrics import Variability, cold_starts_of, daily_variability, quantile_ci
 from ._db import CampaignDB
 from ._schedule import zone

@@ -17,7 +17,7 @@ import datetime as dt
 from dataclasses import dataclass
 from zoneinfo import ZoneInfo
 
-from .._errors import ConfigError
+from .._base._errors import ConfigError
 
 _FIELDS = (  # (name, low, high)
     ("minute", 0, 59),

@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from .._errors import ConfigError, StoreError
-from .._store import Store
-from .._store_schema import pid_alive, to_json
+from .._base._errors import ConfigError, StoreError
+from .._store._schema import pid_alive, to_json
+from .._store._store import Store
 from ._records import (
     CAMPAIGN_SCHEMA_VERSION,
     DDL,

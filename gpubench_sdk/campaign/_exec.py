@@ -32,12 +32,12 @@ from types import FrameType
 from typing import Any
 from urllib.parse import urlsplit
 
-from .._config import RunConfig, load_config, parse_config
-from .._errors import ConfigError, GpubenchError
-from .._multiproc import run_blocking
-from .._plan import build_run
-from .._secrets import MASK, redact
-from .._store import Store
+from .._base._errors import ConfigError, GpubenchError
+from .._base._secrets import MASK, redact
+from .._plan._build import build_run
+from .._plan._config import RunConfig, load_config, parse_config
+from .._runner._multiproc import run_blocking
+from .._store._store import Store
 from ._db import CampaignDB
 from ._records import Budget, CampaignRecord, Claim
 from ._schedule import Schedule, now_ns

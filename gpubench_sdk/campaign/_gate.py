@@ -1,7 +1,7 @@
 """The regression gate: ``--fail-on "p95>+20%,cold_start.p50>+2s,cost_per_1k>+10%"``.
 
 The grammar of rules (changes from a baseline, and limits on the candidate's own figures) is
-``gpubench_sdk._thresholds``'s; this module judges them on two pooled samples.
+``gpubench_sdk._plan._thresholds``'s; this module judges them on two pooled samples.
 
 The change's CI is a percentile bootstrap (2,000 replicates, seeded): each side resampled
 independently with ``metrics``' exact order-statistic draw for quantiles, plain resampling for
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from .._thresholds import METRICS, Threshold, format_value, parse_fail_on
+from .._plan._thresholds import METRICS, Threshold, format_value, parse_fail_on
 from ..metrics._stats import DEFAULT_N_BOOT, bootstrap_quantile_replicates
 
 __all__ = [

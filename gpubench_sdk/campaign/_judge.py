@@ -11,15 +11,15 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from .._errors import ConfigError
-from .._thresholds import (
+from .._base._errors import ConfigError
+from .._base._types import Outcome
+from .._plan._thresholds import (
     SOME_REQUEST_SUCCEEDS,
     Threshold,
     ThresholdReport,
     ThresholdRow,
     plan_thresholds,
 )
-from .._types import Outcome
 from ._gate import point
 from ._sides import read_sample
 

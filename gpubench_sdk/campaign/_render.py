@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.table import Table
 
-from .._thresholds import Threshold
+from .._plan._thresholds import Threshold
 from ..metrics import Variability
 from ._analysis import CampaignSummary, TargetSeries, TimeOfDay
 from ._gate import GateRow, format_change, format_value

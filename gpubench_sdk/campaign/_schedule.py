@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from .._errors import ConfigError
+from .._base._errors import ConfigError
 from ._cron import parse_cron
 
 _UNITS_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86_400.0, "w": 604_800.0}

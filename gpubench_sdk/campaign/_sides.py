@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._errors import ConfigError, StoreError
-from .._store import Store
-from .._types import Outcome
+from .._base._errors import ConfigError, StoreError
+from .._base._types import Outcome
+from .._store._store import Store
 from ..metrics import cold_starts_of
 from ._db import CampaignDB
 from ._gate import GateReport, Sample, Threshold, evaluate

@@ -5,7 +5,7 @@ package holds the pure arithmetic over them. See docs/cost.md for every formula 
 rule.
 """
 
-from ._billing import (
+from .._contract._billing import (
     BilledPhase,
     BillingModel,
     WorkerBill,

@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .._errors import ConfigError
-from ._billing import BillingModel, WorkerBill, WorkerInterval, price_worker_intervals
+from .._base._errors import ConfigError
+from .._contract._billing import BillingModel, WorkerBill, WorkerInterval, price_worker_intervals
 
 if TYPE_CHECKING:
-    from .._store import Store
+    from .._store._store import Store
 
 SECONDS_PER_DAY = 86_400.0
 

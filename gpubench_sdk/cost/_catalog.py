@@ -20,9 +20,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .._errors import ConfigError
-from .._validate import config_error  # the project's one ValidationError -> ConfigError
-from ._billing import BilledPhase, BilledUnit, BillingModel
+from .._base._errors import ConfigError
+from .._base._validate import config_error  # the project's one ValidationError -> ConfigError
+from .._contract._billing import BilledPhase, BilledUnit, BillingModel
 
 PriceUnit = Literal[
     "usd_per_second",

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from .._errors import ConfigError
+from .._base._errors import ConfigError
 from ._calc import SECONDS_PER_DAY
 
 DAYS_PER_MONTH = 365.0 / 12  # a calendar month on average (30.42 days)

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ._billing import BillingModel
+from .._contract._billing import BillingModel
 from ._meter import DEFAULT_TIMEOUT_S, BudgetGuard, CostMeter
 from ._pricing import PricedPlan, TargetPrice, plan_prices
 

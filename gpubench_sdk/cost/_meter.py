@@ -21,9 +21,9 @@ from collections.abc import Mapping, MutableSequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .._errors import ConfigError
-from .._types import Invocation
-from ._billing import BillingModel
+from .._base._errors import ConfigError
+from .._base._types import Invocation
+from .._contract._billing import BillingModel
 
 DEFAULT_TIMEOUT_S = 300.0  # ProviderOptions.timeout_s's default
 

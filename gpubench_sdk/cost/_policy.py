@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from .._errors import ConfigError
+from .._base._errors import ConfigError
 
 WorkerPolicy = Literal["most_recently_idle", "longest_idle", "random"]
 WORKER_POLICIES: tuple[WorkerPolicy, ...] = ("most_recently_idle", "longest_idle", "random")

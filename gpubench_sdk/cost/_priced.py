@@ -9,14 +9,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from .._errors import ConfigError
+from .._base._errors import ConfigError
 from ._calc import RunCost, run_cost
 from ._catalog import PriceCatalog
 from ._pricing import billing_for, declared_billing
 from ._tables import TargetSpec
 
 if TYPE_CHECKING:
-    from .._store import RunInfo, Store
+    from .._store._store import RunInfo, Store
 
 
 def target_rate(catalog: PriceCatalog, spec: TargetSpec) -> float:

@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .._errors import ConfigError
-from ._billing import BillingModel
+from .._base._errors import ConfigError
+from .._contract._billing import BillingModel
 
 if TYPE_CHECKING:
     from ._catalog import PriceCatalog

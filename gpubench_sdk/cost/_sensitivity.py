@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .._errors import ConfigError
+from .._base._errors import ConfigError
 from ._sim import FleetSettings, SweepResult, sweep
 
 

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import numpy.typing as npt
 
-from .._errors import ConfigError
-from ._billing import BillingModel, WorkerInterval, billed_seconds_of_lifetimes
+from .._base._errors import ConfigError
+from .._contract._billing import BillingModel, WorkerInterval, billed_seconds_of_lifetimes
 from ._policy import WorkerPolicy, check_policy, may_stop
 
 Samples = float | Sequence[float] | npt.NDArray[np.float64]

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from rich.table import Table
 
-from .._errors import ConfigError
+from .._base._errors import ConfigError
 from ._calc import RunCost, ScenarioBill
 from ._commitments import CommitmentComparison
 from ._dryrun import DryRun

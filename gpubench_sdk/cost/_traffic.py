@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from .._errors import ConfigError, StoreError
+from .._base._errors import ConfigError, StoreError
 
 if TYPE_CHECKING:
-    from .._store import Store
+    from .._store._store import Store
 
 SECONDS_PER_DAY = 86_400.0
 

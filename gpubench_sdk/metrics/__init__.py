@@ -12,7 +12,7 @@ run. Every definition (formula, interpolation, error bound) is written out in
         print(metrics.compare_targets(store, "latest", "runpod", "replicate").verdict)
 """
 
-from .._math import wilson_interval
+from .._base._math import wilson_interval
 from .._scenarios._slo import SLOVerdict, StepStats, min_samples, slo_verdict, step_stats
 from ._autoscaling import BurstAnalysis, ScaleUp, Trend, burst_analysis, linear_trend, scale_up
 from ._coldstart import ColdStartRate, ColdStarts, cold_start_rate, cold_starts

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from .._types import Outcome
+from .._base._types import Outcome
 from ._stats import FloatArray, pearson_r, spearman_rho
 from ._throughput import windowed_rate
 

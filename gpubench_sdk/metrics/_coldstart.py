@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from .._math import wilson_interval
-from .._types import Outcome
+from .._base._math import wilson_interval
+from .._base._types import Outcome
 from ._stats import FloatArray, Summary, summarize_samples
 
 BoolArray = npt.NDArray[np.bool_]

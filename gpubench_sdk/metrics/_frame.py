@@ -12,8 +12,8 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from .._store import Columns, RunInfo, Store
-from .._types import Outcome
+from .._base._types import Outcome
+from .._store._store import Columns, RunInfo, Store
 from ._autoscaling import BurstAnalysis, ScaleUp, burst_analysis, scale_up
 from ._coldstart import ColdStarts, cold_starts
 from ._compare import Comparison, compare

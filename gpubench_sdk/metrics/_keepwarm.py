@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from .._math import normal_ppf, wilson_interval
+from .._base._math import normal_ppf, wilson_interval
 from ._stats import FloatArray, check_confidence
 
 

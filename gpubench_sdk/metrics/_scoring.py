@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from .._errors import ConfigError
+from .._base._errors import ConfigError
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from .._base._types import Invocation
 from .._scenarios import SEQ_BLOCK
 from .._scenarios._slo import SLOVerdict, StepStats, slo_verdict, step_stats
-from .._store import Store
-from .._types import Invocation
+from .._store._store import Store
 
 NAN = math.nan
 

@@ -28,7 +28,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from .._types import Outcome
+from .._base._types import Outcome
 
 FloatArray = npt.NDArray[np.float64]
 CIMethod = Literal["auto", "bootstrap", "order_statistic"]

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from .._errors import ConfigError
-from .._types import Outcome
+from .._base._errors import ConfigError
+from .._base._types import Outcome
 from ._stats import FloatArray
 
 

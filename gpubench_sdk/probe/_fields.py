@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from .._errors import InvalidResponseError
+from .._base._errors import InvalidResponseError
 from ._backend import DTYPES
 
 Fields = dict[str, str | float | int | bool | None]

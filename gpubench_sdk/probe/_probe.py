@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._errors import ConfigError
+from .._base._errors import ConfigError
 from ._backend import Backend, NumpyBackend
 from ._host import host_identity
 from ._nvml import EnergyWindow, Nvml

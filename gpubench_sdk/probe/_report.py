@@ -18,7 +18,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from .._store import RunInfo, Store
+from .._store._store import RunInfo, Store
 from ..cost import PriceCatalog, load_catalog
 from ._backend import DTYPES
 

@@ -7,8 +7,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from .._types import Request
-from .._workload import Units, Workload, WorkloadOptions
+from .._base._types import Request
+from .._contract._workload import Units, Workload, WorkloadOptions
 from ._fields import check_result, probe_fields
 from ._probe import PHASES
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from .._capabilities import BilledPhase, BillingModel
+from .._contract._capabilities import BilledPhase, BillingModel
 from ..cost import WorkerInterval
 
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from types import EllipsisType
 from typing import TYPE_CHECKING, Any
 
-from .._types import ScalingSettings
+from .._base._types import ScalingSettings
 from ._emulator import hold
 from ._faults import ASGIApp, ErrorRenderer, FaultInjector, Scope, json_error
 from ._fleet import SimulatedFleet

@@ -6,7 +6,7 @@ import base64
 import urllib.parse
 from dataclasses import dataclass
 
-from .._errors import (
+from .._base._errors import (
     ColdTimeoutError,
     InvalidResponseError,
     ProviderError,
@@ -14,7 +14,7 @@ from .._errors import (
     ThrottledError,
     TransportError,
 )
-from .._types import Outcome
+from .._base._types import Outcome
 from ._faults import Fault
 
 __all__ = ["FAULT_CASES", "POLL_FAULT_CASES", "FaultCase", "check_retry_after", "leak_forms"]

@@ -26,19 +26,19 @@ from typing import Any, ClassVar, TypeVar
 import pytest
 
 from .. import telemetry
-from .._errors import (
+from .._base._errors import (
     ClientHTTPError,
     ProviderError,
     ServerHTTPError,
     ThrottledError,
 )
-from .._input import InputMap
-from .._provider import Provider
-from .._results import classify
-from .._runner import run
+from .._base._types import Request, Result, ScalingSettings
+from .._contract._input import InputMap
+from .._contract._provider import Provider
+from .._contract._workload import EchoProbe
+from .._runner._results import classify
+from .._runner._runner import run
 from .._scenarios import Burst, ColdStarts
-from .._types import Request, Result, ScalingSettings
-from .._workload import EchoProbe
 from ._cases import FAULT_CASES, POLL_FAULT_CASES, FaultCase, check_retry_after, leak_forms
 from ._faults import ASGIApp, Fault
 from ._fleet import FleetConfig, SimulatedFleet

@@ -21,8 +21,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .._errors import ConfigError
-from .._types import ScalingSettings
+from .._base._errors import ConfigError
+from .._base._types import ScalingSettings
 from ..cost._policy import WorkerPolicy, check_policy, choose_worker, may_stop
 from ._billing import BillingMeter, WorkerBill
 from ._faults import FaultKind, FaultPlan

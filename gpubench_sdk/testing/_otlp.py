@@ -27,7 +27,7 @@ from opentelemetry.semconv.attributes import (
     url_attributes,
 )
 
-from .._http_spans import KNOWN_METHODS
+from .._transport._spans import KNOWN_METHODS
 
 # Every attribute an HTTP client span of ours may carry, and those it must (semconv HTTP client
 # span: method, url.full, server.address, server.port required; status when a response came).

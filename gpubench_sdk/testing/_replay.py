@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..cost._billing import WorkerInterval
+from .._contract._billing import WorkerInterval
 from ..cost._policy import WorkerPolicy
 from ._fleet import FleetConfig, SimulatedFleet
 from ._jobs import FleetCounts

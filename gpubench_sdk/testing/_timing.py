@@ -7,7 +7,7 @@ import random
 from dataclasses import dataclass
 from typing import Literal
 
-from .._errors import ConfigError
+from .._base._errors import ConfigError
 
 
 @dataclass(frozen=True, slots=True)

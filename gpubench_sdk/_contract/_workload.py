@@ -1,0 +1,225 @@
+"""Workloads: what is sent, and how the answer is read into units of work."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .._base._errors import InvalidResponseError
+from .._base._types import Request
+
+Units = tuple[int | None, int | None]
+
+
+class WorkloadOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Workload:
+    """Builds requests and reads results. Subclasses set ``name``, ``Options`` and both methods.
+
+    ``request`` must be cheap (the runner calls it on the hot path): build what you can in
+    ``__init__``. ``read`` returns ``(input_units, output_units)``: tokens for an LLM, images
+    for image generation, ``None`` where the unit does not apply; it raises
+    ``InvalidResponseError`` when the output is not what the workload asked for. ``detail``
+    may return a JSON-able mapping of structured results to store with the request (e.g. a
+    GPU probe's measured TFLOP/s); the runner calls it only when the provider gave none.
+    """
+
+    name: ClassVar[str] = ""
+    kind: ClassVar[str] = "probe"
+    units: ClassVar[tuple[str, str]] = ("requests", "requests")
+    Options: ClassVar[type[WorkloadOptions]] = WorkloadOptions
+
+    def __init__(self, options: WorkloadOptions | None = None, **fields: Any) -> None:
+        self.options = options if options is not None else self.Options(**fields)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.options!r}>"
+
+    def request(self, seq: int) -> Request:
+        raise NotImplementedError
+
+    def read(self, output: Any) -> Units:
+        raise NotImplementedError
+
+    def detail(self, output: Any) -> Mapping[str, Any] | None:
+        """Structured results of one successful request, stored as JSON; None: nothing."""
+        return None
+
+
+class EchoProbeOptions(WorkloadOptions):
+    sleep_ms: float = Field(default=0.0, ge=0, description="server-side sleep per request")
+    payload_bytes: int = Field(default=16, ge=0, le=10_000_000, description="size of the echo")
+
+
+class EchoProbe(Workload):
+    """The smallest real request: the handler sleeps ``sleep_ms`` and echoes a string back.
+
+    It isolates platform overhead (queueing, cold start, network) from model time.
+    """
+
+    name = "probe"
+    kind = "probe"
+    Options = EchoProbeOptions
+
+    def __init__(self, options: WorkloadOptions | None = None, **fields: Any) -> None:
+        super().__init__(options, **fields)
+        assert isinstance(self.options, EchoProbeOptions)
+        self._echo = "x" * self.options.payload_bytes
+        self._payload = {"sleep_ms": self.options.sleep_ms, "echo": self._echo}
+
+    def request(self, seq: int) -> Request:
+        return Request(seq=seq, payload=self._payload, kind=self.kind)
+
+    def read(self, output: Any) -> Units:
+        echoed = output.get("echo") if isinstance(output, Mapping) else None
+        if echoed != self._echo:
+            raise InvalidResponseError("probe output does not echo the request")
+        return (None, None)
+
+
+_VOCABULARY = (
+    "the",
+    "model",
+    "reads",
+    "each",
+    "document",
+    "and",
+    "writes",
+    "a",
+    "short",
+    "summary",
+    "of",
+    "its",
+    "main",
+    "points",
+    "for",
+    "the",
+    "reviewer",
+    "who",
+    "decides",
+    "whether",
+    "the",
+    "claim",
+    "is",
+    "complete",
+    "accurate",
+    "and",
+    "ready",
+    "to",
+    "approve",
+    "today",
+)
+
+
+class LLMCompletionOptions(WorkloadOptions):
+    prompt_tokens: int = Field(default=128, ge=1, le=1_000_000)
+    max_tokens: int = Field(default=64, ge=1, le=1_000_000)
+    temperature: float = Field(default=0.0, ge=0)
+    stream: bool = False
+    distinct_prompts: bool = Field(
+        default=True, description="vary each prompt so server-side prefix caches do not flatter"
+    )
+    seed: int = 0
+
+
+class LLMCompletion(Workload):
+    """A text completion with a prompt of ``prompt_tokens`` words and ``max_tokens`` to generate.
+
+    Token counts come from the response's ``usage`` where present; otherwise the output is
+    counted in whitespace-separated words, an approximation that only exact usage replaces.
+    """
+
+    name = "llm"
+    kind = "llm"
+    units = ("tokens", "tokens")
+    Options = LLMCompletionOptions
+
+    def __init__(self, options: WorkloadOptions | None = None, **fields: Any) -> None:
+        super().__init__(options, **fields)
+        assert isinstance(self.options, LLMCompletionOptions)
+        rng = random.Random(self.options.seed)
+        words = [rng.choice(_VOCABULARY) for _ in range(self.options.prompt_tokens)]
+        self._prompt = " ".join(words)
+
+    def request(self, seq: int) -> Request:
+        opts = self.options
+        assert isinstance(opts, LLMCompletionOptions)
+        prompt = f"[{seq}] {self._prompt}" if opts.distinct_prompts else self._prompt
+        payload = {
+            "prompt": prompt,
+            "max_tokens": opts.max_tokens,
+            "temperature": opts.temperature,
+            "stream": opts.stream,
+        }
+        return Request(
+            seq=seq,
+            payload=payload,
+            kind=self.kind,
+            stream=opts.stream,
+            prompt_tokens=opts.prompt_tokens,
+            max_output_tokens=opts.max_tokens,
+        )
+
+    def read(self, output: Any) -> Units:
+        if isinstance(output, Mapping):
+            usage = output.get("usage")
+            if isinstance(usage, Mapping) and isinstance(usage.get("completion_tokens"), int):
+                prompt = usage.get("prompt_tokens")
+                return (prompt if isinstance(prompt, int) else None, usage["completion_tokens"])
+            text = output.get("text")
+            if text is None and isinstance(output.get("choices"), list) and output["choices"]:
+                choice = output["choices"][0]
+                text = choice.get("text") or (choice.get("message") or {}).get("content")
+        elif isinstance(output, str):
+            text = output
+        elif isinstance(output, list) and all(isinstance(t, str) for t in output):
+            text = "".join(output)  # token-list outputs (Replicate, Cog)
+        else:
+            text = None
+        if not isinstance(text, str):
+            raise InvalidResponseError("LLM output has neither usage nor text")
+        return (None, len(text.split()))
+
+
+class ImageGenerationOptions(WorkloadOptions):
+    prompt: str = "a watercolor lighthouse at dawn"
+    width: int = Field(default=512, ge=8, le=8192)
+    height: int = Field(default=512, ge=8, le=8192)
+    steps: int = Field(default=20, ge=1, le=1000)
+    num_images: int = Field(default=1, ge=1, le=16)
+    seed: int = 0
+
+
+class ImageGeneration(Workload):
+    """A text-to-image request (Stable Diffusion-style fields). Output units are images."""
+
+    name = "image"
+    kind = "image"
+    units = ("requests", "images")
+    Options = ImageGenerationOptions
+
+    def request(self, seq: int) -> Request:
+        opts = self.options
+        assert isinstance(opts, ImageGenerationOptions)
+        payload = {
+            "prompt": opts.prompt,
+            "width": opts.width,
+            "height": opts.height,
+            "num_inference_steps": opts.steps,
+            "num_images": opts.num_images,
+            "seed": opts.seed + seq,
+        }
+        return Request(seq=seq, payload=payload, kind=self.kind)
+
+    def read(self, output: Any) -> Units:
+        images = output.get("images") if isinstance(output, Mapping) else output
+        if isinstance(images, str):
+            images = [images]
+        if not isinstance(images, list) or not images:
+            raise InvalidResponseError("image output has no images")
+        return (1, len(images))

@@ -1,0 +1,371 @@
+"""OpenTelemetry instrumentation of invocations, through the API only.
+
+Without an SDK installed and configured, every call here is a no-op. The user's application
+owns the providers; ``gpubench_sdk.telemetry.configure`` is a convenience for the CLI and
+scripts. Spans are emitted after a request completes, with explicit timestamps taken from the
+Invocation, so the span timeline and the stored record agree to the nanosecond.
+
+Attribute and metric names follow the OpenTelemetry semantic conventions where they exist, as
+pinned by the ``opentelemetry-semantic-conventions`` package (0.66b2: HTTP and ``server.*``
+attributes are stable; ``gen_ai.*`` are "development" and may be renamed upstream). Every name
+is listed in ``docs/observability.md``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from functools import lru_cache
+from itertools import pairwise
+from typing import Any
+from urllib.parse import urlsplit
+
+from opentelemetry import context as otel_context
+from opentelemetry import metrics, trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from .._base._types import Invocation, Outcome
+from .._base._version import __version__
+
+log = logging.getLogger("gpubench.telemetry")
+
+INSTRUMENTATION_NAME = "gpubench_sdk"
+SPAN_INVOKE = "gpubench.invoke"
+SPAN_QUEUE = "gpubench.queue"
+SPAN_COLD_START = "gpubench.cold_start"
+SPAN_EXECUTION = "gpubench.execution"
+METRIC_DURATION = "gpubench.request.duration"
+METRIC_COLD_START = "gpubench.cold_start.duration"
+METRIC_REQUESTS = "gpubench.requests"
+# GenAI client metrics (semconv gen-ai-metrics), recorded for LLM workloads only. gpubench is
+# the client: semantic-conventions v1.41.0 docs/gen-ai/gen-ai-metrics.md (now in
+# open-telemetry/semantic-conventions-genai) keeps gen_ai.server.time_to_first_token and
+# gen_ai.server.time_per_output_token for model servers ("time to generate first token"); a
+# client records time_to_first_chunk / time_per_output_chunk, measured where it receives them.
+METRIC_GENAI_DURATION = "gen_ai.client.operation.duration"
+METRIC_GENAI_TOKENS = "gen_ai.client.token.usage"
+METRIC_GENAI_TTFC = "gen_ai.client.operation.time_to_first_chunk"
+METRIC_GENAI_TPOC = "gen_ai.client.operation.time_per_output_chunk"
+LLM_WORKLOADS = frozenset({"llm"})  # workload names whose requests are GenAI operations
+# Seconds. The semconv HTTP duration boundaries (0.005-10 s), extended to 5 min for cold
+# starts: the SDK's default boundaries (0-10,000) assume milliseconds and would put every
+# request below 5 s in one bucket.
+DURATION_BUCKETS_S = (
+    0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 30.0,
+    60.0, 120.0, 300.0,
+)  # fmt: skip
+# semconv gen_ai.client.token.usage: powers of 4 up to 4^12
+TOKEN_BUCKETS = tuple(float(4**i) for i in range(13))
+COUNT_BATCH_S = 0.25  # gpubench.requests lags its requests by at most this (and a run's end)
+_ATTR_CACHE_MAX = 256  # metric attribute sets kept (targets x phases x outcomes x errors)
+
+
+@lru_cache(maxsize=64)
+def server_attributes(endpoint: str | None) -> tuple[tuple[str, Any], ...]:
+    """``server.address`` and ``server.port`` of a provider's endpoint URL (semconv HTTP client
+    spans: the port defaults from the scheme)."""
+    if not endpoint:
+        return ()
+    try:
+        url = urlsplit(endpoint)
+        port = url.port or {"http": 80, "https": 443}.get(url.scheme)
+    except ValueError:
+        return ()
+    if not url.hostname:
+        return ()
+    found: list[tuple[str, Any]] = [("server.address", url.hostname)]
+    if port:
+        found.append(("server.port", port))
+    return tuple(found)
+
+
+class Instruments:
+    """The tracer, meter and instruments of one run, bound to the given or global providers."""
+
+    def __init__(
+        self,
+        *,
+        tracer_provider: trace.TracerProvider | None = None,
+        meter_provider: metrics.MeterProvider | None = None,
+    ) -> None:
+        self._explicit = tracer_provider is not None or meter_provider is not None
+        self._enabled: bool | None = None
+        self._tracer = trace.get_tracer(INSTRUMENTATION_NAME, __version__, tracer_provider)
+        meter = metrics.get_meter(INSTRUMENTATION_NAME, __version__, meter_provider)
+        self._duration = meter.create_histogram(
+            METRIC_DURATION,
+            unit="s",
+            description="Scheduled send to last byte",
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS_S,
+        )
+        self._cold = meter.create_histogram(
+            METRIC_COLD_START,
+            unit="s",
+            description="Cold start: latency minus execution time",
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS_S,
+        )
+        self._requests = meter.create_counter(
+            METRIC_REQUESTS, unit="{request}", description="Requests by outcome"
+        )
+        self._genai_duration = meter.create_histogram(
+            METRIC_GENAI_DURATION,
+            unit="s",
+            description="GenAI operation duration",
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS_S,
+        )
+        self._genai_tokens = meter.create_histogram(
+            METRIC_GENAI_TOKENS,
+            unit="{token}",
+            description="Input and output tokens used",
+            explicit_bucket_boundaries_advisory=TOKEN_BUCKETS,
+        )
+        self._ttfc = meter.create_histogram(
+            METRIC_GENAI_TTFC,
+            unit="s",
+            description="Time from the send to the first streamed chunk",
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS_S,
+        )
+        self._tpoc = meter.create_histogram(
+            METRIC_GENAI_TPOC,
+            unit="s",
+            description="Time between consecutive streamed chunks",
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS_S,
+        )
+        self._failed_once = False
+        self._attr_cache: dict[tuple[Any, ...], tuple[dict[str, Any], dict[str, Any]]] = {}
+        # gpubench.requests during a run, added in batches: {id(attribute dict): [dict, count]}
+        self._batching = False
+        self._counts: dict[int, list[Any]] = {}
+        self._counts_due = 0.0
+
+    @property
+    def enabled(self) -> bool:
+        """False while no SDK is configured: then recording is skipped outright.
+
+        The API's no-op path still costs ~15 us a request (attribute dicts, proxy lookups),
+        which at thousands of requests a second is load-generator capacity worth keeping.
+        Decided at the first request, so an SDK configured before the run is honoured.
+        """
+        if self._enabled is None:
+            self._enabled = self._explicit or not (
+                isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+                and type(metrics.get_meter_provider()).__name__ == "_ProxyMeterProvider"
+            )
+        return self._enabled
+
+    @property
+    def tracer(self) -> trace.Tracer:
+        return self._tracer
+
+    def begin(self, wall_start_ns: int) -> tuple[Any, Any] | None:
+        """Open the ``gpubench.invoke`` span of a request about to be sent and make it the
+        current span, so the transport's HTTP client spans are its children; ``None`` when
+        tracing is off or the span is not recorded. Hand the result to ``record``."""
+        if not self.enabled:
+            return None
+        try:
+            span = self._tracer.start_span(
+                SPAN_INVOKE, start_time=wall_start_ns, kind=SpanKind.CLIENT
+            )
+            # Current even when sampled out: a parent-based sampler then drops the request's
+            # HTTP client spans at once, and record() does not sample the request a second time.
+            return span, otel_context.attach(trace.set_span_in_context(span))
+        except Exception:
+            self._warn_once()
+            return None
+
+    def record(
+        self, inv: Invocation, attributes: dict[str, Any], begun: tuple[Any, Any] | None = None
+    ) -> None:
+        """Emit the span and metrics of one invocation (ending the span ``begin`` opened,
+        after ``leave``). Never raises."""
+        if not self.enabled:
+            return
+        try:
+            self._record(inv, attributes, None if begun is None else begun[0])
+        except Exception:  # telemetry must never break a measurement
+            self._warn_once()
+
+    @staticmethod
+    def leave(begun: tuple[Any, Any] | None) -> None:
+        """Make the span ``begin`` opened no longer current (as soon as ``invoke`` returns)."""
+        if begun is not None:
+            otel_context.detach(begun[1])
+
+    def _warn_once(self) -> None:
+        if not self._failed_once:
+            self._failed_once = True
+            log.warning("telemetry failed; further failures are not logged", exc_info=True)
+
+    def _metric_attributes(self, inv: Invocation, base: dict[str, Any]) -> dict[str, Any]:
+        """The attributes of a request's metrics: one dict per target, phase and outcome, made
+        once and reused (the same few combinations recur for every request of a run)."""
+        failed = inv.outcome is not Outcome.OK
+        key = (id(base), inv.phase, inv.outcome, error_type(inv) if failed else None)
+        attrs = self._attr_cache.get(key)
+        if attrs is None or attrs[0] is not base:
+            made = dict(base)
+            made["gpubench.phase"] = inv.phase.value
+            made["gpubench.outcome"] = inv.outcome.value
+            made.update(server_attributes(base.get("gpubench.endpoint")))
+            if failed:
+                made["error.type"] = key[3]
+            if len(self._attr_cache) >= _ATTR_CACHE_MAX:
+                self._attr_cache.clear()
+            attrs = self._attr_cache[key] = (base, made)
+        return attrs[1]
+
+    def batch_counts(self) -> None:
+        """Batch ``gpubench.requests`` from now until ``flush`` (the runner's run does):
+        each request is counted here and added to the SDK's counter at most
+        ``COUNT_BATCH_S`` apart, since the counter's ``add`` validates and hashes the
+        attributes (~4% of the client's CPU per request with tracing on, profiled)."""
+        self._batching = True
+
+    def flush(self) -> None:
+        """Add the request counts still batched, and stop batching."""
+        self._batching = False
+        self._add_counts()
+
+    def _add_counts(self) -> None:
+        counts, self._counts = self._counts, {}
+        for attrs, n in counts.values():
+            try:
+                self._requests.add(n, attrs)
+            except Exception:  # telemetry must never break a measurement
+                self._warn_once()
+
+    def _count(self, attrs: dict[str, Any]) -> None:
+        """One request in ``gpubench.requests``."""
+        if not self._batching:
+            self._requests.add(1, attrs)
+            return
+        entry = self._counts.get(id(attrs))
+        if entry is None:
+            self._counts[id(attrs)] = [attrs, 1]
+        else:
+            entry[1] += 1
+        now = time.monotonic()
+        if now >= self._counts_due:
+            self._counts_due = now + COUNT_BATCH_S
+            self._add_counts()
+
+    def _record(self, inv: Invocation, base: dict[str, Any], span: Any = None) -> None:
+        attrs = self._metric_attributes(inv, base)  # shared: never mutated below
+        self._count(attrs)
+        self._duration.record(inv.latency_ms / 1e3, attrs)
+        cold_ms = cold_start_ms(inv)
+        if cold_ms is not None:
+            self._cold.record(cold_ms / 1e3, attrs)
+        genai = base.get("gpubench.workload") in LLM_WORKLOADS
+        if genai:
+            attrs = {"gen_ai.operation.name": "text_completion", **attrs}
+            self._record_genai(inv, attrs)
+
+        start = inv.wall_start_ns
+        end = start + (inv.end_ns - inv.start_ns)
+        if span is not None and not span.is_recording():  # sampled out at begin()
+            span.end(end_time=end)
+            return
+        # The HTTP calls (a submit, each poll, a stream) are its children, each an HTTP client
+        # span with its own method and status; this span's status code is the answer's. All
+        # attributes go in one call: each set_attribute takes the span's lock and validates.
+        extra = dict(attrs)
+        extra["gpubench.seq"] = inv.seq
+        extra["gpubench.latency_ms"] = inv.latency_ms
+        extra["gpubench.send_lag_ms"] = inv.send_lag_ms
+        if inv.cold is not None:
+            extra["gpubench.cold"] = inv.cold
+            extra["gpubench.cold_confirmed"] = inv.cold_confirmed
+        if inv.request_id:
+            extra["gpubench.request_id"] = inv.request_id
+        if inv.http_status is not None:
+            extra["http.response.status_code"] = inv.http_status
+        if inv.worker_id:
+            extra["gpubench.worker_id"] = inv.worker_id
+        if inv.retry_after_s is not None:
+            extra["gpubench.retry_after_s"] = inv.retry_after_s
+        ttfc_ms = first_chunk_ms(inv)
+        if ttfc_ms is not None:
+            extra["gpubench.ttft_ms"] = ttfc_ms
+            if genai:  # GenAI semconv span attribute, in seconds
+                extra["gen_ai.response.time_to_first_chunk"] = ttfc_ms / 1e3
+        if genai:
+            if inv.input_units is not None:
+                extra["gen_ai.usage.input_tokens"] = inv.input_units
+            if inv.output_units is not None:
+                extra["gen_ai.usage.output_tokens"] = inv.output_units
+        if span is None:
+            span = self._tracer.start_span(
+                SPAN_INVOKE, start_time=start, attributes=extra, kind=SpanKind.CLIENT
+            )
+        else:
+            span.set_attributes(extra)
+        if not span.is_recording():
+            span.end(end_time=end)
+            return
+        if inv.outcome is not Outcome.OK:
+            span.set_status(Status(StatusCode.ERROR, inv.error or inv.outcome.value))
+        context = trace.set_span_in_context(span)
+        # Server-reported phases become children laid end to end from the send time: the queue
+        # (which contains any cold boot), then execution. Their placement is an inference from
+        # durations; the durations themselves are the provider's.
+        cursor = start
+        if inv.queue_ms is not None:
+            queue_end = cursor + int(inv.queue_ms * 1e6)
+            if inv.cold and inv.setup_ms is not None:
+                boot_start = max(cursor, queue_end - int(inv.setup_ms * 1e6))
+                self._child(SPAN_COLD_START, boot_start, queue_end, context)
+            self._child(SPAN_QUEUE, cursor, queue_end, context)
+            cursor = queue_end
+        if inv.execution_ms is not None:
+            self._child(SPAN_EXECUTION, cursor, cursor + int(inv.execution_ms * 1e6), context)
+        span.end(end_time=end)
+
+    def _record_genai(self, inv: Invocation, attrs: dict[str, Any]) -> None:
+        """The semconv GenAI client metrics of one LLM request."""
+        self._genai_duration.record(inv.latency_ms / 1e3, attrs)
+        if inv.outcome is not Outcome.OK:
+            return
+        for kind, count in (("input", inv.input_units), ("output", inv.output_units)):
+            if count is not None:
+                self._genai_tokens.record(count, attrs | {"gen_ai.token.type": kind})
+        ttfc_ms = first_chunk_ms(inv)
+        if ttfc_ms is not None:
+            self._ttfc.record(ttfc_ms / 1e3, attrs)
+        times = inv.token_times_ns or ()
+        for before, after in pairwise(times):
+            self._tpoc.record((after - before) / 1e9, attrs)
+
+    def _child(self, name: str, start: int, end: int, context: Any) -> None:
+        child = self._tracer.start_span(name, context=context, start_time=start)
+        child.set_attribute("gpubench.duration_ms", (end - start) / 1e6)
+        child.end(end_time=end)
+
+
+def cold_start_ms(inv: Invocation) -> float | None:
+    """The reference report's cold start, latency minus inference time, for a cold sample.
+
+    Uses the server-reported execution time; ``None`` where the sample is not cold or the
+    server did not report execution time (the metrics library infers it from warm samples).
+    """
+    if not inv.cold or inv.execution_ms is None or inv.outcome is not Outcome.OK:
+        return None
+    return max(0.0, inv.service_ms - inv.execution_ms)  # from the actual send, like the summary
+
+
+def error_type(inv: Invocation) -> str:
+    """semconv ``error.type``: the HTTP status code as a string for a response >= 400, else
+    gpubench's outcome (``timeout``, ``transport``...), a low-cardinality class of failure."""
+    if inv.http_status is not None and inv.http_status >= 400:
+        return str(inv.http_status)
+    return inv.outcome.value
+
+
+def first_chunk_ms(inv: Invocation) -> float | None:
+    """Time from the scheduled send to the first streamed token, as ``metrics`` counts TTFT
+    (an open-loop run's client lag is not hidden); ``None`` for a request that streamed none."""
+    times = inv.token_times_ns
+    if times:
+        return float(times[0] - inv.scheduled_ns) / 1e6
+    return None

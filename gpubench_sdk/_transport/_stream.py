@@ -1,0 +1,145 @@
+"""The response bodies the transport hands to httpx: preloaded, or streamed straight from
+aiohttp's reader (the per-read cost of an LLM stream lives here)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any
+
+import aiohttp
+import httpx
+
+from ._errors import map_aiohttp_error as _map_error
+from ._spans import note_error
+
+if TYPE_CHECKING:
+    from asyncio import AbstractEventLoop, TimerHandle
+
+    from opentelemetry.trace import Span
+
+# A read timeout timer may fire this early (uvloop's timers have millisecond resolution): then
+# it is due, not re-armed for the remaining fraction of a millisecond.
+_TIMER_SLACK_S = 0.001
+
+
+class LazyReadTimeout:
+    """aiohttp's per-connection read timeout (``sock_read``) with one timer per silence, not
+    one per network read.
+
+    aiohttp's ``ResponseHandler`` cancels its timer and schedules a new one on every
+    ``data_received``; an LLM stream is one read per token, and that timer churn cost ~1 us
+    per read on uvloop, ~2 us on asyncio (``bench/stream_layers_bench.py --timer``), plus three
+    GC-tracked objects per read and the collections they trigger. Here a read only moves the
+    deadline; the one timer, when it fires early, re-arms itself for the deadline. A timeout
+    still fires ``sock_read`` seconds after the last byte (within the loop's timer resolution).
+    Mixed in before ``ResponseHandler``, whose ``_read_timeout``, ``_read_timeout_handle`` and
+    ``_on_read_timeout`` it uses (read in aiohttp 3.14; ``tests/test_http_stream_timeout.py``
+    guards the coupling).
+    """
+
+    _loop: AbstractEventLoop
+    _read_timeout: float | None
+    _read_timeout_handle: TimerHandle | None
+    _on_read_timeout: Callable[[], None]  # aiohttp's: fails the response with a timeout
+    _read_due = 0.0  # loop.time() at which the connection has been silent too long
+
+    def _reschedule_timeout(self) -> None:
+        timeout = self._read_timeout
+        if not timeout:
+            if self._read_timeout_handle is not None:
+                self._read_timeout_handle.cancel()
+                self._read_timeout_handle = None
+            return
+        self._read_due = due = self._loop.time() + timeout
+        if self._read_timeout_handle is None:
+            self._read_timeout_handle = self._loop.call_at(due, self._read_timer_fired)
+
+    def _read_timer_fired(self) -> None:
+        self._read_timeout_handle = None
+        if self._loop.time() + _TIMER_SLACK_S < self._read_due:  # bytes came meanwhile
+            self._read_timeout_handle = self._loop.call_at(self._read_due, self._read_timer_fired)
+        else:
+            self._on_read_timeout()
+
+
+def preloaded(
+    status: int,
+    headers: tuple[tuple[bytes, bytes], ...],
+    body: bytes,
+    extensions: dict[str, Any],
+    request: httpx.Request,
+) -> httpx.Response:
+    """An ``httpx.Response`` whose identity-encoded body is already read and closed.
+
+    ``httpx.Response(content=...)`` re-reads the bytes through its decoder and chunker (5% of
+    the client's time per request, profiled); here the body is stored where ``Response.read``
+    stores it (``_content``, httpx 0.27-0.28; ``tests/test_http_lean.py`` guards the coupling)
+    and the stream marked consumed, exactly the state ``read()`` leaves.
+    """
+    response = httpx.Response(
+        status, headers=headers, stream=httpx.ByteStream(body), extensions=extensions,
+        request=request,
+    )  # fmt: skip
+    response._content = body
+    response._num_bytes_downloaded = len(body)  # as read() would count it
+    response.is_stream_consumed = response.is_closed = True
+    return response
+
+
+class BodyStream(httpx.AsyncByteStream):
+    """A streamed body; its HTTP client span (if tracing) ends when the stream is closed."""
+
+    def __init__(self, response: aiohttp.ClientResponse, span: Span | None) -> None:
+        self._response = response
+        self._span = span
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._response.content.iter_any():
+                yield chunk
+        except Exception as exc:
+            error = _map_error(exc)
+            if self._span is not None:
+                note_error(self._span, error)
+            raise error from exc
+
+    async def aclose(self) -> None:
+        self._response.release()
+        if self._span is not None:
+            self._span.end()
+            self._span = None
+
+
+class StreamedResponse(httpx.Response):
+    """A streamed response whose raw bytes come straight from aiohttp's reader.
+
+    httpx's ``aiter_raw`` reaches the socket through three async generators and a chunker
+    (its own, the client's ``BoundAsyncStream``, the transport's ``BodyStream``): ~1 us each
+    per network read, and an LLM stream is one read per token. Here it is one generator;
+    ``aiter_bytes``/``aiter_lines``/``aiter_text`` build on it, and everything else (a
+    ``chunk_size``, a consumed or closed stream, ``aclose``) is httpx's own.
+    """
+
+    _reader: aiohttp.StreamReader
+    _span: Span | None
+
+    async def aiter_raw(self, chunk_size: int | None = None) -> AsyncIterator[bytes]:
+        if chunk_size is not None or self.is_stream_consumed or self.is_closed:
+            async for chunk in super().aiter_raw(chunk_size):
+                yield chunk
+            return
+        self.is_stream_consumed = True
+        self._num_bytes_downloaded = 0
+        read = self._reader.readany
+        try:
+            while chunk := await read():
+                self._num_bytes_downloaded += len(chunk)
+                yield chunk
+        except Exception as exc:
+            error = _map_error(exc)
+            if isinstance(error, httpx.RequestError) and getattr(error, "_request", None) is None:
+                error.request = self.request
+            if self._span is not None:
+                note_error(self._span, error)
+            raise error from exc
+        await self.aclose()
