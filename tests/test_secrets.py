@@ -257,7 +257,8 @@ def test_stored_plan_masks_headers_and_url_credentials() -> None:
 def test_options_given_in_python_are_validated_and_remembered() -> None:
     from pydantic import SecretStr
 
-    from gpubench_sdk import LocalProvider, _secrets
+    from gpubench_sdk import LocalProvider
+    from gpubench_sdk._base import _secrets
 
     other = "sk-gpb-python-only-4e5f6a7b"
     provider = LocalProvider(LocalProvider.Options(), api_key=other)
