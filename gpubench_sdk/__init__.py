@@ -19,6 +19,7 @@ import importlib as _importlib
 import typing as _typing
 import warnings as _warnings
 
+from ._base._lazy import lazy_getattr as _lazy_getattr
 from ._base._version import __version__
 
 if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
@@ -391,21 +392,20 @@ __all__ = [  # noqa: RUF022 - grouped by purpose; each comment says why the grou
 ]
 
 
-def __getattr__(name: str) -> object:
-    module = _EXPORTS.get(name)
-    if module is None:
-        if name in _DEPRECATED:
-            home, instead = _DEPRECATED[name]
-            _warnings.warn(
-                f"gpubench_sdk.{name} is private now; use {instead}",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            return getattr(_importlib.import_module(home, __name__), name)
+def _deprecated(name: str) -> object:
+    if name not in _DEPRECATED:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(_importlib.import_module(module, __name__), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
+    home, instead = _DEPRECATED[name]
+    _warnings.warn(
+        f"gpubench_sdk.{name} is private now; use {instead}",
+        DeprecationWarning,
+        stacklevel=3,  # the caller's line, past the lazy __getattr__
+    )
+    return getattr(_importlib.import_module(home, __name__), name)
+
+
+# later lookups of an export skip this function (it is kept in globals())
+__getattr__ = _lazy_getattr(__name__, _EXPORTS, globals(), missing=_deprecated)
 
 
 def __dir__() -> list[str]:

@@ -7,8 +7,9 @@ would be paid again in each cold start.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .._base._lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from ._config import LocalRuntimeConfig
@@ -37,8 +38,4 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(home, __name__), name)
+__getattr__ = lazy_getattr(__name__, _HOMES)

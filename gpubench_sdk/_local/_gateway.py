@@ -17,7 +17,6 @@ import signal
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from types import TracebackType
 from typing import Any, Self
 
 from aiohttp import web
@@ -165,12 +164,7 @@ class LocalRuntime:
         await self.start()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
 

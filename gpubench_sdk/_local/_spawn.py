@@ -7,7 +7,6 @@ import contextlib
 import os
 import sys
 from pathlib import Path
-from types import TracebackType
 from typing import Self
 
 from .._base._secrets import without_secrets
@@ -71,12 +70,7 @@ class RuntimeProcess:
     async def __aenter__(self) -> Self:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
 

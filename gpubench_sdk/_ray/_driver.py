@@ -37,7 +37,7 @@ from .._base._secrets import redact
 from .._base._types import Phase
 from .._plan._build import build_run
 from .._plan._config import RunConfig
-from .._runner._results import RunResult
+from .._runner._results import RunResult, stored_result
 from .._runner._runner import Observer
 from .._store._store import Store
 from ._clock import ClockOffset, measure
@@ -246,20 +246,7 @@ class RayRun:
             raise
         finally:
             store.end_run(info.id, status, error)
-        final = store.run(info.id)
-        health = store.health_windows(info.id)
-        store.close()
-        return RunResult(
-            run=final,
-            store_path=Path(store.path),
-            status=final.status,
-            requests=final.samples,
-            stop_reason=self._stop_reason(),
-            health=health,
-            deadline_cut=tuple(
-                i for i, sc in enumerate(final.scenarios) if sc.status == "deadline"
-            ),
-        )
+        return stored_result(store, info.id, lambda _final: self._stop_reason())
 
     def stop_all(self, reason: str) -> None:
         if self.stopping is None:

@@ -61,6 +61,14 @@ class RunLoad(Load):
             return self._run.spent() or self._run.stopping()
         return self._run.spent() or self._run.target_stopped(target)
 
+    async def _start(self, slots: int) -> tuple[int, int, int]:
+        """Wait for every process (a loop starts together), then this process's share of a
+        loop's ``slots``: ``(its shard k, its slots, m)``, request ``i`` being shard ``i % m``'s."""
+        await self.sync()
+        k, n = self._run.shard
+        mine, m = share(k, n, slots)
+        return k, mine, m
+
     async def open_loop(
         self,
         offsets_s: Offsets,
@@ -69,11 +77,9 @@ class RunLoad(Load):
         max_inflight: int | None = None,
         fields: Fields | None = None,
     ) -> None:
-        await self.sync()  # every process starts the schedule together
-        t0 = time.perf_counter_ns()
-        k, n = self._run.shard
         # max_inflight is the run's total, shared as the slots of a closed loop are
-        slots, m = share(k, n, max_inflight or DEFAULT_MAX_INFLIGHT)
+        k, slots, m = await self._start(max_inflight or DEFAULT_MAX_INFLIGHT)
+        t0 = time.perf_counter_ns()
         if not slots:
             return  # more processes than slots: the others send this one's share
         if not callable(offsets_s) and len(self._live) > 1:
@@ -97,9 +103,7 @@ class RunLoad(Load):
         step: int = 0,
         phase: Phase = Phase.MEASURE,
     ) -> None:
-        await self.sync()
-        k, n = self._run.shard
-        slots, m = share(k, n, concurrency)
+        k, slots, m = await self._start(concurrency)
         if not slots:
             return  # more processes than slots: this one has none
         until = time.perf_counter_ns() + int(duration_s * 1e9)
@@ -117,9 +121,7 @@ class RunLoad(Load):
         first_seq: int = 0,
         phase: Phase = Phase.MEASURE,
     ) -> None:
-        await self.sync()
-        k, n = self._run.shard
-        slots, m = share(k, n, concurrency)
+        k, slots, m = await self._start(concurrency)
         if not slots:
             return  # more processes than slots: this one has none
         seqs = range(first_seq, first_seq + total)[k::m]  # each process every m-th

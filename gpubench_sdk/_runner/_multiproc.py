@@ -18,7 +18,6 @@ import signal
 import time
 from collections.abc import Callable
 from multiprocessing.synchronize import Barrier
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -26,7 +25,7 @@ import anyio
 from .._base._errors import ConfigError
 from .._store._store import RunInfo
 from ._resources import unwrap
-from ._results import RunResult
+from ._results import RunResult, stored_result
 from ._runner import Runner, SharedCounter
 
 
@@ -170,15 +169,6 @@ def run_processes(
             if w.is_alive():
                 w.terminate()
         store.end_run(info.id, status, error)
-    final = store.run(info.id)
-    health = store.health_windows(info.id)
-    store.close()
-    return RunResult(
-        run=final,
-        store_path=Path(store.path),
-        status=final.status,
-        requests=final.samples,
-        stop_reason=final.error if final.status == "completed" else None,
-        health=health,
-        deadline_cut=tuple(i for i, sc in enumerate(final.scenarios) if sc.status == "deadline"),
+    return stored_result(
+        store, info.id, lambda final: final.error if final.status == "completed" else None
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -10,7 +11,7 @@ from .._base._monitor import HealthWindow, client_bound_spans
 from .._base._secrets import redact
 from .._base._types import Outcome
 from .._contract._provider import Provider
-from .._store._store import RunInfo
+from .._store._store import RunInfo, Store
 from .._transport._client import as_provider_error
 
 
@@ -47,6 +48,26 @@ class RunResult:
     def client_bound_s(self) -> float:
         """Wall-clock seconds of the run during which the client was the bottleneck."""
         return sum(end - start for start, end in self.client_bound)
+
+
+def stored_result(
+    store: Store, run_id: int, stop_reason: Callable[[RunInfo], str | None]
+) -> RunResult:
+    """The result of run ``run_id`` as ``store`` holds it once ended, for a run whose requests
+    other processes sent (processes or Ray workers); closes ``store``. ``stop_reason`` says
+    why it stopped early, given the stored run."""
+    final = store.run(run_id)
+    health = store.health_windows(run_id)
+    store.close()
+    return RunResult(
+        run=final,
+        store_path=Path(store.path),
+        status=final.status,
+        requests=final.samples,
+        stop_reason=stop_reason(final),
+        health=health,
+        deadline_cut=tuple(i for i, sc in enumerate(final.scenarios) if sc.status == "deadline"),
+    )
 
 
 def classify(exc: BaseException, provider: str) -> tuple[Outcome, int | None, str]:

@@ -79,6 +79,16 @@ def server_attributes(endpoint: str | None) -> tuple[tuple[str, Any], ...]:
     return tuple(found)
 
 
+def _seconds_histogram(meter: metrics.Meter, name: str, description: str) -> metrics.Histogram:
+    """A histogram of durations in seconds, with the seconds buckets (made once per run)."""
+    return meter.create_histogram(
+        name,
+        unit="s",
+        description=description,
+        explicit_bucket_boundaries_advisory=DURATION_BUCKETS_S,
+    )
+
+
 class Instruments:
     """The tracer, meter and instruments of one run, bound to the given or global providers."""
 
@@ -92,26 +102,15 @@ class Instruments:
         self._enabled: bool | None = None
         self._tracer = trace.get_tracer(INSTRUMENTATION_NAME, __version__, tracer_provider)
         meter = metrics.get_meter(INSTRUMENTATION_NAME, __version__, meter_provider)
-        self._duration = meter.create_histogram(
-            METRIC_DURATION,
-            unit="s",
-            description="Scheduled send to last byte",
-            explicit_bucket_boundaries_advisory=DURATION_BUCKETS_S,
-        )
-        self._cold = meter.create_histogram(
-            METRIC_COLD_START,
-            unit="s",
-            description="Cold start: latency minus execution time",
-            explicit_bucket_boundaries_advisory=DURATION_BUCKETS_S,
+        self._duration = _seconds_histogram(meter, METRIC_DURATION, "Scheduled send to last byte")
+        self._cold = _seconds_histogram(
+            meter, METRIC_COLD_START, "Cold start: latency minus execution time"
         )
         self._requests = meter.create_counter(
             METRIC_REQUESTS, unit="{request}", description="Requests by outcome"
         )
-        self._genai_duration = meter.create_histogram(
-            METRIC_GENAI_DURATION,
-            unit="s",
-            description="GenAI operation duration",
-            explicit_bucket_boundaries_advisory=DURATION_BUCKETS_S,
+        self._genai_duration = _seconds_histogram(
+            meter, METRIC_GENAI_DURATION, "GenAI operation duration"
         )
         self._genai_tokens = meter.create_histogram(
             METRIC_GENAI_TOKENS,
@@ -119,17 +118,11 @@ class Instruments:
             description="Input and output tokens used",
             explicit_bucket_boundaries_advisory=TOKEN_BUCKETS,
         )
-        self._ttfc = meter.create_histogram(
-            METRIC_GENAI_TTFC,
-            unit="s",
-            description="Time from the send to the first streamed chunk",
-            explicit_bucket_boundaries_advisory=DURATION_BUCKETS_S,
+        self._ttfc = _seconds_histogram(
+            meter, METRIC_GENAI_TTFC, "Time from the send to the first streamed chunk"
         )
-        self._tpoc = meter.create_histogram(
-            METRIC_GENAI_TPOC,
-            unit="s",
-            description="Time between consecutive streamed chunks",
-            explicit_bucket_boundaries_advisory=DURATION_BUCKETS_S,
+        self._tpoc = _seconds_histogram(
+            meter, METRIC_GENAI_TPOC, "Time between consecutive streamed chunks"
         )
         self._failed_once = False
         self._attr_cache: dict[tuple[Any, ...], tuple[dict[str, Any], dict[str, Any]]] = {}

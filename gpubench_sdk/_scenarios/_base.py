@@ -89,6 +89,12 @@ def check_name(kind: str, name: str | None) -> None:
     )
 
 
+def check_max_inflight(kind: str, max_inflight: int | None) -> None:
+    """An open loop's ``max_inflight``: unset (the default bound) or 1 to ``MAX_CONCURRENCY``."""
+    if max_inflight is not None:
+        check_count(f"{kind}.max_inflight", max_inflight, 1, MAX_CONCURRENCY)
+
+
 PROMPT_TOKENS = "prompt_tokens"
 """A per-request field that sizes the prompt (words) instead of joining the body."""
 MAX_TOKENS = "max_tokens"
@@ -131,6 +137,11 @@ class Scenario:
     if TYPE_CHECKING:  # every shape declares these as dataclass fields (defaults None)
         name: str | None
         deadline_s: float | None
+
+    def check_label(self) -> None:
+        """Check the fields every shape has: ``deadline_s`` and ``name``."""
+        check_deadline(self.kind, self.deadline_s)
+        check_name(self.kind, self.name)
 
     def label(self, index: int) -> str:
         """Its ``name``, or ``"<kind>-<index>"``: what reports, spans and metrics call it."""

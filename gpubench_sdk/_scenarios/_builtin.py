@@ -21,8 +21,7 @@ from ._base import (
     Scenario,
     check,
     check_count,
-    check_deadline,
-    check_name,
+    check_max_inflight,
     check_seconds,
     finite,
 )
@@ -50,8 +49,7 @@ class Burst(Scenario):
         check_count("burst.total", self.total, 1, MAX_REQUESTS)
         check_count("burst.concurrency", self.concurrency, 1, MAX_CONCURRENCY)
         check_count("burst.warmup", self.warmup, 0, MAX_REQUESTS)
-        check_deadline("burst", self.deadline_s)
-        check_name("burst", self.name)
+        self.check_label()
 
     def planned(self, targets: int) -> int:
         return (self.total + self.warmup) * targets
@@ -105,10 +103,8 @@ class Rate(Scenario):
             "'constant' or 'poisson'",
         )
         check_count("rate.warmup", self.warmup, 0, MAX_REQUESTS)
-        if self.max_inflight is not None:
-            check_count("rate.max_inflight", self.max_inflight, 1, MAX_CONCURRENCY)
-        check_deadline("rate", self.deadline_s)
-        check_name("rate", self.name)
+        check_max_inflight("rate", self.max_inflight)
+        self.check_label()
         arrivals = self.rps * self.duration_s
         check(
             arrivals <= MAX_REQUESTS,
@@ -179,8 +175,7 @@ class ColdStarts(Scenario):
             check_seconds("cold_starts.idle_gap_s", self.idle_gap_s, zero_ok=True)
         check_count("cold_starts.warm_after", self.warm_after, 0, MAX_REQUESTS)
         check_seconds("cold_starts.cold_timeout_s", self.cold_timeout_s)
-        check_deadline("cold_starts", self.deadline_s)
-        check_name("cold_starts", self.name)
+        self.check_label()
         check(
             self.n * (1 + self.warm_after) <= MAX_REQUESTS,
             "cold_starts.warm_after",

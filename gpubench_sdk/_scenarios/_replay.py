@@ -28,15 +28,13 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from .._base._errors import ConfigError
 from ._base import (
     DEFAULT_MAX_INFLIGHT,
-    MAX_CONCURRENCY,
     MAX_DURATION_S,
     MAX_REQUESTS,
     Count,
     Scenario,
     check,
     check_count,
-    check_deadline,
-    check_name,
+    check_max_inflight,
     check_seconds,
     finite,
 )
@@ -92,10 +90,8 @@ class Replay(Scenario):
         if self.duration_s is not None:
             check_seconds("replay.duration_s", self.duration_s)
         check_count("replay.loops", self.loops, 1, 1_000_000)
-        if self.max_inflight is not None:
-            check_count("replay.max_inflight", self.max_inflight, 1, MAX_CONCURRENCY)
-        check_deadline("replay", self.deadline_s)
-        check_name("replay", self.name)
+        check_max_inflight("replay", self.max_inflight)
+        self.check_label()
         arrivals = self.arrivals()  # a missing file or column is refused before the run
         check(
             len(arrivals) * self.loops <= MAX_REQUESTS,

@@ -22,8 +22,7 @@ from ._base import (
     Scenario,
     check,
     check_count,
-    check_deadline,
-    check_name,
+    check_max_inflight,
     check_rps,
     check_seconds,
     finite,
@@ -58,10 +57,8 @@ class Sweep(Scenario):
         check_seconds("sweep.duration_s", self.duration_s)
         check_count("sweep.rates", self.rates, 1, 100)
         check_count("sweep.max_concurrency", self.max_concurrency, 1, MAX_CONCURRENCY)
-        if self.max_inflight is not None:
-            check_count("sweep.max_inflight", self.max_inflight, 1, MAX_CONCURRENCY)
-        check_deadline("sweep", self.deadline_s)
-        check_name("sweep", self.name)
+        check_max_inflight("sweep", self.max_inflight)
+        self.check_label()
 
     def planned(self, targets: int) -> int:
         """An estimate: the rates are only known once the first two steps ran."""
@@ -154,10 +151,8 @@ class MaxRate(Scenario):
         )
         check_seconds("max_rate.trial_s", self.trial_s)
         check_count("max_rate.max_trials", self.max_trials, 2, 100)
-        if self.max_inflight is not None:
-            check_count("max_rate.max_inflight", self.max_inflight, 1, MAX_CONCURRENCY)
-        check_deadline("max_rate", self.deadline_s)
-        check_name("max_rate", self.name)
+        check_max_inflight("max_rate", self.max_inflight)
+        self.check_label()
 
     def planned(self, targets: int) -> int:
         """An estimate: the search decides the rates as it goes."""

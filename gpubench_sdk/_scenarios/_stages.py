@@ -19,8 +19,7 @@ from ._base import (
     Scenario,
     check,
     check_count,
-    check_deadline,
-    check_name,
+    check_max_inflight,
     check_rps,
     check_seconds,
     finite,
@@ -52,8 +51,7 @@ class Concurrency(Scenario):
         check_seconds("concurrency.duration_s", self.duration_s)
         check_seconds("concurrency.think_s", self.think_s, zero_ok=True)
         check_seconds("concurrency.warmup_s", self.warmup_s, zero_ok=True)
-        check_deadline("concurrency", self.deadline_s)
-        check_name("concurrency", self.name)
+        self.check_label()
 
     def planned(self, targets: int) -> int:
         """An estimate: one request per slot per second of thinking (or per second)."""
@@ -123,8 +121,7 @@ class Stages(Scenario):
             "(all over_s are 0)",
             "stages lasting some time: a step is {to_rps, over_s = 0} followed by a hold",
         )
-        if self.max_inflight is not None:
-            check_count("stages.max_inflight", self.max_inflight, 1, MAX_CONCURRENCY)
+        check_max_inflight("stages", self.max_inflight)
         check_seconds("stages.window_s", self.window_s)
         check(
             finite(self.tolerance) and 0 < self.tolerance <= 10,
@@ -132,8 +129,7 @@ class Stages(Scenario):
             self.tolerance,
             "a fraction > 0 (0.25: p95 back within 25% of its level before the change)",
         )
-        check_deadline("stages", self.deadline_s)
-        check_name("stages", self.name)
+        self.check_label()
         check(
             self.expected() <= MAX_REQUESTS,
             "stages.stages",

@@ -27,13 +27,14 @@ request's structured result as compact JSON text (sorted keys), NULL when there 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
 import math
 import os
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -222,6 +223,23 @@ def stored_version(conn: sqlite3.Connection) -> int:
     """The schema version of an open (checked) store."""
     row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     return int(row[0])
+
+
+@contextlib.contextmanager
+def write_txn(conn: sqlite3.Connection, where: str) -> Iterator[sqlite3.Connection]:
+    """One ``BEGIN IMMEDIATE`` transaction on ``conn``: committed when the block ends, rolled
+    back when it raises. An SQLite failure becomes ``StoreError("<where>: write failed ...")``.
+    The store and the campaign tables both write through it (each with its own connection)."""
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+    except sqlite3.Error as exc:
+        raise StoreError(f"{where}: write failed ({exc})") from exc
 
 
 INSERT_HEALTH = "INSERT INTO health VALUES (?, ?, ?, ?, ?, ?, ?)"

@@ -48,6 +48,7 @@ from ._schema import (
     gpubench_version,
     stored_version,
     to_json,
+    write_txn,
 )
 from ._writer import StoreWriter
 
@@ -277,17 +278,8 @@ class Store(StoreReads, StoreWriter):
 
     @contextlib.contextmanager
     def _write_txn(self) -> Iterator[sqlite3.Connection]:
-        with self._conn_lock:
-            try:
-                self._conn.execute("BEGIN IMMEDIATE")
-                try:
-                    yield self._conn
-                except BaseException:
-                    self._conn.execute("ROLLBACK")
-                    raise
-                self._conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                raise StoreError(f"{self.path}: write failed ({exc})") from exc
+        with self._conn_lock, write_txn(self._conn, str(self.path)) as conn:
+            yield conn
 
     def _load_run(self, run_id: int) -> tuple[dict[str, int], int]:
         """Target-name map and wall origin of a run begun elsewhere (e.g. another process)."""

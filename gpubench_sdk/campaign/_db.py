@@ -31,7 +31,7 @@ from typing import Any
 from urllib.parse import quote
 
 from .._base._errors import ConfigError, StoreError
-from .._store._schema import pid_alive, to_json
+from .._store._schema import pid_alive, to_json, write_txn
 from .._store._store import Store
 from ._records import (
     CAMPAIGN_SCHEMA_VERSION,
@@ -78,16 +78,8 @@ class CampaignDB:
 
     @contextlib.contextmanager
     def txn(self) -> Iterator[sqlite3.Connection]:
-        try:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._conn
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            raise StoreError(f"{self.path}: campaign tables: write failed ({exc})") from exc
+        with write_txn(self._conn, f"{self.path}: campaign tables") as conn:
+            yield conn
 
     def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
         try:

@@ -13,6 +13,7 @@ workload import the rest of the SDK on first use. See docs/gpu-probe.md.
 
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
+from .._base._lazy import lazy_getattr as _lazy_getattr
 from ._fields import probe_fields
 from ._handler import handle
 from ._peaks import SPECS, GpuSpec, spec_for
@@ -48,15 +49,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = _lazy_getattr(__name__, _LAZY, globals())
 
 
 def __dir__() -> list[str]:
