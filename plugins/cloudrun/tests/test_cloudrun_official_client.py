@@ -10,6 +10,7 @@ misspelling the client would silently drop) fails the test.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -21,17 +22,18 @@ from google.cloud import run_v2
 from google.protobuf import json_format
 from gpubench_cloudrun.emulator import DEFAULT_SERVICE, make_app
 
-from gpubench_sdk.testing import (
-    Fault,
-    ServedApp,
-    SimulatedFleet,
-    fleet_fixture,
-    serve,
-    served_fixture,
-)
+from gpubench_sdk.testing import Duration, Fault, FleetConfig, ServedApp, SimulatedFleet, serve
 
-fleet = fleet_fixture(0.1, max_workers=3)
-served = served_fixture(make_app)
+
+@pytest.fixture
+def fleet() -> SimulatedFleet:
+    return SimulatedFleet(FleetConfig(cold_start=Duration.fixed(0.1), max_workers=3))
+
+
+@pytest.fixture
+def served(fleet: SimulatedFleet) -> Iterator[ServedApp]:
+    with serve(make_app(fleet)) as s:
+        yield s
 
 
 def clients(served: ServedApp) -> tuple[Any, Any]:

@@ -16,19 +16,15 @@ from gpubench_replicate import CogProvider
 from gpubench_replicate.cog_emulator import AT_CAPACITY, SETUP_RUNNING, make_app
 
 from gpubench_sdk import ColdTimeoutError, Request, ThrottledError
-from gpubench_sdk.testing import (
-    Fault,
-    ServedApp,
-    SimulatedFleet,
-    fleet_fixture,
-    quick_fleet,
-    serve,
-)
+from gpubench_sdk.testing import Duration, Fault, FleetConfig, ServedApp, SimulatedFleet, serve
 
 SETUP_S = 0.3
 
 
-fleet = fleet_fixture(SETUP_S, max_workers=1, idle_timeout_s=30)
+@pytest.fixture
+def fleet() -> SimulatedFleet:
+    config = FleetConfig(cold_start=Duration.fixed(SETUP_S), max_workers=1, idle_timeout_s=30)
+    return SimulatedFleet(config)
 
 
 @pytest.fixture
@@ -80,7 +76,7 @@ def test_setup_503_is_the_cold_start(served: ServedApp, fleet: SimulatedFleet) -
 
 
 def test_setup_longer_than_the_deadline_is_a_cold_timeout(fleet: SimulatedFleet) -> None:
-    slow = quick_fleet(3.0, max_workers=1)
+    slow = SimulatedFleet(FleetConfig(cold_start=Duration.fixed(3.0), max_workers=1))
     with serve(make_app(slow)) as served:
 
         async def go() -> None:
