@@ -13,7 +13,9 @@
   fleet's cold start, worker cap and idle timeout); ``hold``: keep a request open while its job
   runs, cancelling the job if the client hangs up; ``fleet_lifespan``: the app's lifespan that
   runs the fleet while the app is served.
-- ``ProviderConformance``: the test suite a plugin subclasses in five lines.
+- ``ProviderConformance``: the test suite a plugin subclasses in five lines;
+  ``fleet_fixture`` and ``served_fixture``: a protocol test module's ``fleet`` and ``served``
+  fixtures, each in one assignment; ``quick_fleet``: a fleet with fixed cold starts, in a call.
 - ``otlp_receiver`` (with ``check_exported`` and ``span_attributes``): a real OTLP/HTTP
   receiver on loopback, and the semantic-convention checks the conformance suite applies to
   what a run exported; for a plugin's own telemetry tests.
@@ -27,6 +29,7 @@ plugin.
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from ._billing import BillingMeter, WorkerBill
@@ -52,13 +55,14 @@ from ._faults import (
     Injected,
     json_error,
 )
-from ._fleet import FleetConfig, SimulatedFleet, echo_handler
+from ._fleet import FleetConfig, SimulatedFleet, echo_handler, quick_fleet
 from ._harness import INSTALL_HINT, ServedApp, serve, serve_forever
 from ._jobs import FleetCounts, Job, JobStatus, JobTruth, QueueFull, WorkerState
 from ._timing import Duration
 
 if TYPE_CHECKING:
     from ._conformance import ProviderConformance
+    from ._fixtures import fleet_fixture, served_fixture
     from ._otlp import attributes as span_attributes
     from ._otlp import check_exported, otlp_receiver
 
@@ -97,35 +101,41 @@ __all__ = [
     "WorkerState",
     "check_exported",
     "echo_handler",
+    "fleet_fixture",
     "fleet_lifespan",
     "follow",
     "hold",
     "json_error",
     "otlp_receiver",
     "plain_text",
+    "quick_fleet",
     "scaling_patch",
     "serve",
     "serve_forever",
+    "served_fixture",
     "span_attributes",
     "until",
     "watch",
 ]
 
-_NEEDS_PYTEST = {"ProviderConformance"}
+# Built on pytest: imported only by the tests that use them (name -> module).
+_NEEDS_PYTEST = {
+    "ProviderConformance": "_conformance",
+    "fleet_fixture": "_fixtures",
+    "served_fixture": "_fixtures",
+}
 # The OTLP receiver decodes with opentelemetry-proto: imported only by the tests that use it.
 _OTLP = {"otlp_receiver": "otlp_receiver", "check_exported": "check_exported",
          "span_attributes": "attributes"}  # fmt: skip
 
 
 def __getattr__(name: str) -> Any:
-    # The conformance suite is built on pytest: imported only by the tests that use it.
     if name in _NEEDS_PYTEST:
         from ._harness import require
 
         require("pytest")
-        from . import _conformance
-
-        return getattr(_conformance, name)
+        module = importlib.import_module(f".{_NEEDS_PYTEST[name]}", __name__)
+        return getattr(module, name)
     if name in _OTLP:
         from . import _otlp
 

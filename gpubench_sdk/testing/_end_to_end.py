@@ -8,8 +8,7 @@ The pytest fixture ``gpubench_cli`` gives a ``CliEndToEnd`` working in the test'
         gpubench_cli.env["ACME_KEY"] = KEY
         url = gpubench_cli.emulator("gpubench_acme.emulator", "--api-key-env", "ACME_KEY")
         done = gpubench_cli.run(EXAMPLE, replace={"http://127.0.0.1:8787": url})
-        assert done.returncode == 0, done.stderr
-        assert KEY not in done.output and len(done.invocations) == 36
+        assert len(done.measured(secret=KEY)) == 36  # exit 0, KEY never printed, all OK
 """
 
 from __future__ import annotations
@@ -61,6 +60,19 @@ class CliRun:
         """Every request the run recorded, in order."""
         with self.store() as store:
             return store.invocations(self.run.id)
+
+    def measured(self, secret: str | None = None) -> list[Invocation]:
+        """Check that the run went through cleanly, and return its invocations: exit code 0
+        (else its stderr is the message), ``secret`` nowhere in what it printed, the run
+        ``completed``, and every invocation ``OK`` in the measure phase."""
+        from .. import Outcome, Phase
+
+        assert self.returncode == 0, self.stderr
+        assert secret is None or secret not in self.output
+        assert self.run.status == "completed"
+        invocations = self.invocations
+        assert all(i.outcome is Outcome.OK and i.phase is Phase.MEASURE for i in invocations)
+        return invocations
 
 
 class CliEndToEnd:

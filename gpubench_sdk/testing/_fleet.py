@@ -473,3 +473,9 @@ class SimulatedFleet:
         with self._lock:
             self._fates[status] += 1
         job.done.set()
+
+
+def quick_fleet(cold_start_s: float, **config: Any) -> SimulatedFleet:
+    """A ``SimulatedFleet`` whose cold starts take ``cold_start_s`` exactly
+    (``Duration.fixed``); ``config`` is the rest of its ``FleetConfig``."""
+    return SimulatedFleet(FleetConfig(cold_start=Duration.fixed(cold_start_s), **config))

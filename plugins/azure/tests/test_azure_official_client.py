@@ -24,7 +24,13 @@ from azure.mgmt.appcontainers.aio import ContainerAppsAPIClient
 from gpubench_azure._arm import app_info
 from gpubench_azure.emulator import DEFAULT_APP, SUBSCRIPTION, make_app, make_tls
 
-from gpubench_sdk.testing import Duration, Fault, FleetConfig, ServedApp, SimulatedFleet, serve
+from gpubench_sdk.testing import (
+    Fault,
+    ServedApp,
+    SimulatedFleet,
+    fleet_fixture,
+    serve,
+)
 
 ARM_TOKEN = "arm-token-9d1c7b3e5f"
 GROUP, APP = "gpubench", "llama"
@@ -53,9 +59,7 @@ def tls(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, str]:
     return make_tls(tmp_path_factory.mktemp("tls"))
 
 
-@pytest.fixture
-def fleet() -> SimulatedFleet:
-    return SimulatedFleet(FleetConfig(cold_start=Duration.fixed(2.5), max_workers=3))
+fleet = fleet_fixture(2.5, max_workers=3)
 
 
 @pytest.fixture

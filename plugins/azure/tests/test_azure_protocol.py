@@ -13,7 +13,13 @@ from gpubench_azure import AzureProvider
 from gpubench_azure.emulator import DEFAULT_APP, make_app, make_tls
 
 from gpubench_sdk import ClientHTTPError, ConfigError, Request, ScalingSettings, ThrottledError
-from gpubench_sdk.testing import Duration, Fault, FleetConfig, ServedApp, SimulatedFleet, serve
+from gpubench_sdk.testing import (
+    Fault,
+    ServedApp,
+    SimulatedFleet,
+    fleet_fixture,
+    serve,
+)
 
 TOKEN_ENV = "GPUBENCH_TEST_AZURE_PROTOCOL_TOKEN"
 TOKEN = "arm-token-protocol-7e2c9a"
@@ -30,10 +36,7 @@ def _token(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(TOKEN_ENV, TOKEN)
 
 
-@pytest.fixture
-def fleet() -> SimulatedFleet:
-    config = FleetConfig(cold_start=Duration.fixed(0.3), max_workers=2, idle_timeout_s=5)
-    return SimulatedFleet(config)
+fleet = fleet_fixture(0.3, max_workers=2, idle_timeout_s=5)
 
 
 def served_app(fleet: SimulatedFleet, tls: tuple[str, str, str], **kw: Any) -> Any:

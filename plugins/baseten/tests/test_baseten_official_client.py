@@ -22,29 +22,19 @@ from gpubench_baseten.emulator import make_app
 
 from gpubench_sdk import ScalingSettings
 from gpubench_sdk.testing import (
-    Duration,
-    FleetConfig,
     JobStatus,
     ServedApp,
     SimulatedFleet,
-    serve,
+    fleet_fixture,
+    served_fixture,
 )
 
 KEY = "bt_official_4e8a1c"
 MODEL, DEP = "m0del1", "dep1oy1"
 
 
-@pytest.fixture
-def fleet() -> SimulatedFleet:
-    return SimulatedFleet(
-        FleetConfig(cold_start=Duration.fixed(0.2), max_workers=2, idle_timeout_s=1)
-    )
-
-
-@pytest.fixture
-def served(fleet: SimulatedFleet) -> Iterator[ServedApp]:
-    with serve(make_app(fleet, api_key=KEY, model_id=MODEL, deployment_id=DEP)) as s:
-        yield s
+fleet = fleet_fixture(0.2, max_workers=2, idle_timeout_s=1)
+served = served_fixture(make_app, api_key=KEY, model_id=MODEL, deployment_id=DEP)
 
 
 @pytest.fixture

@@ -25,12 +25,12 @@ from gpubench_sdk import (
     load_provider,
 )
 from gpubench_sdk.testing import (
-    Duration,
     Fault,
-    FleetConfig,
     JobStatus,
     ServedApp,
     SimulatedFleet,
+    fleet_fixture,
+    quick_fleet,
     serve,
 )
 
@@ -44,11 +44,7 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@pytest.fixture
-def fleet() -> SimulatedFleet:
-    return SimulatedFleet(
-        FleetConfig(cold_start=Duration.fixed(0.3), max_workers=1, idle_timeout_s=1, max_queue=2)
-    )
+fleet = fleet_fixture(0.3, max_workers=1, idle_timeout_s=1, max_queue=2)
 
 
 @pytest.fixture
@@ -139,7 +135,7 @@ async def test_a_full_queue_is_429(served: ServedApp, fleet: SimulatedFleet) -> 
 async def test_status_reads_outlive_the_rate_limit() -> None:
     """Status reads past the limit (Baseten: 20 a second; here 2) get 429 with Retry-After: the
     provider waits it out and the request still succeeds, a second or more later."""
-    fleet = SimulatedFleet(FleetConfig(cold_start=Duration.fixed(0.05), max_workers=1))
+    fleet = quick_fleet(0.05, max_workers=1)
     app = make_app(fleet, api_key=KEY, model_id=MODEL, rate_limits={"async_request": 2})
     with serve(app) as served:
         started = time.monotonic()

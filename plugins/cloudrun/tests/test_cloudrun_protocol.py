@@ -21,10 +21,15 @@ from gpubench_sdk import (
     ScalingSettings,
     ThrottledError,
 )
-from gpubench_sdk.testing import Duration, Fault, FleetConfig, ServedApp, SimulatedFleet, serve
+from gpubench_sdk.testing import (
+    Fault,
+    ServedApp,
+    SimulatedFleet,
+    fleet_fixture,
+    serve,
+)
 
 ADMIN_PATH = "/v2/" + DEFAULT_SERVICE
-FAST = FleetConfig(cold_start=Duration.fixed(0.2), max_workers=2, idle_timeout_s=0.3)
 
 
 class FakeTokens:
@@ -40,9 +45,7 @@ class FakeTokens:
         return IdToken(token, time.time() + self.lifetime_s)
 
 
-@pytest.fixture
-def fleet() -> SimulatedFleet:
-    return SimulatedFleet(FAST)
+fleet = fleet_fixture(0.2, max_workers=2, idle_timeout_s=0.3)
 
 
 @pytest.fixture

@@ -28,7 +28,12 @@ from typing import Any
 import pytest
 from gpubench_fal.emulator import make_app
 
-from gpubench_sdk.testing import ASGIApp, Duration, FleetConfig, JobStatus, SimulatedFleet
+from gpubench_sdk.testing import (
+    ASGIApp,
+    JobStatus,
+    SimulatedFleet,
+    fleet_fixture,
+)
 
 KEY = "fal_official_5c1e9b7d3a"
 APP = "gpubench/echo"
@@ -110,11 +115,7 @@ def _certificate(tmp: Path) -> tuple[Path, Path]:
     return cert_file, key_file
 
 
-@pytest.fixture
-def fleet() -> SimulatedFleet:
-    return SimulatedFleet(
-        FleetConfig(cold_start=Duration.fixed(0.2), max_workers=2, idle_timeout_s=5)
-    )
+fleet = fleet_fixture(0.2, max_workers=2, idle_timeout_s=5)
 
 
 def _serve_tls(app: ASGIApp, cert: Path, key: Path) -> Iterator[int]:

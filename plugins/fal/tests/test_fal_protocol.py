@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -23,13 +22,12 @@ from gpubench_sdk import (
     load_provider,
 )
 from gpubench_sdk.testing import (
-    Duration,
     Fault,
-    FleetConfig,
     JobStatus,
     ServedApp,
     SimulatedFleet,
-    serve,
+    fleet_fixture,
+    served_fixture,
 )
 
 pytestmark = pytest.mark.anyio
@@ -42,17 +40,8 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@pytest.fixture
-def fleet() -> SimulatedFleet:
-    return SimulatedFleet(
-        FleetConfig(cold_start=Duration.fixed(0.3), max_workers=1, idle_timeout_s=2)
-    )
-
-
-@pytest.fixture
-def served(fleet: SimulatedFleet) -> Iterator[ServedApp]:
-    with serve(make_app(fleet, api_key=KEY, submits_per_s=50, keepalive_s=0.05)) as served:
-        yield served
+fleet = fleet_fixture(0.3, max_workers=1, idle_timeout_s=2)
+served = served_fixture(make_app, api_key=KEY, submits_per_s=50, keepalive_s=0.05)
 
 
 def provider(served: ServedApp, **options: Any) -> FalProvider:

@@ -12,7 +12,7 @@ from gpubench_http.emulator import make_app
 from pydantic import ValidationError
 
 from gpubench_sdk import ConfigError, EchoProbe, InvalidResponseError, LLMCompletion, Request
-from gpubench_sdk.testing import Duration, FleetConfig, SimulatedFleet, serve
+from gpubench_sdk.testing import SimulatedFleet, quick_fleet, serve
 
 REQUEST = LLMCompletion(prompt_tokens=3, max_tokens=8).request(7)
 
@@ -80,7 +80,7 @@ def test_options_are_checked_at_config_time() -> None:
 
 
 def _fleet(**kw: Any) -> SimulatedFleet:
-    return SimulatedFleet(FleetConfig(cold_start=Duration.fixed(0.3), max_workers=1, **kw))
+    return quick_fleet(0.3, max_workers=1, **kw)
 
 
 async def _invoke_all(provider: HTTPProvider, requests: list[Request]) -> list[Any]:

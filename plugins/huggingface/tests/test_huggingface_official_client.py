@@ -44,18 +44,19 @@ from huggingface_hub.errors import (  # noqa: E402
 )
 
 from gpubench_sdk import Request  # noqa: E402
-from gpubench_sdk.testing import Duration, FleetConfig, ServedApp, SimulatedFleet, serve  # noqa: E402
+from gpubench_sdk.testing import (  # noqa: E402
+    ServedApp,
+    SimulatedFleet,
+    fleet_fixture,
+    serve,
+)
 
 KEY = "hf_official_client_test_4d1f77"
 NS, NAME = "org", "ep"
 BOOT_S = 0.3
 
 
-@pytest.fixture
-def fleet() -> SimulatedFleet:
-    return SimulatedFleet(
-        FleetConfig(cold_start=Duration.fixed(BOOT_S), max_workers=2, idle_timeout_s=5)
-    )
+fleet = fleet_fixture(BOOT_S, max_workers=2, idle_timeout_s=5)
 
 
 @pytest.fixture

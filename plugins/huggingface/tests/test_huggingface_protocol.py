@@ -28,7 +28,14 @@ from gpubench_sdk import (
     load_provider,
 )
 from gpubench_sdk.cost import load_catalog
-from gpubench_sdk.testing import Duration, Fault, FleetConfig, ServedApp, SimulatedFleet, serve
+from gpubench_sdk.testing import (
+    Fault,
+    ServedApp,
+    SimulatedFleet,
+    fleet_fixture,
+    quick_fleet,
+    serve,
+)
 
 pytestmark = pytest.mark.anyio
 KEY = "hf_protocol_test_5c2e9a71"
@@ -41,11 +48,7 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@pytest.fixture
-def fleet() -> SimulatedFleet:
-    return SimulatedFleet(
-        FleetConfig(cold_start=Duration.fixed(BOOT_S), max_workers=2, idle_timeout_s=2)
-    )
+fleet = fleet_fixture(BOOT_S, max_workers=2, idle_timeout_s=2)
 
 
 def emulator(fleet: SimulatedFleet, **kw: Any) -> Any:
@@ -164,7 +167,7 @@ async def test_held_request_is_cold_by_tgi_total(served: ServedApp, fleet: Simul
 
 
 async def test_hold_shorter_than_the_boot_falls_back_to_retries(fleet: SimulatedFleet) -> None:
-    slow = SimulatedFleet(FleetConfig(cold_start=Duration.fixed(1.5), idle_timeout_s=2))
+    slow = quick_fleet(1.5, idle_timeout_s=2)
     with serve(emulator(slow)) as served:
         async with provider(served, scale_up_timeout_s=1) as p:
             result = await p.invoke(probe())
@@ -186,7 +189,7 @@ async def test_older_proxy_502_only_retried_when_configured(fleet: SimulatedFlee
 
 
 async def test_replica_never_ready_is_a_cold_timeout(fleet: SimulatedFleet) -> None:
-    slow = SimulatedFleet(FleetConfig(cold_start=Duration.fixed(5), idle_timeout_s=2))
+    slow = quick_fleet(5, idle_timeout_s=2)
     with serve(emulator(slow)) as served:
         async with provider(served, hold_while_scaling=False, timeout_s=1.0) as p:
             with pytest.raises(ColdTimeoutError) as info:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,14 @@ from gpubench_sdk import (
     run,
 )
 from gpubench_sdk.cost import load_catalog
-from gpubench_sdk.testing import Duration, Fault, FleetConfig, ServedApp, SimulatedFleet, serve
+from gpubench_sdk.testing import (
+    Fault,
+    ServedApp,
+    SimulatedFleet,
+    fleet_fixture,
+    serve,
+    served_fixture,
+)
 
 pytestmark = pytest.mark.anyio
 KEY = "inf_protocol_test_3b8d01"
@@ -49,18 +56,8 @@ def seen(payload: Mapping[str, Any]) -> Any:
     return {"seen": dict(payload), "echo": payload.get("echo")}
 
 
-@pytest.fixture
-def fleet() -> SimulatedFleet:
-    config = FleetConfig(
-        cold_start=Duration.fixed(0.3), max_workers=2, idle_timeout_s=0.5, handler=seen
-    )
-    return SimulatedFleet(config)
-
-
-@pytest.fixture
-def served(fleet: SimulatedFleet) -> Iterator[ServedApp]:
-    with serve(make_app(fleet, api_key=KEY, model=MODEL)) as served:
-        yield served
+fleet = fleet_fixture(0.3, max_workers=2, idle_timeout_s=0.5, handler=seen)
+served = served_fixture(make_app, api_key=KEY, model=MODEL)
 
 
 def provider(served: ServedApp, **options: Any) -> InferlessProvider:

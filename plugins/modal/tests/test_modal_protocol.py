@@ -5,7 +5,6 @@ token halves kept out of errors."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -22,20 +21,19 @@ from gpubench_sdk import (
     ThrottledError,
     TransportError,
 )
-from gpubench_sdk.testing import Duration, Fault, FleetConfig, ServedApp, SimulatedFleet, serve
+from gpubench_sdk.testing import (
+    Fault,
+    ServedApp,
+    SimulatedFleet,
+    fleet_fixture,
+    served_fixture,
+)
 
 TOKEN = "wk-proto4b2e9c:ws-proto7d1f3a8e"
 
 
-@pytest.fixture
-def fleet() -> SimulatedFleet:
-    return SimulatedFleet(FleetConfig(cold_start=Duration.fixed(0.05), max_workers=2))
-
-
-@pytest.fixture
-def served(fleet: SimulatedFleet) -> Iterator[ServedApp]:
-    with serve(make_app(fleet, api_key=TOKEN, redirect_after_s=0.1)) as s:
-        yield s
+fleet = fleet_fixture(0.05, max_workers=2)
+served = served_fixture(make_app, api_key=TOKEN, redirect_after_s=0.1)
 
 
 def invoke(served: ServedApp, sleep_ms: float, **options: Any) -> Any:

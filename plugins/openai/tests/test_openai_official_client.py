@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import openai  # the plugin's testing extra installs it: a missing client fails, not skips
@@ -22,22 +21,21 @@ import pytest
 from gpubench_openai.emulator import make_app
 from openai.types import Completion
 
-from gpubench_sdk.testing import Duration, Fault, FleetConfig, ServedApp, SimulatedFleet, serve
+from gpubench_sdk.testing import (
+    Fault,
+    ServedApp,
+    SimulatedFleet,
+    fleet_fixture,
+    served_fixture,
+)
 
 KEY = "sk-official-client-5b0e7c1d"
 MODEL = "m"
 MESSAGES = [{"role": "user", "content": "say three words"}]
 
 
-@pytest.fixture
-def fleet() -> SimulatedFleet:
-    return SimulatedFleet(FleetConfig(cold_start=Duration.fixed(0.0), max_workers=2))
-
-
-@pytest.fixture
-def served(fleet: SimulatedFleet) -> Iterator[ServedApp]:
-    with serve(make_app(fleet, api_key=KEY, model=MODEL)) as s:
-        yield s
+fleet = fleet_fixture(0.0, max_workers=2)
+served = served_fixture(make_app, api_key=KEY, model=MODEL)
 
 
 def client(served: ServedApp, *, key: str = KEY, retries: int = 0, strict: bool = True) -> Any:

@@ -27,7 +27,7 @@ from gpubench_sdk import (
     ThrottledError,
     TransportError,
 )
-from gpubench_sdk.testing import Duration, FleetConfig, SimulatedFleet, serve
+from gpubench_sdk.testing import quick_fleet, serve
 
 Piece = bytes | float  # bytes to send, or seconds to pause
 
@@ -320,7 +320,7 @@ def test_bad_base_url_is_refused_with_the_field_named() -> None:
 
 
 def test_emulator_ttft_is_queue_plus_cold_start_plus_prefill() -> None:
-    fleet = SimulatedFleet(FleetConfig(cold_start=Duration.fixed(0.3), max_workers=1))
+    fleet = quick_fleet(0.3, max_workers=1)
     speed = ModelSpeed(prefill_ms_per_token=1.0, tokens_per_s=100.0)
     with serve(make_app(fleet, model="m", speed=speed)) as served:
 

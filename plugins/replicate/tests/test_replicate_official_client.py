@@ -11,7 +11,6 @@ cancel; SSE streaming; the deployment read and ``PATCH``) and every field it rea
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 import replicate  # the testing extra installs it: CI fails, never skips, without it
@@ -22,7 +21,11 @@ from gpubench_replicate.emulator import (
     make_app,
 )
 
-from gpubench_sdk.testing import Duration, FleetConfig, ServedApp, SimulatedFleet, serve
+from gpubench_sdk.testing import (
+    ServedApp,
+    fleet_fixture,
+    served_fixture,
+)
 
 ReplicateError = replicate.exceptions.ReplicateError
 
@@ -30,16 +33,8 @@ KEY = "r8_official-client-test-key"
 PROBE = {"echo": "hi", "sleep_ms": 20}
 
 
-@pytest.fixture
-def fleet() -> SimulatedFleet:
-    config = FleetConfig(cold_start=Duration.fixed(0.05), max_workers=2, idle_timeout_s=30)
-    return SimulatedFleet(config)
-
-
-@pytest.fixture
-def served(fleet: SimulatedFleet) -> Iterator[ServedApp]:
-    with serve(make_app(fleet, api_key=KEY)) as served:
-        yield served
+fleet = fleet_fixture(0.05, max_workers=2, idle_timeout_s=30)
+served = served_fixture(make_app, api_key=KEY)
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -35,20 +34,20 @@ from gpubench_sdk import (
     validate_options,
 )
 from gpubench_sdk.testing import (
-    Duration,
     Fault,
-    FleetConfig,
     JobStatus,
     ServedApp,
     SimulatedFleet,
+    quick_fleet,
     serve,
+    served_fixture,
 )
 
 KEY = "r8_protocol_test_8d2e4f"
 
 
 def _fleet(cold_start_s: float = 0.05) -> SimulatedFleet:
-    return SimulatedFleet(FleetConfig(cold_start=Duration.fixed(cold_start_s), max_workers=2))
+    return quick_fleet(cold_start_s, max_workers=2)
 
 
 @pytest.fixture
@@ -56,10 +55,7 @@ def fleet() -> SimulatedFleet:
     return _fleet()
 
 
-@pytest.fixture
-def served(fleet: SimulatedFleet) -> Iterator[ServedApp]:
-    with serve(make_app(fleet, api_key=KEY, wait_cap_s=0.1)) as served:
-        yield served
+served = served_fixture(make_app, api_key=KEY, wait_cap_s=0.1)
 
 
 def _provider(served: ServedApp, **options: Any) -> ReplicateProvider:

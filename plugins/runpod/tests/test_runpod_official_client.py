@@ -25,7 +25,12 @@ from typing import Any
 import pytest
 from gpubench_runpod.emulator import make_app
 
-from gpubench_sdk.testing import Duration, FleetConfig, ServedApp, SimulatedFleet, serve
+from gpubench_sdk.testing import (
+    ServedApp,
+    SimulatedFleet,
+    fleet_fixture,
+    serve,
+)
 
 # CI installs runpod (requirements-dev.txt: plugins/runpod[testing]) and must run these tests;
 # elsewhere they skip when it is missing.
@@ -46,11 +51,7 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@pytest.fixture
-def fleet() -> SimulatedFleet:
-    return SimulatedFleet(
-        FleetConfig(cold_start=Duration.fixed(0.05), max_workers=1, idle_timeout_s=5)
-    )
+fleet = fleet_fixture(0.05, max_workers=1, idle_timeout_s=5)
 
 
 @pytest.fixture

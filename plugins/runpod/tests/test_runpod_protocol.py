@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import math
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -29,13 +28,14 @@ from gpubench_sdk import (
 )
 from gpubench_sdk.testing import (
     ASGIApp,
-    Duration,
     Fault,
-    FleetConfig,
     JobStatus,
     ServedApp,
     SimulatedFleet,
+    fleet_fixture,
+    quick_fleet,
     serve,
+    served_fixture,
 )
 
 pytestmark = pytest.mark.anyio
@@ -48,17 +48,8 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@pytest.fixture
-def fleet() -> SimulatedFleet:
-    return SimulatedFleet(
-        FleetConfig(cold_start=Duration.fixed(0.2), max_workers=2, idle_timeout_s=1)
-    )
-
-
-@pytest.fixture
-def served(fleet: SimulatedFleet) -> Iterator[ServedApp]:
-    with serve(make_app(fleet, api_key=KEY, endpoint_id=EP)) as served:
-        yield served
+fleet = fleet_fixture(0.2, max_workers=2, idle_timeout_s=1)
+served = served_fixture(make_app, api_key=KEY, endpoint_id=EP)
 
 
 def provider(served: ServedApp, **options: Any) -> RunPodProvider:
@@ -177,8 +168,8 @@ async def test_job_states_map_into_the_taxonomy(served: ServedApp, fleet: Simula
 
 
 async def test_a_full_queue_is_throttled() -> None:
-    config = FleetConfig(cold_start=Duration.fixed(0.1), max_workers=1, max_queue=1)
-    with serve(make_app(SimulatedFleet(config), api_key=KEY, endpoint_id=EP)) as served:
+    fleet = quick_fleet(0.1, max_workers=1, max_queue=1)
+    with serve(make_app(fleet, api_key=KEY, endpoint_id=EP)) as served:
         async with provider(served) as p:
             results = await asyncio.gather(
                 *(p.invoke(probe(sleep_ms=100)) for _ in range(3)), return_exceptions=True

@@ -24,15 +24,19 @@ from botocore.exceptions import ClientError, EventStreamError
 from gpubench_sagemaker.emulator import DEFAULT_COMPONENT, DEFAULT_ENDPOINT, make_app
 
 from gpubench_sdk import ScalingSettings
-from gpubench_sdk.testing import Duration, Fault, FleetConfig, ServedApp, SimulatedFleet, serve
+from gpubench_sdk.testing import (
+    Fault,
+    ServedApp,
+    SimulatedFleet,
+    fleet_fixture,
+    serve,
+)
 
 KEY_ID = "AKIAGPUBENCHBOTO0001"
 SECRET = "boto-secret-0c4d8e2f9a17"
 
 
-@pytest.fixture
-def fleet() -> SimulatedFleet:
-    return SimulatedFleet(FleetConfig(cold_start=Duration.fixed(0.2), min_workers=1, max_workers=2))
+fleet = fleet_fixture(0.2, min_workers=1, max_workers=2)
 
 
 @pytest.fixture

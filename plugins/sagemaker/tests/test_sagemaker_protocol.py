@@ -31,18 +31,20 @@ from gpubench_sdk import (
     run,
     telemetry,
 )
-from gpubench_sdk.testing import Duration, Fault, FleetConfig, ServedApp, SimulatedFleet, serve
+from gpubench_sdk.testing import (
+    Fault,
+    ServedApp,
+    SimulatedFleet,
+    fleet_fixture,
+    serve,
+)
 
 KEY_ID = "AKIAGPUBENCHPROTO001"
 SECRET = "proto-secret-7e1c94a2b6d3"
 BOOT_S = 0.3
 
 
-@pytest.fixture
-def fleet() -> SimulatedFleet:
-    return SimulatedFleet(
-        FleetConfig(cold_start=Duration.fixed(BOOT_S), max_workers=4, idle_timeout_s=0.5)
-    )
+fleet = fleet_fixture(BOOT_S, max_workers=4, idle_timeout_s=0.5)
 
 
 @pytest.fixture
