@@ -151,3 +151,10 @@ def test_a_target_is_simulated_with_its_platforms_policy() -> None:
     assert platform_policy("http", "sagemaker").policy == "random"
     assert platform_policy("http", None).basis == "assumed"
     assert platform_policy("sagemaker", "runpod").basis == "documented"
+
+
+def test_the_simulator_and_the_testing_fleet_share_one_default_policy() -> None:
+    from gpubench_sdk.cost import FleetSettings
+    from gpubench_sdk.testing import FleetConfig
+
+    assert FleetSettings().worker_policy == FleetConfig().worker_policy

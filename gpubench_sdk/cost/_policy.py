@@ -24,6 +24,12 @@ from .._base._errors import ConfigError
 WorkerPolicy = Literal["most_recently_idle", "longest_idle", "random"]
 WORKER_POLICIES: tuple[WorkerPolicy, ...] = ("most_recently_idle", "longest_idle", "random")
 PolicyBasis = Literal["documented", "inferred", "assumed"]
+#: The one default of everything that picks a worker without being told how: the what-if
+#: simulator (``FleetSettings``, ``sweep``) and the testing kit's fleet (``FleetConfig``), so a
+#: user comparing the two with their defaults compares like with like (they were 47% apart).
+#: Longest idle, the testing fleet's behaviour that every emulator's tests are written against;
+#: a measured platform's own policy (``provider_policy``) overrides it wherever one is known.
+DEFAULT_WORKER_POLICY: WorkerPolicy = "longest_idle"
 
 
 @dataclass(frozen=True, slots=True)

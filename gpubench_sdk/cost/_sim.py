@@ -31,7 +31,7 @@ import numpy.typing as npt
 
 from .._base._errors import ConfigError
 from .._contract._billing import BillingModel, WorkerInterval, billed_seconds_of_lifetimes
-from ._policy import WorkerPolicy, check_policy, may_stop
+from ._policy import DEFAULT_WORKER_POLICY, WorkerPolicy, check_policy, may_stop
 
 Samples = float | Sequence[float] | npt.NDArray[np.float64]
 _READY, _DONE = 0, 1
@@ -46,7 +46,7 @@ class FleetSettings:
     max_workers: int = 1
     scale_down_s: float = 60.0
     concurrency: int = 1
-    worker_policy: WorkerPolicy = "most_recently_idle"
+    worker_policy: WorkerPolicy = DEFAULT_WORKER_POLICY
 
     def __post_init__(self) -> None:
         if self.min_workers < 0:
@@ -402,7 +402,7 @@ def sweep(
     slo_percentile: float = 95.0,
     horizon_s: float | None = None,
     seed: int = 0,
-    worker_policy: WorkerPolicy = "most_recently_idle",
+    worker_policy: WorkerPolicy = DEFAULT_WORKER_POLICY,
 ) -> SweepResult:
     """Simulate every (scale-down delay, min workers) pair on the same arrivals and samples.
 

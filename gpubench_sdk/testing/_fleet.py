@@ -23,7 +23,13 @@ from typing import Any
 
 from .._base._errors import ConfigError
 from .._base._types import ScalingSettings
-from ..cost._policy import WorkerPolicy, check_policy, choose_worker, may_stop
+from ..cost._policy import (
+    DEFAULT_WORKER_POLICY,
+    WorkerPolicy,
+    check_policy,
+    choose_worker,
+    may_stop,
+)
 from ._billing import BillingMeter, WorkerBill
 from ._faults import FaultKind, FaultPlan
 from ._jobs import FleetCounts, Job, JobStatus, JobTruth, QueueFull, WorkerState
@@ -62,7 +68,7 @@ class FleetConfig:
     seed: int = 0
     time_scale: float = 1.0
     handler: Handler = echo_handler
-    worker_policy: WorkerPolicy = "longest_idle"
+    worker_policy: WorkerPolicy = DEFAULT_WORKER_POLICY  # the simulator's too
 
     def __post_init__(self) -> None:
         _check_scaling(self.min_workers, self.max_workers, self.idle_timeout_s)
