@@ -109,8 +109,8 @@ def _gpubench_client(
 
     import numpy as np
 
-    from gpubench_sdk import Store
-    from gpubench_sdk._runner._multiproc import run_processes
+    # public names only, so that --base can run any earlier version side by side
+    from gpubench_sdk import Store, run_processes
 
     with tempfile.TemporaryDirectory() as tmp:
         # A runner built and dropped before the CPU clock starts, so that what it imports is
