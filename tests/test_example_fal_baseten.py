@@ -13,6 +13,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
+from _emulator import emulator
 
 from gpubench_sdk import Outcome, Store
 
@@ -24,18 +25,9 @@ KEYS = {"FAL_KEY": "fal_e2e_key_3b9d1c77", "BASETEN_API_KEY": "bt_e2e_key_8c2a5e
 
 
 def _emulator(stack: ExitStack, module: str, key_env: str) -> str:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", module, "--port", "0", "--api-key-env", key_env],
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, **KEYS},
+    return stack.enter_context(
+        emulator(module, "--api-key-env", key_env, env=KEYS, expect="http://127.0.0.1:")
     )
-    stack.callback(proc.wait, 10)
-    stack.callback(proc.terminate)
-    assert proc.stdout is not None
-    url = proc.stdout.readline().strip()
-    assert url.startswith("http://127.0.0.1:"), url
-    return url
 
 
 @pytest.fixture

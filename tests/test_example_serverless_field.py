@@ -14,6 +14,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
+from _emulator import emulator
 
 from gpubench_sdk import Outcome, Store
 
@@ -31,17 +32,8 @@ SECRETS = {
 TARGETS = ("aca-t4", "modal-l40s", "fal-emu", "baseten-emu", "local")
 
 
-def _start(stack: ExitStack, *args: str) -> str:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", *args, "--port", "0"],
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, **SECRETS},
-    )
-    stack.callback(proc.wait, 10)
-    stack.callback(proc.terminate)
-    assert proc.stdout is not None
-    return proc.stdout.readline().strip()
+def _start(stack: ExitStack, module: str, *args: str) -> str:
+    return stack.enter_context(emulator(module, *args, env=SECRETS, expect=None))
 
 
 @pytest.fixture
