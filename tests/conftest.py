@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -53,6 +53,18 @@ class LoopbackServer:
     def __exit__(self, *exc: Any) -> None:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
+
+
+def module_server(make_app: Callable[[], web.Application]) -> Any:
+    """A module-scoped ``server`` fixture: ``make_app()`` served on loopback for the module's
+    tests (``server = module_server(_app)`` in a test module)."""
+
+    @pytest.fixture(scope="module")
+    def server() -> Iterator[LoopbackServer]:
+        with LoopbackServer(make_app()) as srv:
+            yield srv
+
+    return server
 
 
 def echo_app() -> web.Application:

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 from aiohttp import web
-from conftest import LoopbackServer
+from conftest import LoopbackServer, module_server
 
 from gpubench_sdk import Burst, EchoProbe, Outcome, Store, first_byte_ns, make_client, run
 from gpubench_sdk._transport._client import retried
@@ -70,10 +70,7 @@ def _app() -> web.Application:
     return app
 
 
-@pytest.fixture(scope="module")
-def server() -> LoopbackServer:
-    with LoopbackServer(_app()) as s:
-        yield s  # type: ignore[misc]
+server = module_server(_app)
 
 
 async def test_request_body_headers_and_first_byte(server: LoopbackServer) -> None:

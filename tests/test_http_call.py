@@ -8,13 +8,12 @@ from __future__ import annotations
 import asyncio
 import gzip
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 from aiohttp import web
-from conftest import LoopbackServer
+from conftest import LoopbackServer, module_server
 from test_http import FlakyKeepAlive
 
 from gpubench_sdk import (
@@ -103,10 +102,7 @@ def _app() -> web.Application:
     return app
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[LoopbackServer]:
-    with LoopbackServer(_app()) as srv:
-        yield srv
+server = module_server(_app)
 
 
 async def test_sends_what_httpx_sends_and_answers_the_same(server: LoopbackServer) -> None:

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import Iterator
 
 import httpx
 import pytest
 from aiohttp import web
-from conftest import LoopbackServer
+from conftest import LoopbackServer, module_server
 
 from gpubench_sdk import as_provider_error, make_client
 from gpubench_sdk._transport._stream import StreamedResponse
@@ -47,10 +46,7 @@ def _app() -> web.Application:
     return app
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[LoopbackServer]:
-    with LoopbackServer(_app()) as srv:
-        yield srv
+server = module_server(_app)
 
 
 async def test_preloaded_response_is_a_read_httpx_response(server: LoopbackServer) -> None:

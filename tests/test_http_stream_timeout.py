@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 
 import httpx
 import pytest
 from aiohttp import web
 from aiohttp.client_proto import ResponseHandler
-from conftest import LoopbackServer
+from conftest import LoopbackServer, module_server
 
 from gpubench_sdk import make_client
 from gpubench_sdk._transport._stream import LazyReadTimeout
@@ -40,10 +39,7 @@ def _app() -> web.Application:
     return app
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[LoopbackServer]:
-    with LoopbackServer(_app()) as s:
-        yield s
+server = module_server(_app)
 
 
 async def test_a_stream_longer_than_the_read_timeout_is_not_cut(server: LoopbackServer) -> None:

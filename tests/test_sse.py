@@ -9,11 +9,10 @@ import itertools
 import re
 import time
 import zlib
-from collections.abc import Iterator
 
 import pytest
 from aiohttp import web
-from conftest import LoopbackServer
+from conftest import LoopbackServer, module_server
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -126,10 +125,7 @@ def _app() -> web.Application:
     return app
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[LoopbackServer]:
-    with LoopbackServer(_app()) as s:
-        yield s
+server = module_server(_app)
 
 
 @pytest.mark.anyio
