@@ -19,15 +19,20 @@ pytestmark = pytest.mark.anyio
 
 
 def _app() -> web.Application:
+    routes = web.RouteTableDef()
+
+    @routes.route("*", "/plain")
     async def plain(request: web.Request) -> web.Response:
         return web.json_response({"method": request.method, "body": (await request.text())})
 
+    @routes.get("/zipped")
     async def zipped(request: web.Request) -> web.Response:
         body = gzip.compress(b'{"zipped": true}')
         return web.Response(
             body=body, headers={"Content-Encoding": "gzip", "Content-Type": "application/json"}
         )
 
+    @routes.get("/stream")
     async def stream(request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
@@ -37,6 +42,7 @@ def _app() -> web.Application:
         await response.write_eof()
         return response
 
+    @routes.get("/slow-sized")
     async def slow_sized(request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Length": "6"})
         await response.prepare(request)
@@ -46,9 +52,11 @@ def _app() -> web.Application:
         await response.write_eof()
         return response
 
+    @routes.post("/see-other")
     async def see_other(request: web.Request) -> web.Response:
         raise web.HTTPSeeOther("/plain")
 
+    @routes.post("/echo-error")
     async def echo_error(request: web.Request) -> web.Response:
         asked = await request.json()
         key = request.query.get("token", "")
@@ -56,17 +64,12 @@ def _app() -> web.Application:
             {"error": f"invalid key {key}"}, status=asked["status"], headers=asked["headers"]
         )
 
+    @routes.get("/cookie")
     async def set_cookie(request: web.Request) -> web.Response:
         return web.Response(text="ok", headers={"Set-Cookie": "session=abc"})
 
     app = web.Application()
-    app.router.add_route("*", "/plain", plain)
-    app.router.add_get("/zipped", zipped)
-    app.router.add_get("/stream", stream)
-    app.router.add_post("/see-other", see_other)
-    app.router.add_get("/slow-sized", slow_sized)
-    app.router.add_get("/cookie", set_cookie)
-    app.router.add_post("/echo-error", echo_error)
+    app.add_routes(routes)
     return app
 
 

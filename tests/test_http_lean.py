@@ -19,16 +19,22 @@ pytestmark = pytest.mark.anyio
 
 
 def _app() -> web.Application:
+    routes = web.RouteTableDef()
+
+    @routes.get("/item/{n}")
     async def item(request: web.Request) -> web.Response:
         seen = {"auth": request.headers.get("Authorization"), "hook": request.headers.get("X-H")}
         return web.json_response({"item": request.match_info["n"], **seen})
 
+    @routes.get("/moved")
     async def moved(request: web.Request) -> web.Response:
         raise web.HTTPFound("/item/7")
 
+    @routes.get("/teapot")
     async def teapot(request: web.Request) -> web.Response:
         return web.Response(status=418, text="short and stout")
 
+    @routes.get("/lines")
     async def lines(request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/plain"})
         await response.prepare(request)
@@ -39,10 +45,7 @@ def _app() -> web.Application:
         return response
 
     app = web.Application()
-    app.router.add_get("/item/{n}", item)
-    app.router.add_get("/moved", moved)
-    app.router.add_get("/teapot", teapot)
-    app.router.add_get("/lines", lines)
+    app.add_routes(routes)
     return app
 
 
