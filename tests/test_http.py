@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 from aiohttp import web
-from conftest import LoopbackServer, module_server
+from conftest import LoopbackServer, module_server, stream_parts
 
 from gpubench_sdk import Burst, EchoProbe, Outcome, Store, first_byte_ns, make_client, run
 from gpubench_sdk._transport._client import retried
@@ -18,7 +18,7 @@ from gpubench_sdk._transport._client import retried
 pytestmark = pytest.mark.anyio
 
 
-def _app() -> web.Application:
+def _routes() -> web.RouteTableDef:
     routes = web.RouteTableDef()
 
     @routes.route("*", "/plain")
@@ -34,13 +34,8 @@ def _app() -> web.Application:
 
     @routes.get("/stream")
     async def stream(request: web.Request) -> web.StreamResponse:
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await response.prepare(request)
-        for i in range(3):
-            await response.write(f"data: {i}\n\n".encode())
-            await asyncio.sleep(0.05)
-        await response.write_eof()
-        return response
+        events = (f"data: {i}\n\n".encode() for i in range(3))
+        return await stream_parts(request, events, 0.05, {"Content-Type": "text/event-stream"})
 
     @routes.get("/slow-sized")
     async def slow_sized(request: web.Request) -> web.StreamResponse:
@@ -68,12 +63,10 @@ def _app() -> web.Application:
     async def set_cookie(request: web.Request) -> web.Response:
         return web.Response(text="ok", headers={"Set-Cookie": "session=abc"})
 
-    app = web.Application()
-    app.add_routes(routes)
-    return app
+    return routes
 
 
-server = module_server(_app)
+server = module_server(_routes)
 
 
 async def test_request_body_headers_and_first_byte(server: LoopbackServer) -> None:

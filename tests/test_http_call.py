@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 from aiohttp import web
-from conftest import LoopbackServer, module_server
+from conftest import LoopbackServer, module_server, stream_parts
 from test_http import FlakyKeepAlive
 
 from gpubench_sdk import (
@@ -45,7 +45,7 @@ pytestmark = pytest.mark.anyio
 SECRET = "sk-prepared-call-secret-0123456789"
 
 
-def _app() -> web.Application:
+def _routes() -> web.RouteTableDef:
     routes = web.RouteTableDef()
 
     @routes.route("*", "/echo")
@@ -91,21 +91,13 @@ def _app() -> web.Application:
 
     @routes.get("/chunked")
     async def chunked(request: web.Request) -> web.StreamResponse:
-        response = web.StreamResponse()
-        response.enable_chunked_encoding()
-        await response.prepare(request)
-        for part in (b'{"parts": ', b"[1, 2, ", b"3]}"):
-            await response.write(part)
-            await asyncio.sleep(0.01)
-        await response.write_eof()
-        return response
+        parts = (b'{"parts": ', b"[1, 2, ", b"3]}")
+        return await stream_parts(request, parts, 0.01, chunked=True)
 
-    app = web.Application()
-    app.add_routes(routes)
-    return app
+    return routes
 
 
-server = module_server(_app)
+server = module_server(_routes)
 
 
 async def test_sends_what_httpx_sends_and_answers_the_same(server: LoopbackServer) -> None:

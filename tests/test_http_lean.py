@@ -4,13 +4,12 @@ aiohttp server on loopback, next to a plain ``httpx.AsyncClient`` where behaviou
 
 from __future__ import annotations
 
-import asyncio
 import base64
 
 import httpx
 import pytest
 from aiohttp import web
-from conftest import LoopbackServer, module_server
+from conftest import LoopbackServer, module_server, stream_parts
 
 from gpubench_sdk import as_provider_error, make_client
 from gpubench_sdk._transport._stream import StreamedResponse
@@ -18,7 +17,7 @@ from gpubench_sdk._transport._stream import StreamedResponse
 pytestmark = pytest.mark.anyio
 
 
-def _app() -> web.Application:
+def _routes() -> web.RouteTableDef:
     routes = web.RouteTableDef()
 
     @routes.get("/item/{n}")
@@ -36,20 +35,13 @@ def _app() -> web.Application:
 
     @routes.get("/lines")
     async def lines(request: web.Request) -> web.StreamResponse:
-        response = web.StreamResponse(headers={"Content-Type": "text/plain"})
-        await response.prepare(request)
-        for part in (b"one\ntw", b"o\nthree\n"):
-            await response.write(part)
-            await asyncio.sleep(0.02)
-        await response.write_eof()
-        return response
+        parts = (b"one\ntw", b"o\nthree\n")
+        return await stream_parts(request, parts, 0.02, {"Content-Type": "text/plain"})
 
-    app = web.Application()
-    app.add_routes(routes)
-    return app
+    return routes
 
 
-server = module_server(_app)
+server = module_server(_routes)
 
 
 async def test_preloaded_response_is_a_read_httpx_response(server: LoopbackServer) -> None:
