@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from _emulator import emulator
+from _plans import local_plan
 
 from gpubench_sdk import Store
 from gpubench_sdk._plan._config import load_config
@@ -25,25 +26,21 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 RUN_FOR_REAL = ("thresholds.toml", "reference_report.toml", "runpod_emulated.toml")
 RUNPOD_KEY = "rpa_dryrun_0c9b7a3e5d1f"
 
-POISSON_PLAN = """
+POISSON_PLAN = local_plan(
+    """
 [run]
 name = "dry"
 
 [workload]
 kind = "probe"
 sleep_ms = 5
-
-[[targets]]
-name = "loc"
-provider = "local"
-handler = "gpubench_sdk.demo:echo"
-load = ""
-max_workers = 2
+""",
+    """max_workers = 2
 idle_timeout_s = 1.0
 timeout_s = 5
 price_per_s_usd = 0.001
-
-[[scenarios]]
+""",
+    """[[scenarios]]
 kind = "rate"
 rps = 40
 duration_s = 1.5
@@ -56,7 +53,8 @@ kind = "burst"
 total = 15
 concurrency = 3
 warmup = 1
-"""
+""",
+)
 
 
 def _plan_dry(path: Path):  # type: ignore[no-untyped-def]
