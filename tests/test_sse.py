@@ -96,7 +96,10 @@ def test_named_multiline_and_commented_events() -> None:
 SENT: list[int] = []  # perf_counter_ns just before each event was written (same clock, process)
 
 
-def _app() -> web.Application:
+def _routes() -> web.RouteTableDef:
+    routes = web.RouteTableDef()
+
+    @routes.get("/events")
     async def events(request: web.Request) -> web.StreamResponse:
         gzip = request.query.get("gzip") == "1"
         headers = {"Content-Type": "text/event-stream"}
@@ -120,12 +123,10 @@ def _app() -> web.Application:
         await response.write_eof()
         return response
 
-    app = web.Application()
-    app.router.add_get("/events", events)
-    return app
+    return routes
 
 
-server = module_server(_app)
+server = module_server(_routes)
 
 
 @pytest.mark.anyio
