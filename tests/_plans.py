@@ -25,3 +25,24 @@ def local_target(**keys: object) -> dict[str, object]:
         "load": "",
         **keys,
     }
+
+
+def emulated_runpod(
+    name: str, url: str, key_env: str, price_per_s_usd: float, **keys: object
+) -> dict[str, object]:
+    """A RunPod target against the RunPod emulator served at ``url`` (its key in ``key_env``),
+    billed per millisecond of worker time ("local" billing) at ``price_per_s_usd``; ``keys``
+    add to or replace the rest (a cold start from 150 ms, polled every 10 ms)."""
+    return {
+        "name": name,
+        "provider": "runpod",
+        "endpoint_id": "emulated-endpoint",
+        "api_key_env": key_env,
+        "base_url": f"{url}/v2",
+        "rest_url": f"{url}/v1",
+        "cold_threshold_ms": 150,
+        "poll_interval_s": 0.01,
+        "billing": "local",
+        "price_per_s_usd": price_per_s_usd,
+        **keys,
+    }

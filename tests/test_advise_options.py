@@ -21,6 +21,7 @@ from typing import Any
 import anyio
 import numpy as np
 import pytest
+from _plans import emulated_runpod
 from _virtual_serve import overflow_day
 from click.testing import CliRunner
 
@@ -72,12 +73,7 @@ def _emulators() -> Iterator[dict[str, str]]:
 
 
 def _target(name: str, url: str) -> dict[str, Any]:
-    return {
-        "name": name, "provider": "runpod", "endpoint_id": "emulated-endpoint",
-        "api_key_env": "OPTIONS_RUNPOD_KEY", "base_url": f"{url}/v2", "rest_url": f"{url}/v1",
-        "cold_threshold_ms": 150, "poll_interval_s": 0.01, "billing": "local",
-        "price_per_s_usd": PROVIDERS[name][2],
-    }  # fmt: skip
+    return emulated_runpod(name, url, "OPTIONS_RUNPOD_KEY", PROVIDERS[name][2])
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,7 @@ from typing import Any
 import anyio
 import numpy as np
 import pytest
+from _plans import emulated_runpod
 from _virtual_serve import overflow_day, serve_trace
 
 from gpubench_sdk import Advice, Objectives, Store, Traffic, advise, build_run
@@ -74,19 +75,9 @@ def _plan(urls: dict[str, str]) -> Any:
         {
             "run": {"name": "advise-proof"},
             "workload": {"kind": "probe", "sleep_ms": 50},
+            # billed per millisecond of worker time ("local", the catalog's)
             "targets": [
-                {
-                    "name": name,
-                    "provider": "runpod",
-                    "endpoint_id": "emulated-endpoint",
-                    "api_key_env": "ADVISE_RUNPOD_KEY",
-                    "base_url": f"{url}/v2",
-                    "rest_url": f"{url}/v1",
-                    "cold_threshold_ms": 150,
-                    "poll_interval_s": 0.01,
-                    "billing": "local",  # millisecond billing of worker time (the catalog's)
-                    "price_per_s_usd": PROVIDERS[name][2],
-                }
+                emulated_runpod(name, url, "ADVISE_RUNPOD_KEY", PROVIDERS[name][2])
                 for name, url in urls.items()
             ],
             # confirmed cold starts one at a time (each after the fleet scaled to zero), each
