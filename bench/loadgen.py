@@ -102,12 +102,24 @@ def _gpubench_build(url: str, store: str, total: int, concurrency: int, rps: flo
     )
 
 
+def served(cols: dict[str, Any]) -> dict[str, float]:
+    """A stored run's columns: OK requests per second over its span, their median latency and
+    the count of the others."""
+    import numpy as np
+
+    ok = cols["outcome"] == 0
+    wall = (cols["end_ns"].max() - cols["start_ns"].min()) / 1e9
+    return {
+        "rps": float(ok.sum()) / wall,
+        "p50_ms": float(np.median(cols["latency_ms"][ok])),
+        "errors": float((~ok).sum()),
+    }
+
+
 def _gpubench_client(
     url: str, total: int, concurrency: int, rps: float, processes: int
 ) -> dict[str, float]:
     import functools
-
-    import numpy as np
 
     # public names only, so that --base can run any earlier version side by side
     from gpubench_sdk import Store, run_processes
@@ -131,14 +143,10 @@ def _gpubench_client(
         cpu = time.process_time() - cpu
         with Store(store_path) as store:
             cols = store.columns(result.run_id)
-    ok = cols["outcome"] == 0
-    wall = (cols["end_ns"].max() - cols["start_ns"].min()) / 1e9
     return {
-        "rps": float(ok.sum()) / wall,
-        "p50_ms": float(np.median(cols["latency_ms"][ok])),
-        "errors": float((~ok).sum()),
+        **served(cols),
         # Setup included (~50 ms); with several processes the children's CPU is not counted.
-        "cpu_us": cpu / len(ok) * 1e6 if processes == 1 else float("nan"),
+        "cpu_us": cpu / len(cols["outcome"]) * 1e6 if processes == 1 else float("nan"),
         "client_bound_s": result.client_bound_s,
     }
 

@@ -16,18 +16,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
-import json
 import os
 import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 from gpubench_openai import OpenAIProvider
 
 from gpubench_sdk import LLMCompletion
+
+sys.path.insert(0, str(Path(__file__).parents[1]))
+
+from bench._sse_times import token_times
 
 MODEL = "bench-llm"
 
@@ -88,19 +92,8 @@ async def raw_client(url: str, workload: LLMCompletion, n: int, conc: int) -> li
             async with sem:
                 start = time.perf_counter_ns()
                 times: list[int] = []
-                buf = b""
                 async with session.post(f"{url}/chat/completions", json=body) as resp:
-                    async for chunk in resp.content.iter_any():
-                        now = time.perf_counter_ns()
-                        buf += chunk
-                        *events, buf = buf.split(b"\n\n")
-                        for event in events:
-                            data = event[6:]
-                            if data == b"[DONE]":
-                                break
-                            choices = json.loads(data).get("choices")
-                            if choices and choices[0].get("delta", {}).get("content"):
-                                times.append(now)
+                    await token_times(resp.content.iter_any(), times)
                 out.append((start, times))
 
         await asyncio.gather(*(one(i) for i in range(n)))

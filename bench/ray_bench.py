@@ -57,20 +57,11 @@ def _build(data: dict[str, Any], store: str) -> Any:
 
 
 def _measure(store: Path, result: Any) -> dict[str, float]:
-    import numpy as np
-
     from gpubench_sdk import Store
 
     with Store(store, readonly=True) as s:
         cols = s.columns(result.run.id)
-    ok = cols["outcome"] == 0
-    wall = (cols["end_ns"].max() - cols["start_ns"].min()) / 1e9
-    return {
-        "rps": float(ok.sum()) / wall,
-        "p50_ms": float(np.median(cols["latency_ms"][ok])),
-        "errors": float((~ok).sum()),
-        "client_bound_s": float(result.client_bound_s),
-    }
+    return {**loadgen.served(cols), "client_bound_s": float(result.client_bound_s)}
 
 
 def run_mode(mode: str, n: int, url: str, total: int, tmp: Path) -> dict[str, float]:

@@ -168,15 +168,7 @@ def main() -> None:
         path: Path = args.keep or Path(tmp) / "bench.sqlite"
         path.unlink(missing_ok=True)
         store = Store(path, flush_interval_s=args.flush_interval)
-        run = store.begin_run(
-            name="bench",
-            config={"n": n},
-            targets=[TargetRecord("modal-h100", "modal"), TargetRecord("runpod-a100", "runpod")],
-            scenarios=[ScenarioRecord(k, {}) for k in ("cold", "steady", "burst")],
-            origin_ns=0,
-            started_wall_ns=WALL0,
-        )
-        append, run_id, clock = store.append, run.id, time.perf_counter_ns
+        append, run_id, clock = store.append, _begin(store, n), time.perf_counter_ns
         per_call = [0] * n
         t0 = clock()
         for i, inv in enumerate(invs):

@@ -43,6 +43,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).parents[1]))
+
+from bench._sse_times import token_times
+
 MODEL = "bench-llm"
 HELD_P99_MS = 1.0  # the bound; --lag-ms on a machine shared with other work
 SETTLE = 0.1  # each stream's first tenth of tokens is connection set-up, not steady state
@@ -141,20 +145,9 @@ async def _raw(url: str, streams: int, tokens: int) -> dict[str, Any]:
 
         async def one() -> None:
             times: list[int] = []
-            buf = b""
             async with session.post(f"{url}/chat/completions", json=body) as resp:
                 arrivals[resp.headers["x-request-id"]] = times
-                async for chunk in resp.content.iter_any():
-                    now = time.perf_counter_ns()
-                    buf += chunk
-                    *events, buf = buf.split(b"\n\n")
-                    for event in events:
-                        data = event[6:]
-                        if data == b"[DONE]":
-                            break
-                        choices = json.loads(data).get("choices")
-                        if choices and choices[0].get("delta", {}).get("content"):
-                            times.append(now)
+                await token_times(resp.content.iter_any(), times)
 
         watch = asyncio.ensure_future(monitor.run())
         await asyncio.gather(*(one() for _ in range(streams)))

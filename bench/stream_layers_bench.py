@@ -34,6 +34,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).parents[1]))
+
+from bench._sse_times import token_times
+
 MODEL = "bench-llm"
 BODY = {
     "model": MODEL,
@@ -41,12 +45,6 @@ BODY = {
     "stream_options": {"include_usage": True},
     "messages": [{"role": "user", "content": "one two three four five six seven eight"}],
 }
-
-
-def _count_tokens(data: bytes, times: list[int], now: int) -> None:
-    choices = json.loads(data).get("choices")
-    if choices and choices[0].get("delta", {}).get("content"):
-        times.append(now)
 
 
 _GC: list[tuple[int, int]] = []  # (start, end) perf_counter_ns of each garbage collection
@@ -92,14 +90,8 @@ async def _raw(url: str, streams: int, tokens: int) -> tuple[int, float, float]:
 
         async def one() -> None:
             times: list[int] = []
-            buf = b""
             async with session.post(f"{url}/chat/completions", json=body) as resp:
-                async for chunk in resp.content.iter_any():
-                    now = time.perf_counter_ns()
-                    *events, buf = (buf + chunk).split(b"\n\n")
-                    for event in events:
-                        if event[6:] != b"[DONE]":
-                            _count_tokens(event[6:], times, now)
+                await token_times(resp.content.iter_any(), times)
             got.extend(times)
 
         async def all_streams() -> list[int]:
@@ -118,15 +110,9 @@ async def _httpx(url: str, streams: int, tokens: int) -> tuple[int, float, float
 
         async def one() -> None:
             times: list[int] = []
-            buf = b""
             post = client.stream("POST", f"{url}/chat/completions", content=body)
             async with post as resp:
-                async for chunk in resp.aiter_raw():
-                    now = time.perf_counter_ns()
-                    *events, buf = (buf + chunk).split(b"\n\n")
-                    for event in events:
-                        if event[6:] != b"[DONE]":
-                            _count_tokens(event[6:], times, now)
+                await token_times(resp.aiter_raw(), times)
             got.extend(times)
 
         async def all_streams() -> list[int]:

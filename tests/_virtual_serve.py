@@ -8,7 +8,7 @@ second and every timestamp is exact (see ``gpubench_sdk.testing._replay``)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,3 +79,33 @@ def serve_trace(
         return loop.run_until_complete(drive())
     finally:
         loop.close()
+
+
+async def overflow_day(
+    loop: VirtualTimeLoop,
+    fleets: Sequence[Any],
+    arrivals_s: Iterable[float],
+    window_s: float,
+    usd_per_s: Sequence[float],
+) -> float:
+    """Inside ``drive`` on ``loop``, with ``fleets`` started: give pinned workers 2 s to boot,
+    send each arrival (a 50 ms job) to the first fleet with an idle worker, else to the last
+    (which queues and boots), wait for every job, and return the fleets' metered bill for the
+    window, each fleet's workers priced at its ``usd_per_s`` under "local" billing."""
+    await asyncio.sleep(2.0)  # pinned workers boot before the day starts
+    start = loop.time()
+    jobs = []
+    for t in arrivals_s:
+        if start + t > loop.time():
+            await asyncio.sleep(start + t - loop.time())
+        fleet = next((f for f in fleets[:-1] if f.counts().idle), fleets[-1])
+        jobs.append(fleet.submit({"sleep_ms": 50}))
+    for job in jobs:
+        await job.done.wait()
+    end = max(start + window_s, loop.time())
+    model = load_catalog().billing_model("local")
+    usd = 0.0
+    for fleet, rate in zip(fleets, usd_per_s, strict=True):
+        kept = [iv for iv in fleet.billing.worker_intervals(end) if iv.end_s > start]
+        usd += price_worker_intervals(kept, model, rate).cost_usd
+    return usd

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -53,6 +53,44 @@ class LoopbackServer:
     def __exit__(self, *exc: Any) -> None:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
+
+
+def module_server(make_app: Callable[[], web.Application | web.RouteTableDef]) -> Any:
+    """A module-scoped ``server`` fixture: ``make_app()`` (an app, or the routes of one) served
+    on loopback for the module's tests (``server = module_server(_app)`` in a test module)."""
+
+    @pytest.fixture(scope="module")
+    def server() -> Iterator[LoopbackServer]:
+        made = make_app()
+        if isinstance(made, web.RouteTableDef):
+            app = web.Application()
+            app.add_routes(made)
+        else:
+            app = made
+        with LoopbackServer(app) as srv:
+            yield srv
+
+    return server
+
+
+async def stream_parts(
+    request: web.Request,
+    parts: Iterable[bytes],
+    gap_s: float,
+    headers: Mapping[str, str] | None = None,
+    *,
+    chunked: bool = False,
+) -> web.StreamResponse:
+    """Answer ``request`` with ``parts`` written one at a time, ``gap_s`` after each, then end."""
+    response = web.StreamResponse(headers=headers)
+    if chunked:
+        response.enable_chunked_encoding()
+    await response.prepare(request)
+    for part in parts:
+        await response.write(part)
+        await asyncio.sleep(gap_s)
+    await response.write_eof()
+    return response
 
 
 def echo_app() -> web.Application:

@@ -68,13 +68,26 @@ def _store(
         store.end_run(run.id, "completed")
 
 
-def test_advise_recommends_a_frontier_option_meeting_the_objectives(tmp_path: Path) -> None:
+def _advise_per_day(
+    tmp_path: Path,
+    objectives: Objectives,
+    *,
+    resamples: int,
+    committed: dict[str, float] | None = None,
+) -> tuple[Advice, Path]:
+    """``advise`` for 1,000 requests a day on the run ``_store`` writes, and that store's path."""
     path = tmp_path / "m.sqlite"
     _store(path)
     with Store(path, readonly=True) as store:
+        traffic = Traffic.per_day(1000)
         advice = advise(
-            store, ["latest"], Traffic.per_day(1000), Objectives(latency_s=30.0), resamples=20
+            store, ["latest"], traffic, objectives, committed=committed, resamples=resamples
         )
+    return advice, path
+
+
+def test_advise_recommends_a_frontier_option_meeting_the_objectives(tmp_path: Path) -> None:
+    advice, _ = _advise_per_day(tmp_path, Objectives(latency_s=30.0), resamples=20)
     best = advice.recommended
     assert best is not None and advice.meets_objectives
     # cold 40 s + 12 s cannot meet 30 s, so slowboot must stay warm or keep its workers long;
@@ -98,27 +111,14 @@ def test_advise_recommends_a_frontier_option_meeting_the_objectives(tmp_path: Pa
 
 
 def test_no_option_meets_an_impossible_objective(tmp_path: Path) -> None:
-    path = tmp_path / "m.sqlite"
-    _store(path)
-    with Store(path, readonly=True) as store:
-        advice = advise(
-            store, ["latest"], Traffic.per_day(1000), Objectives(latency_s=1.0), resamples=5
-        )
+    advice, _ = _advise_per_day(tmp_path, Objectives(latency_s=1.0), resamples=5)
     assert not advice.meets_objectives
     assert advice.reason.startswith("No option met every objective")
 
 
 def test_a_budget_and_a_cold_rate_are_objectives_too(tmp_path: Path) -> None:
-    path = tmp_path / "m.sqlite"
-    _store(path)
-    with Store(path, readonly=True) as store:
-        advice = advise(
-            store,
-            ["latest"],
-            Traffic.per_day(1000),
-            Objectives(latency_s=120.0, max_cold_rate=0.05, budget_usd_per_day=60.0),
-            resamples=10,
-        )
+    objectives = Objectives(latency_s=120.0, max_cold_rate=0.05, budget_usd_per_day=60.0)
+    advice, _ = _advise_per_day(tmp_path, objectives, resamples=10)
     best = advice.recommended
     assert best is not None and set(best.meets) == {"p95", "cold_rate", "budget"}
     assert best.cold_rate[0] <= 0.05 and best.cost_usd_per_day[0] <= 60.0
@@ -212,17 +212,12 @@ def test_the_reference_example_runs() -> None:
 
 
 def test_a_committed_worker_prices_the_always_warm_option(tmp_path: Path) -> None:
-    path = tmp_path / "m.sqlite"
-    _store(path)
-    with Store(path, readonly=True) as store:
-        advice = advise(
-            store,
-            ["latest"],
-            Traffic.per_day(1000),
-            Objectives(latency_s=30.0),
-            committed={"slowboot": 0.5},  # $12/day, against $34.56 a day on demand
-            resamples=10,
-        )
+    advice, path = _advise_per_day(
+        tmp_path,
+        Objectives(latency_s=30.0),
+        committed={"slowboot": 0.5},  # $12/day, against $34.56 a day on demand
+        resamples=10,
+    )
     warm = {
         e.option.committed: e
         for e in advice.options

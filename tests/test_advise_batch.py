@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from _plans import emulated_runpod
 from _virtual_serve import serve_trace
 from click.testing import CliRunner
 
@@ -62,12 +63,9 @@ def campaign_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     }
     with pytest.MonkeyPatch.context() as mp, serve(make_app(fleet, api_key=KEY)) as served:
         mp.setenv("BATCH_RUNPOD_KEY", KEY)
-        plan["targets"] = [{
-            "name": "gpu", "provider": "runpod", "endpoint_id": "emulated-endpoint",
-            "api_key_env": "BATCH_RUNPOD_KEY", "base_url": f"{served.url}/v2",
-            "rest_url": f"{served.url}/v1", "cold_threshold_ms": 100, "poll_interval_s": 0.01,
-            "billing": "local", "price_per_s_usd": RATE_USD_PER_S,
-        }]  # fmt: skip
+        key = "BATCH_RUNPOD_KEY"
+        target = emulated_runpod("gpu", served.url, key, RATE_USD_PER_S, cold_threshold_ms=100)
+        plan["targets"] = [target]
         schedule = Schedule(DAY0_NS, 2 * 86_400, every_s=12 * 3_600, grace_s=3_600)
         create_campaign(parse_config(plan), schedule, store=store, name="night-and-day")
         real = time.time_ns

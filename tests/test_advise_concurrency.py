@@ -21,6 +21,7 @@ import anyio
 import numpy as np
 import pytest
 from _concurrent_fleet import ConcurrentFleet
+from _plans import emulated_runpod
 from _virtual_serve import serve_trace
 
 from gpubench_sdk import Objectives, Store, Traffic, build_run
@@ -54,12 +55,7 @@ def _emulators() -> Iterator[dict[str, str]]:
 
 
 def _target(name: str, url: str) -> dict[str, Any]:
-    return {
-        "name": name, "provider": "runpod", "endpoint_id": "emulated-endpoint",
-        "api_key_env": "CONC_RUNPOD_KEY", "base_url": f"{url}/v2", "rest_url": f"{url}/v1",
-        "cold_threshold_ms": 150, "poll_interval_s": 0.005, "billing": "local",
-        "price_per_s_usd": RATE_USD_PER_S,
-    }  # fmt: skip
+    return emulated_runpod(name, url, "CONC_RUNPOD_KEY", RATE_USD_PER_S, poll_interval_s=0.005)
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ serve the options it priced on fleets in virtual time under independent Poisson 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
 import sys
@@ -22,13 +21,15 @@ from typing import Any
 import anyio
 import numpy as np
 import pytest
+from _plans import emulated_runpod
+from _virtual_serve import overflow_day
 from click.testing import CliRunner
 
 from gpubench_sdk import Advice, Objectives, Store, Traffic, advise, build_run
 from gpubench_sdk._advise import MeasuredTarget, advise_targets, measured_targets
 from gpubench_sdk._cli import main
 from gpubench_sdk._plan._config import parse_config
-from gpubench_sdk.cost import Commitment, load_catalog, poisson_arrivals, price_worker_intervals
+from gpubench_sdk.cost import Commitment, load_catalog, poisson_arrivals
 from gpubench_sdk.cost._commitments import DAYS_PER_MONTH
 from gpubench_sdk.cost._policy import provider_policy
 from gpubench_sdk.testing import Duration, FleetConfig, SimulatedFleet, serve
@@ -72,12 +73,7 @@ def _emulators() -> Iterator[dict[str, str]]:
 
 
 def _target(name: str, url: str) -> dict[str, Any]:
-    return {
-        "name": name, "provider": "runpod", "endpoint_id": "emulated-endpoint",
-        "api_key_env": "OPTIONS_RUNPOD_KEY", "base_url": f"{url}/v2", "rest_url": f"{url}/v1",
-        "cold_threshold_ms": 150, "poll_interval_s": 0.01, "billing": "local",
-        "price_per_s_usd": PROVIDERS[name][2],
-    }  # fmt: skip
+    return emulated_runpod(name, url, "OPTIONS_RUNPOD_KEY", PROVIDERS[name][2])
 
 
 @pytest.fixture(scope="module")
@@ -119,22 +115,8 @@ def _serve(
             for n, lo, hi, d in stages
         ]
         async with _Fleets(fleets):
-            await asyncio.sleep(2.0)  # pinned workers boot before the day starts
-            start = loop.time()
-            jobs = []
-            for t in arrivals:
-                if start + t > loop.time():
-                    await asyncio.sleep(start + t - loop.time())
-                fleet = next((f for f in fleets[:-1] if f.counts().idle), fleets[-1])
-                jobs.append(fleet.submit({"sleep_ms": 50}))
-            for job in jobs:
-                await job.done.wait()
-            end = max(start + window, loop.time())
-            model = load_catalog().billing_model("local")
-            usd = 0.0
-            for (name, _, _, _), fleet in zip(stages, fleets, strict=True):
-                kept = [iv for iv in fleet.billing.worker_intervals(end) if iv.end_s > start]
-                usd += price_worker_intervals(kept, model, PROVIDERS[name][2]).cost_usd
+            rates = [PROVIDERS[name][2] for name, _, _, _ in stages]
+            usd = await overflow_day(loop, fleets, arrivals, window, rates)
             truths = [f.truths() for f in fleets]
         latency = [
             ((t.queue_ms or 0.0) + (t.execution_ms or 0.0)) / 1e3 for ts in truths for t in ts

@@ -11,7 +11,6 @@ recommended setting, and the runner-up, on the same kind of fleet in virtual tim
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
@@ -19,11 +18,12 @@ from typing import Any
 import anyio
 import numpy as np
 import pytest
-from _virtual_serve import serve_trace
+from _plans import emulated_runpod
+from _virtual_serve import overflow_day, serve_trace
 
 from gpubench_sdk import Advice, Objectives, Store, Traffic, advise, build_run
 from gpubench_sdk._plan._config import parse_config
-from gpubench_sdk.cost import load_catalog, poisson_arrivals, price_worker_intervals
+from gpubench_sdk.cost import poisson_arrivals
 from gpubench_sdk.cost._policy import provider_policy
 from gpubench_sdk.testing import Duration, FleetConfig, SimulatedFleet, serve
 from gpubench_sdk.testing._replay import VirtualTimeLoop
@@ -75,19 +75,9 @@ def _plan(urls: dict[str, str]) -> Any:
         {
             "run": {"name": "advise-proof"},
             "workload": {"kind": "probe", "sleep_ms": 50},
+            # billed per millisecond of worker time ("local", the catalog's)
             "targets": [
-                {
-                    "name": name,
-                    "provider": "runpod",
-                    "endpoint_id": "emulated-endpoint",
-                    "api_key_env": "ADVISE_RUNPOD_KEY",
-                    "base_url": f"{url}/v2",
-                    "rest_url": f"{url}/v1",
-                    "cold_threshold_ms": 150,
-                    "poll_interval_s": 0.01,
-                    "billing": "local",  # millisecond billing of worker time (the catalog's)
-                    "price_per_s_usd": PROVIDERS[name][2],
-                }
+                emulated_runpod(name, url, "ADVISE_RUNPOD_KEY", PROVIDERS[name][2])
                 for name, url in urls.items()
             ],
             # confirmed cold starts one at a time (each after the fleet scaled to zero), each
@@ -170,22 +160,8 @@ def _pair_on_fleets(
     async def drive() -> dict[str, float]:
         first, second = SimulatedFleet(warm, clock=loop.time), SimulatedFleet(cold, clock=loop.time)
         async with first, second:
-            await asyncio.sleep(2.0)  # the pinned workers boot before the day starts
-            start = loop.time()
-            jobs = []
-            for t in arrivals:
-                if start + t > loop.time():
-                    await asyncio.sleep(start + t - loop.time())
-                fleet = first if first.counts().idle else second
-                jobs.append(fleet.submit({"sleep_ms": 50}))
-            for job in jobs:
-                await job.done.wait()
-            end = max(start + window, loop.time())
-            model = load_catalog().billing_model("local")
-            usd = 0.0
-            for name, fleet in ((primary, first), (secondary, second)):
-                kept = [iv for iv in fleet.billing.worker_intervals(end) if iv.end_s > start]
-                usd += price_worker_intervals(kept, model, PROVIDERS[name][2]).cost_usd
+            rates = [PROVIDERS[primary][2], PROVIDERS[secondary][2]]
+            usd = await overflow_day(loop, [first, second], arrivals, window, rates)
             truths = first.truths() + second.truths()
         latency = [((t.queue_ms or 0.0) + (t.execution_ms or 0.0)) / 1e3 for t in truths]
         return {

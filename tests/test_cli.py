@@ -13,26 +13,23 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _plans import local_plan
 
 from gpubench_sdk import Outcome, Store
 
-PLAN = """
+PLAN = local_plan(
+    """
 [run]
 name = "cli-test"
 
 [workload]
 kind = "probe"
 sleep_ms = 5
-
-[[targets]]
-name = "loc"
-provider = "local"
-handler = "gpubench_sdk.demo:echo"
-load = ""
-max_workers = 2
+""",
+    """max_workers = 2
 idle_timeout_s = 2.0
-
-[[scenarios]]
+""",
+    """[[scenarios]]
 kind = "cold_starts"
 n = 1
 warm_after = 1
@@ -41,7 +38,8 @@ warm_after = 1
 kind = "burst"
 total = {total}
 concurrency = 2
-"""
+""",
+)
 
 
 def gpubench(*args: str, timeout: float = 120, **kw: object) -> subprocess.CompletedProcess[str]:

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _plans import local_plan
 from _report_store import build_store
 from click.testing import CliRunner
 
@@ -22,21 +23,18 @@ from gpubench_sdk._cli import main
 from gpubench_sdk._cli._console import fail
 from gpubench_sdk._store._store import ScenarioRecord, TargetRecord
 
-PLAN = """
+PLAN = local_plan(
+    """
 [run]
 name = "usage"
-
-[[targets]]
-name = "loc"
-provider = "local"
-handler = "gpubench_sdk.demo:echo"
-load = ""
-
-[[scenarios]]
+""",
+    "",
+    """[[scenarios]]
 kind = "burst"
 total = 1
 concurrency = 1
-"""
+""",
+)
 
 
 @pytest.fixture(scope="module")

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
+from _invocations import begin_burst_run
+from _invocations import measured as _inv
 
-from gpubench_sdk import ConfigError, Invocation, Outcome, Phase, Store
-from gpubench_sdk._store._store import ScenarioRecord, TargetRecord
+from gpubench_sdk import ConfigError, Store
 from gpubench_sdk.cost import (
     BillingModel,
     break_even,
@@ -86,30 +88,18 @@ def test_request_billing_rounds_each_request() -> None:
     assert bill.per_1k_requests_usd == pytest.approx(bill.total_usd)
 
 
-def test_scenario_rejects_bad_input_naming_the_field() -> None:
-    model = BillingModel()
-    with pytest.raises(ConfigError, match="scale_down_events"):
-        scenario_bill(
-            label="x",
-            billing=model,
-            rate_usd_per_s=1,
-            requests_per_day=1,
-            inference_s=1,
-            scale_down_s=1,
-            scale_down_events=0,
-            cold_start_s=0,
-        )
-    with pytest.raises(ConfigError, match="inference_s"):
-        scenario_bill(
-            label="x",
-            billing=model,
-            rate_usd_per_s=1,
-            requests_per_day=1,
-            inference_s=-1,
-            scale_down_s=1,
-            scale_down_events=1,
-            cold_start_s=0,
-        )
+@pytest.mark.parametrize(("field", "bad"), [("scale_down_events", 0), ("inference_s", -1)])
+def test_scenario_rejects_bad_input_naming_the_field(field: str, bad: float) -> None:
+    good: dict[str, Any] = {
+        "rate_usd_per_s": 1,
+        "requests_per_day": 1,
+        "inference_s": 1,
+        "scale_down_s": 1,
+        "scale_down_events": 1,
+        "cold_start_s": 0,
+    }
+    with pytest.raises(ConfigError, match=field):
+        scenario_bill(label="x", billing=BillingModel(), **{**good, field: bad})
 
 
 def test_unit_costs() -> None:
@@ -145,32 +135,9 @@ def test_replay_reuses_warm_workers_and_boots_new_ones() -> None:
     assert (bill.billed_s, bill.intervals) == (10.0, 1)
 
 
-def _inv(seq: int, start_s: float, service_s: float, **fields: object) -> Invocation:
-    start = int(start_s * 1e9)
-    return Invocation(
-        target="t",
-        scenario=0,
-        seq=seq,
-        phase=Phase.MEASURE,
-        scheduled_ns=start,
-        start_ns=start,
-        end_ns=start + int(service_s * 1e9),
-        wall_start_ns=0,
-        outcome=Outcome.OK,
-        **fields,  # type: ignore[arg-type]
-    )
-
-
 def test_run_cost_from_stored_invocations(tmp_path: Path) -> None:
     with Store(tmp_path / "r.sqlite") as store:
-        run = store.begin_run(
-            name="priced",
-            config={},
-            targets=[TargetRecord("t", "runpod")],
-            scenarios=[ScenarioRecord("burst", {})],
-            origin_ns=0,
-            started_wall_ns=0,
-        )
+        run = begin_burst_run(store, "priced")
         # cold: 3.5 s seen by the client, 0.5 s of it execution -> 3 s boot (setup not given)
         store.append(run.id, _inv(0, 0.0, 3.5, execution_ms=500.0, cold=True, output_units=100))
         store.append(run.id, _inv(1, 10.0, 0.6, execution_ms=400.0, cold=False, output_units=100))

@@ -3,15 +3,9 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
-
-def gpubench(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gpubench_sdk", *args], capture_output=True, text=True, timeout=120
-    )
+from test_cli import gpubench
 
 
 def test_catalog_lists_every_entry_with_source_and_date_oldest_first() -> None:

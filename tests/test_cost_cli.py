@@ -8,14 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_cli import gpubench
 
 from gpubench_sdk.cost._reference import REFERENCE_LINES
-
-
-def gpubench(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gpubench_sdk", *args], capture_output=True, text=True, timeout=120
-    )
 
 
 def test_scenario_reference_prints_the_reports_totals() -> None:

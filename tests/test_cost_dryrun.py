@@ -9,10 +9,11 @@ import subprocess
 import sys
 import warnings
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _emulator import emulator
+from _plans import local_plan
 
 from gpubench_sdk import Store
 from gpubench_sdk._plan._config import load_config
@@ -25,25 +26,21 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 RUN_FOR_REAL = ("thresholds.toml", "reference_report.toml", "runpod_emulated.toml")
 RUNPOD_KEY = "rpa_dryrun_0c9b7a3e5d1f"
 
-POISSON_PLAN = """
+POISSON_PLAN = local_plan(
+    """
 [run]
 name = "dry"
 
 [workload]
 kind = "probe"
 sleep_ms = 5
-
-[[targets]]
-name = "loc"
-provider = "local"
-handler = "gpubench_sdk.demo:echo"
-load = ""
-max_workers = 2
+""",
+    """max_workers = 2
 idle_timeout_s = 1.0
 timeout_s = 5
 price_per_s_usd = 0.001
-
-[[scenarios]]
+""",
+    """[[scenarios]]
 kind = "rate"
 rps = 40
 duration_s = 1.5
@@ -56,7 +53,8 @@ kind = "burst"
 total = 15
 concurrency = 3
 warmup = 1
-"""
+""",
+)
 
 
 def _plan_dry(path: Path):  # type: ignore[no-untyped-def]
@@ -96,7 +94,8 @@ def test_dry_run_counts_match_a_real_run(plan: str, tmp_path: Path) -> None:
             path.write_text(POISSON_PLAN)
         elif plan == "runpod_emulated.toml":
             env["RUNPOD_API_KEY"] = RUNPOD_KEY
-            url = stack.enter_context(_runpod_emulator(env))
+            args = ("--api-key-env", "RUNPOD_API_KEY")
+            url = stack.enter_context(emulator("gpubench_runpod.emulator", *args, env=env))
             path = tmp_path / plan
             path.write_text((EXAMPLES / plan).read_text().replace("http://127.0.0.1:8686", url))
         else:
@@ -113,25 +112,6 @@ def test_dry_run_counts_match_a_real_run(plan: str, tmp_path: Path) -> None:
         )
     assert done.returncode in (0, 1), done.stderr  # 1: a threshold failed, still a full run
     assert _sent(store) == expected
-
-
-@contextlib.contextmanager
-def _runpod_emulator(env: dict[str, str]) -> Iterator[str]:
-    args = ["--port", "0", "--api-key-env", "RUNPOD_API_KEY"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gpubench_runpod.emulator", *args],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    assert proc.stdout is not None
-    url = proc.stdout.readline().strip()
-    try:
-        assert url.startswith("http://127.0.0.1:"), url
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def test_dry_run_cli_sends_nothing_and_prints_cost(tmp_path: Path) -> None:

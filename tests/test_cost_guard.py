@@ -8,32 +8,30 @@ import warnings
 from pathlib import Path
 
 import pytest
+from _plans import local_plan
+from test_cli import gpubench
 
 from gpubench_sdk import ConfigError, Invocation, Outcome, Phase, Store
 from gpubench_sdk._plan._config import parse_config
 from gpubench_sdk.cost import BillingModel, BudgetGuard, CostMeter, StalePriceWarning
 from gpubench_sdk.cost._meter import budget_guard
 
-PLAN = """
+PLAN = local_plan(
+    """
 [run]
 name = "guarded"
 
 [workload]
 kind = "probe"
 sleep_ms = 50
-
-[[targets]]
-name = "loc"
-provider = "local"
-handler = "gpubench_sdk.demo:echo"
-load = ""
-max_workers = 2
+""",
+    """max_workers = 2
 idle_timeout_s = 2.0
 timeout_s = 2.0
 price_per_s_usd = 0.05   # notional: the local runtime is free
 max_cost_usd = 0.8
-
-[[scenarios]]
+""",
+    """[[scenarios]]
 kind = "burst"
 total = 400
 concurrency = 2
@@ -42,13 +40,8 @@ concurrency = 2
 kind = "rate"
 rps = 20
 duration_s = 1
-"""
-
-
-def gpubench(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gpubench_sdk", *args], capture_output=True, text=True, timeout=180
-    )
+""",
+)
 
 
 def test_run_against_the_local_runtime_stops_before_its_cap(tmp_path: Path) -> None:
@@ -91,7 +84,7 @@ def test_run_against_the_local_runtime_stops_before_its_cap(tmp_path: Path) -> N
             (cost,) = priced_targets(store, info, load_catalog(), {}, require_price=True)
     assert 0.2 < cost.total_usd <= 0.8  # the estimated bill, not only the metered part
     # and the bill of the stored run prints per target from the CLI
-    priced = gpubench("cost", "run", "latest", "--store", str(store_path))
+    priced = gpubench("cost", "run", "latest", "--store", str(store_path), timeout=180)
     assert priced.returncode == 0, priced.stderr
     assert "loc" in priced.stdout and "estimated bill" in priced.stdout
 
@@ -282,10 +275,14 @@ def test_two_processes_stop_a_target_together_within_its_cap(tmp_path: Path) -> 
         text = text.replace("max_cost_usd = 0.8", "max_cost_usd = 2.0")
         plan.write_text(text.replace("concurrency = 2", "concurrency = 4"))
         store_path = tmp_path / "g.sqlite"
-        done = gpubench("run", str(plan), "--store", str(store_path), "--quiet", "-p", "2")
+        done = gpubench(
+            "run", str(plan), "--store", str(store_path), "--quiet", "-p", "2", timeout=180
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         assert "max_cost_usd reached for target loc" in done.stdout
-        priced = gpubench("cost", "run", "latest", "--store", str(store_path), "--json")
+        priced = gpubench(
+            "cost", "run", "latest", "--store", str(store_path), "--json", timeout=180
+        )
         assert priced.returncode == 0, priced.stderr
         (row,) = json.loads(priced.stdout)
         assert 4 < row["requests"] < 400

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import anyio
 import numpy as np
+from _plans import local_target
 
 from gpubench_sdk import Store, build_run
 from gpubench_sdk._plan._config import parse_config
@@ -26,16 +27,7 @@ def test_simulated_cold_starts_match_the_local_runtimes(tmp_path: Path) -> None:
         {
             "run": {"name": "sim-check"},
             "workload": {"kind": "probe", "sleep_ms": 5},
-            "targets": [
-                {
-                    "name": "loc",
-                    "provider": "local",
-                    "handler": "gpubench_sdk.demo:echo",
-                    "load": "",
-                    "max_workers": 1,
-                    "idle_timeout_s": IDLE_TIMEOUT_S,
-                }
-            ],
+            "targets": [local_target(max_workers=1, idle_timeout_s=IDLE_TIMEOUT_S)],
             # Poisson at 2/s: P(gap > 0.4 s) = exp(-0.8) = 0.45, so about half the requests
             # find the worker scaled to zero
             "scenarios": [

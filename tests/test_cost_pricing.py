@@ -3,11 +3,10 @@ checked before the first request."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from test_cli import gpubench
 
 from gpubench_sdk import ConfigError
 from gpubench_sdk._plan._config import parse_config
@@ -48,41 +47,42 @@ def test_a_price_that_cannot_be_billed_is_refused_with_the_fix() -> None:
         plan_prices(bad, {"t": None})
 
 
-def test_gpubench_run_refuses_an_unpriceable_plan_before_sending(tmp_path: Path) -> None:
+UNPRICEABLE = (
+    '[[targets]]\nname = "h"\nprovider = "http"\n'
+    'url = "http://127.0.0.1:9/never"\nprice_per_s_usd = 0.001\n'
+)
+CAP_TOO_SMALL = (
+    '[[targets]]\nname = "loc"\nprovider = "local"\n'
+    'handler = "gpubench_sdk.demo:echo"\nload = ""\n'
+    "price_per_s_usd = 0.01\nmax_cost_usd = 1.0\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("target", "expected"),
+    [
+        pytest.param(UNPRICEABLE, ["targets[0].billing"], id="unpriceable-plan"),
+        pytest.param(
+            CAP_TOO_SMALL,
+            # (300 s + the 5 s idle tail) x $0.01/s
+            ["targets[0].max_cost_usd", "timeout_s=300", "at least $3.05"],
+            id="cap-too-small-for-one-request",
+        ),
+    ],
+)
+def test_gpubench_run_refuses_before_sending(
+    target: str, expected: list[str], tmp_path: Path
+) -> None:
     plan = tmp_path / "plan.toml"
     plan.write_text(
-        '[workload]\nkind = "probe"\n\n[[targets]]\nname = "h"\nprovider = "http"\n'
-        'url = "http://127.0.0.1:9/never"\nprice_per_s_usd = 0.001\n\n'
+        f'[workload]\nkind = "probe"\n\n{target}\n'
         '[[scenarios]]\nkind = "burst"\ntotal = 5\nconcurrency = 1\n'
     )
     store = tmp_path / "s.sqlite"
-    done = subprocess.run(
-        [sys.executable, "-m", "gpubench_sdk", "run", str(plan), "--store", str(store)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = gpubench("run", str(plan), "--store", str(store))
     assert done.returncode == 2, done.stdout + done.stderr
-    assert "targets[0].billing" in done.stderr and "Traceback" not in done.stderr
-    assert not store.exists()  # refused before the run began: nothing stored, nothing sent
-
-
-def test_gpubench_run_refuses_a_cap_too_small_for_one_request(tmp_path: Path) -> None:
-    plan = tmp_path / "plan.toml"
-    plan.write_text(
-        '[workload]\nkind = "probe"\n\n[[targets]]\nname = "loc"\nprovider = "local"\n'
-        'handler = "gpubench_sdk.demo:echo"\nload = ""\n'
-        "price_per_s_usd = 0.01\nmax_cost_usd = 1.0\n\n"
-        '[[scenarios]]\nkind = "burst"\ntotal = 5\nconcurrency = 1\n'
-    )
-    store = tmp_path / "s.sqlite"
-    done = subprocess.run(
-        [sys.executable, "-m", "gpubench_sdk", "run", str(plan), "--store", str(store)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 2, done.stdout + done.stderr
-    assert "targets[0].max_cost_usd" in done.stderr and "timeout_s=300" in done.stderr
-    assert "at least $3.05" in done.stderr  # (300 s + the 5 s idle tail) x $0.01/s
-    assert not store.exists()  # refused up front, not a silent run of 0 requests
+    for message in expected:
+        assert message in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    # refused before the run began: nothing stored, nothing sent (not a silent run of 0 requests)
+    assert not store.exists()

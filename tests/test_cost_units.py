@@ -7,30 +7,16 @@ import json
 from pathlib import Path
 
 import pytest
+from _invocations import begin_burst_run, measured
 from click.testing import CliRunner
 
-from gpubench_sdk import Invocation, Outcome, Phase, Store
+from gpubench_sdk import Invocation, Store
 from gpubench_sdk._cli import main
-from gpubench_sdk._store._store import ScenarioRecord, TargetRecord
 from gpubench_sdk.cost._calc import units_of
 
 
 def _inv(seq: int, start_s: float, out_units: float) -> Invocation:
-    start = int(start_s * 1e9)
-    return Invocation(
-        target="t",
-        scenario=0,
-        seq=seq,
-        phase=Phase.MEASURE,
-        scheduled_ns=start,
-        start_ns=start,
-        end_ns=start + 2 * 10**9,
-        wall_start_ns=0,
-        outcome=Outcome.OK,
-        cold=seq == 0,
-        input_units=10.0,
-        output_units=out_units,
-    )
+    return measured(seq, start_s, 2.0, cold=seq == 0, input_units=10.0, output_units=out_units)
 
 
 def test_units_follow_what_the_workload_counts() -> None:
@@ -49,17 +35,11 @@ def test_units_follow_what_the_workload_counts() -> None:
 
 def _image_run(path: Path) -> None:
     with Store(path) as store:
-        run = store.begin_run(
-            name="images",
-            config={
-                "workload": {"kind": "image"},
-                "targets": [{"name": "t", "provider": "runpod", "price_per_s_usd": 0.001}],
-            },
-            targets=[TargetRecord("t", "runpod")],
-            scenarios=[ScenarioRecord("burst", {})],
-            origin_ns=0,
-            started_wall_ns=0,
-        )
+        config = {
+            "workload": {"kind": "image"},
+            "targets": [{"name": "t", "provider": "runpod", "price_per_s_usd": 0.001}],
+        }
+        run = begin_burst_run(store, "images", config)
         for seq in range(4):
             store.append(run.id, _inv(seq, 3.0 * seq, out_units=2))
         store.end_run(run.id, "completed")

@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from _invocations import begin_burst_run, measured
 from click.testing import CliRunner
 
-from gpubench_sdk import Invocation, Outcome, Phase, Store
+from gpubench_sdk import Store
 from gpubench_sdk._cli import main
-from gpubench_sdk._store._store import ScenarioRecord, TargetRecord
 from gpubench_sdk.cost import BillingModel, poisson_arrivals, sweep
 from gpubench_sdk.cost._sensitivity import sweep_sensitivity
 
@@ -52,28 +52,14 @@ def test_the_interval_widens_with_the_spread_of_the_samples() -> None:
 def _measured_run(path: Path) -> None:
     rng = np.random.default_rng(2)
     with Store(path) as store:
-        run = store.begin_run(
-            name="measured",
-            config={},
-            targets=[TargetRecord("t", "runpod")],
-            scenarios=[ScenarioRecord("burst", {})],
-            origin_ns=0,
-            started_wall_ns=0,
-        )
+        run = begin_burst_run(store, "measured")
         for seq in range(40):
-            start = int(seq * 30 * 1e9)
             cold = seq % 5 == 0
             exec_ms = float(rng.lognormal(np.log(800), 0.5))
             setup_ms = float(rng.normal(15_000, 3_000)) if cold else None
-            latency_ns = int((exec_ms + (setup_ms or 0)) * 1e6)
-            store.append(
-                run.id,
-                Invocation(
-                    target="t", scenario=0, seq=seq, phase=Phase.MEASURE, scheduled_ns=start,
-                    start_ns=start, end_ns=start + latency_ns, wall_start_ns=0,
-                    outcome=Outcome.OK, cold=cold, execution_ms=exec_ms, setup_ms=setup_ms,
-                ),
-            )  # fmt: skip
+            latency_s = (exec_ms + (setup_ms or 0)) / 1e3
+            fields = {"cold": cold, "execution_ms": exec_ms, "setup_ms": setup_ms}
+            store.append(run.id, measured(seq, seq * 30, latency_s, **fields))
         store.end_run(run.id, "completed")
 
 

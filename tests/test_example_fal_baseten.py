@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
+from _emulator import emulator
+from test_cli import gpubench
 
 from gpubench_sdk import Outcome, Store
 
@@ -24,18 +24,9 @@ KEYS = {"FAL_KEY": "fal_e2e_key_3b9d1c77", "BASETEN_API_KEY": "bt_e2e_key_8c2a5e
 
 
 def _emulator(stack: ExitStack, module: str, key_env: str) -> str:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", module, "--port", "0", "--api-key-env", key_env],
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, **KEYS},
+    return stack.enter_context(
+        emulator(module, "--api-key-env", key_env, env=KEYS, expect="http://127.0.0.1:")
     )
-    stack.callback(proc.wait, 10)
-    stack.callback(proc.terminate)
-    assert proc.stdout is not None
-    url = proc.stdout.readline().strip()
-    assert url.startswith("http://127.0.0.1:"), url
-    return url
 
 
 @pytest.fixture
@@ -56,14 +47,8 @@ def test_the_example_runs_and_prints_a_cost_per_target(
     plan = plan.replace('output = "gpubench-fal-baseten.sqlite"', 'output = "out.sqlite"')
     config = tmp_path / "plan.toml"
     config.write_text(plan)
-    done = subprocess.run(
-        [sys.executable, "-m", "gpubench_sdk", "run", str(config), "--quiet"],
-        cwd=tmp_path,
-        env={**os.environ, **KEYS, "COLUMNS": "200"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    env = {**os.environ, **KEYS, "COLUMNS": "200"}
+    done = gpubench("run", str(config), "--quiet", timeout=300, cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     printed = done.stdout + done.stderr
     assert not any(key in printed for key in KEYS.values())

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
+from _emulator import emulator
+from test_cli import gpubench
 
 from gpubench_sdk import Outcome, Store
 
@@ -31,17 +31,8 @@ SECRETS = {
 TARGETS = ("aca-t4", "modal-l40s", "fal-emu", "baseten-emu", "local")
 
 
-def _start(stack: ExitStack, *args: str) -> str:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", *args, "--port", "0"],
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, **SECRETS},
-    )
-    stack.callback(proc.wait, 10)
-    stack.callback(proc.terminate)
-    assert proc.stdout is not None
-    return proc.stdout.readline().strip()
+def _start(stack: ExitStack, module: str, *args: str) -> str:
+    return stack.enter_context(emulator(module, *args, env=SECRETS, expect=None))
 
 
 @pytest.fixture
@@ -78,14 +69,8 @@ def plan(tmp_path: Path) -> Iterator[Path]:
 
 @pytest.mark.slow
 def test_one_plan_runs_the_four_providers_and_the_local_runtime(plan: Path, tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "gpubench_sdk", "run", str(plan), "--quiet"],
-        cwd=tmp_path,
-        env={**os.environ, **SECRETS, "COLUMNS": "220"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    env = {**os.environ, **SECRETS, "COLUMNS": "220"}
+    done = gpubench("run", str(plan), "--quiet", timeout=300, cwd=tmp_path, env=env)
     printed = done.stdout + done.stderr
     assert done.returncode == 0, printed[-3000:]
     leaked = [name for name, value in SECRETS.items() if value in printed]

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _emulator import emulator as run_emulator
 
 ROOT = Path(__file__).resolve().parents[1]
 DASHBOARD = ROOT / "examples" / "grafana-dashboard.json"
@@ -108,20 +109,9 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def emulator() -> Iterator[str]:
-    env = {**os.environ, "OPENAI_API_KEY": KEY}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gpubench_openai.emulator", "--port", "0",
-         "--api-key-env", "OPENAI_API_KEY", "--cold-start-s", "0.2"],
-        stdout=subprocess.PIPE, text=True, env=env,
-    )  # fmt: skip
-    assert proc.stdout is not None
-    url = proc.stdout.readline().strip()
-    try:
-        assert url.startswith("http://127.0.0.1:"), url
+    args = ("--api-key-env", "OPENAI_API_KEY", "--cold-start-s", "0.2")
+    with run_emulator("gpubench_openai.emulator", *args, env={"OPENAI_API_KEY": KEY}) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def _scrape(port: int) -> str | None:

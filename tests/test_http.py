@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 from aiohttp import web
-from conftest import LoopbackServer
+from conftest import LoopbackServer, module_server, stream_parts
 
 from gpubench_sdk import Burst, EchoProbe, Outcome, Store, first_byte_ns, make_client, run
 from gpubench_sdk._transport._client import retried
@@ -18,25 +18,26 @@ from gpubench_sdk._transport._client import retried
 pytestmark = pytest.mark.anyio
 
 
-def _app() -> web.Application:
+def _routes() -> web.RouteTableDef:
+    routes = web.RouteTableDef()
+
+    @routes.route("*", "/plain")
     async def plain(request: web.Request) -> web.Response:
         return web.json_response({"method": request.method, "body": (await request.text())})
 
+    @routes.get("/zipped")
     async def zipped(request: web.Request) -> web.Response:
         body = gzip.compress(b'{"zipped": true}')
         return web.Response(
             body=body, headers={"Content-Encoding": "gzip", "Content-Type": "application/json"}
         )
 
+    @routes.get("/stream")
     async def stream(request: web.Request) -> web.StreamResponse:
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await response.prepare(request)
-        for i in range(3):
-            await response.write(f"data: {i}\n\n".encode())
-            await asyncio.sleep(0.05)
-        await response.write_eof()
-        return response
+        events = (f"data: {i}\n\n".encode() for i in range(3))
+        return await stream_parts(request, events, 0.05, {"Content-Type": "text/event-stream"})
 
+    @routes.get("/slow-sized")
     async def slow_sized(request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Length": "6"})
         await response.prepare(request)
@@ -46,9 +47,11 @@ def _app() -> web.Application:
         await response.write_eof()
         return response
 
+    @routes.post("/see-other")
     async def see_other(request: web.Request) -> web.Response:
         raise web.HTTPSeeOther("/plain")
 
+    @routes.post("/echo-error")
     async def echo_error(request: web.Request) -> web.Response:
         asked = await request.json()
         key = request.query.get("token", "")
@@ -56,24 +59,14 @@ def _app() -> web.Application:
             {"error": f"invalid key {key}"}, status=asked["status"], headers=asked["headers"]
         )
 
+    @routes.get("/cookie")
     async def set_cookie(request: web.Request) -> web.Response:
         return web.Response(text="ok", headers={"Set-Cookie": "session=abc"})
 
-    app = web.Application()
-    app.router.add_route("*", "/plain", plain)
-    app.router.add_get("/zipped", zipped)
-    app.router.add_get("/stream", stream)
-    app.router.add_post("/see-other", see_other)
-    app.router.add_get("/slow-sized", slow_sized)
-    app.router.add_get("/cookie", set_cookie)
-    app.router.add_post("/echo-error", echo_error)
-    return app
+    return routes
 
 
-@pytest.fixture(scope="module")
-def server() -> LoopbackServer:
-    with LoopbackServer(_app()) as s:
-        yield s  # type: ignore[misc]
+server = module_server(_routes)
 
 
 async def test_request_body_headers_and_first_byte(server: LoopbackServer) -> None:

@@ -8,13 +8,12 @@ from __future__ import annotations
 import asyncio
 import gzip
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 from aiohttp import web
-from conftest import LoopbackServer
+from conftest import LoopbackServer, module_server, stream_parts
 from test_http import FlakyKeepAlive
 
 from gpubench_sdk import (
@@ -46,7 +45,10 @@ pytestmark = pytest.mark.anyio
 SECRET = "sk-prepared-call-secret-0123456789"
 
 
-def _app() -> web.Application:
+def _routes() -> web.RouteTableDef:
+    routes = web.RouteTableDef()
+
+    @routes.route("*", "/echo")
     async def echo(request: web.Request) -> web.Response:
         seen = {k.lower(): v for k, v in request.headers.items()}
         return web.json_response(
@@ -54,26 +56,32 @@ def _app() -> web.Application:
             headers={"X-Request-Id": "rid-1"},
         )
 
+    @routes.get("/slow")
     async def slow(request: web.Request) -> web.Response:
         await asyncio.sleep(float(request.query.get("s", "1")))
         return web.Response(text="late")
 
+    @routes.route("*", "/status/{code}")
     async def status(request: web.Request) -> web.Response:
         code = int(request.match_info["code"])
         headers = {"Retry-After": "7"} if code == 429 else {}
         return web.json_response({"error": f"code {code}"}, status=code, headers=headers)
 
+    @routes.get("/zipped")
     async def zipped(request: web.Request) -> web.Response:
         body = gzip.compress(b'{"zipped": true}')
         return web.Response(body=body, headers={"Content-Encoding": "gzip"})
 
+    @routes.post("/see-other")
     async def see_other(request: web.Request) -> web.Response:
         raise web.HTTPSeeOther("/echo")
 
+    @routes.get("/latin")
     async def latin(request: web.Request) -> web.Response:
         return web.Response(body="café".encode("latin-1"), content_type="text/plain",
                             charset="latin-1")  # fmt: skip
 
+    @routes.get("/stalls")
     async def stalls(request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Length": "6"})
         await response.prepare(request)
@@ -81,32 +89,15 @@ def _app() -> web.Application:
         await asyncio.sleep(2)  # the rest never comes in time
         return response
 
+    @routes.get("/chunked")
     async def chunked(request: web.Request) -> web.StreamResponse:
-        response = web.StreamResponse()
-        response.enable_chunked_encoding()
-        await response.prepare(request)
-        for part in (b'{"parts": ', b"[1, 2, ", b"3]}"):
-            await response.write(part)
-            await asyncio.sleep(0.01)
-        await response.write_eof()
-        return response
+        parts = (b'{"parts": ', b"[1, 2, ", b"3]}")
+        return await stream_parts(request, parts, 0.01, chunked=True)
 
-    app = web.Application()
-    app.router.add_get("/stalls", stalls)
-    app.router.add_get("/chunked", chunked)
-    app.router.add_route("*", "/echo", echo)
-    app.router.add_get("/slow", slow)
-    app.router.add_route("*", "/status/{code}", status)
-    app.router.add_get("/zipped", zipped)
-    app.router.add_post("/see-other", see_other)
-    app.router.add_get("/latin", latin)
-    return app
+    return routes
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[LoopbackServer]:
-    with LoopbackServer(_app()) as srv:
-        yield srv
+server = module_server(_routes)
 
 
 async def test_sends_what_httpx_sends_and_answers_the_same(server: LoopbackServer) -> None:

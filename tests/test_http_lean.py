@@ -4,14 +4,12 @@ aiohttp server on loopback, next to a plain ``httpx.AsyncClient`` where behaviou
 
 from __future__ import annotations
 
-import asyncio
 import base64
-from collections.abc import Iterator
 
 import httpx
 import pytest
 from aiohttp import web
-from conftest import LoopbackServer
+from conftest import LoopbackServer, module_server, stream_parts
 
 from gpubench_sdk import as_provider_error, make_client
 from gpubench_sdk._transport._stream import StreamedResponse
@@ -19,38 +17,31 @@ from gpubench_sdk._transport._stream import StreamedResponse
 pytestmark = pytest.mark.anyio
 
 
-def _app() -> web.Application:
+def _routes() -> web.RouteTableDef:
+    routes = web.RouteTableDef()
+
+    @routes.get("/item/{n}")
     async def item(request: web.Request) -> web.Response:
         seen = {"auth": request.headers.get("Authorization"), "hook": request.headers.get("X-H")}
         return web.json_response({"item": request.match_info["n"], **seen})
 
+    @routes.get("/moved")
     async def moved(request: web.Request) -> web.Response:
         raise web.HTTPFound("/item/7")
 
+    @routes.get("/teapot")
     async def teapot(request: web.Request) -> web.Response:
         return web.Response(status=418, text="short and stout")
 
+    @routes.get("/lines")
     async def lines(request: web.Request) -> web.StreamResponse:
-        response = web.StreamResponse(headers={"Content-Type": "text/plain"})
-        await response.prepare(request)
-        for part in (b"one\ntw", b"o\nthree\n"):
-            await response.write(part)
-            await asyncio.sleep(0.02)
-        await response.write_eof()
-        return response
+        parts = (b"one\ntw", b"o\nthree\n")
+        return await stream_parts(request, parts, 0.02, {"Content-Type": "text/plain"})
 
-    app = web.Application()
-    app.router.add_get("/item/{n}", item)
-    app.router.add_get("/moved", moved)
-    app.router.add_get("/teapot", teapot)
-    app.router.add_get("/lines", lines)
-    return app
+    return routes
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[LoopbackServer]:
-    with LoopbackServer(_app()) as srv:
-        yield srv
+server = module_server(_routes)
 
 
 async def test_preloaded_response_is_a_read_httpx_response(server: LoopbackServer) -> None:

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 
 import httpx
 import pytest
 from aiohttp import web
 from aiohttp.client_proto import ResponseHandler
-from conftest import LoopbackServer
+from conftest import LoopbackServer, module_server
 
 from gpubench_sdk import make_client
 from gpubench_sdk._transport._stream import LazyReadTimeout
@@ -20,7 +19,10 @@ from gpubench_sdk._transport._stream import LazyReadTimeout
 pytestmark = pytest.mark.anyio
 
 
-def _app() -> web.Application:
+def _routes() -> web.RouteTableDef:
+    routes = web.RouteTableDef()
+
+    @routes.get("/trickle")
     async def trickle(request: web.Request) -> web.StreamResponse:
         """``n`` events ``gap`` seconds apart, then ``stall`` seconds of silence, then the end."""
         n, gap = int(request.query["n"]), float(request.query["gap"])
@@ -35,15 +37,10 @@ def _app() -> web.Application:
         await response.write_eof()
         return response
 
-    app = web.Application()
-    app.router.add_get("/trickle", trickle)
-    return app
+    return routes
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[LoopbackServer]:
-    with LoopbackServer(_app()) as s:
-        yield s
+server = module_server(_routes)
 
 
 async def test_a_stream_longer_than_the_read_timeout_is_not_cut(server: LoopbackServer) -> None:

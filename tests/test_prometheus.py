@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _plans import local_plan
 from test_cli import gpubench
 
 from gpubench_sdk import Invocation, Outcome, Phase, Store, telemetry
@@ -26,22 +27,19 @@ from gpubench_sdk import Invocation, Outcome, Phase, Store, telemetry
 ROOT = Path(__file__).resolve().parents[1]
 PROMETHEUS = shutil.which("prometheus")
 
-PLAN = """
+PLAN = local_plan(
+    """
 [workload]
 kind = "probe"
 sleep_ms = 2
-
-[[targets]]
-name = "loc"
-provider = "local"
-handler = "gpubench_sdk.demo:echo"
-load = ""
-
-[[scenarios]]
+""",
+    "",
+    """[[scenarios]]
 kind = "rate"
 rps = 20
 duration_s = 12
-"""
+""",
+)
 
 
 P50 = (

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _emulator import emulator as run_emulator
 
 from gpubench_sdk import ConfigError, Outcome, Phase, Store, StoreError, summarize
 from gpubench_sdk._plan._build import build_run
@@ -69,19 +70,9 @@ def cluster() -> Iterator[Cluster]:
 @pytest.fixture(scope="module")
 def emulator() -> Iterator[str]:
     """The generic HTTP emulator (gpubench_sdk.testing's simulated fleet), requiring KEY."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gpubench_http.emulator", "--port", "0", "--api-key-env",
-         "EMU_KEY", "--cold-start-s", "0", "--max-workers", "64"],
-        stdout=subprocess.PIPE, text=True, env={**os.environ, "EMU_KEY": KEY},
-    )  # fmt: skip
-    assert proc.stdout is not None
-    url = proc.stdout.readline().strip()
-    try:
-        assert url.startswith("http://127.0.0.1:"), url
+    args = ("--api-key-env", "EMU_KEY", "--cold-start-s", "0", "--max-workers", "64")
+    with run_emulator("gpubench_http.emulator", *args, env={"EMU_KEY": KEY}) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 @pytest.fixture(autouse=True)

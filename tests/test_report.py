@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _plans import local_plan
 from _report_store import BURST, build_store
 from test_cli import gpubench
 
@@ -120,24 +121,23 @@ def test_bad_references_are_clear_errors(store_path: Path, tmp_path: Path) -> No
     assert not missing.exists()
 
 
-PLAN = """
+PLAN = local_plan(
+    """
 [run]
 name = "secret-check"
 [workload]
 kind = "probe"
-[[targets]]
-name = "loc"
-provider = "local"
-handler = "gpubench_sdk.demo:echo"
-load = ""
-api_key_env = "GPUBENCH_REPORT_TEST_KEY"
+""",
+    """api_key_env = "GPUBENCH_REPORT_TEST_KEY"
 headers = {{ "X-Trace" = "{secret}" }}
 price_per_s_usd = 0.0004
-[[scenarios]]
+""",
+    """[[scenarios]]
 kind = "burst"
 total = 6
 concurrency = 2
-"""
+""",
+)
 
 
 def test_a_key_in_the_environment_never_reaches_a_report(tmp_path: Path) -> None:

@@ -11,16 +11,14 @@ show each of the four comparisons as one chart holding every target, under its v
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 import time
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _emulator import emulator as run_emulator
 from test_cli import gpubench
 
 from gpubench_sdk._plan._config import parse_config
@@ -76,20 +74,9 @@ concurrency = 4
 
 @pytest.fixture(scope="module")
 def emulator() -> Iterator[str]:
-    env = {**os.environ, "RUNPOD_API_KEY": KEY}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gpubench_runpod.emulator", "--port", "0",
-         "--api-key-env", "RUNPOD_API_KEY", "--cold-start-s", "0.4", "--idle-timeout-s", "1"],
-        stdout=subprocess.PIPE, text=True, env=env,
-    )  # fmt: skip
-    assert proc.stdout is not None
-    url = proc.stdout.readline().strip()
-    try:
-        assert url.startswith("http://127.0.0.1:"), url
+    args = ("--api-key-env", "RUNPOD_API_KEY", "--cold-start-s", "0.4", "--idle-timeout-s", "1")
+    with run_emulator("gpubench_runpod.emulator", *args, env={"RUNPOD_API_KEY": KEY}) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 @pytest.fixture(scope="module")

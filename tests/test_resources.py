@@ -37,10 +37,15 @@ url = "{url}/work"
 auth_scheme = "none"
 
 [[scenarios]]
-kind = "burst"
-total = {total}
-concurrency = {concurrency}
+{scenario}
 """
+BURST = """kind = "burst"
+total = {total}
+concurrency = {concurrency}"""
+RATE = """kind = "rate"
+rps = 1000
+duration_s = 0.5
+{extra}"""
 
 
 async def _slow(request: web.Request) -> web.Response:
@@ -52,14 +57,18 @@ def _limited(n: int) -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
 
 
-def _run(tmp_path: Path, url: str, concurrency: int) -> subprocess.CompletedProcess[str]:
-    plan = tmp_path / f"c{concurrency}.toml"
-    plan.write_text(PLAN.format(url=url, total=2 * concurrency, concurrency=concurrency))
+def _run(plan: Path, url: str, scenario: str, store: Path) -> subprocess.CompletedProcess[str]:
+    """``gpubench run`` of PLAN with ``scenario``, against ``url``, under the open-files LIMIT."""
+    plan.write_text(PLAN.format(url=url, scenario=scenario))
     return subprocess.run(
-        [sys.executable, "-m", "gpubench_sdk", "run", str(plan),
-         "--store", str(tmp_path / "s.sqlite"), "--quiet"],
+        [sys.executable, "-m", "gpubench_sdk", "run", str(plan), "--store", str(store), "--quiet"],
         capture_output=True, text=True, timeout=180, preexec_fn=lambda: _limited(LIMIT),
     )  # fmt: skip
+
+
+def _burst(tmp_path: Path, url: str, concurrency: int) -> subprocess.CompletedProcess[str]:
+    burst = BURST.format(total=2 * concurrency, concurrency=concurrency)
+    return _run(tmp_path / f"c{concurrency}.toml", url, burst, tmp_path / "s.sqlite")
 
 
 @pytest.mark.skipif(resource.getrlimit(resource.RLIMIT_NOFILE)[1] < 1024, reason="low hard limit")
@@ -69,8 +78,8 @@ def test_a_plan_above_the_open_files_limit_is_refused_and_one_under_it_runs(
     app = web.Application()
     app.router.add_post("/work", _slow)
     with LoopbackServer(app) as server:
-        refused = _run(tmp_path, server.url, FITS + 1)
-        ran = _run(tmp_path, server.url, FITS)
+        refused = _burst(tmp_path, server.url, FITS + 1)
+        ran = _burst(tmp_path, server.url, FITS)
     lines = [line for line in refused.stderr.splitlines() if line.strip()]
     assert refused.returncode == 2 and len(lines) == 1, refused.stderr
     assert "scenarios[0].burst.concurrency" in lines[0] and f"may open {LIMIT}" in lines[0]
@@ -83,24 +92,6 @@ def test_a_plan_above_the_open_files_limit_is_refused_and_one_under_it_runs(
     assert len(invs) == 2 * FITS and all(i.outcome is Outcome.OK for i in invs)
 
 
-RATE_PLAN = """
-[workload]
-kind = "probe"
-
-[[targets]]
-name = "slow"
-provider = "http"
-url = "{url}/work"
-auth_scheme = "none"
-
-[[scenarios]]
-kind = "rate"
-rps = 1000
-duration_s = 0.5
-{extra}
-"""
-
-
 @pytest.mark.skipif(resource.getrlimit(resource.RLIMIT_NOFILE)[1] < 1024, reason="low hard limit")
 def test_a_rate_without_max_inflight_fits_itself_to_the_limit(tmp_path: Path) -> None:
     """Open loop: ~300 requests would be in flight (1,000/s x 0.3 s), more than 256 files hold.
@@ -111,13 +102,8 @@ def test_a_rate_without_max_inflight_fits_itself_to_the_limit(tmp_path: Path) ->
     runs = {}
     with LoopbackServer(app) as server:
         for name, extra in (("adapts", ""), ("explicit", "max_inflight = 300")):
-            plan = tmp_path / f"{name}.toml"
-            plan.write_text(RATE_PLAN.format(url=server.url, extra=extra))
-            runs[name] = subprocess.run(
-                [sys.executable, "-m", "gpubench_sdk", "run", str(plan), "--store",
-                 str(tmp_path / f"{name}.sqlite"), "--quiet"],
-                capture_output=True, text=True, timeout=180, preexec_fn=lambda: _limited(LIMIT),
-            )  # fmt: skip
+            plan, store = tmp_path / f"{name}.toml", tmp_path / f"{name}.sqlite"
+            runs[name] = _run(plan, server.url, RATE.format(extra=extra), store)
     assert runs["adapts"].returncode == 0, runs["adapts"].stderr
     assert f"at most {FITS} requests in flight" in runs["adapts"].stderr
     with Store(tmp_path / "adapts.sqlite", readonly=True) as store:

@@ -124,6 +124,15 @@ async def test_timeout_outcome(echo_server: LoopbackServer, tmp_path: Path) -> N
     assert inv.service_ms < 400
 
 
+async def _stored(
+    tmp_path: Path, providers: dict[str, Any], probe: Any, scenarios: list[Any], **kw: Any
+) -> list[Invocation]:
+    """``run`` into a store under ``tmp_path``: the invocations it stored, in ``seq`` order."""
+    result = await run(providers, probe, scenarios, store=tmp_path / "r.sqlite", **kw)
+    with Store(tmp_path / "r.sqlite") as s:
+        return sorted(s.invocations(result.run_id), key=lambda i: i.seq)
+
+
 async def test_invalid_echo_is_invalid_response(tmp_path: Path) -> None:
     from aiohttp import web
 
@@ -135,14 +144,10 @@ async def test_invalid_echo_is_invalid_response(tmp_path: Path) -> None:
     app = web.Application()
     app.router.add_post("/invoke", wrong)
     with LoopbackServer(app) as server:
-        result = await run(
-            {"a": EchoProvider(url=server.url)},
-            EchoProbe(),
-            [Burst(2, 1)],
-            store=tmp_path / "r.sqlite",
+        invs = await _stored(
+            tmp_path, {"a": EchoProvider(url=server.url)}, EchoProbe(), [Burst(2, 1)]
         )
-    with Store(tmp_path / "r.sqlite") as s:
-        assert {i.outcome for i in s.invocations(result.run_id)} == {Outcome.INVALID_RESPONSE}
+    assert {i.outcome for i in invs} == {Outcome.INVALID_RESPONSE}
 
 
 async def test_rate_counts_latency_from_the_schedule(
@@ -150,15 +155,13 @@ async def test_rate_counts_latency_from_the_schedule(
 ) -> None:
     # one request in flight at most and a 50 ms server: at 40 req/s the client must fall
     # behind; latency (from the schedule) must then exceed service time by the send lag
-    result = await run(
+    invs = await _stored(
+        tmp_path,
         {"a": EchoProvider(url=echo_server.url)},
         EchoProbe(sleep_ms=50),
         [Rate(rps=40, duration_s=0.5, max_inflight=1)],
-        store=tmp_path / "r.sqlite",
         monitor=False,
     )
-    with Store(tmp_path / "r.sqlite") as s:
-        invs = sorted(s.invocations(result.run_id), key=lambda i: i.seq)
     assert len(invs) == 20
     gaps = np.diff([i.scheduled_ns for i in invs]) / 1e6
     assert np.allclose(gaps, 25.0, atol=0.01)  # the schedule is exact: 1/40 s apart
@@ -250,14 +253,8 @@ class GuessingProvider(EchoProvider):
 async def test_a_guessed_cold_start_is_not_stored_as_confirmed(
     echo_server: LoopbackServer, tmp_path: Path
 ) -> None:
-    result = await run(
-        {"a": GuessingProvider(url=echo_server.url)},
-        EchoProbe(),
-        [Burst(3, 1)],
-        store=tmp_path / "r.sqlite",
-    )
-    with Store(tmp_path / "r.sqlite") as s:
-        invs = sorted(s.invocations(result.run_id), key=lambda i: i.seq)
+    provider = GuessingProvider(url=echo_server.url)
+    invs = await _stored(tmp_path, {"a": provider}, EchoProbe(), [Burst(3, 1)])
     assert [(i.cold, i.cold_confirmed) for i in invs] == [
         (True, False),
         (True, True),

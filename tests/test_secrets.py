@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+from _plans import local_target
 from aiohttp import web
 from conftest import LoopbackServer
 from rich.console import Console
@@ -40,16 +41,7 @@ KEY = "sk-gpb-3f9c2a7e5d1b4c8a"
 PLAN = {
     "run": {"name": "secret-test"},
     "workload": {"kind": "probe", "sleep_ms": 1},
-    "targets": [
-        {
-            "name": "loc",
-            "provider": "local",
-            "api_key_env": "GPB_TEST_KEY",
-            "handler": "gpubench_sdk.demo:echo",
-            "load": "",
-            "idle_timeout_s": 1.0,
-        }
-    ],
+    "targets": [local_target(api_key_env="GPB_TEST_KEY", idle_timeout_s=1.0)],
     "scenarios": [
         {"kind": "cold_starts", "n": 1},
         {"kind": "burst", "total": 10, "concurrency": 2},
@@ -61,14 +53,19 @@ def _files_text(*paths: Path) -> str:
     return "".join(p.read_bytes().decode("latin-1") for p in paths if p.exists())
 
 
-def test_no_artifact_of_a_run_holds_the_key(
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture,
-    capfd: pytest.CaptureFixture[str],
-) -> None:
+@pytest.fixture
+def key_logs(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> pytest.LogCaptureFixture:
+    """KEY in GPB_TEST_KEY, and every log record down to DEBUG captured for the test."""
     monkeypatch.setenv("GPB_TEST_KEY", KEY)
     caplog.set_level(logging.DEBUG)
+    return caplog
+
+
+def test_no_artifact_of_a_run_holds_the_key(
+    tmp_path: Path, key_logs: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
+) -> None:
     setup = telemetry.configure(in_memory=True, set_global=False)
     store_path = tmp_path / "s.sqlite"
     config = parse_config(PLAN)
@@ -94,7 +91,7 @@ def test_no_artifact_of_a_run_holds_the_key(
     artifacts["exports"] = _files_text(jsonl, csv)
     assert setup.spans is not None
     artifacts["spans"] = "".join(sp.to_json() for sp in setup.spans.get_finished_spans())
-    artifacts["logs"] = "\n".join(r.getMessage() + str(r.args) for r in caplog.records)
+    artifacts["logs"] = "\n".join(r.getMessage() + str(r.args) for r in key_logs.records)
     out, err = capfd.readouterr()
     artifacts["stdio"] = out + err
     target = runner._targets[0]
@@ -358,13 +355,8 @@ def _worker_environments(root: int) -> dict[int, bytes]:
 
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="reads /proc")
 def test_every_secret_form_stays_out_of_every_artifact(
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture,
-    capfd: pytest.CaptureFixture[str],
+    tmp_path: Path, key_logs: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv("GPB_TEST_KEY", KEY)
-    caplog.set_level(logging.DEBUG)
     app = web.Application()
     app.router.add_post("/run", _gatekeeper)
     envs: dict[int, bytes] = {}
@@ -418,7 +410,7 @@ def test_every_secret_form_stays_out_of_every_artifact(
         artifacts[f"export {name}"] = _files_text(path)
     assert setup.spans is not None
     artifacts["spans"] = "".join(sp.to_json() for sp in setup.spans.get_finished_spans())
-    artifacts["logs"] = "\n".join(r.getMessage() + str(r.args) for r in caplog.records)
+    artifacts["logs"] = "\n".join(r.getMessage() + str(r.args) for r in key_logs.records)
     for fmt in ("html", "json", "csv", "md"):  # a fresh process: it knows only the store
         out_file = tmp_path / f"report.{fmt}"
         proc = subprocess.run(

@@ -9,11 +9,10 @@ import itertools
 import re
 import time
 import zlib
-from collections.abc import Iterator
 
 import pytest
 from aiohttp import web
-from conftest import LoopbackServer
+from conftest import LoopbackServer, module_server
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -97,7 +96,10 @@ def test_named_multiline_and_commented_events() -> None:
 SENT: list[int] = []  # perf_counter_ns just before each event was written (same clock, process)
 
 
-def _app() -> web.Application:
+def _routes() -> web.RouteTableDef:
+    routes = web.RouteTableDef()
+
+    @routes.get("/events")
     async def events(request: web.Request) -> web.StreamResponse:
         gzip = request.query.get("gzip") == "1"
         headers = {"Content-Type": "text/event-stream"}
@@ -121,15 +123,10 @@ def _app() -> web.Application:
         await response.write_eof()
         return response
 
-    app = web.Application()
-    app.router.add_get("/events", events)
-    return app
+    return routes
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[LoopbackServer]:
-    with LoopbackServer(_app()) as s:
-        yield s
+server = module_server(_routes)
 
 
 @pytest.mark.anyio

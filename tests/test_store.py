@@ -86,6 +86,17 @@ def begin_with(store: Store, invs: list[Invocation]) -> RunInfo:
     return run
 
 
+def exported(path: Path, invs: list[Invocation]) -> tuple[list[dict[str, Any]], str]:
+    """A run holding ``invs`` in a new store at ``path``, exported: its JSON lines, parsed, and
+    its CSV text."""
+    with Store(path) as s:
+        run = begin_with(s, invs)
+        jsonl, text = io.StringIO(), io.StringIO()
+        s.export_jsonl(run.id, jsonl)
+        s.export_csv(run.id, text)
+    return [json.loads(line) for line in jsonl.getvalue().splitlines()], text.getvalue()
+
+
 def every_variant() -> list[Invocation]:
     """Every Outcome x Phase x cold, all-None optionals, awkward text and extreme numbers."""
     invs = [
@@ -221,19 +232,14 @@ def _from_text(field: str, value: Any) -> Any:
 
 def test_export_jsonl_and_csv_parse_back(tmp_path: Path) -> None:
     invs = every_variant()
-    with Store(tmp_path / "r.sqlite") as s:
-        run = begin_with(s, invs)
-        jsonl, text = io.StringIO(), io.StringIO()
-        s.export_jsonl(run.id, jsonl)
-        s.export_csv(run.id, text)
-    rows = [json.loads(line) for line in jsonl.getvalue().splitlines()]
+    rows, text = exported(tmp_path / "r.sqlite", invs)
     assert rows[0]["outcome"] == "ok" and rows[0]["target"] == "a"
     derived = ("latency_ms", "scenario_kind")
     for r in rows:
         assert r.pop("scenario_kind") == ["steady", "burst"][r["scenario"]]
         assert r.pop("latency_ms") == pytest.approx((r["end_ns"] - r["scheduled_ns"]) / 1e6)
     assert [Invocation(**{k: _from_text(k, v) for k, v in r.items()}) for r in rows] == invs
-    reader = csv.DictReader(io.StringIO(text.getvalue()))
+    reader = csv.DictReader(io.StringIO(text))
     assert reader.fieldnames is not None and tuple(reader.fieldnames[-2:]) == derived
     parsed = [
         Invocation(**{k: _from_text(k, v) for k, v in r.items() if k not in derived})

@@ -17,7 +17,7 @@ import anyio
 import numpy as np
 import pytest
 from rich.console import Console
-from test_store import begin, begin_with, make_inv
+from test_store import begin, begin_with, exported, make_inv
 
 from gpubench_sdk import Burst, Provider, Request, Result, run
 from gpubench_sdk._base._errors import StoreError
@@ -101,16 +101,11 @@ def test_blob_is_the_documented_encoding(tmp_path: Path) -> None:
 
 def test_exports_carry_tokens_and_detail(tmp_path: Path) -> None:
     invs = [with_tokens(0, 3), make_inv(1)]
-    with Store(tmp_path / "r.sqlite") as s:
-        run_ = begin_with(s, invs)
-        jsonl, text = io.StringIO(), io.StringIO()
-        s.export_jsonl(run_.id, jsonl)
-        s.export_csv(run_.id, text)
-    rows = [json.loads(line) for line in jsonl.getvalue().splitlines()]
+    rows, text = exported(tmp_path / "r.sqlite", invs)
     assert rows[0]["token_times_ns"] == invs[0].token_times_ns
     assert rows[0]["detail"] == invs[0].detail
     assert rows[1]["token_times_ns"] is None and rows[1]["detail"] is None
-    first, second = list(csv.DictReader(io.StringIO(text.getvalue())))
+    first, second = list(csv.DictReader(io.StringIO(text)))
     assert [int(t) for t in first["token_times_ns"].split()] == invs[0].token_times_ns
     assert json.loads(first["detail"]) == invs[0].detail
     assert second["token_times_ns"] == second["detail"] == ""
