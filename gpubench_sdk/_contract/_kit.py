@@ -19,16 +19,14 @@ import httpx
 from pydantic import Field, SecretStr
 
 from .._base._errors import (
-    ClientHTTPError,
     ConfigError,
     InvalidResponseError,
     ProviderError,
-    ServerHTTPError,
-    ThrottledError,
 )
 from .._base._secrets import redact
 from .._base._types import Result, ScalingSettings
 from .._transport._client import as_provider_error, first_byte_ns
+from .._transport._errors import error_type
 from .._transport._responses import invalid_response
 from ._jobs import Polling
 from ._provider import Provider, ProviderOptions
@@ -81,8 +79,7 @@ def status_error(
 def error_for_status(message: str, status: int, *, provider: str) -> ProviderError:
     """The error a status stands for where another client (a cloud SDK) reports it: 429
     ``ThrottledError``, 5xx ``ServerHTTPError``, any other ``ClientHTTPError``."""
-    kind = ThrottledError if status == 429 else ServerHTTPError if status >= 500 else None
-    return (kind or ClientHTTPError)(message, provider=provider, status_code=status)
+    return error_type(status)(message, provider=provider, status_code=status)
 
 
 ErrorOf = Callable[[httpx.Response], ProviderError]

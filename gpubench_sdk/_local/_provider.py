@@ -10,19 +10,17 @@ import httpx
 from pydantic import Field, model_validator
 
 from .._base._errors import (
-    ClientHTTPError,
     ColdTimeoutError,
     ConfigError,
     InvalidResponseError,
     ProviderError,
-    ServerHTTPError,
-    ThrottledError,
 )
 from .._base._secrets import redact
 from .._base._types import ColdCheck, FleetState, Request, Result, ScalingSettings
 from .._contract._capabilities import Capabilities
 from .._contract._provider import Provider, ProviderOptions
 from .._transport._client import first_byte_ns, retry_after_s
+from .._transport._errors import error_type
 from ._config import (
     DEFAULT_HANDLER,
     DEFAULT_LOAD,
@@ -177,13 +175,11 @@ class LocalProvider(Provider):
             "status_code": status,
             "request_id": body.get("request_id"),
         }
-        if status == 429:  # Retry-After in seconds or as an HTTP date
-            return ThrottledError(message, retry_after_s=retry_after_s(response), **kw)
         if status == 504 and body.get("stage") == "queue":
             return ColdTimeoutError(message, **kw)
-        if status >= 500:
-            return ServerHTTPError(message, **kw)
-        return ClientHTTPError(message, **kw)
+        if status == 429:  # Retry-After in seconds or as an HTTP date
+            kw["retry_after_s"] = retry_after_s(response)
+        return error_type(status)(message, **kw)
 
     async def _call(self, method: str, url: httpx.URL, body: Any = None) -> dict[str, Any]:
         response = await self.client.request(method, url, json=body, headers=self._headers)

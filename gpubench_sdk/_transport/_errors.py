@@ -79,6 +79,15 @@ def as_provider_error(
     return error
 
 
+def error_type(status: int) -> type[ProviderError]:
+    """The error a status >= 400 stands for: 429 ``ThrottledError``, 5xx ``ServerHTTPError``,
+    any other ``ClientHTTPError``. The one mapping: ``as_provider_error``, the local provider
+    and the plugin kit's ``error_for_status`` (a cloud SDK's status) all read it."""
+    if status == 429:
+        return ThrottledError
+    return ServerHTTPError if status >= 500 else ClientHTTPError
+
+
 def _as_provider_error(exc: BaseException, provider: str, detail: str | None) -> ProviderError:
     if isinstance(exc, ProviderError):
         return exc
@@ -94,13 +103,11 @@ def _as_provider_error(exc: BaseException, provider: str, detail: str | None) ->
         if body:
             text += f": {body}"
         kw: dict[str, Any] = {"provider": provider, "status_code": status}
+        if status < 400:
+            return HTTPStatusError(text, **kw)  # an unfollowed 3xx: not an answer
         if status == 429:
-            return ThrottledError(text, retry_after_s=retry_after_s(response), **kw)
-        if 400 <= status < 500:
-            return ClientHTTPError(text, **kw)
-        if status >= 500:
-            return ServerHTTPError(text, **kw)
-        return HTTPStatusError(text, **kw)  # an unfollowed 3xx: not an answer
+            kw["retry_after_s"] = retry_after_s(response)
+        return error_type(status)(text, **kw)
     detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
     if isinstance(exc, httpx.TimeoutException | TimeoutError):
         return RequestTimeoutError(where + detail, provider=provider)
