@@ -7,10 +7,14 @@ from __future__ import annotations
 import math
 
 
-def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval of a proportion (Wilson 1927; Agresti & Coull 1998)."""
+def check_confidence(confidence: float) -> None:
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be between 0 and 1 (e.g. 0.95), got {confidence!r}")
+
+
+def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a proportion (Wilson 1927; Agresti & Coull 1998)."""
+    check_confidence(confidence)
     if trials <= 0:
         return (math.nan, math.nan)
     if not 0 <= successes <= trials:

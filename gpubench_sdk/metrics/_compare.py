@@ -19,11 +19,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from .._base._math import check_confidence
 from ._stats import (
     DEFAULT_N_BOOT,
     as_samples,
     bootstrap_quantile_replicates,
-    check_confidence,
     normal_sf,
     quantile_sorted,
     rankdata,

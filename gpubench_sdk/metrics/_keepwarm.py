@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from .._base._math import normal_ppf, wilson_interval
-from ._stats import FloatArray, check_confidence
+from .._base._math import check_confidence, normal_ppf, wilson_interval
+from ._stats import FloatArray
 
 
 def idle_gaps_s(start_ns: npt.ArrayLike, end_ns: npt.ArrayLike) -> FloatArray:

@@ -28,6 +28,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from .._base._math import check_confidence
 from .._base._types import Outcome
 
 FloatArray = npt.NDArray[np.float64]
@@ -45,11 +46,6 @@ def as_samples(values: npt.ArrayLike, name: str = "values") -> FloatArray:
     if arr.ndim != 1:
         raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
     return arr[~np.isnan(arr)]
-
-
-def check_confidence(confidence: float) -> None:
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be between 0 and 1 (e.g. 0.95), got {confidence!r}")
 
 
 def check_quantile(q: float) -> None:

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from .._base._math import check_confidence
 from ._compare import mann_whitney_u
-from ._stats import check_confidence, quantile_ci
+from ._stats import quantile_ci
 
 _NS_PER_DAY = 86_400 * 10**9
 
