@@ -9,6 +9,7 @@ import inspect
 from pathlib import Path
 
 import pytest
+from _imports import import_graph
 
 import gpubench_sdk
 from gpubench_sdk._runner._load import RunLoad
@@ -21,27 +22,12 @@ RUNNER = sorted((ROOT / "gpubench_sdk" / "_runner").glob("*.py"))
 ALLOWED = ("_base", "_scenarios")
 
 
-def _imports(path: Path) -> set[str]:
-    """Every gpubench_sdk module ``path`` imports, anywhere in it (TYPE_CHECKING, functions)."""
-    package = "gpubench_sdk._scenarios" if path.parent.name == "_scenarios" else "gpubench_sdk"
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            found |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join([*parts, base] if base else parts)
-            found.add(base)
-    return {m for m in found if m.startswith("gpubench_sdk")}
-
-
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.name)
 def test_scenarios_import_nothing_of_the_runner(path: Path) -> None:
+    module = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
     outside = {
         m
-        for m in _imports(path)
+        for m in import_graph()[module]
         if not m.removeprefix("gpubench_sdk.").startswith(ALLOWED) and m != "gpubench_sdk"
     }
     assert not outside, f"{path.name} imports {sorted(outside)}"
