@@ -50,12 +50,17 @@ class Queue:
 
     polls: list[Answer] = field(default_factory=lambda: [DONE])
     submit: Answer = field(default_factory=lambda: Answer(body={"id": JOB}))
+    submit_delay_s: float = 0.0  # the job exists from the start; its answer comes this late
+    submitted: list[str] = field(default_factory=list)
     polled_at: list[float] = field(default_factory=list)
     cancelled: list[str] = field(default_factory=list)
 
     def app(self) -> Starlette:
         async def submit(request: HTTPRequest) -> JSONResponse:
             a = self.submit
+            if a.status == 200:
+                self.submitted.append(a.body["id"])
+            await asyncio.sleep(self.submit_delay_s)
             return JSONResponse(a.body, a.status, a.headers)
 
         async def status(request: HTTPRequest) -> JSONResponse:
@@ -212,6 +217,46 @@ def test_a_cancelled_task_cancels_the_job(served: ServedApp, queue: Queue) -> No
 
     asyncio.run(go())
     assert queue.cancelled == [JOB]
+
+
+def test_a_task_cancelled_while_its_submit_is_on_the_wire_still_cancels_the_job(
+    served: ServedApp, queue: Queue
+) -> None:
+    """The job exists before its id reaches the client (Baseten's conformance test caught
+    that gap): the submit's answer is awaited, shielded, so the job can be cancelled."""
+    queue.polls, queue.submit_delay_s = [Answer()], 0.3
+
+    async def go() -> None:
+        task = asyncio.create_task(follow(served))
+        for _ in range(500):
+            if queue.submitted:
+                break
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(go())
+    assert queue.submitted == [JOB] and queue.cancelled == [JOB]
+    assert queue.polled_at == []  # waited for the answer, polled nothing after it
+
+
+def test_a_deadline_passing_during_the_submit_still_cancels_the_job(
+    served: ServedApp, queue: Queue
+) -> None:
+    queue.polls, queue.submit_delay_s = [Answer()], 0.4
+    error = failure(served, timeout_s=0.1)
+    assert isinstance(error, RequestTimeoutError) and queue.cancelled == [JOB]
+
+
+def test_a_submit_hung_past_the_grace_is_given_up(served: ServedApp, queue: Queue) -> None:
+    """The wait for a submit's answer is bounded: ``cancel_grace_s``, then the error."""
+    queue.submit_delay_s = 5.0
+    started = time.monotonic()
+    polling = Polling(interval_s=0.01, cancel_grace_s=0.2)
+    error = failure(served, polling, timeout_s=0.1)
+    assert isinstance(error, RequestTimeoutError) and "no answer to the submit" in str(error)
+    assert time.monotonic() - started < 1.5 and queue.cancelled == []
 
 
 def test_a_failed_poll_names_the_job_and_cancels_it(served: ServedApp, queue: Queue) -> None:

@@ -14,7 +14,9 @@ and ``run_job`` does the rest the same way for every one of them:
 - names the job (``request_id``) in every error raised once the job exists, whatever raised
   it, so a failed poll can be traced to its job;
 - cancels a job it leaves unfinished (a failure, the deadline, the task's cancellation):
-  shielded from the cancellation, bounded by ``Polling.cancel_grace_s``, best effort.
+  shielded from the cancellation, bounded by ``Polling.cancel_grace_s``, best effort; a
+  cancellation that lands while the submit is on its way first waits for the submit's answer
+  (within the same grace), since the job may exist already and only that answer names it.
 """
 
 from __future__ import annotations
@@ -155,9 +157,28 @@ class _Follow:
                 raise
             raise error from exc
 
+    async def _submit(self) -> Any:
+        """``job.submit()``, whose answer is waited for (up to ``cancel_grace_s``) even when the
+        task is cancelled or the deadline passes meanwhile: the job may exist by then, and only
+        that answer names it, so only with it can the job be cancelled rather than left to run
+        (and bill) with nobody waiting for it."""
+        submit = asyncio.ensure_future(self.job.submit())
+        try:
+            return await asyncio.shield(submit)
+        except asyncio.CancelledError:
+            if not submit.done():
+                with anyio.move_on_after(self.polling.cancel_grace_s, shield=True):
+                    await asyncio.wait({submit})
+            if submit.done():
+                if not submit.cancelled():
+                    submit.exception()  # retrieved: the cancellation is what propagates
+            else:
+                submit.cancel()
+            raise
+
     async def _run(self) -> Result:
         job, polling = self.job, self.polling
-        state = await job.submit()
+        state = await self._submit()
         if job.id is None:
             raise InvalidResponseError("the submit named no job", provider=self.provider)
         delays = polling.delays()

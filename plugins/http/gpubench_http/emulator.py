@@ -7,14 +7,17 @@ after ``redirect_after_s`` is answered ``303 See Other`` with ``Location: /resul
 Modal's web endpoints do after 150 s (modal.com/docs/guide/webhook-timeouts); ``GET
 /result/{id}`` waits again and redirects again, until the result is ready. ``GET /health``
 answers 200 while a worker is up and 503 while none is (readiness). A client that disconnects
-cancels its job. ``auth`` picks the scheme the service requires (``bearer``, ``api-key``,
-``key``, ``modal``: ``Modal-Key``/``Modal-Secret`` from ``api_key`` written ``key:secret``).
+cancels its job, and so does one that takes a 303 and does not come back for the result within
+``reclaim_within_s``: a client cancelled between two hops has no connection left to close.
+``auth`` picks the scheme the service requires (``bearer``, ``api-key``, ``key``, ``modal``:
+``Modal-Key``/``Modal-Secret`` from ``api_key`` written ``key:secret``).
 Faults in ``fleet.faults`` hit ``/predict`` (route ``submit``) and ``/result`` (``poll``).
 Run ``python -m gpubench_http.emulator --port 0`` to serve one by hand (testing extra needed).
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 from gpubench_sdk.testing import (
@@ -33,6 +36,7 @@ if TYPE_CHECKING:
     from starlette.requests import Request
 
 MODAL_REDIRECT_AFTER_S = 150.0  # modal.com/docs/guide/webhook-timeouts
+RECLAIM_WITHIN_S = 1.0  # a redirect is followed within milliseconds; a second is generous
 _SCHEMES = {"bearer": "Bearer", "api-key": "Api-Key", "key": "Key"}
 
 
@@ -42,12 +46,19 @@ def make_app(
     api_key: str | None = None,
     auth: str = "bearer",
     redirect_after_s: float = MODAL_REDIRECT_AFTER_S,
+    reclaim_within_s: float = RECLAIM_WITHIN_S,
 ) -> ASGIApp:
     """The emulator app for ``fleet``; with ``api_key`` every request must carry it."""
     header = ("modal-key", "modal-secret") if auth == "modal" else "authorization"
     schemes = (_SCHEMES.get(auth, ""),)
     key = KeyCheck(api_key, header, schemes, message="missing or invalid credentials")
     emu = Emulator(fleet, name="HTTP", check=key)
+    unclaimed: dict[str, asyncio.TimerHandle] = {}  # job id -> its cancel, once redirected
+
+    def abandon(job: Job) -> None:
+        unclaimed.pop(job.id, None)
+        if not job.done.is_set():
+            fleet.cancel(job.id)
 
     def answer(job: Job) -> Any:
         if job.status is not JobStatus.COMPLETED:
@@ -60,12 +71,16 @@ def make_app(
     async def wait(request: Request, job: Job) -> Any:
         """The answer, a 303 to the result URL after ``redirect_after_s``, or nothing (the
         client left, and its job is cancelled)."""
+        if (pending := unclaimed.pop(job.id, None)) is not None:
+            pending.cancel()  # the client came back for it
         seen = await watch(request, job, timeout_s=redirect_after_s)
         if seen == "hung_up":
             fleet.cancel(job.id)
             return emu.reply(status=499)
         if seen == "timed_out":  # a small body, as a real redirect may carry (and a fault can cut)
             location = f"/result/{job.id}"
+            loop = asyncio.get_running_loop()
+            unclaimed[job.id] = loop.call_later(reclaim_within_s, abandon, job)
             return emu.json({"result_url": location}, 303, headers={"location": location})
         return answer(job)
 

@@ -4,6 +4,7 @@ ground truth, Modal's 303 redirect chain and readiness, over real loopback HTTP.
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -137,6 +138,29 @@ def test_modal_303_chain_is_followed_to_the_result() -> None:
     # 0.3 s boot + 0.35 s run = ~0.65 s: /predict and several /result hops answered 303
     assert fleet.faults.count("poll") >= 4
     assert fleet.truths()[0].status.value == "completed"
+
+
+def test_a_redirect_nobody_follows_cancels_the_job_and_one_followed_does_not() -> None:
+    """A client cancelled between two hops of the 303 chain has no connection left whose
+    closing the service could see: the job it never came back for is cancelled once
+    ``reclaim_within_s`` passes (the conformance suite's cancellation test hit that gap)."""
+    import httpx
+
+    fleet = _fleet()
+    # the hop's own wait (0.3 s) outlasts the first 303's window (0.2 s): it must not cancel
+    app = make_app(fleet, redirect_after_s=0.3, reclaim_within_s=0.2)
+    with serve(app) as served, httpx.Client(base_url=served.url, follow_redirects=False) as client:
+        first = client.post("/predict", json={"input": {"sleep_ms": 5_000}})
+        assert first.status_code == 303
+        hop = client.get(first.headers["location"])  # came back in time: not abandoned
+        hop_at = time.monotonic()
+        assert hop.status_code == 303
+        assert fleet.truths()[0].status.value in ("queued", "running")
+        while fleet.truths()[0].status.value != "cancelled":
+            assert time.monotonic() < hop_at + 3, fleet.truths()[0]
+            time.sleep(0.02)
+        assert time.monotonic() - hop_at >= 0.15  # not before the hop's window closed
+        assert client.get(hop.headers["location"]).status_code == 500  # cancelled: failed
 
 
 def test_unfollowed_redirect_and_non_json_are_invalid() -> None:
