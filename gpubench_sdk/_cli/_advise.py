@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from pathlib import Path
 from typing import Literal
 
 import click
@@ -13,6 +12,7 @@ import click
 from .._advise import Advice, Objectives, Traffic, advise, campaign_runs
 from .._advise._score import parse_criterion, parse_weights, read_criteria
 from .._base._errors import ConfigError
+from .._base._files import write_text
 from .._store._store import Store
 from ..cost._catalog import load_catalog
 from ..cost._commitments import Commitment, parse_commitment
@@ -211,6 +211,8 @@ def advise_cmd(
         objectives = Objectives(p95_ms / 1e3, percentile, max_cold_rate, budget_usd_per_day)
         if rate is not None or per_day is not None or profile or trace_path or constant:
             raise ConfigError("--batch", batch, "a batch alone (no --rate/--per-day/--trace)")
+        if html_path is not None:  # the batch advice has no page: say so, not write nothing
+            raise ConfigError("--html", html_path, "no --html with --batch (use --json)")
         batch_cmd(
             store_path, runs, campaign, batch, batch_hours, objectives, _prices(prices),
             resamples, confidence, max_workers, seed, as_json,
@@ -241,9 +243,11 @@ def advise_cmd(
         ttft_percentile,
     )
     criteria = _criteria(criterion, criteria_path)
+    store_path = existing_store(store_path)
     if html_path is not None:
-        writable_path(html_path, "--html")
-    with Store(existing_store(store_path), readonly=True) as store:
+        reads = {"--store": store_path, "--criteria": criteria_path, "--trace": trace_path}
+        writable_path(html_path, "--html", reads=reads)
+    with Store(store_path, readonly=True) as store:
         advice = advise(
             store,
             [int(r) if r.isdigit() else r for r in runs],
@@ -265,7 +269,7 @@ def advise_cmd(
             assume_concurrency=assume_concurrency,
         )
     if html_path is not None:
-        Path(html_path).write_text(advice.to_html(), encoding="utf-8")
+        write_text(html_path, advice.to_html())
     if as_json:
         click.echo(json.dumps(advice.to_json(), indent=2))
     else:

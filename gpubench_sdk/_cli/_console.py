@@ -16,7 +16,7 @@ import enum
 import errno
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
@@ -25,6 +25,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from .._base._errors import CapabilityError, ConfigError, GpubenchError, PluginError, StoreError
+from .._base._files import same_file
 from .._base._secrets import redact
 from .._runner._results import sole_exception
 
@@ -91,8 +92,18 @@ def existing_store(given: str | None) -> str:
     return path
 
 
-def writable_path(path: str, option: str) -> None:
-    """Refuse, before any work, an output path that cannot be a file (checked, not guessed)."""
+def writable_path(path: str, option: str, *, reads: Mapping[str, str | None] | None = None) -> None:
+    """Refuse, before any work, an output path that cannot be a file (checked, not guessed)
+    or that names a file the command reads (``reads``: option -> path, e.g. the store): the
+    output is written over its target, which would lose every run in a store."""
+    for read_option, read_path in (reads or {}).items():
+        if read_path is not None and same_file(path, read_path):
+            raise ConfigError(
+                option,
+                path,
+                f"a file other than the one {read_option} reads ({read_path}): writing it "
+                f"would replace what this command reads; name a new file (e.g. report.html)",
+            )
     target = Path(path)
     parent = target.parent
     if target.is_dir():
@@ -145,6 +156,13 @@ def fail(exc: BaseException) -> NoReturn:
             f"too many open files: the open-files limit is {soft} (hard {hard}); lower the "
             "plan's concurrency or raise the limit (ulimit -n)"
         )
+        sys.exit(ExitCode.USAGE)
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        if exc.filename is None:  # stdout: its last flush at exit would fail the same way
+            _stdout_to_devnull()
+            error(f"stdout: {exc.strerror or exc}: the output is incomplete")
+        else:  # written through _files.replacing: the old file is whole
+            error(f"{exc.filename}: {exc.strerror or exc}: left as it was; free space, run again")
         sys.exit(ExitCode.USAGE)
     if isinstance(exc, OSError) and exc.filename is not None:
         # a file we were told to read or write: the user's to fix (a missing directory, a

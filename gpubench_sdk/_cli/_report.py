@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from .._base._errors import ConfigError
+from .._base._files import write_text
 from .._store._store import Store
 from ._console import existing_store, store_option, writable_path
 
@@ -84,7 +85,7 @@ def report_cmd(
     if not run_refs and not campaign:
         raise ConfigError("RUN", "", "run ids, uuid prefixes or 'latest', or --campaign NAME")
     store_path = existing_store(store_path)
-    writable_path(output, "--output")
+    writable_path(output, "--output", reads={"--store": store_path, "--advice": advice_path})
     chosen = fmt or _SUFFIX.get(Path(output).suffix.lower(), "html")
     traffic = DailyTraffic(requests_per_day, scale_down_s, scale_down_events)
     with Store(store_path, readonly=True) as store:
@@ -104,5 +105,5 @@ def report_cmd(
         content = build_report(
             store, refs, title=title, traffic=traffic, layout=layout, advice=advice
         )
-    Path(output).write_text(render(content, chosen), encoding="utf-8")
+    write_text(output, render(content, chosen))
     click.echo(f"wrote {output} ({chosen}, {layout} layout, {len(content.runs)} run(s))")

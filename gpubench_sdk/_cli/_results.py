@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from .._base._errors import ConfigError
+from .._base._files import replacing
 from .._base._monitor import client_bound_spans
 from .._base._types import Outcome
 from .._report._summary import error_groups, render_thresholds, summarize
@@ -107,20 +108,27 @@ def results_export(run_ref: str, store_path: str | None, fmt: str, output: str) 
     """Export every invocation of RUN as JSON lines, CSV or Parquet."""
     if fmt == "parquet" and output == "-":
         raise ConfigError("--output", output, "a file for Parquet (binary): -o run.parquet")
+    store_path = existing_store(store_path)
     if output != "-":
-        writable_path(output, "--output")
-    with Store(existing_store(store_path), readonly=True) as store:
+        writable_path(output, "--output", reads={"--store": store_path})
+    with Store(store_path, readonly=True) as store:
         run = store.run(run_ref)
         if fmt == "parquet":
             export = getattr(store, "export_parquet", None)
             if export is None:
                 raise ConfigError("--format", fmt, "jsonl or csv: this store has no Parquet export")
-            export(run.id, output)
+            with replacing(output) as part:
+                export(run.id, part)
             return
         write = store.export_jsonl if fmt == "jsonl" else store.export_csv
         try:
-            with click.open_file(output, "w", encoding="utf-8") as fp:
-                write(run.id, cast(TextIO, fp))
+            if output == "-":
+                with click.open_file("-", "w", encoding="utf-8") as fp:
+                    write(run.id, cast(TextIO, fp))
+                    fp.flush()  # a full stdout fails here, not in the interpreter's exit
+            else:
+                with replacing(output) as part, open(part, "w", encoding="utf-8") as fp:
+                    write(run.id, fp)
         except BrokenPipeError:
             # the reader (head, less) has what it wanted; handled here, inside the store's
             # block, so the abandoned row cursor closes while its database is still open

@@ -9,13 +9,14 @@ only class that mixes it in; its ``__init__`` sets the state declared below.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
 import socket
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -138,7 +139,7 @@ class StoreReads:
             json.loads(cfg), n, host, ver,
         )  # fmt: skip
 
-    def _iter_invocations(self, run_id: int) -> Iterator[Invocation]:
+    def _iter_invocations(self, run_id: int) -> Generator[Invocation, None, None]:
         info = self.run(run_id)
         names, wall0 = [t.name for t in info.targets], info.started_wall_ns
         with self._conn_lock:
@@ -322,19 +323,24 @@ class StoreReads:
     def _scenario_kinds(self, run_id: int) -> list[str]:
         return [s.kind for s in self.run(run_id).scenarios]
 
+    # Each export closes its row cursor itself, failed write or not: left to the garbage
+    # collector, it would be closed after the store (and fail there, on a closed database).
     def export_jsonl(self, run_id: int, fp: TextIO) -> None:
         """Write one JSON object per invocation: Invocation's fields, enums as their strings,
         then ``latency_ms`` and ``scenario_kind`` (see ``_export``)."""
-        write_jsonl(self._iter_invocations(run_id), self._scenario_kinds(run_id), fp)
+        with contextlib.closing(self._iter_invocations(run_id)) as invs:
+            write_jsonl(invs, self._scenario_kinds(run_id), fp)
 
     def export_csv(self, run_id: int, fp: TextIO) -> None:
         """Write a CSV with a header of Invocation's fields then ``latency_ms`` and
         ``scenario_kind``; empty for None, ``true``/``false``."""
-        write_csv(self._iter_invocations(run_id), self._scenario_kinds(run_id), fp)
+        with contextlib.closing(self._iter_invocations(run_id)) as invs:
+            write_csv(invs, self._scenario_kinds(run_id), fp)
 
     def export_parquet(self, run_id: int, path: str | os.PathLike[str]) -> None:
         """Write a Parquet file of the same columns (needs the ``parquet`` extra: pyarrow)."""
-        write_parquet(self._iter_invocations(run_id), self._scenario_kinds(run_id), path)
+        with contextlib.closing(self._iter_invocations(run_id)) as invs:
+            write_parquet(invs, self._scenario_kinds(run_id), path)
 
 
 @dataclass(frozen=True, slots=True)
