@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any, TypeVar
@@ -39,7 +40,7 @@ from ..cost._tables import (
     run_cost_table,
     sweep_table,
 )
-from ._console import existing_store, out, store_option
+from ._console import err, existing_store, out, store_option
 from ._cost_common import catalog_options, price_warnings
 from ._cost_plans import cost_break_even, cost_catalog
 
@@ -240,6 +241,23 @@ def _numbers(text: str, name: str) -> list[float]:
     return values
 
 
+WHATIF_MAX_REQUESTS = 5_000_000  # ~30 s a setting on one core: a bound a typo cannot pass
+_QUIET_BELOW = 200_000  # requests a sweep simulates in a second or two: no progress lines
+
+
+def _sweep_progress(requests: int) -> Callable[[int, int], None] | None:
+    """A line on stderr after each simulated setting, for a sweep long enough to wait for."""
+    if requests < _QUIET_BELOW:
+        return None
+    started = time.monotonic()
+
+    def report(done: int, total: int) -> None:
+        took = time.monotonic() - started
+        err.print(f"simulated {done}/{total} settings on {requests:,} requests ({took:.0f} s)")
+
+    return report
+
+
 @cost.command("whatif")
 @click.option(
     "-t",
@@ -290,6 +308,13 @@ def _numbers(text: str, name: str) -> list[float]:
     default=None,
     help="which idle worker takes a request; default: the provider's stated policy",
 )
+@click.option(
+    "--max-requests",
+    default=WHATIF_MAX_REQUESTS,
+    show_default=True,
+    type=click.IntRange(1),
+    help="refuse a --rps x --hours that would simulate more requests than this",
+)
 @catalog_options
 def cost_whatif(
     spec_text: str,
@@ -310,6 +335,7 @@ def cost_whatif(
     seed: int,
     resamples: int,
     worker_policy: WorkerPolicy | None,
+    max_requests: int,
     prices: tuple[str, ...],
     max_age_days: float,
 ) -> None:
@@ -336,7 +362,18 @@ def cost_whatif(
                 "--rps", None, "a mean request rate, or --from-run to replay arrivals"
             )
         shape = _numbers(profile, "--profile") if profile else None
-        arrivals = poisson_arrivals(rps, hours * 3600, daily_profile=shape, seed=seed)
+        expected = rps * hours * 3600  # a profile keeps the mean rate, so the count too
+        if expected > max_requests:
+            raise ConfigError(
+                "--rps",
+                rps,
+                f"at most --max-requests={max_requests:,} simulated requests: {rps:g}/s for "
+                f"{hours:g} h is about {expected:,.0f}; lower --rps or --hours, or raise "
+                f"--max-requests (each setting takes ~1 s per 150,000 requests)",
+            )
+        arrivals = poisson_arrivals(
+            rps, hours * 3600, daily_profile=shape, seed=seed, limit=max_requests
+        )
     mins = [int(v) for v in _numbers(min_workers, "--min-workers")]
     spec = parse_target_spec(spec_text)
     policy = worker_policy or provider_policy(spec.provider).policy
@@ -359,6 +396,7 @@ def cost_whatif(
             slo_latency_s=slo_s,
             slo_percentile=slo_percentile,
             seed=seed,
+            progress=_sweep_progress(len(arrivals)),
             **common,
         )
     title = f"what-if: {spec_text}, {len(arrivals):,} requests, {policy.replace('_', ' ')} first"

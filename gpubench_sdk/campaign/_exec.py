@@ -98,9 +98,19 @@ def create_campaign(
                 "a catalog SKU or price_per_s_usd for every target when a campaign has a USD "
                 "cap (--max-cost-usd / --slot-max-cost-usd)",
             )
+    schedule.slots_ns()  # refused before the store is touched: a refusal leaves no file
+    schedule.effective_grace_s()
     path = Path(store if store is not None else config.run.output)
-    with CampaignDB(path) as db:
-        return db.create(name or config.run.name, stored, schedule, budget, regions, now_ns())
+    new = not path.exists()
+    try:
+        with CampaignDB(path) as db:
+            return db.create(name or config.run.name, stored, schedule, budget, regions, now_ns())
+    except BaseException:
+        if new:  # nothing of ours is in a store this call created: leave no empty file behind
+            for leftover in (path, path.with_name(path.name + "-wal"),
+                             path.with_name(path.name + "-shm")):  # fmt: skip
+                leftover.unlink(missing_ok=True)
+        raise
 
 
 def _masked_path(plain: Any, stored: Any, where: str = "") -> str | None:

@@ -23,7 +23,7 @@ import heapq
 import math
 import random
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -403,36 +403,38 @@ def sweep(
     horizon_s: float | None = None,
     seed: int = 0,
     worker_policy: WorkerPolicy = DEFAULT_WORKER_POLICY,
+    progress: Callable[[int, int], None] | None = None,
 ) -> SweepResult:
     """Simulate every (scale-down delay, min workers) pair on the same arrivals and samples.
 
     Delays below the platform's minimum are raised to it (``billing.min_idle_timeout_s``),
-    so a sweep never recommends a setting the platform refuses."""
+    so a sweep never recommends a setting the platform refuses. ``progress(done, total)`` is
+    called after each setting (a long sweep can say how far it is)."""
     if not 0 < slo_percentile <= 100:
         raise ConfigError("slo_percentile", slo_percentile, "a percentile in (0, 100]")
     if not scale_down_s or not min_workers:
         raise ConfigError("scale_down_s", list(scale_down_s), "at least one value each")
-    rows: list[SimResult] = []
-    seen: set[tuple[float, int]] = set()
+    pairs: dict[tuple[float, int], None] = {}  # in order, each applied setting once
     for mw in min_workers:
         for d in scale_down_s:
-            applied = max(float(d), billing.min_idle_timeout_s)
-            if (applied, mw) in seen:
-                continue
-            seen.add((applied, mw))
-            base = FleetSettings(mw, max(max_workers, mw), applied, concurrency, worker_policy)
-            rows.append(
-                simulate(
-                    arrivals_s,
-                    execution_s=execution_s,
-                    cold_start_s=cold_start_s,
-                    settings=replace(base),
-                    billing=billing,
-                    rate_usd_per_s=rate_usd_per_s,
-                    horizon_s=horizon_s,
-                    seed=seed,
-                )
+            pairs[(max(float(d), billing.min_idle_timeout_s), mw)] = None
+    rows: list[SimResult] = []
+    for applied, mw in pairs:
+        base = FleetSettings(mw, max(max_workers, mw), applied, concurrency, worker_policy)
+        rows.append(
+            simulate(
+                arrivals_s,
+                execution_s=execution_s,
+                cold_start_s=cold_start_s,
+                settings=replace(base),
+                billing=billing,
+                rate_usd_per_s=rate_usd_per_s,
+                horizon_s=horizon_s,
+                seed=seed,
             )
+        )
+        if progress is not None:
+            progress(len(rows), len(pairs))
     meeting = [r for r in rows if r.latency_percentile_s(slo_percentile) <= slo_latency_s]
     best = min(meeting, key=lambda r: r.cost_usd) if meeting else None
     return SweepResult(rows, best, slo_percentile, slo_latency_s)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -42,6 +43,10 @@ def parse_target_spec(spec: str, default_cold_s: float = 0.0) -> TargetSpec:
         rate = float(fields["rate"]) if "rate" in fields else None
     except ValueError:
         raise ConfigError("--target", spec, "numbers for cold= (s) and rate= (USD/s)") from None
+    if not (math.isfinite(cold) and cold >= 0) or (
+        rate is not None and not (math.isfinite(rate) and rate >= 0)
+    ):  # a negative or infinite price or cold start would only give a nonsense bill
+        raise ConfigError("--target", spec, "cold= (s) and rate= (USD/s) finite and >= 0")
     if not provider or (not sku and rate is None):
         raise ConfigError(
             "--target", spec, f"a SKU (provider:SKU) or rate=USD_PER_S: {TARGET_SPEC}"

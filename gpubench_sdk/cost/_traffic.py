@@ -17,14 +17,20 @@ if TYPE_CHECKING:
 SECONDS_PER_DAY = 86_400.0
 
 
+MAX_ARRIVALS = 20_000_000  # 160 MB of float64 times: beyond that, almost surely a typo
+
+
 def poisson_arrivals(
     rate_per_s: float,
     duration_s: float,
     *,
     daily_profile: Sequence[float] | None = None,
     seed: int = 0,
+    limit: int = MAX_ARRIVALS,
 ) -> npt.NDArray[np.float64]:
-    """Sorted Poisson arrival times (seconds) over ``duration_s`` at a mean ``rate_per_s``.
+    """Sorted Poisson arrival times (seconds) over ``duration_s`` at a mean ``rate_per_s``,
+    refused up front when more than ``limit`` are expected (memory: 8 bytes each, and every
+    simulation over them takes time in proportion).
 
     ``daily_profile``: relative rates over the day in equal slots (24 for hours); scaled to a
     mean of 1, so ``rate_per_s`` stays the day's mean. A non-homogeneous Poisson process with
@@ -33,6 +39,14 @@ def poisson_arrivals(
         raise ConfigError("rate_per_s", rate_per_s, "requests per second >= 0")
     if not duration_s > 0:
         raise ConfigError("duration_s", duration_s, "seconds > 0")
+    expected = rate_per_s * duration_s
+    if expected > limit:
+        raise ConfigError(
+            "rate_per_s",
+            rate_per_s,
+            f"at most {limit:,} arrivals: {rate_per_s:g}/s over {duration_s:g} s is about "
+            f"{expected:,.0f}; lower the rate or the duration, or raise limit",
+        )
     rng = np.random.default_rng(seed)
     if daily_profile is None:
         count = rng.poisson(rate_per_s * duration_s)
