@@ -66,3 +66,27 @@ def test_a_refused_campaign_create_leaves_no_store(tmp_path: Path) -> None:
     code, _, stderr = cli("campaign", "create", plan, "--store", str(store), "--for", "1d",
                           "--every", "4h")  # fmt: skip
     assert code == 0 and store.is_file(), stderr
+
+
+BOM = "\ufeff"  # what Notepad, Excel's "CSV UTF-8" and some editors put first
+
+
+def test_a_bom_is_accepted_where_an_editor_or_a_spreadsheet_writes_one(tmp_path: Path) -> None:
+    from gpubench_sdk import Replay, load_config
+    from gpubench_sdk._base._validate import resolve_secret
+
+    plan = tmp_path / "plan.toml"
+    plan.write_text(BOM + (EXAMPLES / "quickstart.toml").read_text(), encoding="utf-8")
+    assert load_config(plan).targets
+    csv_trace, jsonl_trace = tmp_path / "trace.csv", tmp_path / "trace.jsonl"
+    csv_trace.write_text(BOM + "timestamp,prompt_tokens\n0.5,3\n0.1,7\n", encoding="utf-8")
+    jsonl_trace.write_text(BOM + '{"timestamp": 0.5}\n{"timestamp": 0.1}\n', encoding="utf-8")
+    for trace in (csv_trace, jsonl_trace):
+        arrivals = Replay(path=str(trace)).arrivals()
+        assert [round(a.at_s, 3) for a in arrivals] == [0.0, 0.4], trace.name
+    key_file = tmp_path / "key.txt"
+    key_file.write_text(BOM + "sk-live-0123456789\n", encoding="utf-8")
+    secret = resolve_secret("api_key", env=None, file=str(key_file))
+    assert secret is not None and secret.get_secret_value() == "sk-live-0123456789"
+    code, _, stderr = cli("run", str(plan), "--dry-run")
+    assert code == 0, stderr

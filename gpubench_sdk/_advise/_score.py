@@ -167,7 +167,7 @@ def read_criteria(path: str) -> dict[str, dict[str, float]]:
 
     ``[sla]`` / ``runpod = 99.9`` / ``replicate = 99.5``"""
     try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8-sig"))
     except OSError as exc:
         raise ConfigError("--criteria", path, f"a readable TOML file ({exc.strerror})") from None
     except tomllib.TOMLDecodeError as exc:

@@ -156,7 +156,7 @@ def resolve_secret(field: str, *, env: str | None, file: str | None) -> SecretSt
     elif file:
         path = Path(file).expanduser()
         try:
-            value = path.read_text(encoding="utf-8").strip()
+            value = path.read_text(encoding="utf-8-sig").strip()  # a BOM is no part of a key
         except OSError as exc:
             raise ConfigError(f"{field}_file", file, f"a readable file ({exc.strerror})") from None
         except UnicodeDecodeError:

@@ -207,7 +207,7 @@ def load_config(path: str | Path) -> RunConfig:
     except OSError as exc:
         raise ConfigError("config", str(path), f"a readable TOML file ({exc.strerror})") from None
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")  # a BOM (Notepad, a spreadsheet) is no syntax error
     except UnicodeDecodeError as exc:
         kind = "binary data" if b"\0" in raw else "text in another encoding"
         raise ConfigError(

@@ -302,7 +302,7 @@ def read_advice(path: str) -> dict[str, Any]:
     from .._base._errors import ConfigError
 
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(Path(path).read_text(encoding="utf-8-sig"))
     except OSError as exc:
         raise ConfigError("--advice", path, f"a readable file ({exc.strerror}): {_FIX}") from None
     except ValueError as exc:

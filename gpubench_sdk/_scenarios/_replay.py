@@ -186,7 +186,7 @@ def _read(
 
 def _rows(p: Path) -> Iterator[tuple[int, Mapping[str, Any]]]:
     suffix = p.suffix.lower()
-    with p.open(encoding="utf-8", newline="") as fp:
+    with p.open(encoding="utf-8-sig", newline="") as fp:  # a spreadsheet's BOM too
         if suffix == ".csv":
             yield from enumerate(csv.DictReader(fp), start=2)  # line 1 is the header
         elif suffix in (".jsonl", ".ndjson", ".json"):

@@ -235,7 +235,7 @@ def _read_override(source: str | Path | Mapping[str, Any]) -> Mapping[str, Any]:
         return source
     path = Path(source)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
     except OSError as exc:
         raise ConfigError(
             "price overrides", str(path), f"a readable file ({exc.strerror})"
