@@ -90,3 +90,97 @@ def test_a_bom_is_accepted_where_an_editor_or_a_spreadsheet_writes_one(tmp_path:
     assert secret is not None and secret.get_secret_value() == "sk-live-0123456789"
     code, _, stderr = cli("run", str(plan), "--dry-run")
     assert code == 0, stderr
+
+
+# Malformed traces, each refused by file and line (or row) with what a clean one holds.
+TRACES: list[tuple[str, str, str]] = [
+    ("nulls.jsonl", '{"timestamp": null}\n{"timestamp": 1}\n', "a value in column 'timestamp'"),
+    ("array.jsonl", "[1, 2]\n", "array.jsonl:1"),
+    ("scalar.jsonl", "5\n", "one JSON object per line"),
+    ("text.jsonl", '{"timestamp": "abc"}\n', "a finite number of s"),
+    ("nan.jsonl", '{"timestamp": NaN}\n{"timestamp": 1}\n', "got nan"),
+    ("bool.jsonl", '{"timestamp": true}\n', "got True"),
+    ("object.jsonl", '{"timestamp": {"a": 1}}\n', "a finite number of s"),
+    ("list.jsonl", '{"timestamp": [1]}\n', "a finite number of s"),
+    ("broken.jsonl", '{"timestamp": 1\n', "(not JSON)"),
+    ("inf.csv", "timestamp\ninf\n1\n", "got 'inf'"),
+    ("nan.csv", "timestamp\nnan\n1\n", "got 'nan'"),
+    ("short.csv", "timestamp,prompt_tokens\n1\n2,3\n", "short.csv:2"),
+    ("long.csv", "timestamp\n1,2,3\n", "this one has 3"),
+    ("huge-cell.csv", "timestamp,x\n1," + "a" * 200_000 + "\n", "field larger than field limit"),
+    ("nul.csv", "timestamp\n\x00\x01\n", "a finite number of s"),
+    ("header-only.csv", "timestamp\n", "at least one row"),
+    ("no-column.csv", "at_s\n1\n", "a column of the trace (it has at_s)"),
+    ("trace.tsv", "timestamp\n1\n", "a .csv or .jsonl"),
+    ("big-iso.csv", "timestamp\n9999-99-99\n", "a finite number of s"),
+]
+
+
+@pytest.mark.parametrize(("name", "text", "says"), TRACES, ids=[t[0] for t in TRACES])
+def test_a_malformed_trace_is_refused_by_line(
+    name: str, text: str, says: str, tmp_path: Path
+) -> None:
+    from gpubench_sdk import Replay
+
+    trace = tmp_path / name
+    trace.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        Replay(path=str(trace)).arrivals()
+    assert says in str(info.value), str(info.value)
+
+
+def test_a_trace_in_another_encoding_is_refused_naming_utf8(tmp_path: Path) -> None:
+    from gpubench_sdk import Replay
+
+    trace = tmp_path / "latin1.csv"
+    trace.write_bytes(b"timestamp,x\n1,caf\xe9\n")
+    with pytest.raises(ConfigError, match=r"not UTF-8.*save it as UTF-8"):
+        Replay(path=str(trace), fields={"x": "x"}).arrivals()
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> str:
+    from _report_store import build_store
+
+    path = tmp_path_factory.mktemp("refusals") / "runs.sqlite"
+    build_store(path, days=2)
+    return str(path)
+
+
+# (command line, the flag the one error line must name). The model behind each names the
+# same field differently (traffic.rate_per_s, replay.time_column, price_sku, cron...).
+FLAGS: list[tuple[list[str], str]] = [
+    (["advise", "latest", "--p95-ms", "1e3", "--rate", "-1"], "--rate: got -1.0"),
+    (["advise", "latest", "--p95-ms", "1e3", "--rate", "0"], "--rate: got 0.0"),
+    (["advise", "latest", "--p95-ms", "1e3", "--rate", "1", "--percentile", "200"],
+     "--percentile: got 200.0"),
+    (["advise", "latest", "--p95-ms", "1e3", "--rate", "1", "--price", "fast=zz:1"],
+     "--price: got 'zz'"),
+    (["advise", "latest", "--p95-ms", "1e3", "--trace", "TRACE", "--trace-time-column", "t"],
+     "--trace-time-column: got 't'"),
+    (["advise", "latest", "--p95-ms", "1e3", "--trace", "BAD_TRACE"],
+     "--trace-time-column (row 2)"),
+    (["cost", "whatif", "-t", "runpod:A100-80GB", "--rps", "1", "--exec-s", "1", "--cold-s", "1"],
+     "--target: got 'runpod:A100-80GB'"),
+    (["cost", "whatif", "-t", "zz,rate=1", "--rps", "1", "--exec-s", "1", "--cold-s", "1"],
+     "--target: got 'zz'"),
+    (["cost", "whatif", "-t", "runpod,rate=1", "--rps", "1", "--exec-s", "1", "--cold-s", "1",
+      "--profile", "0,0"], "--profile"),
+    (["campaign", "create", "PLAN", "--for", "1d", "--cron", "bogus"], "--cron: got 'bogus'"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("args", "says"), FLAGS, ids=[" ".join(a[:4]) for a, _ in FLAGS])
+def test_a_refusal_names_the_flag_the_user_typed(
+    args: list[str], says: str, store: str, tmp_path: Path
+) -> None:
+    trace, bad = tmp_path / "trace.csv", tmp_path / "bad.csv"
+    trace.write_text("timestamp\n0.5\n1.5\n")
+    bad.write_text("timestamp\nnan\n")
+    given = {"TRACE": str(trace), "BAD_TRACE": str(bad), "PLAN": str(EXAMPLES / "campaign.toml")}
+    filled = [given.get(a, a) for a in args]
+    code, _, stderr = cli(*filled, "--store", store if args[0] != "campaign" else
+                          str(tmp_path / "c.sqlite"))  # fmt: skip
+    lines = stderr.strip().splitlines()
+    assert code == 2 and len(lines) == 1, stderr
+    assert says in lines[0], lines[0]

@@ -16,7 +16,7 @@ from .._base._files import write_text
 from .._store._store import Store
 from ..cost._catalog import load_catalog
 from ..cost._commitments import Commitment, parse_commitment
-from ._console import existing_store, store_option, writable_path
+from ._console import as_flags, existing_store, store_option, writable_path
 
 
 def _prices(given: tuple[str, ...]) -> dict[str, tuple[str, float]]:
@@ -165,6 +165,20 @@ def _commitments(given: tuple[str, ...]) -> dict[str, list[Commitment]]:
 )
 @click.option("--criteria", "criteria_path", default=None, metavar="FILE", help="criteria TOML")
 @click.option("--html", "html_path", default=None, metavar="PATH", help="also write the page")
+@as_flags(
+    {
+        "traffic.rate_per_s": "--rate",
+        "traffic.arrivals": "--trace",
+        "traffic.profile": "--profile",
+        "latency_percentile": "--percentile",
+        "replay.path": "--trace",
+        "replay.time_column": "--trace-time-column",
+        "replay.time_unit": "--trace-time-unit",
+        "replay.start_s": "--trace",
+        "price_sku": "--price",
+        "provider": "--price",
+    }
+)
 def advise_cmd(
     runs: tuple[str, ...],
     store_path: str | None,

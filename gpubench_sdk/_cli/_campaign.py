@@ -19,6 +19,7 @@ from .._base._errors import ConfigError
 from ._console import (
     EXIT_CODES_HELP,
     ExitCode,
+    as_flags,
     err,
     existing_store,
     json_safe,
@@ -79,6 +80,7 @@ def campaign() -> None:
 @click.option("--max-cost-usd", type=click.FloatRange(min=0, min_open=True),
               help="USD cap for the campaign (needs prices in the plan)")  # fmt: skip
 @store_option
+@as_flags({"cron": "--cron"})
 def campaign_create(
     plan_path: str,
     every: str | None,

@@ -117,6 +117,22 @@ def writable_path(path: str, option: str, *, reads: Mapping[str, str | None] | N
         raise ConfigError(option, path, f"a path in an existing directory (mkdir -p {parent})")
 
 
+@contextlib.contextmanager
+def as_flags(names: Mapping[str, str]) -> Iterator[None]:
+    """Name the flag the user typed, not the model field behind it, in a refusal: a
+    ``ConfigError`` for ``traffic.rate_per_s`` (or ``replay.path (trace.csv:3)``) raised under
+    ``{"traffic.rate_per_s": "--rate"}`` is re-raised for ``--rate``. A decorator too, put
+    innermost (just above the command's ``def``)."""
+    try:
+        yield
+    except ConfigError as exc:
+        for field, flag in names.items():
+            rest = exc.field[len(field) :]
+            if exc.field.startswith(field) and rest[:1] in ("", " ", ".", "["):
+                raise ConfigError(flag + rest, exc.value, exc.expected) from exc
+        raise
+
+
 def store_option(f: F) -> F:
     return click.option(
         "--store",

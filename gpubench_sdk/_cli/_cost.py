@@ -40,7 +40,7 @@ from ..cost._tables import (
     run_cost_table,
     sweep_table,
 )
-from ._console import err, existing_store, out, store_option
+from ._console import as_flags, err, existing_store, out, store_option
 from ._cost_common import catalog_options, price_warnings
 from ._cost_plans import cost_break_even, cost_catalog
 
@@ -316,6 +316,17 @@ def _sweep_progress(requests: int) -> Callable[[int, int], None] | None:
     help="refuse a --rps x --hours that would simulate more requests than this",
 )
 @catalog_options
+@as_flags(
+    {
+        "price_sku": "--target",
+        "provider": "--target",
+        "price_per_s_usd": "--target",
+        "rate_per_s": "--rps",
+        "daily_profile": "--profile",
+        "slo_percentile": "--slo-percentile",
+        "scale_down_s": "--scale-down",
+    }
+)
 def cost_whatif(
     spec_text: str,
     rps: float | None,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import csv
 import json
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -185,24 +185,62 @@ def _read(
 
 
 def _rows(p: Path) -> Iterator[tuple[int, Mapping[str, Any]]]:
+    """The trace's rows with their line numbers, each a mapping of column to cell; a file
+    that is not a clean table (a row of the wrong width, a line that is not a JSON object,
+    bytes that are not UTF-8, a runaway cell) is refused at the line where it goes wrong."""
     suffix = p.suffix.lower()
-    with p.open(encoding="utf-8-sig", newline="") as fp:  # a spreadsheet's BOM too
-        if suffix == ".csv":
-            yield from enumerate(csv.DictReader(fp), start=2)  # line 1 is the header
-        elif suffix in (".jsonl", ".ndjson", ".json"):
+    if suffix not in (".csv", ".jsonl", ".ndjson", ".json"):
+        raise ConfigError("replay.path", str(p), "a .csv or .jsonl (.ndjson) trace")
+    n = 1
+    try:
+        with p.open(encoding="utf-8-sig", newline="") as fp:  # a spreadsheet's BOM too
+            if suffix == ".csv":
+                reader = csv.DictReader(fp)
+                for row in reader:
+                    n = reader.line_num
+                    _check_width(p, n, row, reader.fieldnames or [])
+                    yield n, row
+                return
             for n, line in enumerate(fp, start=1):
                 if line.strip():
-                    try:
-                        obj = json.loads(line)
-                    except ValueError as exc:
-                        raise ConfigError(
-                            f"replay.path ({p.name}:{n})",
-                            "(not JSON)",
-                            f"one JSON object per line ({exc})",
-                        ) from None
-                    yield n, obj
-        else:
-            raise ConfigError("replay.path", str(p), "a .csv or .jsonl (.ndjson) trace")
+                    yield n, _json_row(p, n, line)
+    except csv.Error as exc:  # a cell over the csv module's 128 KiB, a stray NUL
+        raise ConfigError(f"replay.path ({p.name}:{n + 1})", "(not CSV)",
+                          f"a CSV table: {exc}; is it the right file?") from None  # fmt: skip
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"replay.path ({p.name})",
+            "(not UTF-8)",
+            f"a UTF-8 trace: it holds {exc.object[exc.start : exc.start + 1]!r}, which is not "
+            "UTF-8 (another encoding, or binary data); save it as UTF-8",
+        ) from None
+
+
+def _check_width(p: Path, n: int, row: Mapping[Any, Any], header: Sequence[str]) -> None:
+    """csv.DictReader pads a short row with None and gathers a long one's extra cells under
+    the key None: either would shift values into the wrong columns without a word."""
+    if None in row:
+        raise ConfigError(f"replay.path ({p.name}:{n})", "(a long row)",
+                          f"as many cells per row as the header ({len(header)}); this one has "
+                          f"{len(header) + len(row[None])}")  # fmt: skip
+    missing = [column for column in header if row.get(column) is None]
+    if missing:
+        raise ConfigError(f"replay.path ({p.name}:{n})", "(a short row)",
+                          f"as many cells per row as the header ({len(header)}); this one has no "
+                          f"{', '.join(missing)}")  # fmt: skip
+
+
+def _json_row(p: Path, n: int, line: str) -> Mapping[str, Any]:
+    try:
+        obj = json.loads(line)
+    except ValueError as exc:
+        raise ConfigError(
+            f"replay.path ({p.name}:{n})", "(not JSON)", f"one JSON object per line ({exc})"
+        ) from None
+    if not isinstance(obj, dict):
+        raise ConfigError(f"replay.path ({p.name}:{n})", obj,
+                          "one JSON object per line, e.g. {\"timestamp\": 1.5}")  # fmt: skip
+    return obj
 
 
 def _row(
@@ -216,24 +254,40 @@ def _row(
     def cell(column: str, what: str) -> Any:
         if column not in row:
             raise ConfigError(what, column, f"a column of the trace (it has {', '.join(row)})")
-        return row[column]
+        value = row[column]
+        if value is None:  # JSON null: a gap in the data, not a value to send
+            raise ConfigError(f"{what} (row {n})", value, f"a value in column {column!r}")
+        return value
 
     raw = cell(time_column, "replay.time_column")
-    try:
-        if unit == "iso":
-            at = datetime.fromisoformat(str(raw)).timestamp()
-        else:
-            at = float(raw) * _UNITS[unit]
-        if duration_column is not None:
-            at -= float(cell(duration_column, "replay.duration_column"))
-    except ValueError:
-        expected = "an ISO date-time" if unit == "iso" else f"a number of {unit}"
-        raise ConfigError(f"replay.time_column (row {n})", raw, expected) from None
+    at = _time(raw, unit, f"replay.time_column (row {n})")
+    if duration_column is not None:
+        where = f"replay.duration_column (row {n})"
+        at -= _time(cell(duration_column, "replay.duration_column"), "s", where)
     body = {}
     for key, column in fields:
         value = cell(column, f"replay.fields.{key}")
         body[key] = _number(value)
     return Arrival(at, body)
+
+
+def _time(raw: Any, unit: str, where: str) -> float:
+    """A trace time in seconds: a finite number (or numeric text) of ``unit``, or an ISO
+    date-time; a bool, an object or NaN/inf is refused, never dropped from the window."""
+    expected = "an ISO date-time" if unit == "iso" else f"a finite number of {unit}"
+    if isinstance(raw, bool) or not isinstance(raw, str | int | float):
+        raise ConfigError(where, raw, expected)
+    try:
+        at = (
+            datetime.fromisoformat(str(raw)).timestamp()
+            if unit == "iso"
+            else float(raw) * _UNITS[unit]
+        )
+    except (ValueError, OverflowError):
+        raise ConfigError(where, raw, expected) from None
+    if not math.isfinite(at):
+        raise ConfigError(where, raw, expected)
+    return at
 
 
 def _number(value: Any) -> Any:
