@@ -3,8 +3,12 @@ nonsense accepted (a negative price), and a long computation that says how far i
 
 from __future__ import annotations
 
+import copy
+import json
+import re
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -184,3 +188,57 @@ def test_a_refusal_names_the_flag_the_user_typed(
     lines = stderr.strip().splitlines()
     assert code == 2 and len(lines) == 1, stderr
     assert says in lines[0], lines[0]
+
+
+def _mutate(advice: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
+    """``advice`` with the value at ``a.b[0].c`` replaced (``...`` as value: removed)."""
+    changed = copy.deepcopy(advice)
+    *parents, last = [int(p) if p.isdigit() else p for p in re.findall(r"\w+", path)]
+    at: Any = changed
+    for p in parents:
+        at = at[p]
+    if value is ...:
+        del at[last]
+    else:
+        at[last] = value
+    return changed
+
+
+ADVICE_FAULTS: list[tuple[str, Any]] = [
+    ("options", 5),
+    ("options[0]", 5),
+    ("options[0].cost_usd_per_day", "x"),
+    ("options[0].latency_ms", {}),
+    ("options[0].latency_ms.median", "158"),
+    ("options[0].label", None),
+    ("options[0].frontier", ...),
+    ("options[0].p_meets_all", "high"),
+    ("recommended", 5),
+    ("traffic", []),
+    ("objectives", 1),
+    ("objectives.latency_ms", True),
+]
+
+
+@pytest.fixture(scope="module")
+def advice(store: str) -> dict[str, Any]:
+    args = ["--p95-ms", "1000", "--rate", "1", "--price", "slow=runpod:0.0004", "--json"]
+    code, stdout, stderr = cli("advise", "latest", "--store", store, *args)
+    assert code == 0, stderr
+    return dict(json.loads(stdout))
+
+
+@pytest.mark.parametrize(("path", "value"), ADVICE_FAULTS, ids=[p for p, _ in ADVICE_FAULTS])
+def test_an_advice_file_of_the_wrong_shape_is_refused_naming_the_field(
+    path: str, value: Any, advice: dict[str, Any], store: str, tmp_path: Path
+) -> None:
+    saved = tmp_path / "advice.json"
+    saved.write_text(json.dumps(_mutate(advice, path, value)))
+    for out in ("r.html", "r.csv"):
+        code, _, stderr = cli("report", "latest", "--store", store, "--advice", str(saved),
+                              "-o", str(tmp_path / out))  # fmt: skip
+        assert code == 2 and f"in it, {path}" in stderr, stderr
+        assert not (tmp_path / out).exists()
+    saved.write_text(json.dumps(advice))  # the file as advise wrote it reads
+    assert cli("report", "latest", "--store", store, "--advice", str(saved),
+               "-o", str(tmp_path / "r.html"))[0] == 0  # fmt: skip

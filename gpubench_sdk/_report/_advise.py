@@ -287,10 +287,14 @@ _FIX = "the JSON that `gpubench advise ... --json > FILE` writes (Advice.to_json
 
 def _check(data: Any, where: str) -> dict[str, Any]:
     from .._base._errors import ConfigError
+    from ._advice_file import advice_problem
 
     missing = [k for k in _REQUIRED if not isinstance(data, Mapping) or k not in data]
     if missing:
         raise ConfigError("--advice", where, f"{_FIX} (missing {', '.join(missing)})")
+    problem = advice_problem(data)
+    if problem is not None:
+        raise ConfigError("--advice", where, f"{_FIX}; in it, {problem}")
     return dict(data)
 
 
