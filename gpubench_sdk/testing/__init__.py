@@ -58,7 +58,7 @@ from ._faults import (
 from ._fleet import FleetConfig, SimulatedFleet, echo_handler, quick_fleet
 from ._harness import INSTALL_HINT, ServedApp, serve, serve_forever
 from ._jobs import FleetCounts, Job, JobStatus, JobTruth, QueueFull, WorkerState
-from ._timing import Duration
+from ._timing import Duration, noise_tolerance_ms
 
 if TYPE_CHECKING:
     from ._conformance import ProviderConformance
@@ -106,6 +106,7 @@ __all__ = [
     "follow",
     "hold",
     "json_error",
+    "noise_tolerance_ms",
     "otlp_receiver",
     "plain_text",
     "quick_fleet",

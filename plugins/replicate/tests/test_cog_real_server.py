@@ -36,6 +36,7 @@ from gpubench_replicate import CogProvider
 
 import gpubench_sdk as gb
 from gpubench_sdk import Outcome
+from gpubench_sdk.testing import noise_tolerance_ms
 
 SETUP_S = 1.0
 SLEEP_MS = 50.0
@@ -143,7 +144,7 @@ def _logged_predict_ms(log: Path) -> dict[str, float]:
     return found
 
 
-def _raw_p50_ms(url: str, n: int = 20) -> float:
+def _raw_ms(url: str, n: int = 20) -> list[float]:
     """Median round trip of a plain HTTP client for the same prediction: the handler's sleep
     plus the server's (and loopback's) own overhead, which no benchmark tool can go below."""
     with httpx.Client(base_url=url) as client:
@@ -155,7 +156,7 @@ def _raw_p50_ms(url: str, n: int = 20) -> float:
             times.append((time.perf_counter() - began) * 1e3)
             assert response.status_code == 200, response.text
             time.sleep(0.005)  # let Cog free its slot: this is the reference, not the test
-    return statistics.median(times)
+    return times
 
 
 def test_sequential_and_burst_through_run(cog_url: str, tmp_path: Path) -> None:
@@ -185,11 +186,14 @@ def test_sequential_and_burst_through_run(cog_url: str, tmp_path: Path) -> None:
     assert not any(i.cold for i in warm) and all(i.setup_ms is None for i in warm)
     # execution_ms is Cog's metrics.predict_time: the handler's sleep and little more
     assert all(SLEEP_MS <= (i.execution_ms or 0) < SLEEP_MS + 20 for i in warm)
-    overhead_ms = _raw_p50_ms(cog_url) - SLEEP_MS  # Cog's own, measured by a plain client
+    raw = _raw_ms(cog_url)  # Cog's own overhead, measured by a plain client
+    overhead_ms = statistics.median(raw) - SLEEP_MS
     p50 = statistics.median((i.end_ns - i.start_ns) / 1e6 for i in warm)
     exec_p50 = statistics.median(i.execution_ms or 0 for i in warm)
     # what gpubench measures is what the server costs: within 5 ms of sleep + raw overhead
-    assert abs(p50 - (SLEEP_MS + overhead_ms)) < 5, (p50, exec_p50, overhead_ms)
+    # (wider only as far as the plain client's own spread on this machine says)
+    tolerance = noise_tolerance_ms(raw, 5.0)
+    assert abs(p50 - (SLEEP_MS + overhead_ms)) < tolerance, (p50, exec_p50, overhead_ms, tolerance)
     # ... and its execution_ms is Cog's metrics.predict_time, which matches the time Cog's
     # worker logged for that very prediction within the server's own hand-over (~0.6 ms on a
     # quiet machine; a median of 2.1 ms was seen with both cores busy, hence 5 ms)

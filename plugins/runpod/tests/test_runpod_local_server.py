@@ -41,6 +41,7 @@ from gpubench_sdk import (
     Target,
     run,
 )
+from gpubench_sdk.testing import noise_tolerance_ms
 
 # CI installs runpod (requirements-dev.txt: plugins/runpod[testing]) and must run these tests;
 # elsewhere they skip when it is missing.
@@ -55,7 +56,9 @@ HANDLER = ROOT / "examples" / "runpod_local_handler.py"
 EXAMPLE = ROOT / "examples" / "runpod_local.toml"
 SLEEP_MS = 50.0  # what the handler sleeps per job (the probe workload's sleep_ms)
 N = 20
-TOLERANCE_MS = 5.0  # issue 14: p50 within 5 ms of the handler's sleep plus the server's overhead
+# issue 14: p50 within 5 ms of the handler's sleep plus the server's overhead, on a quiet
+# machine; on a busy one, as far as the plain client's own spread says (noise_tolerance_ms)
+TOLERANCE_MS = 5.0
 
 GENERATOR_HANDLER = '''
 import asyncio
@@ -176,7 +179,8 @@ def test_runsync_sequential_and_burst_match_the_server(local: str, tmp_path: Pat
         [Burst(total=N, concurrency=1), Burst(total=N, concurrency=4)],
         mode="runsync",
     )
-    floor_ms = statistics.median(plain + _plain_ms(_probe(local, slept_ms)))
+    reference = plain + _plain_ms(_probe(local, slept_ms))
+    floor_ms = statistics.median(reference)
     handler_ms = statistics.median(slept_ms)
     assert [i.outcome for i in invs] == [Outcome.OK] * (2 * N), [i.error for i in invs]
     assert len({i.request_id for i in invs}) == 2 * N
@@ -191,7 +195,7 @@ def test_runsync_sequential_and_burst_match_the_server(local: str, tmp_path: Pat
         f"(asked {SLEEP_MS:g}), so server + client overhead p50 {floor_ms - handler_ms:.2f} ms"
     )
     assert handler_ms >= SLEEP_MS and floor_ms >= handler_ms and sequential >= handler_ms
-    assert abs(sequential - floor_ms) <= TOLERANCE_MS
+    assert abs(sequential - floor_ms) <= noise_tolerance_ms(reference, TOLERANCE_MS)
     # Four at once on an async handler overlap: serialized, the p50 would be ~2-4 sleeps.
     assert min(burst) >= SLEEP_MS and statistics.median(burst) < 2 * SLEEP_MS
 
@@ -202,12 +206,13 @@ def test_run_then_status_polls_with_post(local: str, tmp_path: Path) -> None:
     invs = _benchmark(
         local, tmp_path / "run.sqlite", [Burst(total=N, concurrency=1)], poll_interval_s=poll_s
     )
-    floor_ms = statistics.median(plain + _plain_ms(_submit_then_poll(local)))
+    reference = plain + _plain_ms(_submit_then_poll(local))
+    floor_ms = statistics.median(reference)
     assert [i.outcome for i in invs] == [Outcome.OK] * N, [i.error for i in invs]
     p50 = statistics.median(i.latency_ms for i in invs)
     print(f"\nrun+status: plain httpx p50 {floor_ms:.2f} ms, gpubench p50 {p50:.2f} ms")
     assert p50 >= SLEEP_MS
-    assert abs(p50 - (floor_ms + poll_s * 1e3)) <= TOLERANCE_MS
+    assert abs(p50 - (floor_ms + poll_s * 1e3)) <= noise_tolerance_ms(reference, TOLERANCE_MS)
 
 
 def test_a_failed_poll_is_stored_with_its_job_id(local: str, tmp_path: Path) -> None:
