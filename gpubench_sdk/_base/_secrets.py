@@ -58,7 +58,6 @@ _snapshot: tuple[str, ...] = ()  # _known as of its last change: what redact sca
 # Values whose forms are already in _known: the fast path of calls made per request (the
 # transport's, scrub_url's for each span), which would otherwise encode the value each time.
 _remembered: set[str] = set()
-_presumed: set[str] = set()
 _auths: set[str] = set()
 _basics: set[tuple[str, str]] = set()  # user:password pairs whose forms are in _known
 _lock = threading.Lock()
@@ -157,13 +156,11 @@ def remember_auth(value: str) -> None:
 
 
 def _presume(value: str) -> str:
-    """A value default-deny masks: its forms (``remember``) remembered when long enough to be
-    a credential, and the credential after an auth scheme (``remember_auth``)."""
-    if value not in _presumed:
-        _add({f for f in {value} | _encodings(value) if len(f) >= _PRESUMED_MIN})
-        remember_auth(value)
-        with _lock:
-            _presumed.add(value)
+    """A value default-deny masks: remembered, in every form (``remember``), when long enough
+    to be a credential; and the credential after an auth scheme (``remember_auth``)."""
+    if len(value) >= _PRESUMED_MIN:  # a shorter one is no credential, nor are its encodings
+        remember(value)
+    remember_auth(value)
     return MASK
 
 
