@@ -14,12 +14,14 @@ which describe a request and cannot carry a credential, are kept in clear.
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import logging
 import re
 import threading
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import parse_qsl, quote, quote_plus, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, quote_plus, unquote, urlencode, urlsplit, urlunsplit
 
 # Names (of options, and also of headers and query parameters) whose values are credentials.
 SENSITIVE = re.compile(
@@ -52,38 +54,139 @@ _AUTH_VALUE = re.compile(
     r"\b(Bearer|Basic|Token|Digest|ApiKey|SharedAccessSignature)\s+[^\s'\"]+", re.IGNORECASE
 )
 _known: set[str] = set()
+_snapshot: tuple[str, ...] = ()  # _known as of its last change: what redact scans
+# Values whose forms are already in _known: the fast path of calls made per request (the
+# transport's, scrub_url's for each span), which would otherwise encode the value each time.
+_remembered: set[str] = set()
+_auths: set[str] = set()
+_basics: set[tuple[str, str]] = set()  # user:password pairs whose forms are in _known
 _lock = threading.Lock()
+_URLSAFE = str.maketrans("+/", "-_")
 MASK = "***"
 
 
+def _bytes(value: str) -> set[bytes]:
+    """``value``'s bytes as a client may encode them: UTF-8 (httpx), Latin-1 (requests)."""
+    encoded = {value.encode()}
+    with contextlib.suppress(UnicodeEncodeError):  # no Latin-1 form: UTF-8 is the one
+        encoded.add(value.encode("latin-1"))
+    return encoded
+
+
+def _base64(raw: bytes) -> set[str]:
+    """``raw`` in base64: standard and URL-safe alphabet, each with and without padding."""
+    padded = base64.b64encode(raw).decode()
+    safe = padded.translate(_URLSAFE)
+    return {padded, padded.rstrip("="), safe, safe.rstrip("=")}
+
+
+def _encodings(value: str) -> set[str]:
+    """The forms ``value`` travels in besides itself: URL-encoded (``quote``, ``quote_plus``)
+    and base64 of it. Also, at each of base64's three alignments, the characters of a base64
+    string that depend on ``value``'s bytes alone: base64 of a longer text holding the value
+    (a Basic credential of a user not known here, a document echoed in base64) contains no
+    aligned encoding of it, and is masked by these."""
+    forms = {quote(value, safe=""), quote_plus(value)}
+    for raw in _bytes(value):
+        forms |= _base64(raw)
+        for offset in range(3):
+            encoded = base64.b64encode(b"\0" * offset + raw).decode()
+            core = encoded[-(-8 * offset // 6) : 8 * (offset + len(raw)) // 6]
+            forms |= {core, core.translate(_URLSAFE)}
+    return forms
+
+
+def _add(forms: set[str]) -> None:
+    global _snapshot
+    with _lock:
+        if forms <= _known:
+            return
+        _known.update(forms)
+        _snapshot = tuple(_known)
+
+
 def remember(value: str) -> None:
-    """Register a secret value so ``redact`` removes it from text."""
-    if len(value) >= 4:  # shorter strings would redact ordinary text
-        with _lock:
-            _known.add(value)
+    """Register a secret value so ``redact`` removes it from text, as itself and in every form
+    it travels in (``_encodings``)."""
+    if len(value) < 4 or value in _remembered:  # shorter strings would redact ordinary text
+        return
+    # A form shorter than _PRESUMED_MIN could be an ordinary word (base64 of "abcd" is
+    # "YWJjZA"); from there on it is as unlikely in prose as the value itself.
+    _add({value} | {f for f in _encodings(value) if len(f) >= _PRESUMED_MIN})
+    with _lock:
+        _remembered.add(value)
+
+
+def remember_basic(user: str, password: str) -> None:
+    """Register the credential HTTP Basic auth builds of ``user`` and ``password``: base64 of
+    ``user ":" password`` (RFC 7617, section 2) in either alphabet and padding, so that an
+    echoed ``Authorization: Basic ...`` is masked whole, and the password in its own forms.
+    With no password (``https://TOKEN@host``) the user is the credential, presumed so only
+    from _PRESUMED_MIN characters (a bare ``https://deploy@host`` names no secret)."""
+    secret = password or user
+    if len(secret) < (4 if password else _PRESUMED_MIN) or (user, password) in _basics:
+        return
+    remember(secret)
+    _add({form for raw in _bytes(f"{user}:{password}") for form in _base64(raw)})
+    with _lock:
+        _basics.add((user, password))
+
+
+def remember_auth(value: str) -> None:
+    """Register the credential in an HTTP auth value (``Bearer <token>``...): the token after
+    its scheme, and for ``Basic`` the user:password pair it encodes (``remember_basic``)."""
+    if value in _auths:  # the fast path: the transport asks for each request it sends
+        return
+    scheme = _AUTH_VALUE.fullmatch(value.strip())
+    if scheme is None:
+        return
+    token = value.strip().split(None, 1)[1]
+    if scheme.group(1).lower() == "basic":
+        try:
+            pair = base64.b64decode(token, validate=True).decode()
+        except ValueError:  # not base64, or not text: no pair to register
+            pair = ""
+        user, colon, password = pair.partition(":")  # RFC 7617: a user-id holds no ':'
+        if colon:
+            remember_basic(user, password)
+    if len(token) >= _PRESUMED_MIN:
+        remember(token)
+    with _lock:
+        _auths.add(value)
 
 
 def _presume(value: str) -> str:
-    """A value default-deny masks: remembered when long enough to be a credential, in every
-    form it may be echoed in (as sent, URL-encoded, and the token after an auth scheme)."""
-    forms = {value, quote(value, safe=""), quote_plus(value)}
-    scheme = _AUTH_VALUE.fullmatch(value.strip())
-    if scheme is not None:
-        forms.add(value.strip().split(None, 1)[1])
-    for form in forms:
-        if len(form) >= _PRESUMED_MIN:
-            remember(form)
+    """A value default-deny masks: remembered, in every form (``remember``), when long enough
+    to be a credential; and the credential after an auth scheme (``remember_auth``)."""
+    if len(value) >= _PRESUMED_MIN:  # a shorter one is no credential, nor are its encodings
+        remember(value)
+    remember_auth(value)
     return MASK
 
 
 def redact(text: str) -> str:
-    """Replace every remembered secret in ``text`` with ``***``."""
-    if not _known:
+    """Replace every remembered secret, in each of its forms, in ``text`` with ``***``.
+
+    Every occurrence of every form is found first and overlapping ones become one mask:
+    replacing one value after another would let a shorter form cut into a longer one that
+    overlaps it, and leave the rest of the longer one in clear."""
+    present = [value for value in _snapshot if value in text]  # substring scans: C speed
+    if not present:
         return text
-    for value in tuple(_known):
-        if value in text:
-            text = text.replace(value, MASK)
-    return text
+    spans: list[tuple[int, int]] = []
+    for value in present:
+        start = text.find(value)
+        while start >= 0:
+            spans.append((start, start + len(value)))
+            start = text.find(value, start + 1)
+    out: list[str] = []
+    done = 0  # text[:done] is in out
+    for start, end in sorted(spans):
+        if start >= done:
+            out += [text[done:start], MASK]
+        done = max(done, end)
+    out.append(text[done:])
+    return "".join(out)
 
 
 def without_secrets(env: Mapping[str, str]) -> dict[str, str]:
@@ -136,8 +239,12 @@ def scrub_url(url: str) -> str:
         password, hostname, port = parts.password, parts.hostname, parts.port
     except ValueError:  # a malformed URL (bad port, brackets): no userinfo, query or fragment
         return re.sub(r"//[^/@]*@", "//", re.split(r"[?#]", url, maxsplit=1)[0])
-    if password:
-        remember(password)
+    if parts.username or password:
+        # A client sends userinfo as ``Authorization: Basic base64(user:password)``, of the
+        # percent-decoded parts (httpx does): that pair is what a server may echo back.
+        if password:
+            remember(password)  # as written, maybe still percent-encoded
+        remember_basic(unquote(parts.username or ""), unquote(password or ""))
     netloc = hostname or ""
     if port:
         netloc += f":{port}"

@@ -27,7 +27,7 @@ import yarl
 from multidict import CIMultiDict
 from opentelemetry.trace import SpanKind
 
-from .._base._secrets import scrub_url
+from .._base._secrets import remember_auth, scrub_url
 from ._client import (
     FIRST_BYTE_EXT,
     RETRIED_EXT,
@@ -137,6 +137,9 @@ class PreparedCall:
         self.url = built.url
         head = [(k, v) for k, v in built.headers.multi_items() if k.lower() not in _FRAMING]
         self._head: CIMultiDict[str] = CIMultiDict(head)
+        auth = self._head.get("authorization")
+        if auth is not None:  # sent past the transport's _exchange, which would register it
+            remember_auth(auth)
         self._aio_url = yarl.URL(str(built.url), encoded=True)  # already percent-encoded
         timeouts: dict[str, float | None] = built.extensions.get("timeout", {})
         self._timeout = _client_timeout(timeouts.get("connect"), timeouts.get("read"))

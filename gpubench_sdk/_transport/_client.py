@@ -26,6 +26,7 @@ from httpx._client import USE_CLIENT_DEFAULT, BoundAsyncStream, ClientState, Use
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
+from .._base._secrets import remember_auth
 from ._errors import as_provider_error, retry_after_s
 from ._errors import map_aiohttp_error as _map_error
 from ._spans import current_tracer, note_error, note_status, start_http_span
@@ -198,6 +199,11 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         url, head = request.url, request.headers.multi_items()
         if url.userinfo:  # httpx already sent it as an Authorization header; aiohttp refuses both
             url = url.copy_with(userinfo=b"")
+        auth = request.headers.get("authorization")
+        if auth is not None and auth[:6].lower() == "basic ":
+            # A Basic credential httpx built (from a URL's userinfo, or an httpx.BasicAuth a
+            # plugin passed) is registered as sent, however its URL or pair came about.
+            remember_auth(auth)
         response, resent = await self.roundtrip(
             request.method, str(url), head, body or None, timeout
         )
