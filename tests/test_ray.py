@@ -259,6 +259,47 @@ def test_a_placement_the_cluster_cannot_hold_is_refused_at_once(
     assert not (tmp_path / "s.sqlite").exists()
 
 
+def _outward_address() -> str:
+    """The address this machine's node-address lookup answers without the loopback switch
+    (a UDP socket's local end toward a public address: no packet is sent)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("8.8.8.8", 53))
+        except OSError:
+            return "127.0.0.1"
+        return str(s.getsockname()[0])
+
+
+def test_a_driver_its_cluster_cannot_reach_is_refused_within_the_timeout(
+    cluster: Cluster, emulator: str, tmp_path: Path
+) -> None:
+    """Without the loopback switch, the driver's node address is this machine's interface,
+    where no node of the 127.0.0.1 cluster runs: ray.init waits without end (400 s seen, in
+    silence). The run is refused after execution.timeout_s, naming that address."""
+    import tomli_w
+
+    outward = _outward_address()
+    if outward.startswith("127."):
+        pytest.skip("no interface but loopback: the driver's address is the cluster's")
+    config = tmp_path / "p.toml"
+    config.write_text(tomli_w.dumps(plan(emulator, MIXED, timeout_s=8)))
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"}
+    began = time.monotonic()
+    refused = subprocess.run(
+        [sys.executable, "-m", "gpubench_sdk", "run", str(config), "--ray", cluster.address,
+         "--store", str(tmp_path / "s.sqlite"), "--quiet"],
+        capture_output=True, text=True, timeout=120, env={**env, "EMU_KEY": KEY},
+    )  # fmt: skip
+    took = time.monotonic() - began
+    assert refused.returncode == 2, refused.stderr
+    assert took < 60, took  # the bound (8 s) and the process's start, not Ray's own waits
+    error = [line for line in refused.stderr.splitlines() if line.startswith("error:")]
+    assert len(error) == 1, refused.stderr
+    assert "execution.timeout_s=8 s" in error[0] and f"node address is {outward}" in error[0]
+    assert "Traceback" not in refused.stderr
+    assert not (tmp_path / "s.sqlite").exists()
+
+
 def _driver(cluster: Cluster, emulator: str, tmp_path: Path) -> tuple[subprocess.Popen[str], Path]:
     """``gpubench run PLAN --ray ADDRESS`` in its own process, once 40 samples are committed."""
     import tomli_w

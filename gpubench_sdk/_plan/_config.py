@@ -121,6 +121,10 @@ class ExecutionSection(_Strict):
     env: list[str] = Field(default_factory=list)
     # Ray runtime_env for the workers (pip, working_dir, py_modules...), so plugins import there.
     runtime_env: dict[str, Any] | None = None
+    # The bound on every wait for the cluster: the workers' placement, each call to a worker
+    # (their first answer included), a poll. Past it the run stops with an error that names
+    # what did not answer and this driver's node address (which every node must reach).
+    timeout_s: float = Field(default=60.0, gt=0, le=3600)
 
     @field_validator("runtime_env")
     @classmethod

@@ -6,8 +6,10 @@ Ray is the optional extra ``gpubench-sdk[ray]``.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from .._base._errors import ConfigError
 from .._base._types import Invocation
@@ -39,7 +41,7 @@ def run_on_ray(
     driver stores them (as a ``Runner``'s do), ``on_progress`` the number stored so far after
     each poll.
     """
-    from ._driver import RayRun, _import_ray
+    from ._driver import RayRun, _import_ray, unreachable_hint
     from ._handover import check_plan
 
     check_plan(config)
@@ -51,7 +53,7 @@ def run_on_ray(
             # log_to_driver=False: the workers' logs stay in Ray's session logs; what a worker
             # has to say (an error, a stop) comes back through the driver and is printed once.
             own = {"include_dashboard": False} if target == "local" else {}
-            ray.init(address=target, log_to_driver=False, **own)
+            _bounded_init(ray, target, config.execution.timeout_s, log_to_driver=False, **own)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             lines = [line for line in str(exc).splitlines() if line.strip()]
             said = lines[-1].strip() if lines else type(exc).__name__  # not the server's trace
@@ -67,7 +69,9 @@ def run_on_ray(
                 "execution.address",
                 target,
                 "the address of a running Ray cluster (ray start --head; 'auto' finds it via "
-                "RAY_ADDRESS), or 'local' to start one here; Ray said: " + said,
+                "RAY_ADDRESS), or 'local' to start one here; Ray said: "
+                + said
+                + ("" if target == "local" else f". {unreachable_hint(ray)}"),
             ) from None
     try:
         return RayRun(
@@ -82,3 +86,37 @@ def run_on_ray(
     finally:
         if connected_here:
             ray.shutdown()
+
+
+def _bounded_init(ray: Any, target: str, timeout_s: float, **options: Any) -> None:
+    """``ray.init``, given ``timeout_s`` (``execution.timeout_s``) to return. A driver whose
+    node address is one its cluster cannot reach (the lookup answered the wrong interface)
+    waits in ``ray.init`` without end and without a word; run in a daemon thread, a call
+    still waiting when the bound runs out is left behind and the run refused, naming the
+    address. Starting a new one-node cluster (``"local"``) is not bounded: it is this host's."""
+    from ._driver import unreachable_hint
+
+    if target == "local":
+        ray.init(address=target, **options)
+        return
+    outcome: list[BaseException | None] = []
+
+    def connect() -> None:
+        try:
+            ray.init(address=target, **options)
+            outcome.append(None)
+        except BaseException as exc:  # handed to the caller's thread
+            outcome.append(exc)
+
+    worker = threading.Thread(target=connect, name="gpubench-ray-init", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if not outcome:
+        raise ConfigError(
+            "execution.address",
+            target,
+            f"a Ray cluster that accepts this driver within execution.timeout_s={timeout_s:g} "
+            f"s (ray.init did not return). {unreachable_hint(ray)}",
+        )
+    if outcome[0] is not None:
+        raise outcome[0]

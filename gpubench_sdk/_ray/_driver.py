@@ -50,8 +50,6 @@ log = logging.getLogger("gpubench.ray")
 
 NAMESPACE = "gpubench"  # the workers' actors are named gpubench-<run>-w<k> in this namespace
 START_MARGIN_S = 0.05  # a barrier's start instant is this far ahead: time for the release
-PLACEMENT_TIMEOUT_S = 120.0
-CALL_TIMEOUT_S = 120.0  # a worker that does not answer a call in this long is lost
 STOP_TIMEOUT_S = 60.0  # how long stopped workers may take to close their providers
 
 
@@ -90,6 +88,8 @@ class RayRun:
         self.otlp_endpoint = otlp_endpoint
         self.on_progress = on_progress
         self.observers = list(observers)
+        # every wait for the cluster (placement, a call, a poll) ends after this
+        self.timeout_s = config.execution.timeout_s
         self.poll_interval_s = poll_interval_s
         self.tag = uuid.uuid4().hex[:8]
         self.handles: list[Any] = []
@@ -121,12 +121,12 @@ class RayRun:
             bundle_label_selector=labels,
         )
         # A request the cluster can never hold would wait forever: refused at once. One it can
-        # hold once other jobs free their resources waits up to PLACEMENT_TIMEOUT_S.
+        # hold once other jobs free their resources waits up to execution.timeout_s.
         fits = feasible(self.ray.nodes(), bundle, ex.labels, ex.placement, self.n)
-        ready = fits and self.ray.wait([pg.ready()], timeout=PLACEMENT_TIMEOUT_S)[0]
+        ready = fits and self.ray.wait([pg.ready()], timeout=self.timeout_s)[0]
         if not ready:
             self.ray.util.remove_placement_group(pg)
-            busy = "" if not fits else f"free within {PLACEMENT_TIMEOUT_S:g} s "
+            busy = "" if not fits else f"free within execution.timeout_s={self.timeout_s:g} s "
             raise ConfigError(
                 "execution.workers",
                 self.n,
@@ -158,23 +158,40 @@ class RayRun:
                     ),
                 ).remote(f"w{k}")
             )
-        for k, h in enumerate(self.handles):
-            self.where.append(self._call(k, h.hello.remote(), "start"))
+        self.where = self._answers([h.hello.remote() for h in self.handles], "start")
+
+    def _answers(self, refs: list[Any], what: str) -> list[Any]:
+        """Every worker's answer to one call, awaited together: one bound for all, not one
+        each (a cluster that cannot reach this driver would take n x timeout_s to say so)."""
+        _, silent = self.ray.wait(refs, num_returns=len(refs), timeout=self.timeout_s)
+        if silent:
+            quiet = [self.label(k) for k, ref in enumerate(refs) if ref in silent]
+            raise ConfigError(
+                "execution.timeout_s",
+                self.timeout_s,
+                f"workers that can {what} within it: {', '.join(quiet)} of {self.n} did not "
+                f"answer. {unreachable_hint(self.ray)}",
+            )
+        return [self._call(k, ref, what) for k, ref in enumerate(refs)]
 
     def _call(self, k: int, ref: Any, what: str) -> Any:
         try:
-            return self.ray.get(ref, timeout=CALL_TIMEOUT_S)
+            return self.ray.get(ref, timeout=self.timeout_s)
         except Exception as exc:
+            why = _why(exc)
+            if isinstance(exc, self.ray.exceptions.GetTimeoutError):
+                why = f"no answer within execution.timeout_s={self.timeout_s:g} s. "
+                why += unreachable_hint(self.ray)
             raise ConfigError(
-                "execution", f"worker {self.label(k)}", f"a worker that can {what}: {_why(exc)}"
+                "execution", f"worker {self.label(k)}", f"a worker that can {what}: {why}"
             ) from None
 
     def _check_plugins(self) -> None:
         needs = plugin_needs(self.config)
         problems = []
-        for k, h in enumerate(self.handles):
-            for missing in self._call(k, h.check.remote(needs), "load the plan's plugins"):
-                problems.append(f"{self.label(k)}: {missing}")
+        answers = self._answers([h.check.remote(needs) for h in self.handles], "load plugins")
+        for k, missing_ones in enumerate(answers):
+            problems += [f"{self.label(k)}: {missing}" for missing in missing_ones]
         if problems:
             raise ConfigError(
                 "execution.runtime_env",
@@ -187,7 +204,7 @@ class RayRun:
 
     def _asker(self, handle: Any) -> Callable[[], tuple[int, int]]:
         def ask() -> tuple[int, int]:
-            perf, wall = self.ray.get(handle.clocks.remote(), timeout=CALL_TIMEOUT_S)
+            perf, wall = self.ray.get(handle.clocks.remote(), timeout=self.timeout_s)
             return int(perf), int(wall)
 
         return ask
@@ -232,9 +249,8 @@ class RayRun:
                 )
                 for k, h in enumerate(self.handles)
             ]
-            for k, ref in enumerate(refs):
-                self._call(k, ref, "build the plan's runner")
-            self.ray.get([h.start.remote() for h in self.handles], timeout=CALL_TIMEOUT_S)
+            self._answers(refs, "build the plan's runner")
+            self._answers([h.start.remote() for h in self.handles], "start its load")
             with _signals(self.stop_all):
                 self._collect(store, info.id)
             status, error = self._outcome()
@@ -257,7 +273,7 @@ class RayRun:
 
     def _collect(self, store: Store, run_id: int) -> None:
         """Poll every worker each tick; a worker slow to answer (its node failing) keeps its
-        poll pending without holding up the others, and is lost after CALL_TIMEOUT_S."""
+        poll pending without holding up the others, and is lost after execution.timeout_s."""
         running = set(range(self.n))
         pending: dict[int, tuple[Any, float]] = {}  # worker -> (its poll, when asked)
         waiting: dict[int, int | None] = {}  # the barrier each worker last said it waits at
@@ -275,8 +291,8 @@ class RayRun:
             done = set(ready)
             for k, (ref, asked) in list(pending.items()):
                 if ref not in done:
-                    if time.monotonic() - asked > CALL_TIMEOUT_S:
-                        self._lose(k, f"no answer for {CALL_TIMEOUT_S:g} s", running, pending)
+                    if time.monotonic() - asked > self.timeout_s:
+                        self._lose(k, f"no answer for {self.timeout_s:g} s", running, pending)
                     continue
                 del pending[k]
                 try:
@@ -400,6 +416,22 @@ class RayRun:
             self.ray.util.remove_placement_group(pg)
         except Exception as exc:
             log.debug("remove_placement_group: %s", exc)
+
+
+def unreachable_hint(ray: Any) -> str:
+    """The likely causes of a cluster that does not answer, with this driver's own address
+    (the one its nodes must reach back to for every result and argument it owns)."""
+    try:
+        here = ray.util.get_node_ip_address()
+    except Exception:
+        here = "unknown"
+    return (
+        f"This driver's node address is {here}: every node of the cluster must reach it (and "
+        "Ray's ports on it). If that is an interface they cannot reach, run the driver on a "
+        "cluster node, or `ray start --node-ip-address` with a reachable one here; check too "
+        "that RAY_ADDRESS names this cluster and, if it requires one, its token "
+        "(RAY_AUTH_TOKEN); raise execution.timeout_s for a slow cluster"
+    )
 
 
 def _why(exc: BaseException) -> str:
