@@ -5,7 +5,7 @@ Property tests (hypothesis) over ``nice_ticks`` and over the charts themselves: 
 drawn on a chart with a legend is in that legend, under the right name; a fitted line stays in
 its data's x range and above 0 ms. The browser test checks marks and legends on the page.
 
-The suite runs derandomized (the root conftest.py): each ``@example`` below is an input a
+The suite runs derandomized (tests/conftest.py): each ``@example`` below is an input a
 random run once found, or a degenerate one (no span, one value, a subnormal, the generator's
 largest value, signed zeros), checked on every run whatever the seed draws.
 """
