@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 import scipy.stats as st
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as hs
 
 from gpubench_sdk import ConfigError
@@ -19,6 +19,12 @@ from gpubench_sdk.metrics import Criterion, compare, mann_whitney_u, score
     hs.lists(hs.integers(0, 30), min_size=1, max_size=60),
     hs.lists(hs.integers(0, 30), min_size=1, max_size=60),
 )
+# degenerate samples, checked every run (the suite is derandomized: tests/conftest.py)
+@example(a=[0], b=[0])  # one value each, all tied: p = 1
+@example(a=[7, 7, 7], b=[7])  # every value equal
+@example(a=[3], b=[30])  # one value each, apart
+@example(a=[0] * 60, b=[30] * 60)  # the generator's extremes, fully separated
+@example(a=[0, 0, 0], b=[0, 0, 1])  # all tied but one
 def test_mann_whitney_matches_scipy_with_ties(a: list[int], b: list[int]) -> None:
     got = mann_whitney_u(a, b)
     if len(set(a + b)) == 1:

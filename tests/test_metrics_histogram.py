@@ -8,7 +8,7 @@ import pickle  # noqa: F401  (documents that to_bytes, not pickle, is the wire f
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as hs
 
 from gpubench_sdk.metrics import LogHistogram, merge_histograms
@@ -93,6 +93,12 @@ def test_corrupt_counts_are_detected() -> None:
 
 @settings(max_examples=80, deadline=None)
 @given(durations, durations, durations)
+# degenerate samples, checked every run (the suite is derandomized: tests/conftest.py)
+@example(a=[], b=[], c=[])  # empty histograms
+@example(a=[0.0], b=[0.0], c=[0.0])  # zeros only
+@example(a=[5e-324], b=[1e6], c=[])  # a subnormal and the generator's largest value
+@example(a=[1e6] * 80, b=[0.0], c=[5e-324, 5e-324])
+@example(a=[2.5] * 3, b=[2.5], c=[2.5])  # every value equal
 def test_merge_is_associative_and_commutative(
     a: list[float], b: list[float], c: list[float]
 ) -> None:
@@ -106,6 +112,10 @@ def test_merge_is_associative_and_commutative(
 
 @settings(max_examples=60, deadline=None)
 @given(hs.lists(hs.floats(min_value=1e-3, max_value=1e6), min_size=1, max_size=200))
+@example(values=[1e-3])  # one value, the generator's smallest
+@example(values=[1e6] * 200)  # its largest, every value equal
+@example(values=[1e-3, 1e6])  # its extremes
+@example(values=[7.0] * 5)
 def test_any_quantile_is_within_bound_and_monotone(values: list[float]) -> None:
     h = LogHistogram.from_values(values)
     got = h.quantiles(QS)

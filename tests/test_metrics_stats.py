@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 import scipy.stats as st
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as hs
 
 from gpubench_sdk import Outcome
@@ -167,6 +167,12 @@ def test_outcome_counts_and_error_rates() -> None:
 @given(
     hs.lists(finite, min_size=1, max_size=200), hs.lists(hs.floats(0, 1), min_size=2, max_size=6)
 )
+# degenerate samples, checked every run (the suite is derandomized: tests/conftest.py)
+@example(values=[0.0], qs=[0.0, 1.0])  # one value, zero
+@example(values=[3.5] * 7, qs=[0.0, 0.5, 0.5, 1.0])  # every value equal, a repeated q
+@example(values=[5e-324, 5e-324, 1e-323], qs=[0.25, 0.75])  # subnormals
+@example(values=[0.0, 1e7], qs=[0.0, 0.5, 1.0])  # the generator's extremes
+@example(values=[1e7] * 200, qs=[0.0, 1.0])
 def test_percentiles_are_monotone_in_q_and_match_numpy(
     values: list[float], qs: list[float]
 ) -> None:
@@ -180,6 +186,12 @@ def test_percentiles_are_monotone_in_q_and_match_numpy(
 @given(
     hs.lists(finite, min_size=2, max_size=300), hs.sampled_from(["bootstrap", "order_statistic"])
 )
+@example(values=[0.0, 0.0], method="bootstrap")  # every value equal (zero)
+@example(values=[0.0, 0.0], method="order_statistic")
+@example(values=[5e-324, 5e-324], method="bootstrap")  # a subnormal
+@example(values=[1e7, 1e7, 1e7], method="order_statistic")  # the generator's largest value
+@example(values=[0.0, 1e7], method="bootstrap")  # its extremes
+@example(values=[0.0, 1e7], method="order_statistic")
 def test_ci_contains_the_point_estimate(values: list[float], method: str) -> None:
     s = summarize_samples(values, ci_method=method)  # type: ignore[arg-type]
     for (lo, hi), point in ((s.p50_ci_ms, s.p50_ms), (s.p95_ci_ms, s.p95_ms)):
@@ -188,6 +200,9 @@ def test_ci_contains_the_point_estimate(values: list[float], method: str) -> Non
 
 @settings(max_examples=40, deadline=None)
 @given(hs.lists(hs.integers(0, 5), min_size=1, max_size=60))
+@example(values=[0])  # one value
+@example(values=[5] * 60)  # every value tied
+@example(values=[5, 0])
 def test_rankdata_matches_scipy_with_ties(values: list[int]) -> None:
     x = np.asarray(values, dtype=float)
     assert rankdata(x).tolist() == st.rankdata(x).tolist()

@@ -2,7 +2,8 @@
 
 The page must load from a file with no console error and no request but its own, every chart
 must hold the data points it claims, every mark must lie inside its chart's plot area (an axis
-that ends below the data cuts marks off), and no table may be wider than the page at 1280 px.
+that ends below the data cuts marks off), every colour on a chart with a legend must be in it,
+and no table may be wider than the page at 1280 px.
 Full-page screenshots at desktop (1280 px) and phone (390 px) widths, of both layouts, go to
 the test's tmp dir and, when ``GPUBENCH_ARTIFACTS`` names a directory (CI), to its ``report/``.
 """
@@ -116,6 +117,25 @@ TABLES_OVERFLOWING = """() => [...document.querySelectorAll('table')]
     .filter(t => t.closest('.scroll') && t.getBoundingClientRect().width >
                  t.closest('.scroll').clientWidth + 1)
     .map(t => t.querySelector('tr').innerText.slice(0, 80))"""
+# Colours drawn on a chart with a legend (a mark's own fill or stroke, or its group's) that the
+# legend does not list, and bar segments whose colour is not their name's swatch.
+COLORS_OFF_THE_LEGEND = """() => [...document.querySelectorAll('figure.chart svg')].flatMap(svg => {
+    const legend = svg.querySelector('g.legend');
+    if (!legend) return [];
+    const swatches = [...legend.querySelectorAll('rect')];
+    const listed = new Set(swatches.map(r => r.getAttribute('fill')));
+    const chart = svg.getAttribute('aria-label');
+    const drawn = [...svg.querySelectorAll('.mark, .trend')]
+        .flatMap(m => [m, ...m.querySelectorAll('*')])
+        .flatMap(e => ['fill', 'stroke'].map(k => e.closest(`[${k}]`)?.getAttribute(k)))
+        .filter(c => c && c.startsWith('#') && !listed.has(c))
+        .map(c => ({chart, color: c}));
+    const misnamed = [...svg.querySelectorAll('.mark[data-name]')].filter(m =>
+        swatches.find(r => r.dataset.legend === m.dataset.name)?.getAttribute('fill') !==
+        m.getAttribute('fill')
+    ).map(m => ({chart, segment: m.dataset.name, color: m.getAttribute('fill')}));
+    return [...drawn, ...misnamed];
+})"""
 WIDTHS = {"desktop": 1280, "phone": 390}
 
 
@@ -142,6 +162,10 @@ def test_no_mark_outside_its_plot_and_no_table_wider_than_the_page(
                 marks = page.eval_on_selector_all("figure.chart svg .mark", "ms => ms.length")
                 assert marks > 100
                 if device == "desktop":
+                    legends = page.eval_on_selector_all("svg g.legend", "g => g.length")
+                    assert legends > 0  # the cost, cold-start and burst charts have one
+                    off = page.evaluate(COLORS_OFF_THE_LEGEND)
+                    assert off == [], f"colours their chart's legend does not list: {off[:5]}"
                     wide = page.evaluate(TABLES_OVERFLOWING)
                     assert wide == [], f"tables wider than the page at {width} px: {wide}"
                     page_width = page.evaluate("document.documentElement.scrollWidth")

@@ -13,7 +13,7 @@ import zlib
 import pytest
 from aiohttp import web
 from conftest import LoopbackServer, module_server
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from gpubench_sdk import SSEParser, make_client, sse_events
@@ -58,6 +58,12 @@ _event = st.builds(
     eol=st.sampled_from(["\n", "\r\n", "\r"]),
     cuts=st.lists(st.integers(0, 400), max_size=8),
 )
+# edge cases, checked every run (the suite is derandomized: tests/conftest.py)
+@example(events=[["data: "]], eol="\r", cuts=[])  # an empty event, bare-CR line ends
+@example(events=[["data: a"]], eol="\r\n", cuts=[8])  # cut between a CRLF's \r and \n
+@example(events=[["data: a"]], eol="\r\n", cuts=[0, 400])  # cuts at both ends and past them
+@example(events=[["event: ", ":", "id: 0", "data:"]], eol="\n", cuts=[1, 2, 3])  # empty fields
+@example(events=[["data: é"]], eol="\n", cuts=[7])  # a cut inside a two-byte character
 def test_events_match_httpx_sse_however_the_bytes_are_cut(
     events: list[list[str]], eol: str, cuts: list[int]
 ) -> None:

@@ -38,7 +38,8 @@ def nice_ticks(lo: float, hi: float, count: int = 6) -> list[float]:
     if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
         lo = lo if math.isfinite(lo) else 0.0
         hi = max(hi, lo + 1) if math.isfinite(hi) else lo + 1
-    raw = (hi - lo) / max(1, count - 1)
+    # (each end divided first: hi - lo overflows to inf for ends near +-1.8e308)
+    raw = hi / max(1, count - 1) - lo / max(1, count - 1)
     if raw < 1e-300:  # a subnormal span (e.g. one value of 5e-324): too small for log10
         hi, raw = lo + 1e-290, 1e-290 / max(1, count - 1)
     mag = 10 ** math.floor(math.log10(raw))
@@ -113,13 +114,31 @@ def _y_axis(scale: _Scale, ticks: list[float], x0: float, x1: float, unit: str) 
     return out
 
 
-def _legend(items: Sequence[tuple[str, str]], y: float) -> list[str]:
-    out, x = [], float(_LEFT)
+def _legend(items: Sequence[tuple[str, str]], y: float, x: float = _LEFT) -> list[str]:
+    """A swatch and a name per item, in a ``g.legend`` (the tests match marks' colours to it)."""
+    out = ['<g class="legend">']
     for name, color in items:
-        out.append(f'<rect x="{_f(x)}" y="{_f(y - 9)}" width="10" height="10" fill="{color}"/>')
+        out.append(
+            f'<rect data-legend="{escape(name)}" x="{_f(x)}" y="{_f(y - 9)}" width="10" '
+            f'height="10" fill="{color}"/>'
+        )
         out.append(f'<text x="{_f(x + 14)}" y="{_f(y)}">{escape(name)}</text>')
         x += 24 + 7 * len(name)
+    out.append("</g>")
     return out
+
+
+def _segment_colors(names: Sequence[str]) -> dict[str, str]:
+    """One colour per segment name, the same in every bar and in the legend: the phases' own
+    colours first, then the palette's colours no name here has yet. (Picking by how many names
+    had been seen so far gave a name a new colour in each later bar, one the legend did not list.)
+    """
+    colors = {n: PHASE_COLORS[n] for n in names if n in PHASE_COLORS}
+    for n in names:
+        if n not in colors:
+            free = [c for c in PALETTE if c not in colors.values()]
+            colors[n] = free[0] if free else PALETTE[len(colors) % len(PALETTE)]
+    return {n: colors[n] for n in names}
 
 
 @dataclass
@@ -188,7 +207,7 @@ def stacked_bars(
     x = _Scale(ticks[0], ticks[-1], _LEFT, right)
     body = _x_axis(x, ticks, top, top + row_h * len(rows), unit)
     body.append(_plot(_LEFT, top, right, top + row_h * len(rows)))
-    names: dict[str, str] = {}
+    names = _segment_colors(list(dict.fromkeys(name for _, segs in rows for name, _ in segs)))
     for i, (label, segs) in enumerate(rows):
         y = top + row_h * i + 6
         body.append(
@@ -196,11 +215,11 @@ def stacked_bars(
         )
         cursor = 0.0
         for name, value in segs:
-            color = PHASE_COLORS.get(name, PALETTE[len(names) % len(PALETTE)])
-            names.setdefault(name, color)
+            color = names[name]
             w = x(cursor + value) - x(cursor)
             body.append(
-                f'<rect class="mark" data-kind="segment" x="{_f(x(cursor))}" y="{_f(y)}" '
+                f'<rect class="mark" data-kind="segment" data-name="{escape(name)}" '
+                f'x="{_f(x(cursor))}" y="{_f(y)}" '
                 f'width="{_f(max(w, 0.5))}" height="18" fill="{color}">'
                 f"<title>{escape(label)}: {escape(name)} {value:.1f} {escape(unit)}</title></rect>"
             )
@@ -227,7 +246,8 @@ def range_chart(
     """
     days = sorted({d for _, pts in series for d, *_ in pts})
     top, bottom, height = 10, 230, 290
-    values = [v for _, pts in series for _, *vs in pts for v in vs if math.isfinite(v)]
+    # (no finite value at all, say every median NaN: an empty axis from 0, not a crash)
+    values = [v for _, pts in series for _, *vs in pts for v in vs if math.isfinite(v)] or [0.0]
     ticks = nice_ticks(min(0.0, *values), max(values))
     y = _Scale(ticks[0], ticks[-1], bottom, top)
     step = (WIDTH - _RIGHT - 60) / max(1, len(days))
@@ -238,14 +258,18 @@ def range_chart(
             f'<text x="{_f(60 + step * (j + 0.5))}" y="{bottom + 16}" '
             f'text-anchor="middle">{escape(day)}</text>'
         )
-    palette = [c or PALETTE[i % len(PALETTE)] for i, c in enumerate(colors)] or [
-        PALETTE[i % len(PALETTE)] for i in range(len(series))
+    # a series without a colour of its own (``colors`` short, or None) takes the palette's
+    palette = [
+        (colors[i] if i < len(colors) else None) or PALETTE[i % len(PALETTE)]
+        for i in range(len(series))
     ]
     for i, (name, pts) in enumerate(series):
         color = palette[i]
         offset = (i - (len(series) - 1) / 2) * 6  # side by side, so CIs do not hide each other
         coords = []
         for day, med, lo, hi in pts:
+            if not math.isfinite(med):  # no median that day: nothing to place
+                continue
             cx = 60 + step * (days.index(day) + 0.5) + offset
             coords.append(f"{_f(cx)},{_f(y(med))}")
             ci = ""
@@ -274,6 +298,27 @@ def range_chart(
     return _svg(height, body, title)
 
 
+def _fitted(
+    trend: tuple[float, float], xs: np.ndarray, floor: float
+) -> tuple[float, float, float, float] | None:
+    """The fitted line ``y = intercept + slope x`` as its ends ``(x0, y0, x1, y1)``: over the
+    data's x range only, and cut where it falls below ``floor`` (0, or the data's minimum if
+    lower). An extrapolated latency below 0 ms means nothing, and drawing it pulled the axis
+    down to -1,000 ms. None when no part of the line is at or above ``floor``."""
+    slope, intercept = trend
+    x0, x1 = float(xs.min()), float(xs.max())
+    y0, y1 = intercept + slope * x0, intercept + slope * x1
+    if not (math.isfinite(y0) and math.isfinite(y1)) or max(y0, y1) < floor:
+        return None
+    if min(y0, y1) < floor:  # one end below: then slope != 0 and the line crosses floor inside
+        cross = min(max((floor - intercept) / slope, x0), x1)
+        if y0 < floor:
+            x0, y0 = cross, floor
+        else:
+            x1, y1 = cross, floor
+    return x0, y0, x1, y1
+
+
 def scatter(
     x_values: Sequence[float],
     y_values: Sequence[float],
@@ -283,15 +328,17 @@ def scatter(
     y_unit: str = "latency (ms)",
     title: str = "",
 ) -> str:
-    """Points, plus the fitted line ``y = intercept + slope x`` when ``trend`` is given."""
-    top, bottom, height = 10, 230, 280
+    """Points, plus the fitted line ``y = intercept + slope x`` when ``trend`` is given (drawn
+    over the points' x range, never below 0 or the lowest point: ``_fitted``)."""
+    top, bottom, height = 10, 230, 296
     xs, ys = np.asarray(x_values, float), np.asarray(y_values, float)
-    ends = []  # the fitted line's ends, so the axis holds them too
+    line = None
     if trend is not None and all(math.isfinite(v) for v in trend) and xs.size:
-        ends = [trend[1] + trend[0] * float(v) for v in (xs.min(), xs.max())]
+        line = _fitted(trend, xs, min(0.0, float(ys.min())))
+    ends = [line[1], line[3]] if line else [0.0]  # so the axis holds the line too
     if xs.size:
         xt = nice_ticks(min(0.0, float(xs.min())), float(xs.max()))
-        yt = nice_ticks(min(0.0, float(ys.min()), *ends), max(float(ys.max()), *ends))
+        yt = nice_ticks(min(0.0, float(ys.min())), max(float(ys.max()), *ends))
     else:
         xt = yt = nice_ticks(0.0, 1.0)
     x = _Scale(xt[0], xt[-1], 60, WIDTH - _RIGHT)
@@ -306,24 +353,34 @@ def scatter(
             f"<title>#{a:.0f}: {b:.1f} ms</title></circle>"
         )
     body.append("</g>")
-    if trend is not None and all(math.isfinite(v) for v in trend) and xs.size:
-        slope, intercept = trend
-        x0, x1 = float(xs.min()), float(xs.max())
+    legend = [("request", PALETTE[0])]
+    if line is not None and trend is not None:
+        x0, y0, x1, y1 = line
         body.append(
-            f'<line x1="{_f(x(x0))}" y1="{_f(y(intercept + slope * x0))}" x2="{_f(x(x1))}" '
-            f'y2="{_f(y(intercept + slope * x1))}" stroke="{PALETTE[2]}" stroke-width="2">'
-            f"<title>OLS: {slope:.3f} ms per request</title></line>"
+            f'<line class="trend" x1="{_f(x(x0))}" y1="{_f(y(y0))}" '
+            f'x2="{_f(x(x1))}" y2="{_f(y(y1))}" stroke="{PALETTE[2]}" stroke-width="2">'
+            f"<title>OLS: {trend[0]:.3f} ms per request</title></line>"
         )
+        legend.append(("OLS fit", PALETTE[2]))
+    body += _legend(legend, height - 8, 60)
     return _svg(height, body, title)
 
 
 def histogram(values: Sequence[float], *, unit: str, bins: int = 40, title: str = "") -> str:
-    """Counts of ``values`` in equal-width bins from 0 (or the minimum, if negative)."""
+    """Counts of ``values`` in equal-width bins from 0 (or the minimum, if negative) to the
+    maximum."""
     arr = np.asarray(values, float)
-    lo = min(0.0, float(arr.min()))
-    counts, edges = np.histogram(arr, bins=bins, range=(lo, float(arr.max()) or 1.0))
+    lo, hi = min(0.0, float(arr.min())), float(arr.max())
+    edges = np.linspace(lo, hi, bins + 1)
+    if not (np.isfinite(edges).all() and (np.diff(edges) > 0).all()):
+        # No span (every value 0, or one negative value) or one too small for `bins` distinct
+        # edges (one subnormal value, 5e-324: numpy refuses): the bins split the axis instead,
+        # which nice_ticks makes wide enough for them.
+        ticks = nice_ticks(lo, hi)
+        edges = np.linspace(ticks[0], ticks[-1], bins + 1)
+    counts, edges = np.histogram(arr, bins=edges)
     top, bottom, height = 10, 200, 250
-    xt = nice_ticks(lo, float(edges[-1]))
+    xt = nice_ticks(float(edges[0]), float(edges[-1]))
     yt = nice_ticks(0.0, float(counts.max()))
     x = _Scale(xt[0], xt[-1], 60, WIDTH - _RIGHT)
     y = _Scale(yt[0], yt[-1], bottom, top)
