@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from gpubench_sdk import Invocation, Outcome, Phase, Store
@@ -36,3 +37,13 @@ def begin_burst_run(store: Store, name: str, config: dict[str, Any] | None = Non
         origin_ns=0,
         started_wall_ns=0,
     )
+
+
+def big_run(path: str | os.PathLike[str], rows: int) -> None:
+    """A store holding one completed run of ``rows`` 1 ms calls: an export far larger than a
+    pipe's 64 KiB buffer, and long enough to interrupt mid-write."""
+    with Store(path) as store:
+        run = begin_burst_run(store, "big")
+        for seq in range(rows):
+            store.append(run.id, measured(seq, seq / 1e9, 1e-3))
+        store.end_run(run.id, "completed")

@@ -14,14 +14,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from _invocations import big_run
 from _plans import local_plan
 from _report_store import build_store
 from click.testing import CliRunner
 
-from gpubench_sdk import ConfigError, Invocation, Outcome, Phase, Store, StoreError
+from gpubench_sdk import ConfigError, StoreError
 from gpubench_sdk._cli import main
 from gpubench_sdk._cli._console import fail
-from gpubench_sdk._store._store import ScenarioRecord, TargetRecord
 
 PLAN = local_plan(
     """
@@ -244,25 +244,10 @@ def test_help_lists_the_exit_codes() -> None:
     assert "95%%" not in gpubench("compare", "--help").stdout
 
 
-def _big_store(path: Path, rows: int) -> None:
-    """One run of ``rows`` invocations: an export far larger than a pipe's 64 KiB buffer."""
-    with Store(path) as store:
-        run = store.begin_run(
-            name="big", config={}, targets=(TargetRecord("t", "local"),),
-            scenarios=(ScenarioRecord("burst", {}),), origin_ns=0, started_wall_ns=10**18,
-        )  # fmt: skip
-        for seq in range(rows):
-            store.append(run.id, Invocation(
-                target="t", scenario=0, seq=seq, phase=Phase.MEASURE, scheduled_ns=seq,
-                start_ns=seq, end_ns=seq + 10**6, wall_start_ns=10**18, outcome=Outcome.OK,
-            ))  # fmt: skip
-        store.end_run(run.id, "completed")
-
-
 def test_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
     """`gpubench results export | head -1`: the reader leaves early; no traceback, exit 0."""
     store = tmp_path / "big.sqlite"
-    _big_store(store, 5_000)  # ~2 MB of JSON lines
+    big_run(store, 5_000)  # ~2 MB of JSON lines
     for fmt in ("jsonl", "csv"):
         proc = subprocess.Popen(
             [sys.executable, "-m", "gpubench_sdk", "results", "export", "--format", fmt,

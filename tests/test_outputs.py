@@ -18,13 +18,12 @@ import time
 from pathlib import Path
 
 import pytest
+from _invocations import big_run
 from _report_store import build_store
 from click.testing import CliRunner
 
-from gpubench_sdk import Invocation, Outcome, Phase, Store
 from gpubench_sdk._base._files import PART_SUFFIX, replacing, same_file, write_text
 from gpubench_sdk._cli import main
-from gpubench_sdk._store._store import ScenarioRecord, TargetRecord
 
 
 def digest(path: Path) -> str:
@@ -154,23 +153,9 @@ def test_same_file_sees_through_spellings_and_links(tmp_path: Path) -> None:
     assert not same_file(a, tmp_path / "c.sqlite")
 
 
-def _big_store(path: Path, rows: int) -> None:
-    with Store(path) as store:
-        run = store.begin_run(
-            name="big", config={}, targets=(TargetRecord("t", "local"),),
-            scenarios=(ScenarioRecord("burst", {}),), origin_ns=0, started_wall_ns=10**18,
-        )  # fmt: skip
-        for seq in range(rows):
-            store.append(run.id, Invocation(
-                target="t", scenario=0, seq=seq, phase=Phase.MEASURE, scheduled_ns=seq,
-                start_ns=seq, end_ns=seq + 10**6, wall_start_ns=10**18, outcome=Outcome.OK,
-            ))  # fmt: skip
-        store.end_run(run.id, "completed")
-
-
 def test_an_export_killed_mid_write_leaves_the_old_output_whole(tmp_path: Path) -> None:
     store, out = tmp_path / "big.sqlite", tmp_path / "run.jsonl"
-    _big_store(store, 60_000)
+    big_run(store, 60_000)
     out.write_text('{"the": "old export"}\n')
     proc = subprocess.Popen(
         [sys.executable, "-m", "gpubench_sdk", "results", "export", "--store", str(store),
