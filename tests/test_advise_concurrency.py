@@ -28,7 +28,7 @@ from gpubench_sdk import Objectives, Store, Traffic, build_run
 from gpubench_sdk._advise import MeasuredTarget, advise_targets, measured_targets
 from gpubench_sdk._plan._config import parse_config
 from gpubench_sdk.cost import load_catalog, poisson_arrivals
-from gpubench_sdk.testing import Duration, serve
+from gpubench_sdk.testing import Duration, noise_tolerance_ms, serve
 
 pytest.importorskip("gpubench_runpod")
 from gpubench_runpod.emulator import make_app
@@ -148,7 +148,13 @@ def test_a_measured_slowdown_is_charged_by_level_as_on_the_fleet(
     gpu = targets["gpu"]
     # the pooled executions are what each request took alone: the bursts' x1.5-x2.5 divided out
     assert float(np.median(gpu.execution_s)) == pytest.approx(EXEC_S, rel=0.1)
-    assert float(np.percentile(gpu.execution_s, 95)) < EXEC_S * 1.2
+    # ... and so is their tail: within what the same sleep takes unslowed ("io", same run, same
+    # machine: its timers overshoot under load, 62.6 ms p95 seen with both cores busy) and far
+    # below the x1.5 a missed division would leave
+    io_ms = [v * 1e3 for v in targets["io"].execution_s]
+    bound_s = max(EXEC_S * 1.2, (float(np.percentile(io_ms, 95)) + noise_tolerance_ms(io_ms)) / 1e3)
+    assert bound_s < EXEC_S * 1.5, f"the machine's timers are too noisy to tell: {bound_s:.3f} s"
+    assert float(np.percentile(gpu.execution_s, 95)) < bound_s
     advice = advise_targets(
         [gpu], Traffic(rate), Objectives(latency_s=SLO_S), resamples=10,
         scale_down_s=(1.0,), overflow=False,
