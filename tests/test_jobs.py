@@ -133,6 +133,19 @@ def failure(served: ServedApp, polling: Polling = FAST, **kw: Any) -> ProviderEr
     return info.value
 
 
+async def cancel_once(served: ServedApp, seen: list[Any]) -> None:
+    """Follow a job, cancel the task as soon as ``seen`` (what the server recorded) is not
+    empty, and check the cancellation came through."""
+    task = asyncio.create_task(follow(served))
+    for _ in range(500):
+        if seen:
+            break
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
 def gaps(queue: Queue) -> list[float]:
     return [b - a for a, b in zip(queue.polled_at, queue.polled_at[1:], strict=False)]
 
@@ -204,18 +217,7 @@ def test_the_deadline_is_a_timeout_naming_the_job_which_is_cancelled(
 
 def test_a_cancelled_task_cancels_the_job(served: ServedApp, queue: Queue) -> None:
     queue.polls = [Answer()]
-
-    async def go() -> None:
-        task = asyncio.create_task(follow(served))
-        for _ in range(500):  # until the job runs and has been polled
-            if queue.polled_at:
-                break
-            await asyncio.sleep(0.01)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-
-    asyncio.run(go())
+    asyncio.run(cancel_once(served, queue.polled_at))  # once the job runs and was polled
     assert queue.cancelled == [JOB]
 
 
@@ -225,18 +227,7 @@ def test_a_task_cancelled_while_its_submit_is_on_the_wire_still_cancels_the_job(
     """The job exists before its id reaches the client (Baseten's conformance test caught
     that gap): the submit's answer is awaited, shielded, so the job can be cancelled."""
     queue.polls, queue.submit_delay_s = [Answer()], 0.3
-
-    async def go() -> None:
-        task = asyncio.create_task(follow(served))
-        for _ in range(500):
-            if queue.submitted:
-                break
-            await asyncio.sleep(0.01)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-
-    asyncio.run(go())
+    asyncio.run(cancel_once(served, queue.submitted))  # once the job exists, not its answer
     assert queue.submitted == [JOB] and queue.cancelled == [JOB]
     assert queue.polled_at == []  # waited for the answer, polled nothing after it
 
