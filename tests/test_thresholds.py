@@ -91,9 +91,9 @@ def test_plan_table_forms() -> None:
         ({"cold_start": {"p50": "< 1s"}}, "thresholds.cold_start", "a target of this plan (a, b)"),
         ({"a": {"p95x": "< 1s"}}, "thresholds.a.p95x", "one of p50, p90"),
         ({"p95": "> +20%"}, "thresholds.p95", "a signed change needs a baseline"),
-        ({"rules": ["p95 <"]}, "thresholds.rules", "a number with a unit after '<'"),
+        ({"rules": ["p95 <"]}, "thresholds.rules[0]", "a number with a unit after '<'"),
         ({"error_rate": "< 1pp"}, "thresholds.error_rate", "a unit for a limit on error_rate"),
-        ({"rules": [1]}, "thresholds.rules", '["p95 < 500ms", "error_rate < 1%"]'),
+        ({"rules": [1]}, "thresholds.rules[0]", '["p95 < 500ms", "error_rate < 1%"]'),
     ],
 )
 def test_malformed_plan_thresholds_name_the_field(table: object, field: str, says: str) -> None:

@@ -61,7 +61,7 @@ def config_error(
         place = f"{base}.{inside}" if base and inside else (base or inside or "the plan")
         valid = {*_keys_at(model, parent), *also} - {"api_key"}  # api_key: never in a plan
         return unknown_key(field, str(key), place, valid, more)
-    expected = first["msg"]
+    expected = _plain(first["msg"])
     value = scrub(first.get("input"))  # a nested credential-named value is never shown
     if first["type"] in ("missing", "missing_argument"):
         value, expected = "(nothing)", "a value: this field is required"
@@ -69,6 +69,20 @@ def config_error(
 
 
 _UNKNOWN = ("extra_forbidden", "unexpected_keyword_argument")
+# pydantic's messages read "expected Input should be a valid dictionary" after "got X;
+# expected": say what is expected, in the plan's words (a TOML table, a list).
+_PYDANTIC_PREFIXES = ("Input should be ", "Value error, ", "Assertion failed, ")
+_PLAN_WORDS = {"a valid dictionary": "a table", "a valid tuple": "a list", "a valid list": "a list"}
+
+
+def _plain(message: str) -> str:
+    for prefix in _PYDANTIC_PREFIXES:
+        if message.startswith(prefix):
+            message = message[len(prefix) :]
+            break
+    for word, plan_word in _PLAN_WORDS.items():
+        message = message.replace(word, plan_word)
+    return message
 
 
 def unknown_key(

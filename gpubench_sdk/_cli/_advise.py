@@ -16,7 +16,7 @@ from .._base._files import write_text
 from .._store._store import Store
 from ..cost._catalog import load_catalog
 from ..cost._commitments import Commitment, parse_commitment
-from ._console import as_flags, existing_store, store_option, writable_path
+from ._console import FINITE, as_flags, existing_store, store_option, writable_path
 
 
 def _prices(given: tuple[str, ...]) -> dict[str, tuple[str, float]]:
@@ -67,8 +67,8 @@ def _commitments(given: tuple[str, ...]) -> dict[str, list[Commitment]]:
 @click.command("advise")
 @click.argument("runs", nargs=-1)
 @store_option
-@click.option("--rate", type=float, default=None, help="mean requests per second")
-@click.option("--per-day", type=float, default=None, help="requests per day")
+@click.option("--rate", type=FINITE, default=None, help="mean requests per second")
+@click.option("--per-day", type=FINITE, default=None, help="requests per day")
 @click.option("--constant", is_flag=True, help="evenly spaced arrivals (default: Poisson)")
 @click.option("--profile", default=None, metavar="R0,R1,...", help="relative rates over the day")
 @click.option(
@@ -85,10 +85,10 @@ def _commitments(given: tuple[str, ...]) -> dict[str, list[Commitment]]:
     default="s",
     show_default=True,
 )
-@click.option("--p95-ms", type=float, required=True, help="latency objective (ms)")
-@click.option("--percentile", type=float, default=95.0, show_default=True)
-@click.option("--max-cold-rate", type=float, default=None, help="largest share of cold requests")
-@click.option("--budget-usd-per-day", type=float, default=None)
+@click.option("--p95-ms", type=FINITE, required=True, help="latency objective (ms)")
+@click.option("--percentile", type=FINITE, default=95.0, show_default=True)
+@click.option("--max-cold-rate", type=FINITE, default=None, help="largest share of cold requests")
+@click.option("--budget-usd-per-day", type=FINITE, default=None)
 @click.option(
     "--price", "prices", multiple=True, metavar="TARGET=MODEL:USD_PER_S", help="repeatable"
 )
@@ -108,7 +108,7 @@ def _commitments(given: tuple[str, ...]) -> dict[str, list[Commitment]]:
 )
 @click.option(
     "--horizon-months",
-    type=float,
+    type=FINITE,
     default=None,
     help="months the capacity is needed (default: each commitment's term)",
 )
@@ -124,7 +124,7 @@ def _commitments(given: tuple[str, ...]) -> dict[str, list[Commitment]]:
     is_flag=True,
     help="search concurrency per worker where no run measured its slowdown, assuming none",
 )
-@click.option("--batch", type=float, default=None, metavar="JOBS", help="a batch of JOBS a day")
+@click.option("--batch", type=FINITE, default=None, metavar="JOBS", help="a batch of JOBS a day")
 @click.option(
     "--batch-hours",
     type=click.IntRange(1, 24),
@@ -137,7 +137,7 @@ def _commitments(given: tuple[str, ...]) -> dict[str, list[Commitment]]:
     help="the runs of this campaign (its time zone places them in the day)",
 )
 @click.option("--resamples", type=click.IntRange(2), default=40, show_default=True)
-@click.option("--confidence", type=float, default=0.9, show_default=True)
+@click.option("--confidence", type=FINITE, default=0.9, show_default=True)
 @click.option("--max-workers", type=click.IntRange(1), default=None)
 @click.option(
     "--no-overflow",
@@ -147,8 +147,8 @@ def _commitments(given: tuple[str, ...]) -> dict[str, list[Commitment]]:
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="print the advice as JSON")
 # advrep22: TTFT objective, weighted scores, the HTML page
-@click.option("--ttft-p95-ms", type=float, default=None, help="TTFT objective (ms; streamed runs)")
-@click.option("--ttft-percentile", type=float, default=95.0, show_default=True)
+@click.option("--ttft-p95-ms", type=FINITE, default=None, help="TTFT objective (ms; streamed runs)")
+@click.option("--ttft-percentile", type=FINITE, default=95.0, show_default=True)
 @click.option(
     "--weight",
     "weights",
@@ -177,6 +177,9 @@ def _commitments(given: tuple[str, ...]) -> dict[str, list[Commitment]]:
         "replay.start_s": "--trace",
         "price_sku": "--price",
         "provider": "--price",
+        "*.rate_usd_per_s": "--price",
+        "*.committed_usd_per_hour": "--committed",
+        "NAME": "--campaign",
     }
 )
 def advise_cmd(

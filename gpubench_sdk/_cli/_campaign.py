@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import secrets
+import shlex
 import sys
 import time
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from .._base._errors import ConfigError
 from ._console import (
     EXIT_CODES_HELP,
     ExitCode,
+    FiniteRange,
     as_flags,
     err,
     existing_store,
@@ -74,10 +76,10 @@ def campaign() -> None:
 @click.option("--seed", type=int, default=None, help="jitter seed (default: drawn and stored)")
 @click.option("--name", default=None, help="campaign name (default: the plan's run.name)")
 @click.option("--slot-max-requests", type=click.IntRange(1), help="requests cap per slot")
-@click.option("--slot-max-cost-usd", type=click.FloatRange(min=0, min_open=True),
+@click.option("--slot-max-cost-usd", type=FiniteRange(min=0, min_open=True),
               help="USD cap per slot (needs prices in the plan)")  # fmt: skip
 @click.option("--max-requests", type=click.IntRange(1), help="requests cap for the campaign")
-@click.option("--max-cost-usd", type=click.FloatRange(min=0, min_open=True),
+@click.option("--max-cost-usd", type=FiniteRange(min=0, min_open=True),
               help="USD cap for the campaign (needs prices in the plan)")  # fmt: skip
 @store_option
 @as_flags({"cron": "--cron"})
@@ -101,6 +103,8 @@ def campaign_create(
     """Store a campaign: PLAN.toml's scenarios against every target at each slot."""
     from ..campaign import Budget, Schedule, create_campaign, parse_duration
 
+    if name is not None and not name.strip():
+        raise ConfigError("--name", name, "a campaign name, or no --name for the plan's run.name")
     schedule = Schedule(
         start_ns=_start_ns(start, tz),
         duration_s=parse_duration(for_text, "--for"),
@@ -125,7 +129,8 @@ def campaign_create(
         f"{_when(slots[-1].scheduled_ns, tz)}",
         highlight=False,
     )
-    out.print(f"run it with: gpubench campaign run {record.name} --store {path}", highlight=False)
+    command = shlex.join(["gpubench", "campaign", "run", record.name, "--store", str(path)])
+    out.print(f"run it with: {command}", highlight=False)  # quoted: a name may hold a space
 
 
 def _store_of(plan_path: str, store_path: str | None) -> str:
@@ -155,7 +160,7 @@ def _run(
 
 
 _HEARTBEAT = click.option("--heartbeat", "heartbeat_s", default=10.0, show_default=True,
-                          type=click.FloatRange(min=0, min_open=True),
+                          type=FiniteRange(min=0, min_open=True),
                           help="seconds between liveness updates of a running slot")  # fmt: skip
 _ATTEMPTS = click.option("--max-attempts", "attempts", default=3, show_default=True,
                          type=click.IntRange(1),

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import errno
+import math
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -30,6 +31,30 @@ from .._base._secrets import redact
 from .._runner._results import sole_exception
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class FiniteRange(click.FloatRange):
+    """click's FloatRange, refusing nan and inf: float() reads both, and no range check
+    catches nan (every comparison with it is false), so `--cold-s inf` once priced a day."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
+class FiniteFloat(click.types.FloatParamType):
+    """A float option with no range: finite (see FiniteRange)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
+FINITE = FiniteFloat()
 
 
 def _stdout_to_devnull() -> None:
@@ -121,12 +146,18 @@ def writable_path(path: str, option: str, *, reads: Mapping[str, str | None] | N
 def as_flags(names: Mapping[str, str]) -> Iterator[None]:
     """Name the flag the user typed, not the model field behind it, in a refusal: a
     ``ConfigError`` for ``traffic.rate_per_s`` (or ``replay.path (trace.csv:3)``) raised under
-    ``{"traffic.rate_per_s": "--rate"}`` is re-raised for ``--rate``. A decorator too, put
-    innermost (just above the command's ``def``)."""
+    ``{"traffic.rate_per_s": "--rate"}`` is re-raised for ``--rate``; ``"*.field"`` names a
+    field under any one owner (``fast.rate_usd_per_s`` -> ``--price (fast)``). A decorator
+    too, put innermost (just above the command's ``def``)."""
     try:
         yield
     except ConfigError as exc:
         for field, flag in names.items():
+            if field.startswith("*."):  # "*.rate_usd_per_s": fast.rate_usd_per_s, per target
+                owner, dot, last = exc.field.rpartition(".")
+                if dot and owner and last == field[2:]:
+                    raise ConfigError(f"{flag} ({owner})", exc.value, exc.expected) from exc
+                continue
             rest = exc.field[len(field) :]
             if exc.field.startswith(field) and rest[:1] in ("", " ", ".", "["):
                 raise ConfigError(flag + rest, exc.value, exc.expected) from exc

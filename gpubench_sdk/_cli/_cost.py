@@ -40,7 +40,7 @@ from ..cost._tables import (
     run_cost_table,
     sweep_table,
 )
-from ._console import as_flags, err, existing_store, out, store_option
+from ._console import FiniteRange, as_flags, err, existing_store, out, store_option
 from ._cost_common import catalog_options, price_warnings
 from ._cost_plans import cost_break_even, cost_catalog
 
@@ -69,8 +69,8 @@ cost.add_command(cost_catalog)
 @click.option(
     "--requests", "requests_per_day", default=1000, show_default=True, type=click.IntRange(0)
 )
-@click.option("--inference-s", default=12.0, show_default=True, type=click.FloatRange(0))
-@click.option("--scale-down-s", default=60.0, show_default=True, type=click.FloatRange(0))
+@click.option("--inference-s", default=12.0, show_default=True, type=FiniteRange(0))
+@click.option("--scale-down-s", default=60.0, show_default=True, type=FiniteRange(0))
 @click.option(
     "--events", default=100, show_default=True, type=click.IntRange(1), help="scale-down events/day"
 )
@@ -78,7 +78,7 @@ cost.add_command(cost_catalog)
     "--cold-start-s",
     default=30.0,
     show_default=True,
-    type=click.FloatRange(0),
+    type=FiniteRange(0),
     help="per event, for targets without cold=",
 )
 @click.option(
@@ -119,6 +119,12 @@ def cost_scenario(
     """The daily bill of a traffic scenario across providers (the reference report's table)."""
     lines: list[tuple[str, str, float, float]] = []  # label, billing, rate, cold start
     reported: list[float] | None = None
+    if with_rules and not reference:  # it would be ignored: say so rather than print a table
+        raise ConfigError(
+            "--with-rules",
+            True,
+            "--reference with it (it sets how the reference scenario is billed), or leave it out",
+        )
     if reference:
         requests_per_day, inference_s = REFERENCE_REQUESTS_PER_DAY, REFERENCE_INFERENCE_S
         scale_down_s, events = REFERENCE_SCALE_DOWN_S, REFERENCE_SCALE_DOWN_EVENTS
@@ -178,9 +184,7 @@ def cost_scenario(
     metavar="TARGET=SPEC",
     help="TARGET=provider[:SKU][,rate=USD_PER_S]; default: the plan's price_sku/price_per_s_usd",
 )
-@click.option(
-    "--scale-down-s", type=click.FloatRange(0), default=None, help="default: the provider's"
-)
+@click.option("--scale-down-s", type=FiniteRange(0), default=None, help="default: the provider's")
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 @catalog_options
 def cost_run(
@@ -198,10 +202,17 @@ def cost_run(
         name, sep, rest = text.partition("=")
         if not sep:
             raise ConfigError("--price", text, "TARGET=provider[:SKU][,rate=USD_PER_S]")
-        given[name] = parse_target_spec(rest)
+        try:
+            given[name] = parse_target_spec(rest)
+        except ConfigError as exc:  # it names --target, the flag of the other commands
+            raise ConfigError(f"--price {name}", rest, exc.expected) from None
     with price_warnings(), Store(existing_store(store_path), readonly=True) as store:
         catalog = load_catalog(prices, max_age_days=max_age_days)
         info = store.run(run_ref)
+        unknown = sorted(set(given) - {t.name for t in info.targets})
+        if unknown:
+            names = [t.name for t in info.targets]
+            raise ConfigError("--price", unknown[0], f"a target of run {info.id}: {names}")
         costs = priced_targets(store, info, catalog, given, scale_down_s, require_price=True)
     if as_json:
         rows = [
@@ -267,13 +278,11 @@ def _sweep_progress(requests: int) -> Callable[[int, int], None] | None:
     metavar="SPEC",
     help="provider[/plan][:SKU][,rate=USD_PER_S]",
 )
-@click.option(
-    "--rps", type=click.FloatRange(0), default=None, help="mean requests per second (Poisson)"
-)
-@click.option("--hours", default=24.0, show_default=True, type=click.FloatRange(0, min_open=True))
+@click.option("--rps", type=FiniteRange(0), default=None, help="mean requests per second (Poisson)")
+@click.option("--hours", default=24.0, show_default=True, type=FiniteRange(0, min_open=True))
 @click.option("--profile", default=None, metavar="R0,R1,...", help="relative rates over the day")
-@click.option("--exec-s", type=click.FloatRange(0), default=None, help="execution seconds (fixed)")
-@click.option("--cold-s", type=click.FloatRange(0), default=None, help="cold start seconds (fixed)")
+@click.option("--exec-s", type=FiniteRange(0), default=None, help="execution seconds (fixed)")
+@click.option("--cold-s", type=FiniteRange(0), default=None, help="cold start seconds (fixed)")
 @click.option(
     "--from-run",
     default=None,
@@ -286,12 +295,12 @@ def _sweep_progress(requests: int) -> Callable[[int, int], None] | None:
 @click.option("--min-workers", "min_workers", default="0,1", show_default=True)
 @click.option("--max-workers", default=10, show_default=True, type=click.IntRange(1))
 @click.option("--concurrency", default=1, show_default=True, type=click.IntRange(1))
-@click.option("--slo-s", default=60.0, show_default=True, type=click.FloatRange(0))
+@click.option("--slo-s", default=60.0, show_default=True, type=FiniteRange(0))
 @click.option(
     "--slo-percentile",
     default=95.0,
     show_default=True,
-    type=click.FloatRange(0, 100, min_open=True),
+    type=FiniteRange(0, 100, min_open=True),
 )
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option(
@@ -325,6 +334,8 @@ def _sweep_progress(requests: int) -> Callable[[int, int], None] | None:
         "daily_profile": "--profile",
         "slo_percentile": "--slo-percentile",
         "scale_down_s": "--scale-down",
+        "execution_s": "--exec-s",
+        "cold_start_s": "--cold-s",
     }
 )
 def cost_whatif(
@@ -359,6 +370,9 @@ def cost_whatif(
         if run_target is None:
             raise ConfigError("--run-target", None, "the target of --from-run to take samples from")
         with Store(existing_store(store_path), readonly=True) as store:
+            names = [t.name for t in store.run(from_run).targets]
+            if run_target not in names:
+                raise ConfigError("--run-target", run_target, f"a target of the run: {names}")
             dist = distributions_from_run(store, from_run, run_target)
             if rps is None:
                 arrivals = arrivals_from_run(store, from_run, run_target)

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import click
 
 from ..cost._catalog import StalePriceWarning, stale_summary
-from ._console import warn
+from ._console import FiniteRange, warn
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -48,6 +48,6 @@ def catalog_options(f: F) -> F:
         "--max-age-days",
         default=180.0,
         show_default=True,
-        type=click.FloatRange(0),
+        type=FiniteRange(0),
         help="warn about prices read longer ago than this",
     )(f)

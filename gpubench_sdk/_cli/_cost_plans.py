@@ -17,7 +17,7 @@ from ..cost._commitments import compare_commitments, parse_commitment
 from ..cost._dryrun import dry_run
 from ..cost._priced import target_rate
 from ..cost._tables import commitments_table, dry_run_table, parse_target_spec
-from ._console import out
+from ._console import FiniteRange, out
 from ._cost_common import catalog_options, price_warnings
 
 
@@ -44,13 +44,13 @@ from ._cost_common import catalog_options, price_warnings
 )
 @click.option(
     "--need-months",
-    type=click.FloatRange(0, min_open=True),
+    type=FiniteRange(0, min_open=True),
     default=None,
     help="how long you need the capacity (default: each option's term, at least a month)",
 )
 @click.option(
     "--billed-s-per-request",
-    type=click.FloatRange(0, min_open=True),
+    type=FiniteRange(0, min_open=True),
     default=None,
     help="also give the break-even point in requests per day",
 )
@@ -149,7 +149,7 @@ def print_dry_run(config: RunConfig) -> None:
     "--max-age-days",
     default=180.0,
     show_default=True,
-    type=click.FloatRange(0),
+    type=FiniteRange(0),
     help="mark prices read longer ago than this",
 )
 def cost_catalog(

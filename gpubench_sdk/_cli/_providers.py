@@ -10,7 +10,7 @@ from rich.table import Table
 
 from .._base._errors import ConfigError
 from .._plugins import PROVIDERS, SCENARIOS, WORKLOADS, list_plugins
-from ._console import out
+from ._console import FiniteRange, out
 
 
 @click.command("providers")
@@ -66,7 +66,7 @@ def local() -> None:
     "idle_timeout_s",
     default=5.0,
     show_default=True,
-    type=click.FloatRange(0),
+    type=FiniteRange(0),
     help="seconds before an idle worker stops",
 )
 @click.option("--api-key-env", default=None, metavar="VAR", help="require this env var's key")

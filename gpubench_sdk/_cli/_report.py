@@ -9,7 +9,7 @@ import click
 from .._base._errors import ConfigError
 from .._base._files import write_text
 from .._store._store import Store
-from ._console import existing_store, store_option, writable_path
+from ._console import FiniteRange, existing_store, store_option, writable_path
 
 _SUFFIX = {".html": "html", ".htm": "html", ".json": "json", ".csv": "csv", ".md": "markdown"}
 
@@ -56,7 +56,7 @@ _SUFFIX = {".html": "html", ".htm": "html", ".json": "json", ".csv": "csv", ".md
     metavar="FILE",
     help="add gpubench advise's page (its --json output) to the report",
 )
-@click.option("--scale-down-s", default=60.0, show_default=True, type=click.FloatRange(0))
+@click.option("--scale-down-s", default=60.0, show_default=True, type=FiniteRange(0))
 @click.option(
     "--scale-down-events",
     default=100,

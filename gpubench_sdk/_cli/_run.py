@@ -18,7 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from .._base._errors import ConfigError
 from .._base._monitor import client_bound_spans
 from .._base._types import Invocation
-from .._plan._build import build_run
+from .._plan._build import build_run, check_plan
 from .._plan._config import RunConfig, load_config, parse_config
 from .._plan._thresholds import Threshold, parse_fail_on
 from .._report._summary import error_groups, render, render_errors, render_thresholds, summarize
@@ -143,6 +143,7 @@ def run_cmd(
     if dry_run:  # what the plan will send and cost, before anything is sent
         from ._cost_plans import print_dry_run
 
+        check_plan(config)  # refused here exactly when the run would refuse it
         print_dry_run(config)
         return
     if prometheus_port and processes > 1:

@@ -6,9 +6,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from .._contract._workload import Workload
 from .._plugins import load_workload, provider_class
 from .._runner._results import Target
-from .._runner._runner import Observer, Runner
+from .._runner._runner import Observer, Runner, check_run
 from .._runner._telemetry import Instruments
 from .._store._store import Store
 from ..cost._meter import budget_guard
@@ -31,11 +32,7 @@ def build_run(
     its own requests). ``recorded`` is added to the config stored with the run (e.g. the Ray
     backend's workers and their measured clock offsets).
     """
-    targets = []
-    for t in config.targets:
-        cls = provider_class(t.provider)
-        targets.append(Target(t.name, cls(provider_options(t, cls.Options))))
-    workload = load_workload(config.workload.kind, **config.workload.workload_options())
+    targets, workload = _parts(config)
     return Runner(
         targets,
         workload,
@@ -51,3 +48,20 @@ def build_run(
             config, {t.name: t.provider.capabilities.billing for t in targets}, share=budget_share
         ),  # None unless the plan sets a max_cost_usd
     )
+
+
+def check_plan(config: RunConfig) -> None:
+    """Everything ``build_run`` and the Runner refuse, without opening a store or sending:
+    plugins, provider options, secrets, scenarios against the providers' capabilities, and
+    each target's input map against the workload's request (``gpubench run --dry-run``)."""
+    targets, workload = _parts(config)
+    check_run(targets, workload, config.build_scenarios(), config.run.max_requests)
+
+
+def _parts(config: RunConfig) -> tuple[list[Target], Workload]:
+    targets = []
+    for t in config.targets:
+        cls = provider_class(t.provider)
+        targets.append(Target(t.name, cls(provider_options(t, cls.Options))))
+    workload = load_workload(config.workload.kind, **config.workload.workload_options())
+    return targets, workload

@@ -182,6 +182,8 @@ def parse_rule(
             + (signed if allow_change else ""),
         )
     limit = number * units[unit]
+    if kind == "fraction" and limit > 1:  # "error_rate < 150%" would hold for every run
+        raise ConfigError(field, rule, f"a share from 0% to 100%, e.g. {_example(kind)}")
     fail_op = _FLIP[op] if holds else op
     return Threshold(metric, fail_op, limit, False, _tidy(rule), False, target, holds)
 
@@ -243,21 +245,25 @@ def _entries(table: Mapping[str, Any], where: str, target: str | None) -> list[T
     for key, value in table.items():
         field = f"{where}.{key}"
         items = value if isinstance(value, list) else [value]
-        if not items or not all(isinstance(v, str) for v in items):
+        # each rule of a list is named by its index: thresholds.rules[2]
+        named = [f"{field}[{i}]" for i in range(len(items))] if isinstance(value, list) else [field]
+        wrong = [i for i, v in enumerate(items) if not isinstance(v, str)]
+        if not items or wrong:
             example = '["p95 < 500ms", "error_rate < 1%"]' if key == "rules" else '"< 500ms"'
-            raise ConfigError(field, value, f"a rule string or a list of them, e.g. {example}")
+            at, got = (named[wrong[0]], items[wrong[0]]) if wrong else (field, value)
+            raise ConfigError(at, got, f"a rule string or a list of them, e.g. {example}")
         if key != "rules" and metric_name(key) is None:
             keys = [*_PLAN_KEYS, "rules"]
             close = difflib.get_close_matches(key, keys, n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
             also = "" if target is not None else ", or a table named after a target"
             raise ConfigError(field, value, f"{hint}one of {', '.join(keys)}{also}")
-        for text in items:
+        for text, at in zip(items, named, strict=True):
             rule = text if key == "rules" else f"{key} {text}"
             try:
-                parsed = parse_rule(rule, field, holds=True, target=target, allow_change=False)
+                parsed = parse_rule(rule, at, holds=True, target=target, allow_change=False)
             except ConfigError as exc:
-                raise ConfigError(field, text, exc.expected) from None
+                raise ConfigError(at, text, exc.expected) from None
             rules.append(replace(parsed, text=_tidy(rule)))
     return rules
 

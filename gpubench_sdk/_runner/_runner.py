@@ -46,7 +46,15 @@ from ._send import (
 )
 from ._telemetry import Instruments
 
-__all__ = ["BUDGET_SPENT", "Observer", "Runner", "SharedCounter", "retry_after_s", "run"]
+__all__ = [
+    "BUDGET_SPENT",
+    "Observer",
+    "Runner",
+    "SharedCounter",
+    "check_run",
+    "retry_after_s",
+    "run",
+]
 
 log = logging.getLogger("gpubench.runner")
 
@@ -83,8 +91,7 @@ class Runner(RequestSender):
     ) -> None:
         if isinstance(targets, Mapping):
             targets = [Target(n, p) for n, p in targets.items()]
-        _validate(targets, scenarios, max_requests)
-        check_inputs(targets, workload)  # ConfigError before anything is sent
+        check_run(targets, workload, scenarios, max_requests)
         self._targets = list(targets)
         self._workload = workload
         self._scenarios = list(scenarios)
@@ -378,10 +385,21 @@ class Runner(RequestSender):
             )
 
 
-def _validate(
+def check_run(
+    targets: Sequence[Target],
+    workload: Workload,
+    scenarios: Sequence[Scenario],
+    max_requests: int | None,
+) -> None:
+    """Refuse a run that cannot go ahead, before anything is sent or stored: what a Runner
+    checks when it is made, so that ``gpubench run --dry-run`` refuses what the run would."""
+    _check_scenarios(targets, scenarios, max_requests)
+    check_inputs(targets, workload)
+
+
+def _check_scenarios(
     targets: Sequence[Target], scenarios: Sequence[Scenario], max_requests: int | None
 ) -> None:
-    """Refuse a plan that cannot run, before anything is sent or stored."""
     if not targets:
         raise ConfigError("targets", [], "at least one target")
     names = [t.name for t in targets]

@@ -121,6 +121,13 @@ class Stages(Scenario):
             "(all over_s are 0)",
             "stages lasting some time: a step is {to_rps, over_s = 0} followed by a hold",
         )
+        check(
+            self.expected() >= 1,
+            "stages.stages",
+            f"{self.expected():g} requests",
+            "stages that send at least one request: the rate's integral over them (to_rps "
+            "times over_s, summed) is below 1",
+        )
         check_max_inflight("stages", self.max_inflight)
         check_seconds("stages.window_s", self.window_s)
         check(

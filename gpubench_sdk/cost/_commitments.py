@@ -34,7 +34,7 @@ class Commitment:
             raise ConfigError(f"{self.name}.usd", self.usd, "USD >= 0")
         if self.per not in ("hour", "month"):
             raise ConfigError(f"{self.name}.per", self.per, "'hour' or 'month'")
-        if not self.min_months >= 0:
+        if not (math.isfinite(self.min_months) and self.min_months >= 0):
             raise ConfigError(f"{self.name}.term", self.min_months, "months >= 0")
 
     def usd_per_day(self, need_months: float | None) -> float:
@@ -117,4 +117,7 @@ def parse_commitment(text: str, per: Literal["hour", "month"], index: int) -> Co
         raise ConfigError(
             f"--{per}ly", text, f"[NAME=]USD_PER_{per.upper()}[,term=MONTHS], e.g. 1.89"
         ) from None
-    return Commitment(name.strip(), usd, per, term)
+    try:
+        return Commitment(name.strip(), usd, per, term)
+    except ConfigError as exc:  # named for the flag it came from, not the model's field
+        raise ConfigError(f"--{per}ly", text, f"{exc.field}: {exc.expected}") from None
