@@ -115,7 +115,7 @@ PLAN_CASES: list[tuple[str, Edit, str]] = [
     ("maxrate-p95-text", scenario("max_rate", p95_ms="500ms"), "p95_ms"),
     # replay (plan fields)
     ("replay-path-missing", scenario("replay"), "replay.path"),
-    ("replay-file-missing", scenario("replay", path="nope.csv"), "nope.csv"),
+    ("replay-file-missing", scenario("replay", path="nope.csv"), "replay.path"),
     ("replay-dir", scenario("replay", path="."), "replay.path"),
     ("replay-time-col", scenario("replay", **R, time_column="ts"), "time_column"),
     ("replay-unit", scenario("replay", **R, time_unit="h"), "time_unit"),
