@@ -340,6 +340,31 @@ async def test_load_failure_is_503_with_the_reason(
         assert caught.value.status_code == 503 and caught.value.provider == "local"
 
 
+async def test_a_load_that_hangs_is_stopped_at_boot_timeout_and_named(
+    client: httpx.AsyncClient, handler_env: dict[str, str]
+) -> None:
+    # load() sleeps an hour: without a bound the worker would hold its slot, and the request
+    # would wait its whole request_timeout_s (300 s) for a worker that never comes.
+    env = {**handler_env, "TEST_LOAD_S": "3600"}
+    config = fast_config(env, boot_timeout_s=0.5, max_workers=1)
+    async with LocalRuntime(config) as rt:
+        started = time.monotonic()
+        response = await client.post(rt.url + "/invoke", json={})
+        assert time.monotonic() - started < 10
+        assert response.status_code == 503
+        assert "was not ready within boot_timeout_s=0.5" in response.json()["error"]
+
+        async def none_left() -> bool:
+            return workers_total(await health(client, rt.url)) == 0
+
+        await wait_until(none_left)
+
+
+async def test_a_runtime_that_never_says_where_it_listens_is_named() -> None:
+    with pytest.raises(RuntimeError, match=r"did not say where it listens within 0\.001 s"):
+        await spawn_runtime(startup_timeout_s=0.001)
+
+
 async def test_unknown_handler_module_is_503(client: httpx.AsyncClient) -> None:
     async with LocalRuntime(handler="no_such_module_here:predict", load=None) as rt:
         response = await client.post(rt.url + "/invoke", json={})

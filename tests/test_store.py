@@ -372,26 +372,6 @@ def test_foreign_garbage_and_missing_files_are_refused(tmp_path: Path) -> None:
         Store(tmp_path / "missing.sqlite", readonly=True)
 
 
-def test_writer_failure_from_lock_surfaces_as_store_error(tmp_path: Path) -> None:
-    path = tmp_path / "r.sqlite"
-    s = Store(path, busy_timeout_s=0.2)
-    run = begin(s)
-    blocker = sqlite3.connect(path, isolation_level=None)
-    blocker.execute("BEGIN IMMEDIATE")  # another process hogging the write lock
-    try:
-        s.append(run.id, make_inv(1))
-        with pytest.raises(StoreError, match=r"database is locked.*1 samples lost"):
-            s.flush()
-        with pytest.raises(StoreError, match="writing results failed"):
-            s.append(run.id, make_inv(2))
-        with pytest.raises(StoreError, match="writing results failed"):
-            s.close()
-        s.close()
-    finally:
-        blocker.execute("ROLLBACK")
-        blocker.close()
-
-
 class _TinyDisk(Store):
     """A store whose writer connection runs out of space: SQLite's real disk-full path."""
 

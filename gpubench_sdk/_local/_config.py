@@ -42,6 +42,13 @@ IdleTimeout = Annotated[
     float, Field(ge=0, le=86_400, description="seconds an idle worker lives before it stops")
 ]
 
+# A worker that never says 'ready' (an interpreter that hangs, a load() that never returns)
+# would hold a slot of max_workers for ever: past this bound it is stopped and named.
+BootTimeout = Annotated[
+    float,
+    Field(gt=0, le=86_400, description="seconds a worker may take to load before it is stopped"),
+]
+
 
 def check_bounds(min_workers: int, max_workers: int) -> None:
     """Refuse a minimum above the maximum: the runtime could never satisfy both."""
@@ -65,6 +72,7 @@ class LocalRuntimeConfig(BaseModel):
     idle_timeout_s: IdleTimeout = 5.0
     max_queue: int = Field(default=1000, ge=0, description="requests waiting beyond it get 429")
     request_timeout_s: float = Field(default=300.0, gt=0, description="queue plus execution")
+    boot_timeout_s: BootTimeout = 300.0
     host: str = "127.0.0.1"
     port: int = Field(default=0, ge=0, le=65535, description="0 picks a free port")
     api_key: SecretStr | None = Field(default=None, exclude=True, repr=False)

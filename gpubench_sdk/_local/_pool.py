@@ -54,7 +54,8 @@ class _Worker:
     jobs_done: int = 0
     job: _Job | None = None
     idle_since: float = 0.0
-    idle_timer: asyncio.TimerHandle | None = None
+    # While idle: the idle timer. While starting: the boot deadline (boot_timeout_s).
+    timer: asyncio.TimerHandle | None = None
     task: asyncio.Task[None] | None = None
 
 
@@ -151,9 +152,9 @@ class WorkerPool:
 
     def _dispatch(self, worker: _Worker, job: _Job) -> None:
         assert worker.proc is not None and worker.proc.stdin is not None
-        if worker.idle_timer is not None:
-            worker.idle_timer.cancel()
-            worker.idle_timer = None
+        if worker.timer is not None:
+            worker.timer.cancel()
+            worker.timer = None
         worker.state = "busy"
         worker.job = job
         job.worker = worker
@@ -176,16 +177,30 @@ class WorkerPool:
             self._arm_idle_timer(worker, self.idle_timeout_s)
 
     def _arm_idle_timer(self, worker: _Worker, delay_s: float) -> None:
-        if worker.idle_timer is not None:
-            worker.idle_timer.cancel()
+        if worker.timer is not None:
+            worker.timer.cancel()
         loop = asyncio.get_running_loop()
-        worker.idle_timer = loop.call_later(max(delay_s, 0.0), self._idle_expired, worker)
+        worker.timer = loop.call_later(max(delay_s, 0.0), self._idle_expired, worker)
 
     def _idle_expired(self, worker: _Worker) -> None:
-        worker.idle_timer = None
+        worker.timer = None
         if worker.state == "idle" and len(self._workers) > self.min_workers:
             logger.debug("worker %s idle for %.3g s: stopping", worker.id, self.idle_timeout_s)
             self._stop(worker)
+
+    def _boot_expired(self, worker: _Worker) -> None:
+        worker.timer = None
+        if worker.state != "starting":
+            return
+        limit = self.config.boot_timeout_s
+        why = (
+            f"was not ready within boot_timeout_s={limit:g} (its interpreter or the handler's"
+            " load hung; raise boot_timeout_s for a slower load)"
+        )
+        logger.error("worker %s %s: stopping it", worker.id, why)
+        self._load_failed = True  # as for a load that failed: min_workers does not respawn it
+        self._fail_queued(503, f"worker {worker.id} {why}")
+        self._stop(worker, graceful=False)
 
     def _ensure_min(self) -> None:
         if self._closing or self._load_failed:
@@ -214,6 +229,9 @@ class WorkerPool:
         assert proc.stdout is not None
         if worker.state == "stopping":  # stopped while the process was being created
             await stop_worker(proc, graceful=False)
+        else:
+            loop = asyncio.get_running_loop()
+            worker.timer = loop.call_later(self.config.boot_timeout_s, self._boot_expired, worker)
         detail = ""
         try:
             while True:
@@ -291,8 +309,8 @@ class WorkerPool:
 
     def _on_exit(self, worker: _Worker, code: int | None, detail: str = "") -> None:
         self._workers.pop(worker.id, None)
-        if worker.idle_timer is not None:
-            worker.idle_timer.cancel()
+        if worker.timer is not None:
+            worker.timer.cancel()
         was = worker.state
         worker.state = "stopping"
         why = detail or f"exited with code {code}"
@@ -313,9 +331,9 @@ class WorkerPool:
     def _stop(self, worker: _Worker, *, graceful: bool = True) -> None:
         """Take a worker out of service now; its process is stopped in the background."""
         self._workers.pop(worker.id, None)
-        if worker.idle_timer is not None:
-            worker.idle_timer.cancel()
-            worker.idle_timer = None
+        if worker.timer is not None:
+            worker.timer.cancel()
+            worker.timer = None
         worker.state = "stopping"
         if worker.proc is None:  # still being created: _run stops it once it exists
             return

@@ -24,6 +24,7 @@ from .._transport._errors import error_type
 from ._config import (
     DEFAULT_HANDLER,
     DEFAULT_LOAD,
+    BootTimeout,
     HandlerSpec,
     IdleTimeout,
     LoadSpec,
@@ -50,6 +51,7 @@ class LocalOptions(ProviderOptions):
     min_workers: MinWorkers = 0
     max_workers: MaxWorkers = 4
     idle_timeout_s: IdleTimeout = 5.0
+    boot_timeout_s: BootTimeout = 300.0
     env: dict[str, str] = Field(default_factory=dict, description="extra worker environment")
 
     @model_validator(mode="after")
@@ -102,6 +104,7 @@ class LocalProvider(Provider):
                 max_workers=options.max_workers,
                 idle_timeout_s=options.idle_timeout_s,
                 request_timeout_s=options.timeout_s,
+                boot_timeout_s=options.boot_timeout_s,
                 api_key=options.api_key,
                 env=options.env,
             )

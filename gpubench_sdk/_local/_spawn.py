@@ -97,6 +97,12 @@ async def spawn_runtime(
     assert proc.stdout is not None
     try:
         line = await asyncio.wait_for(proc.stdout.readline(), startup_timeout_s)
+    except TimeoutError:
+        await runtime.stop(grace_s=1.0)
+        raise RuntimeError(
+            f"the local runtime (pid {proc.pid}) did not say where it listens within"
+            f" {startup_timeout_s:g} s; see its stderr (a hung import, or a port it cannot bind)"
+        ) from None
     except BaseException:
         await runtime.stop(grace_s=1.0)
         raise

@@ -239,7 +239,32 @@ def write_txn(conn: sqlite3.Connection, where: str) -> Iterator[sqlite3.Connecti
             raise
         conn.execute("COMMIT")
     except sqlite3.Error as exc:
-        raise StoreError(f"{where}: write failed ({exc})") from exc
+        raise StoreError(f"{where}: write failed ({describe(exc, conn)})") from exc
+
+
+def is_locked(exc: BaseException) -> bool:
+    """Whether ``exc`` is SQLite giving up on a lock another connection holds."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return isinstance(exc, sqlite3.OperationalError) and code in (
+        sqlite3.SQLITE_BUSY,
+        sqlite3.SQLITE_LOCKED,
+    )
+
+
+def describe(exc: sqlite3.Error, conn: sqlite3.Connection | None = None) -> str:
+    """``exc`` in words; a lock held elsewhere is named with how long was waited and the fix,
+    rather than SQLite's bare "database is locked"."""
+    if not is_locked(exc):
+        return str(exc)
+    waited = ""
+    if conn is not None:
+        with contextlib.suppress(sqlite3.Error):
+            waited = f" for {conn.execute('PRAGMA busy_timeout').fetchone()[0] / 1e3:g} s"
+    return (
+        f"another process held the file's write lock{waited} (a gpubench run or campaign"
+        " writing to it, or a sqlite3 session in a transaction); let it finish, or use"
+        " another store"
+    )
 
 
 INSERT_HEALTH = "INSERT INTO health VALUES (?, ?, ?, ?, ?, ?, ?)"
@@ -272,8 +297,11 @@ def connect(path: Path, *, readonly: bool, busy_timeout_s: float) -> sqlite3.Con
             conn.execute("PRAGMA synchronous = NORMAL")
         _check_schema(conn, path, readonly)
     except sqlite3.Error as exc:
+        why = describe(exc, conn)
         conn.close()
-        raise StoreError(f"{path}: cannot open as a gpubench results store ({exc})") from exc
+        if is_locked(exc):
+            raise StoreError(f"{path}: cannot open the results store: {why}") from exc
+        raise StoreError(f"{path}: cannot open as a gpubench results store ({why})") from exc
     except BaseException:
         conn.close()
         raise

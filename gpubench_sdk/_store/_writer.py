@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import logging
 import sqlite3
 import sys
 import threading
@@ -20,7 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from .._base._errors import StoreError
-from ._schema import INSERT_INVOCATION, connect
+from ._schema import INSERT_INVOCATION, connect, describe, is_locked
+
+log = logging.getLogger("gpubench.store")
 
 _CHUNK = 5_000  # rows per write transaction: keeps the file lock short for other processes
 
@@ -59,6 +62,11 @@ class StoreWriter:
     _stopping: bool
     _writer: threading.Thread | None
     _writer_ready: threading.Event
+    # When another process has held the write lock past busy_timeout_s: since when (monotonic),
+    # and in words. The rows stay queued meanwhile; flush() and close() wait one more
+    # busy_timeout_s for it and then fail naming it, so no wait on a lock is unbounded.
+    _locked_since: float | None
+    _locked_why: str
 
     def _connect(self) -> sqlite3.Connection:
         return connect(self.path, readonly=self.readonly, busy_timeout_s=self._busy_timeout_s)
@@ -83,12 +91,21 @@ class StoreWriter:
 
     def flush(self) -> None:
         """Block until everything appended so far is committed; raise if the writer failed."""
+        began = time.monotonic()
         with self._cond:
             target = self._appended
             while self._committed < target and self._error is None:
                 self._ensure_writer()  # an append may not have started it yet
                 if not self._writer_alive():
                     raise StoreError(f"{self.path}: the store's writer has stopped")
+                locked = self._locked_since
+                if locked is not None and time.monotonic() - max(locked, began) > (
+                    self._busy_timeout_s
+                ):
+                    waiting = self._appended - self._committed
+                    raise StoreError(
+                        f"{self.path}: {waiting} results not yet written: {self._locked_why}"
+                    )
                 self._wake.set()
                 self._cond.wait(0.1)
             if self._error is not None:
@@ -175,17 +192,53 @@ class StoreWriter:
         side_rows = sum(len(rows) for rows in side.values())
         for start in range(0, max(len(inv), 1), _CHUNK):
             part = inv[start : start + _CHUNK]
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                conn.executemany(INSERT_INVOCATION, part)
-                if start == 0:
-                    for insert, rows in side.items():
-                        conn.executemany(insert, rows)
-                conn.execute("COMMIT")
-            except BaseException:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
-                raise
+            self._commit_chunk(conn, part, side if start == 0 else {})
             with self._cond:
                 self._committed += len(part) + (side_rows if start == 0 else 0)
                 self._cond.notify_all()
+
+    def _commit_chunk(
+        self,
+        conn: sqlite3.Connection,
+        part: list[tuple[Any, ...]],
+        side: dict[str, list[tuple[Any, ...]]],
+    ) -> None:
+        """One transaction. While another process holds the write lock past busy_timeout_s
+        (SQLite's own wait), the rows stay here and the writer tries again: a run survives a
+        lock of any length. Once close() has begun, one more wait is the last."""
+        while True:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    conn.executemany(INSERT_INVOCATION, part)
+                    for insert, rows in side.items():
+                        conn.executemany(insert, rows)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.OperationalError as exc:
+                if not is_locked(exc):
+                    raise
+                with self._cond:
+                    if self._locked_since is None:
+                        self._locked_since = time.monotonic()
+                        self._locked_why = describe(exc, conn)
+                        log.warning(
+                            "%s: %s; %d results wait in memory and are written once it is released",
+                            self.path,
+                            self._locked_why,
+                            self._appended - self._committed,
+                        )
+                    if self._stopping and (time.monotonic() - self._locked_since) > (
+                        self._busy_timeout_s
+                    ):
+                        raise StoreError(self._locked_why) from exc
+                time.sleep(0.05)  # SQLite waited busy_timeout_s already, unless that is 0
+                continue
+            with self._cond:
+                if self._locked_since is not None:
+                    log.warning("%s: the write lock was released; writing resumes", self.path)
+                    self._locked_since = None
+            return

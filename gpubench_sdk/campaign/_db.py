@@ -31,7 +31,7 @@ from typing import Any
 from urllib.parse import quote
 
 from .._base._errors import ConfigError, StoreError
-from .._store._schema import pid_alive, to_json, write_txn
+from .._store._schema import describe, pid_alive, to_json, write_txn
 from .._store._store import Store
 from ._records import (
     CAMPAIGN_SCHEMA_VERSION,
@@ -52,16 +52,21 @@ _SET_SLOT = "UPDATE campaign_slots SET status = ?, reason = ? WHERE campaign_id 
 class CampaignDB:
     """The campaign tables of one store file (its own SQLite connection, one thread)."""
 
-    def __init__(self, path: str | Path, *, readonly: bool = False) -> None:
+    def __init__(
+        self, path: str | Path, *, readonly: bool = False, busy_timeout_s: float = 30.0
+    ) -> None:
         self.path = Path(path)
-        Store(self.path, readonly=readonly).close()  # the core schema first, and its checks
+        # the core schema first, and its checks
+        Store(self.path, readonly=readonly, busy_timeout_s=busy_timeout_s).close()
         try:
             if readonly:
                 uri = f"file:{quote(str(self.path.absolute()))}?mode=ro"
                 self._conn = sqlite3.connect(uri, uri=True, isolation_level=None)
             else:
                 self._conn = sqlite3.connect(self.path, isolation_level=None)
-            self._conn.execute("PRAGMA busy_timeout = 30000")
+            # Another scheduler's claim is one short transaction: waiting for it is bounded,
+            # and a lock held longer is named (``describe``) rather than waited on for ever.
+            self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: cannot open campaign tables ({exc})") from exc
         self.readonly = readonly
@@ -85,7 +90,8 @@ class CampaignDB:
         try:
             return self._conn.execute(sql, params).fetchall()
         except sqlite3.Error as exc:
-            raise StoreError(f"{self.path}: campaign tables: read failed ({exc})") from exc
+            why = describe(exc, self._conn)
+            raise StoreError(f"{self.path}: campaign tables: read failed ({why})") from exc
 
     def _ensure_schema(self) -> None:
         tables = {r[0] for r in self.query("SELECT name FROM sqlite_master WHERE type='table'")}

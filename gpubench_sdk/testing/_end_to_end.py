@@ -17,6 +17,7 @@ import functools
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from .. import Invocation, RunInfo, Store
 
 STOP_TIMEOUT_S = 10.0
+START_TIMEOUT_S = 60.0  # an emulator imports its provider's server package: seconds, not minutes
 
 
 @dataclass
@@ -84,8 +86,12 @@ class CliEndToEnd:
         self.env: dict[str, str] = {}
         self._processes: list[subprocess.Popen[str]] = []
 
-    def emulator(self, module: str, *args: str) -> str:
-        """Start ``python -m module --port 0 *args`` and return the URL it prints first."""
+    def emulator(self, module: str, *args: str, start_timeout_s: float = START_TIMEOUT_S) -> str:
+        """Start ``python -m module --port 0 *args`` and return the URL it prints first.
+
+        Raises ``RuntimeError`` naming the module if it prints no URL within
+        ``start_timeout_s`` (the process is stopped), or exits or prints something else.
+        """
         proc = subprocess.Popen(
             [sys.executable, "-m", module, "--port", "0", *args],
             stdout=subprocess.PIPE,
@@ -93,8 +99,20 @@ class CliEndToEnd:
             env={**os.environ, **self.env},
         )
         self._processes.append(proc)
-        assert proc.stdout is not None
-        url = proc.stdout.readline().strip()
+        stdout = proc.stdout
+        assert stdout is not None
+        first: list[str] = []
+        # readline() has no timeout of its own: a thread reads, and the wait on it is bounded.
+        reader = threading.Thread(target=lambda: first.append(stdout.readline()), daemon=True)
+        reader.start()
+        reader.join(start_timeout_s)
+        if not first:
+            self.close()
+            raise RuntimeError(
+                f"{module} printed no URL within {start_timeout_s:g} s (stopped; it hung while"
+                " starting: run it by hand with --port 0 to see where)"
+            )
+        url = first[0].strip()
         if not url.startswith(("http://127.0.0.1:", "https://127.0.0.1:")):
             self.close()
             raise RuntimeError(f"{module} printed {url!r}, not its URL (exit {proc.poll()})")

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import socket
 import threading
+import time
 from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -143,13 +144,13 @@ def serve(
     served = ServedApp(f"{scheme}://{host}:{port}", host, port, loop, server, thread)
     thread.start()
     try:
-        waited = 0.0
+        deadline = time.monotonic() + START_TIMEOUT_S
         while not server.started:
-            if failure or not thread.is_alive() or waited > START_TIMEOUT_S:
+            if failure or not thread.is_alive() or time.monotonic() > deadline:
                 cause = failure[0] if failure else None
-                raise RuntimeError(f"the app did not start serving on port {port}") from cause
+                why = "" if cause or not thread.is_alive() else f" within {START_TIMEOUT_S:g} s"
+                raise RuntimeError(f"the app did not start serving on port {port}{why}") from cause
             thread.join(0.01)
-            waited += 0.01
         yield served
     finally:
         served.stop()
