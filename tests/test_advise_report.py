@@ -196,7 +196,12 @@ def test_the_page_in_a_browser(tmp_path: Path) -> None:
     sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
     if not Path(CHROMIUM).exists():
         pytest.skip("needs Debian's chromium (apt-get install chromium)")
-    from test_report_browser import CHROMIUM_ARGS, MARKS_OUTSIDE, TABLES_OVERFLOWING
+    from test_report_browser import (
+        CHROMIUM_ARGS,
+        COLORS_OFF_THE_LEGEND,
+        MARKS_OUTSIDE,
+        TABLES_OVERFLOWING,
+    )
 
     _, data = _advise_page(tmp_path)
     path = tmp_path / "advice.html"
@@ -210,6 +215,8 @@ def test_the_page_in_a_browser(tmp_path: Path) -> None:
             points = page.eval_on_selector_all("svg .mark[data-kind=option]", "m => m.length")
             outside = page.evaluate(MARKS_OUTSIDE)
             overflowing = page.evaluate(TABLES_OVERFLOWING)
+            legends = page.eval_on_selector_all("svg g.legend", "g => g.length")
+            off = page.evaluate(COLORS_OFF_THE_LEGEND)  # the objective's line included
             shot = tmp_path / "advise.png"
             page.screenshot(path=str(shot), full_page=True)
         finally:
@@ -219,6 +226,7 @@ def test_the_page_in_a_browser(tmp_path: Path) -> None:
         (Path(artifacts) / "report").mkdir(parents=True, exist_ok=True)
         shutil.copy(shot, Path(artifacts) / "report" / "advise.png")
     assert errors == [] and outside == [] and overflowing == []
+    assert legends == 1 and off == [], off
     assert points == len(data["options"])
 
 

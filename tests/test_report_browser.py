@@ -117,24 +117,49 @@ TABLES_OVERFLOWING = """() => [...document.querySelectorAll('table')]
     .filter(t => t.closest('.scroll') && t.getBoundingClientRect().width >
                  t.closest('.scroll').clientWidth + 1)
     .map(t => t.querySelector('tr').innerText.slice(0, 80))"""
-# Colours drawn on a chart with a legend (a mark's own fill or stroke, or its group's) that the
-# legend does not list, and bar segments whose colour is not their name's swatch.
+# Colours drawn on a chart with a legend (any element's own fill or stroke, or its group's,
+# outside the legend: marks, fitted lines, objective lines, rings and their labels; the grid
+# is no datum) that the legend does not list, and bar segments whose colour is not their
+# name's swatch.
 COLORS_OFF_THE_LEGEND = """() => [...document.querySelectorAll('figure.chart svg')].flatMap(svg => {
     const legend = svg.querySelector('g.legend');
     if (!legend) return [];
     const swatches = [...legend.querySelectorAll('rect')];
     const listed = new Set(swatches.map(r => r.getAttribute('fill')));
     const chart = svg.getAttribute('aria-label');
-    const drawn = [...svg.querySelectorAll('.mark, .trend')]
-        .flatMap(m => [m, ...m.querySelectorAll('*')])
+    const drawn = [...svg.querySelectorAll('*')]
+        .filter(e => !e.closest('g.legend') && !e.matches('rect.plot'))
         .flatMap(e => ['fill', 'stroke'].map(k => e.closest(`[${k}]`)?.getAttribute(k)))
-        .filter(c => c && c.startsWith('#') && !listed.has(c))
+        .filter(c => c && c.startsWith('#') && c !== '#e3e5e8' && !listed.has(c))
         .map(c => ({chart, color: c}));
     const misnamed = [...svg.querySelectorAll('.mark[data-name]')].filter(m =>
         swatches.find(r => r.dataset.legend === m.dataset.name)?.getAttribute('fill') !==
         m.getAttribute('fill')
     ).map(m => ({chart, segment: m.dataset.name, color: m.getAttribute('fill')}));
     return [...drawn, ...misnamed];
+})"""
+# Fitted lines (line.trend) reaching past their chart's points: left or right of the first and
+# last point, above the highest, or below the lower of the lowest point and the y axis's 0
+# tick (a latency below 0 ms). Pixels, with the same slack as MARKS_OUTSIDE.
+TRENDS_OFF_THE_DATA = """() => [...document.querySelectorAll('figure.chart svg')].flatMap(svg => {
+    const trends = [...svg.querySelectorAll('.trend')];
+    if (!trends.length) return [];
+    const chart = svg.getAttribute('aria-label');
+    const marks = [...svg.querySelectorAll('.mark')].map(m => m.getBoundingClientRect());
+    if (!marks.length) return [{chart, why: 'a fitted line and no point'}];
+    const ctm = svg.getScreenCTM();
+    const slack = 4.5 * ctm.a;
+    const zeros = [...svg.querySelectorAll('text[text-anchor=end]')]
+        .filter(t => t.textContent.trim() === '0')
+        .map(t => new DOMPoint(0, Number(t.getAttribute('y'))).matrixTransform(ctm).y);
+    const left = Math.min(...marks.map(b => b.left)), right = Math.max(...marks.map(b => b.right));
+    const top = Math.min(...marks.map(b => b.top));
+    const bottom = Math.max(...marks.map(b => b.bottom), ...zeros);
+    return trends.map(t => t.getBoundingClientRect()).filter(b =>
+        b.left < left - slack || b.right > right + slack ||
+        b.top < top - slack || b.bottom > bottom + slack
+    ).map(b => ({chart, line: [b.left, b.top, b.right, b.bottom],
+                 data: [left, top, right, bottom]}));
 })"""
 WIDTHS = {"desktop": 1280, "phone": 390}
 
@@ -166,6 +191,10 @@ def test_no_mark_outside_its_plot_and_no_table_wider_than_the_page(
                     assert legends > 0  # the cost, cold-start and burst charts have one
                     off = page.evaluate(COLORS_OFF_THE_LEGEND)
                     assert off == [], f"colours their chart's legend does not list: {off[:5]}"
+                    trends = page.eval_on_selector_all("svg .trend", "t => t.length")
+                    assert trends > 0  # the burst charts' fits
+                    astray = page.evaluate(TRENDS_OFF_THE_DATA)
+                    assert astray == [], f"fitted lines past their points: {astray[:5]}"
                     wide = page.evaluate(TABLES_OVERFLOWING)
                     assert wide == [], f"tables wider than the page at {width} px: {wide}"
                     page_width = page.evaluate("document.documentElement.scrollWidth")
@@ -183,3 +212,66 @@ def test_no_mark_outside_its_plot_and_no_table_wider_than_the_page(
         folder.mkdir(parents=True, exist_ok=True)
         for shot in shots:
             shutil.copy(shot, folder / shot.name)
+
+
+# What each check must catch, made by hand on the real page: the checks are only worth what
+# they fail on.
+BREAK = {
+    "a mark in a colour no legend lists": (
+        COLORS_OFF_THE_LEGEND,
+        """() => { const m = [...document.querySelectorAll('figure.chart svg')]
+            .find(s => s.querySelector('g.legend') && s.querySelector('.mark'))
+            .querySelector('.mark');
+            m.setAttribute('fill', '#123456'); }""",
+    ),
+    "a segment in another name's colour": (
+        COLORS_OFF_THE_LEGEND,
+        """() => { const ms = [...document.querySelectorAll('.mark[data-name]')];
+            const other = ms.find(m => m.dataset.name !== ms[0].dataset.name);
+            ms[0].setAttribute('fill', other.getAttribute('fill')); }""",
+    ),
+    "an unlisted colour on a fitted line": (
+        COLORS_OFF_THE_LEGEND,
+        "() => document.querySelector('.trend').setAttribute('stroke', '#abcdef')",
+    ),
+    "a fitted line past the last point": (
+        TRENDS_OFF_THE_DATA,
+        """() => { const t = document.querySelector('.trend');
+            t.setAttribute('x2', String(Number(t.getAttribute('x2')) + 40)); }""",
+    ),
+    "a fitted line below 0 ms": (
+        TRENDS_OFF_THE_DATA,
+        """() => { const t = document.querySelector('.trend');
+            const plot = t.closest('svg').querySelector('rect.plot');
+            const floor = Number(plot.getAttribute('y')) + Number(plot.getAttribute('height'));
+            t.setAttribute('y1', String(floor + 30)); }""",
+    ),
+    "a fitted line above every point": (
+        TRENDS_OFF_THE_DATA,
+        "() => document.querySelector('.trend').setAttribute('y2', '-20')",
+    ),
+    "a mark outside its plot": (
+        MARKS_OUTSIDE,
+        """() => { const m = document.querySelector('circle.mark');
+            m.setAttribute('cx', '-50'); }""",
+    ),
+}
+
+
+def test_each_check_fails_on_the_fault_it_is_for(tmp_path: Path) -> None:
+    store = tmp_path / "runs.sqlite"
+    build_store(store)
+    page_path = tmp_path / "report.html"
+    proc = gpubench("report", "1", "2", "3", "--store", str(store), "-o", str(page_path))
+    assert proc.returncode == 0, proc.stderr
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            for fault, (check, inject) in BREAK.items():
+                page.goto(page_path.as_uri(), wait_until="load")
+                assert page.evaluate(check) == [], f"the page is clean before: {fault}"
+                page.evaluate(inject)
+                assert page.evaluate(check) != [], f"not caught: {fault}"
+        finally:
+            browser.close()

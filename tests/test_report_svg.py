@@ -132,10 +132,11 @@ def _colors_off_the_legend(svg: str) -> list[str]:
 
 
 def _fitted_lines_off_the_data(svg: str) -> list[str]:
-    """Fitted lines (``line.trend``) with an end outside the points' x range (pixels), or below
-    the y axis's 0 tick: a latency below 0 ms."""
+    """Fitted lines (``line.trend``) with an end outside the points' x range (pixels), below
+    the y axis's 0 tick (a latency below 0 ms) or above the highest point."""
     root = ET.fromstring(svg)
     points = [float(c.get("cx", 0)) for c in root.iter(f"{SVG_NS}circle")]
+    highest = min(float(c.get("cy", 0)) for c in root.iter(f"{SVG_NS}circle"))
     zero = [float(t.get("y", 0)) for t in root.iter(f"{SVG_NS}text")
             if t.get("text-anchor") == "end" and t.text == "0"]  # fmt: skip
     assert zero, "the latency axis has a 0 tick"
@@ -149,6 +150,8 @@ def _fitted_lines_off_the_data(svg: str) -> list[str]:
                 bad.append(f"x{end}={x} outside the points' {min(points)}-{max(points)}")
             if y > zero[0] + 0.1:  # SVG's y grows downwards
                 bad.append(f"y{end}={y} below 0 ms (at y={zero[0]})")
+            if y < highest - 0.1:
+                bad.append(f"y{end}={y} above the highest point (at y={highest})")
     return bad
 
 
@@ -226,6 +229,7 @@ def test_every_segment_colour_is_its_name_in_the_legend(
 @example(ys=[0.0], slope=0.0, intercept=0.0)  # one point, on a flat fit at 0
 @example(ys=[5e-324], slope=-0.0, intercept=5e-324)  # subnormal, and a signed zero
 @example(ys=[1e7] * 3, slope=50.0, intercept=1e4)  # the generator's largest values
+@example(ys=[1.0, 2.0], slope=100.0, intercept=0.0)  # a fit rising far above every point
 def test_scatter_holds_every_point_and_its_trend(
     ys: list[float], slope: float, intercept: float
 ) -> None:

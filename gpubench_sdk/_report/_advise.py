@@ -18,12 +18,24 @@ from typing import TYPE_CHECKING, Any
 
 from ._format import figure
 from ._style import CSS
-from ._svg import PALETTE, WIDTH, _f, _plot, _Scale, _svg, _x_axis, _y_axis, nice_ticks
+from ._svg import (
+    PALETTE,
+    WIDTH,
+    _f,
+    _legend,
+    _plot,
+    _Scale,
+    _svg,
+    _x_axis,
+    _y_axis,
+    nice_ticks,
+)
 
 if TYPE_CHECKING:
     from ._read import Report
 
 _FRONTIER, _OTHER, _PICK, _SECOND = PALETTE[0], "#9498a0", PALETTE[2], PALETTE[1]
+_GOAL = "#4a4f57"  # the objective's line: its own colour, not the recommendation's
 
 
 def _key(o: dict[str, Any]) -> str:
@@ -50,10 +62,10 @@ def frontier_chart(data: dict[str, Any]) -> str:
     gy = _f(y(goal_ms))
     body.append(
         f'<line class="objective" x1="{_f(left)}" x2="{_f(right)}" y1="{gy}" y2="{gy}" '
-        f'stroke="{_PICK}" stroke-dasharray="6 4"><title>objective: {q} &lt;= '
+        f'stroke="{_GOAL}" stroke-dasharray="6 4"><title>objective: {q} &lt;= '
         f"{goal_ms:,.0f} ms</title></line>"
         f'<text x="{_f(right - 4)}" y="{_f(y(goal_ms) - 4)}" text-anchor="end" '
-        f'fill="{_PICK}">objective {goal_ms:,.0f} ms</text>'
+        f'fill="{_GOAL}">objective {goal_ms:,.0f} ms</text>'
     )
     front = sorted(
         (o for o in options if o["frontier"]), key=lambda o: o["cost_usd_per_day"]["median"]
@@ -96,19 +108,14 @@ def frontier_chart(data: dict[str, Any]) -> str:
                     f'<text x="{_f(cx)}" y="{_f(ty)}" text-anchor="start" fill="{ring}">'
                     f"{cls}</text>"
                 )
-    legend = (
+    legend = [
         ("frontier (not dominated)", _FRONTIER),
         ("dominated", _OTHER),
         ("recommended", _PICK),
         ("runner-up", _SECOND),
-    )
-    lx = float(left)
-    for name, color in legend:
-        body.append(
-            f'<rect x="{_f(lx)}" y="{_f(height - 16)}" width="10" height="10" fill="{color}"/>'
-            f'<text x="{_f(lx + 14)}" y="{_f(height - 7)}">{escape(name)}</text>'
-        )
-        lx += 30 + 7 * len(name)
+        (f"objective ({q})", _GOAL),
+    ]
+    body += _legend(legend, height - 7, left)  # g.legend: the tests match colours to it
     return _svg(height, body, "cost/latency frontier of the options")
 
 

@@ -299,24 +299,29 @@ def range_chart(
 
 
 def _fitted(
-    trend: tuple[float, float], xs: np.ndarray, floor: float
+    trend: tuple[float, float], xs: np.ndarray, floor: float, ceiling: float
 ) -> tuple[float, float, float, float] | None:
     """The fitted line ``y = intercept + slope x`` as its ends ``(x0, y0, x1, y1)``: over the
-    data's x range only, and cut where it falls below ``floor`` (0, or the data's minimum if
-    lower). An extrapolated latency below 0 ms means nothing, and drawing it pulled the axis
-    down to -1,000 ms. None when no part of the line is at or above ``floor``."""
+    data's x range only, and only where it lies between ``floor`` (0, or the data's minimum if
+    lower) and ``ceiling`` (the data's maximum). An extrapolated latency below 0 ms means
+    nothing, and drawing it pulled the axis down to -1,000 ms; a fit is a summary of the points,
+    so it is not drawn where no point is. None when no part of the line is in that band."""
     slope, intercept = trend
     x0, x1 = float(xs.min()), float(xs.max())
-    y0, y1 = intercept + slope * x0, intercept + slope * x1
-    if not (math.isfinite(y0) and math.isfinite(y1)) or max(y0, y1) < floor:
+    if slope == 0.0:
+        inside = floor <= intercept <= ceiling
+        return (x0, intercept, x1, intercept) if inside else None
+    # the x where the line meets each edge of the band, in increasing x
+    at_floor, at_ceiling = (floor - intercept) / slope, (ceiling - intercept) / slope
+    lo = max(x0, min(at_floor, at_ceiling))
+    hi = min(x1, max(at_floor, at_ceiling))
+    if not (math.isfinite(lo) and math.isfinite(hi)) or lo > hi:
         return None
-    if min(y0, y1) < floor:  # one end below: then slope != 0 and the line crosses floor inside
-        cross = min(max((floor - intercept) / slope, x0), x1)
-        if y0 < floor:
-            x0, y0 = cross, floor
-        else:
-            x1, y1 = cross, floor
-    return x0, y0, x1, y1
+
+    def at(x: float) -> float:  # clamped: the edges' x are computed, so off by a rounding
+        return min(max(intercept + slope * x, floor), ceiling)
+
+    return lo, at(lo), hi, at(hi)
 
 
 def scatter(
@@ -329,16 +334,16 @@ def scatter(
     title: str = "",
 ) -> str:
     """Points, plus the fitted line ``y = intercept + slope x`` when ``trend`` is given (drawn
-    over the points' x range, never below 0 or the lowest point: ``_fitted``)."""
+    over the points' x range, never below 0 or the lowest point nor above the highest:
+    ``_fitted``)."""
     top, bottom, height = 10, 230, 296
     xs, ys = np.asarray(x_values, float), np.asarray(y_values, float)
     line = None
     if trend is not None and all(math.isfinite(v) for v in trend) and xs.size:
-        line = _fitted(trend, xs, min(0.0, float(ys.min())))
-    ends = [line[1], line[3]] if line else [0.0]  # so the axis holds the line too
+        line = _fitted(trend, xs, min(0.0, float(ys.min())), float(ys.max()))
     if xs.size:
         xt = nice_ticks(min(0.0, float(xs.min())), float(xs.max()))
-        yt = nice_ticks(min(0.0, float(ys.min())), max(float(ys.max()), *ends))
+        yt = nice_ticks(min(0.0, float(ys.min())), float(ys.max()))
     else:
         xt = yt = nice_ticks(0.0, 1.0)
     x = _Scale(xt[0], xt[-1], 60, WIDTH - _RIGHT)
