@@ -150,11 +150,15 @@ def test_a_measured_slowdown_is_charged_by_level_as_on_the_fleet(
     assert float(np.median(gpu.execution_s)) == pytest.approx(EXEC_S, rel=0.1)
     # ... and so is their tail: within what the same sleep takes unslowed ("io", same run, same
     # machine: its timers overshoot under load, 62.6 ms p95 seen with both cores busy) and far
-    # below the x1.5 a missed division would leave
+    # below what a missed division would leave: the raw samples' tail is the level-4 bursts'
+    # x2.5 (125 ms). Never tighter than x1.4: two series' p95s on a loaded machine differ by a
+    # spike or two (60.0 and 62.6 ms failed bounds of x1.2 and x1.25 with a busy loop beside).
     io_ms = [v * 1e3 for v in targets["io"].execution_s]
-    bound_s = max(EXEC_S * 1.2, (float(np.percentile(io_ms, 95)) + noise_tolerance_ms(io_ms)) / 1e3)
-    assert bound_s < EXEC_S * 1.5, f"the machine's timers are too noisy to tell: {bound_s:.3f} s"
-    assert float(np.percentile(gpu.execution_s, 95)) < bound_s
+    io_p95_ms = float(np.percentile(io_ms, 95)) + noise_tolerance_ms(io_ms)
+    bound_s = max(EXEC_S * 1.4, io_p95_ms / 1e3)
+    assert bound_s < EXEC_S * 2, f"the machine's timers are too noisy to tell: {bound_s:.3f} s"
+    measured_p95_s = float(np.percentile(gpu.execution_s, 95))
+    assert measured_p95_s < bound_s
     advice = advise_targets(
         [gpu], Traffic(rate), Objectives(latency_s=SLO_S), resamples=10,
         scale_down_s=(1.0,), overflow=False,
@@ -163,8 +167,11 @@ def test_a_measured_slowdown_is_charged_by_level_as_on_the_fleet(
     o = two.option
     real = _serve(gpu, 2, o.max_workers, o.scale_down_s, rate)
     assert abs(real["cost_usd_per_day"] / two.cost_usd_per_day[0] - 1) <= 0.05, (real, two)
-    # p95 is a request slowed x1.5 on both; the measured executions run a few percent over
-    # the fleet's nominal 50 ms (the loaded test machine's timers), hence 10%
-    assert abs(real["p95_s"] / two.latency_s[0] - 1) <= 0.10, (real, two)
+    # p95 is a request slowed x1.5 on both. advise prices the executions this machine measured,
+    # whose tail runs over the fleet's nominal 50 ms by as much as its timers overshoot (up to
+    # 20% with both cores busy: 90 ms predicted against the fleet's 75 ms): the fleet's p95 is
+    # brought to the measured tail before the two are held within 10%
+    overshoot = max(1.0, measured_p95_s / EXEC_S)
+    assert abs(real["p95_s"] * overshoot / two.latency_s[0] - 1) <= 0.10, (real, two, overshoot)
     assert any("x1.5" in n or "x1.4" in n or "x1.6" in n for n in advice.notes), advice.notes
     assert any("slowed by how many its worker runs" in n for n in advice.notes), advice.notes

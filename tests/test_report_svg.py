@@ -230,6 +230,7 @@ def test_every_segment_colour_is_its_name_in_the_legend(
 @example(ys=[5e-324], slope=-0.0, intercept=5e-324)  # subnormal, and a signed zero
 @example(ys=[1e7] * 3, slope=50.0, intercept=1e4)  # the generator's largest values
 @example(ys=[1.0, 2.0], slope=100.0, intercept=0.0)  # a fit rising far above every point
+@example(ys=[0.0], slope=0.0, intercept=1.0)  # a flat fit above the only point: no line
 def test_scatter_holds_every_point_and_its_trend(
     ys: list[float], slope: float, intercept: float
 ) -> None:
@@ -242,8 +243,11 @@ def test_scatter_holds_every_point_and_its_trend(
     assert not any(t.startswith("-") for t in ticks), f"a latency axis below 0 ms: {ticks}"
     trend = re.search(r'<line class="trend" x1="([-\d.]+)" y1="([-\d.]+)" x2="([-\d.]+)" '
                       r'y2="([-\d.]+)" stroke="#ff725c"', svg)  # fmt: skip
-    # drawn unless every point of the fit over the data's x range is below 0 ms
-    assert (trend is None) == (max(intercept, intercept + slope * (len(ys) - 1)) < 0)
+    # drawn unless no point of the fit over the data's x range lies between the lower of 0 ms
+    # and the lowest point, and the highest point
+    ends = (intercept, intercept + slope * (len(ys) - 1))
+    in_band = max(ends) >= min(0.0, min(ys)) and min(ends) <= max(ys)
+    assert (trend is None) == (not in_band)
     if trend is None:
         return
     plot = re.search(r'class="plot" x="[\d.]+" y="([\d.]+)" width="[\d.]+" height="([\d.]+)"', svg)

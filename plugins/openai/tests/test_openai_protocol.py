@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import itertools
 import json
 import time
 from collections.abc import Sequence
@@ -337,10 +336,15 @@ def test_emulator_ttft_is_queue_plus_cold_start_plus_prefill() -> None:
         (cold, cold_ttft), (warm, warm_ttft), (long, long_ttft) = asyncio.run(go())
     truths = fleet.truths()
     assert truths[0].cold and not truths[1].cold
-    assert cold_ttft >= 300 and warm_ttft < 100  # the cold start is in the first TTFT only
-    assert long_ttft - warm_ttft >= 150  # 190 more prompt tokens at 1 ms each
+    # Lower bounds are what the fleet sleeps, which a busy machine only lengthens; the upper
+    # ones leave room for a stall (one 49 ms gap then a 0.2 ms catch-up was seen with both
+    # cores busy, so the tokens' pace is judged over all four gaps, not gap by gap).
+    assert cold_ttft >= 300  # the cold start (0.3 s) ...
+    assert warm_ttft < cold_ttft - 200  # ... is in the first TTFT only
+    assert long_ttft >= 200 and long_ttft - warm_ttft >= 100  # 200 prompt tokens at 1 ms each
     for result in (cold, warm, long):
-        gaps = [(b - a) / 1e6 for a, b in itertools.pairwise(result.token_times_ns)]
-        assert len(gaps) == 4 and all(5 <= g <= 30 for g in gaps), gaps  # ~10 ms per token
-        assert result.output_units == 5
+        times = result.token_times_ns
+        assert len(times) == 5 and result.output_units == 5
+        pace_ms = (times[-1] - times[0]) / 4 / 1e6
+        assert 7 <= pace_ms <= 30, pace_ms  # 100 tokens/s: 10 ms per token
     assert long.input_units == 201  # 200 words and the "[0]" marker
