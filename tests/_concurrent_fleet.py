@@ -9,7 +9,8 @@ idle timeout (above ``min_workers``), and a job given to the worker whose slot f
 recently (``policy="most_recently_idle"``, the simulator's rule: ties to the worker started
 first) or to a random worker with a free slot (``"random"``). A job runs
 ``execution_s x (1 + slowdown x (level - 1))``, ``level`` being how many jobs its worker runs
-once it has started: the slowdown a shared GPU shows. It offers what RunPod's emulator
+once it has started: the slowdown a shared GPU shows; ``execution_s`` is one number, or
+samples drawn at random per job (a replay of executions some run measured). It offers what RunPod's emulator
 (``gpubench_runpod.emulator.make_app``) uses of a fleet, so the real plugin measures it over
 loopback HTTP, and it runs in virtual time (``VirtualTimeLoop``) for replays.
 """
@@ -21,7 +22,7 @@ import itertools
 import random
 import uuid
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,7 +50,7 @@ class ConcurrentFleet:
         self,
         *,
         boot: Duration,
-        execution_s: float,
+        execution_s: float | Sequence[float],
         per_worker: int,
         slowdown: float = 0.0,
         min_workers: int = 0,
@@ -59,11 +60,13 @@ class ConcurrentFleet:
         seed: int = 5,
     ) -> None:
         self.policy = policy
-        self.boot, self.execution_s, self.per_worker = boot, execution_s, per_worker
+        self.boot, self.per_worker = boot, per_worker
+        self._executions = [execution_s] if isinstance(execution_s, float | int) else execution_s
         self.slowdown = slowdown
         self._scaling = ScalingSettings(min_workers, max_workers, idle_timeout_s)
         self._rng = random.Random(seed)
         self._boot_rng = random.Random(seed + 1)
+        self._execution_rng = random.Random(seed + 2)
         self._workers: list[_Worker] = []
         self._gone: list[_Worker] = []
         self._queue: deque[Job] = deque()
@@ -200,7 +203,8 @@ class ConcurrentFleet:
         # counts them)
         job.cold = now == w.ready_s and w.ready_s > job.submitted_s
         w.jobs_done += 1
-        self._spawn(self._run(w, job, self.execution_s * (1 + self.slowdown * (w.running - 1))))
+        alone_s = float(self._execution_rng.choice(self._executions))
+        self._spawn(self._run(w, job, alone_s * (1 + self.slowdown * (w.running - 1))))
 
     async def _run(self, w: _Worker, job: Job, seconds: float) -> None:
         await asyncio.sleep(seconds)
