@@ -10,9 +10,9 @@ recently (``policy="most_recently_idle"``, the simulator's rule: ties to the wor
 first) or to a random worker with a free slot (``"random"``). A job runs
 ``execution_s x (1 + slowdown x (level - 1))``, ``level`` being how many jobs its worker runs
 once it has started: the slowdown a shared GPU shows; ``execution_s`` is one number, or
-samples drawn at random per job (a replay of executions some run measured). It offers what RunPod's emulator
-(``gpubench_runpod.emulator.make_app``) uses of a fleet, so the real plugin measures it over
-loopback HTTP, and it runs in virtual time (``VirtualTimeLoop``) for replays.
+samples drawn at random per job (a replay of executions some run measured). It offers what
+RunPod's emulator (``gpubench_runpod.emulator.make_app``) uses of a fleet, so the real plugin
+measures it over loopback HTTP, and it runs in virtual time (``VirtualTimeLoop``) for replays.
 """
 
 from __future__ import annotations
