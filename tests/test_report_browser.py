@@ -36,12 +36,18 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def test_report_renders_every_chart_offline(tmp_path: Path) -> None:
+def _report_page(tmp_path: Path, name: str = "report.html", *args: str) -> Path:
+    """``gpubench report 1 2 3`` of the shared three-run store, written to ``tmp_path/name``."""
     store = tmp_path / "runs.sqlite"
     build_store(store)
-    page_path = tmp_path / "report.html"
-    proc = gpubench("report", "1", "2", "3", "--store", str(store), "-o", str(page_path))
+    page_path = tmp_path / name
+    proc = gpubench("report", "1", "2", "3", "--store", str(store), *args, "-o", str(page_path))
     assert proc.returncode == 0, proc.stderr
+    return page_path
+
+
+def test_report_renders_every_chart_offline(tmp_path: Path) -> None:
+    page_path = _report_page(tmp_path)
 
     console_errors: list[str] = []
     requests: list[str] = []
@@ -168,12 +174,7 @@ WIDTHS = {"desktop": 1280, "phone": 390}
 def test_no_mark_outside_its_plot_and_no_table_wider_than_the_page(
     tmp_path: Path, layout: str
 ) -> None:
-    store = tmp_path / "runs.sqlite"
-    build_store(store)
-    page_path = tmp_path / f"report-{layout}.html"
-    proc = gpubench("report", "1", "2", "3", "--store", str(store), "--layout", layout,
-                    "-o", str(page_path))  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+    page_path = _report_page(tmp_path, f"report-{layout}.html", "--layout", layout)
     shots = []
     with sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -259,11 +260,7 @@ BREAK = {
 
 
 def test_each_check_fails_on_the_fault_it_is_for(tmp_path: Path) -> None:
-    store = tmp_path / "runs.sqlite"
-    build_store(store)
-    page_path = tmp_path / "report.html"
-    proc = gpubench("report", "1", "2", "3", "--store", str(store), "-o", str(page_path))
-    assert proc.returncode == 0, proc.stderr
+    page_path = _report_page(tmp_path)
     with sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
