@@ -231,6 +231,7 @@ def test_every_segment_colour_is_its_name_in_the_legend(
 @example(ys=[1e7] * 3, slope=50.0, intercept=1e4)  # the generator's largest values
 @example(ys=[1.0, 2.0], slope=100.0, intercept=0.0)  # a fit rising far above every point
 @example(ys=[0.0], slope=0.0, intercept=1.0)  # a flat fit above the only point: no line
+@example(ys=[0.1] * 3, slope=0.0, intercept=0.10000000000000002)  # their mean, as floats add
 def test_scatter_holds_every_point_and_its_trend(
     ys: list[float], slope: float, intercept: float
 ) -> None:
@@ -246,7 +247,9 @@ def test_scatter_holds_every_point_and_its_trend(
     # drawn unless no point of the fit over the data's x range lies between the lower of 0 ms
     # and the lowest point, and the highest point
     ends = (intercept, intercept + slope * (len(ys) - 1))
-    in_band = max(ends) >= min(0.0, min(ys)) and min(ends) <= max(ys)
+    low, high = min(0.0, min(ys)), max(ys)
+    slack = 1e-9 * max(abs(low), abs(high), 1e-300)  # _fitted's allowance for rounding
+    in_band = max(ends) >= low - slack and min(ends) <= high + slack
     assert (trend is None) == (not in_band)
     if trend is None:
         return

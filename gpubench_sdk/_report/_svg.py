@@ -308,6 +308,10 @@ def _fitted(
     so it is not drawn where no point is. None when no part of the line is in that band."""
     slope, intercept = trend
     x0, x1 = float(xs.min()), float(xs.max())
+    # widened by a rounding: a flat fit through equal points is their mean, which floats put
+    # a hair above them (the mean of [0.1] * 3 is 0.10000000000000002)
+    slack = 1e-9 * max(abs(floor), abs(ceiling), 1e-300)
+    floor, ceiling = floor - slack, ceiling + slack
     if slope == 0.0:
         inside = floor <= intercept <= ceiling
         return (x0, intercept, x1, intercept) if inside else None

@@ -243,11 +243,13 @@ def write_txn(conn: sqlite3.Connection, where: str) -> Iterator[sqlite3.Connecti
 
 
 def is_locked(exc: BaseException) -> bool:
-    """Whether ``exc`` is SQLite giving up on a lock another connection holds."""
+    """Whether ``exc`` is SQLite giving up on a lock another connection holds (BUSY or
+    LOCKED, with their extended codes: ``sqlite_errorcode`` holds the extended one)."""
     code = getattr(exc, "sqlite_errorcode", None)
-    return isinstance(exc, sqlite3.OperationalError) and code in (
-        sqlite3.SQLITE_BUSY,
-        sqlite3.SQLITE_LOCKED,
+    return (
+        isinstance(exc, sqlite3.OperationalError)
+        and isinstance(code, int)
+        and code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
     )
 
 
@@ -259,11 +261,11 @@ def describe(exc: sqlite3.Error, conn: sqlite3.Connection | None = None) -> str:
     waited = ""
     if conn is not None:
         with contextlib.suppress(sqlite3.Error):
-            waited = f" for {conn.execute('PRAGMA busy_timeout').fetchone()[0] / 1e3:g} s"
+            waited = f"; waited {conn.execute('PRAGMA busy_timeout').fetchone()[0] / 1e3:g} s"
     return (
-        f"another process held the file's write lock{waited} (a gpubench run or campaign"
-        " writing to it, or a sqlite3 session in a transaction); let it finish, or use"
-        " another store"
+        "another connection holds the file's write lock (another gpubench run or campaign"
+        f" writing to it, or a sqlite3 session in a transaction){waited}; let it finish, or"
+        " use another store"
     )
 
 

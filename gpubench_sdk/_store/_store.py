@@ -110,6 +110,7 @@ class Store(StoreReads, StoreWriter):
         self._writer_ready = threading.Event()  # set once the writer's connection is open
         self._locked_since: float | None = None
         self._locked_why = ""
+        self._lock_try_failed = -math.inf
         self._run_cache: dict[int, tuple[dict[str, int], int]] = {}
 
     def __enter__(self) -> Store:

@@ -67,6 +67,7 @@ class StoreWriter:
     # busy_timeout_s for it and then fail naming it, so no wait on a lock is unbounded.
     _locked_since: float | None
     _locked_why: str
+    _lock_try_failed: float  # when the last try that failed on the lock began (monotonic)
 
     def _connect(self) -> sqlite3.Connection:
         return connect(self.path, readonly=self.readonly, busy_timeout_s=self._busy_timeout_s)
@@ -98,10 +99,9 @@ class StoreWriter:
                 self._ensure_writer()  # an append may not have started it yet
                 if not self._writer_alive():
                     raise StoreError(f"{self.path}: the store's writer has stopped")
-                locked = self._locked_since
-                if locked is not None and time.monotonic() - max(locked, began) > (
-                    self._busy_timeout_s
-                ):
+                # Only a try that began after this call and still failed ends the wait: a
+                # whole busy_timeout_s inside it, and a lock released meanwhile never trips it.
+                if self._locked_since is not None and self._lock_try_failed >= began:
                     waiting = self._appended - self._committed
                     raise StoreError(
                         f"{self.path}: {waiting} results not yet written: {self._locked_why}"
@@ -207,6 +207,9 @@ class StoreWriter:
         (SQLite's own wait), the rows stay here and the writer tries again: a run survives a
         lock of any length. Once close() has begun, one more wait is the last."""
         while True:
+            with self._cond:
+                stopping = self._stopping  # close() began before this try
+            tried = time.monotonic()
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
@@ -221,24 +224,28 @@ class StoreWriter:
             except sqlite3.OperationalError as exc:
                 if not is_locked(exc):
                     raise
+                why = describe(exc, conn)
                 with self._cond:
-                    if self._locked_since is None:
-                        self._locked_since = time.monotonic()
-                        self._locked_why = describe(exc, conn)
-                        log.warning(
-                            "%s: %s; %d results wait in memory and are written once it is released",
-                            self.path,
-                            self._locked_why,
-                            self._appended - self._committed,
-                        )
-                    if self._stopping and (time.monotonic() - self._locked_since) > (
-                        self._busy_timeout_s
-                    ):
-                        raise StoreError(self._locked_why) from exc
+                    first = self._locked_since is None
+                    if first:
+                        self._locked_since, self._locked_why = tried, why
+                    self._lock_try_failed = tried
+                    waiting = self._appended - self._committed
+                    self._cond.notify_all()  # a flush() waiting on this try
+                if first:  # logged outside the lock: a slow handler must not block append()
+                    log.warning(
+                        "%s: %s; %d results wait in memory and are written once it is released",
+                        self.path,
+                        why,
+                        waiting,
+                    )
+                if stopping:  # a whole wait after close() began failed: that was the last
+                    raise StoreError(why) from exc
                 time.sleep(0.05)  # SQLite waited busy_timeout_s already, unless that is 0
                 continue
             with self._cond:
-                if self._locked_since is not None:
-                    log.warning("%s: the write lock was released; writing resumes", self.path)
-                    self._locked_since = None
+                released = self._locked_since is not None
+                self._locked_since = None
+            if released:
+                log.warning("%s: the write lock was released; writing resumes", self.path)
             return

@@ -107,14 +107,14 @@ class CliEndToEnd:
         reader.start()
         reader.join(start_timeout_s)
         if not first:
-            self.close()
+            self._stop(proc)  # this one only: the emulators started before it still serve
             raise RuntimeError(
                 f"{module} printed no URL within {start_timeout_s:g} s (stopped; it hung while"
                 " starting: run it by hand with --port 0 to see where)"
             )
         url = first[0].strip()
         if not url.startswith(("http://127.0.0.1:", "https://127.0.0.1:")):
-            self.close()
+            self._stop(proc)
             raise RuntimeError(f"{module} printed {url!r}, not its URL (exit {proc.poll()})")
         return url
 
@@ -151,10 +151,13 @@ class CliEndToEnd:
     def close(self) -> None:
         """Stop every emulator started (idempotent)."""
         while self._processes:
-            proc = self._processes.pop()
-            proc.terminate()
-            try:
-                proc.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(STOP_TIMEOUT_S)
+            self._stop(self._processes[-1])
+
+    def _stop(self, proc: subprocess.Popen[str]) -> None:
+        self._processes.remove(proc)
+        proc.terminate()
+        try:
+            proc.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(STOP_TIMEOUT_S)
