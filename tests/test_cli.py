@@ -190,6 +190,12 @@ def test_demo_runs_the_quickstart(tmp_path: Path) -> None:
     assert 150 < per_scenario[2] < 250  # Poisson at 20/s for 10 s, seeded
     cold = [i for i in invs if i.scenario == 0 and i.cold]
     assert len(cold) == 3 and all(i.cold_confirmed for i in cold)
+    assert "estimated bill" in proc.stdout  # the plan's notional price
+    # ... which makes the demo's run the input of the next question (docs/quickstart.md)
+    advice = gpubench("advise", "latest", "--store", str(tmp_path / "demo.sqlite"), "--rate",
+                      "1", "--p95-ms", "500", timeout=120, cwd=tmp_path)  # fmt: skip
+    assert advice.returncode == 0, advice.stderr
+    assert "Recommendation: local-demo" in advice.stdout and "/day" in advice.stdout
 
 
 def test_examples_own_handler_profiles_a_cold_start(tmp_path: Path) -> None:
