@@ -11,6 +11,7 @@ import collections
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -152,9 +153,7 @@ class WorkerPool:
 
     def _dispatch(self, worker: _Worker, job: _Job) -> None:
         assert worker.proc is not None and worker.proc.stdin is not None
-        if worker.timer is not None:
-            worker.timer.cancel()
-            worker.timer = None
+        self._cancel_timer(worker)
         worker.state = "busy"
         worker.job = job
         job.worker = worker
@@ -177,10 +176,21 @@ class WorkerPool:
             self._arm_idle_timer(worker, self.idle_timeout_s)
 
     def _arm_idle_timer(self, worker: _Worker, delay_s: float) -> None:
+        self._set_timer(worker, delay_s, self._idle_expired)
+
+    def _set_timer(
+        self, worker: _Worker, delay_s: float, expired: Callable[[_Worker], None]
+    ) -> None:
+        """The worker's one timer (idle, or boot deadline), replacing any it had."""
+        self._cancel_timer(worker)
+        loop = asyncio.get_running_loop()
+        worker.timer = loop.call_later(max(delay_s, 0.0), expired, worker)
+
+    @staticmethod
+    def _cancel_timer(worker: _Worker) -> None:
         if worker.timer is not None:
             worker.timer.cancel()
-        loop = asyncio.get_running_loop()
-        worker.timer = loop.call_later(max(delay_s, 0.0), self._idle_expired, worker)
+            worker.timer = None
 
     def _idle_expired(self, worker: _Worker) -> None:
         worker.timer = None
@@ -230,8 +240,7 @@ class WorkerPool:
         if worker.state == "stopping":  # stopped while the process was being created
             await stop_worker(proc, graceful=False)
         else:
-            loop = asyncio.get_running_loop()
-            worker.timer = loop.call_later(self.config.boot_timeout_s, self._boot_expired, worker)
+            self._set_timer(worker, self.config.boot_timeout_s, self._boot_expired)
         detail = ""
         try:
             while True:
@@ -309,8 +318,7 @@ class WorkerPool:
 
     def _on_exit(self, worker: _Worker, code: int | None, detail: str = "") -> None:
         self._workers.pop(worker.id, None)
-        if worker.timer is not None:
-            worker.timer.cancel()
+        self._cancel_timer(worker)
         was = worker.state
         worker.state = "stopping"
         why = detail or f"exited with code {code}"
@@ -331,9 +339,7 @@ class WorkerPool:
     def _stop(self, worker: _Worker, *, graceful: bool = True) -> None:
         """Take a worker out of service now; its process is stopped in the background."""
         self._workers.pop(worker.id, None)
-        if worker.timer is not None:
-            worker.timer.cancel()
-            worker.timer = None
+        self._cancel_timer(worker)
         worker.state = "stopping"
         if worker.proc is None:  # still being created: _run stops it once it exists
             return

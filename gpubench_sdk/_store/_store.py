@@ -108,8 +108,7 @@ class Store(StoreReads, StoreWriter):
         self._closed = self._stopping = False
         self._writer: threading.Thread | None = None
         self._writer_ready = threading.Event()  # set once the writer's connection is open
-        self._locked_since: float | None = None
-        self._locked_why = ""
+        self._locked_why: str | None = None
         self._lock_try_failed = -math.inf
         self._run_cache: dict[int, tuple[dict[str, int], int]] = {}
 

@@ -62,12 +62,12 @@ class StoreWriter:
     _stopping: bool
     _writer: threading.Thread | None
     _writer_ready: threading.Event
-    # When another process has held the write lock past busy_timeout_s: since when (monotonic),
-    # and in words. The rows stay queued meanwhile; flush() and close() wait one more
-    # busy_timeout_s for it and then fail naming it, so no wait on a lock is unbounded.
-    _locked_since: float | None
-    _locked_why: str
-    _lock_try_failed: float  # when the last try that failed on the lock began (monotonic)
+    # While another connection holds the write lock past busy_timeout_s: the lock in words
+    # (None otherwise), and when the last try that failed on it began (monotonic). The rows
+    # stay queued meanwhile; flush() fails once a try begun after it has failed, close() after
+    # one more try, so no wait on a lock is unbounded.
+    _locked_why: str | None
+    _lock_try_failed: float
 
     def _connect(self) -> sqlite3.Connection:
         return connect(self.path, readonly=self.readonly, busy_timeout_s=self._busy_timeout_s)
@@ -101,7 +101,7 @@ class StoreWriter:
                     raise StoreError(f"{self.path}: the store's writer has stopped")
                 # Only a try that began after this call and still failed ends the wait: a
                 # whole busy_timeout_s inside it, and a lock released meanwhile never trips it.
-                if self._locked_since is not None and self._lock_try_failed >= began:
+                if self._locked_why is not None and self._lock_try_failed >= began:
                     waiting = self._appended - self._committed
                     raise StoreError(
                         f"{self.path}: {waiting} results not yet written: {self._locked_why}"
@@ -203,7 +203,7 @@ class StoreWriter:
         part: list[tuple[Any, ...]],
         side: dict[str, list[tuple[Any, ...]]],
     ) -> None:
-        """One transaction. While another process holds the write lock past busy_timeout_s
+        """One transaction. While another connection holds the write lock past busy_timeout_s
         (SQLite's own wait), the rows stay here and the writer tries again: a run survives a
         lock of any length. Once close() has begun, one more wait is the last."""
         while True:
@@ -226,10 +226,8 @@ class StoreWriter:
                     raise
                 why = describe(exc, conn)
                 with self._cond:
-                    first = self._locked_since is None
-                    if first:
-                        self._locked_since, self._locked_why = tried, why
-                    self._lock_try_failed = tried
+                    first = self._locked_why is None
+                    self._locked_why, self._lock_try_failed = why, tried
                     waiting = self._appended - self._committed
                     self._cond.notify_all()  # a flush() waiting on this try
                 if first:  # logged outside the lock: a slow handler must not block append()
@@ -244,8 +242,8 @@ class StoreWriter:
                 time.sleep(0.05)  # SQLite waited busy_timeout_s already, unless that is 0
                 continue
             with self._cond:
-                released = self._locked_since is not None
-                self._locked_since = None
+                released = self._locked_why is not None
+                self._locked_why = None
             if released:
                 log.warning("%s: the write lock was released; writing resumes", self.path)
             return
