@@ -85,6 +85,7 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
         status_error,
         with_capabilities,
     )
+    from ._contract._lengths import Length, LengthDistribution, draw_length
     from ._contract._provider import Provider, ProviderOptions
     from ._contract._workload import (
         EchoProbe,
@@ -192,6 +193,9 @@ _EXPORTS: dict[str, str] = {
     "EchoProbe": "._contract._workload",
     "LLMCompletion": "._contract._workload",
     "ImageGeneration": "._contract._workload",
+    "Length": "._contract._lengths",
+    "LengthDistribution": "._contract._lengths",
+    "draw_length": "._contract._lengths",
     "PluginInfo": "._plugins",
     "list_plugins": "._plugins",
     "load_provider": "._plugins",
@@ -329,6 +333,9 @@ __all__ = [  # noqa: RUF022 - grouped by purpose; each comment says why the grou
     "EchoProbe",
     "LLMCompletion",
     "ImageGeneration",
+    "Length",
+    "LengthDistribution",
+    "draw_length",
     "PluginInfo",
     "list_plugins",
     "load_provider",

@@ -47,7 +47,9 @@ class Request:
 
     ``payload`` is the model input as a JSON object; each provider wraps it in its own protocol
     (RunPod's ``{"input": ...}``, KServe's tensors...). The token/image hints let a provider map
-    the request to a native API (e.g. an OpenAI-compatible chat call).
+    the request to a native API (e.g. an OpenAI-compatible chat call). ``detail`` is what the
+    workload chose for this request that the plan alone does not say (the lengths it drew, later
+    a dataset row or a conversation's turn): stored with the request's result, as JSON.
     """
 
     seq: int
@@ -56,6 +58,7 @@ class Request:
     stream: bool = False
     prompt_tokens: int | None = None
     max_output_tokens: int | None = None
+    detail: Mapping[str, Any] | None = None
 
 
 @dataclass(slots=True)

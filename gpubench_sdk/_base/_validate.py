@@ -33,6 +33,17 @@ def _location(loc: tuple[int | str, ...]) -> str:
     return out
 
 
+class NestedError(ValueError):
+    """Raised by a field validator that validated the field's table as a model of its own (a
+    union of a number and a table, whose pydantic error would list both branches):
+    ``config_error`` reports the model's problem at the field's path, unknown keys included."""
+
+    def __init__(self, error: ValidationError, model: type[BaseModel]) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.model = model
+
+
 def config_error(
     exc: ValidationError,
     prefix: str = "",
@@ -47,6 +58,9 @@ def config_error(
     more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
     for err in errors:
         inner = (err.get("ctx") or {}).get("error")
+        if isinstance(inner, NestedError):  # a table a field's validator checked as a model
+            at = ".".join(p for p in (prefix, _location(tuple(err["loc"]))) if p)
+            return config_error(inner.error, at, inner.model)
         if isinstance(inner, ConfigError):  # raised by a validator: it names its own field
             loc = _location(tuple(err["loc"]))
             field = ".".join(p for p in (prefix, loc, inner.field) if p)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -10,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .._base._errors import InvalidResponseError
 from .._base._types import Request
+from ._lengths import REQUESTED, Length, draw_length, highest_length
 
 Units = tuple[int | None, int | None]
 
@@ -117,8 +119,15 @@ _VOCABULARY = (
 
 
 class LLMCompletionOptions(WorkloadOptions):
-    prompt_tokens: int = Field(default=128, ge=1, le=1_000_000)
-    max_tokens: int = Field(default=64, ge=1, le=1_000_000)
+    prompt_tokens: Length = Field(
+        default=128,
+        description="prompt length in words: a number, or a distribution drawn per request "
+        "({dist = 'normal'|'lognormal', mean, stdev, min, max}, {dist = 'uniform', min, max}, "
+        "{dist = 'empirical', values, weights})",
+    )
+    max_tokens: Length = Field(
+        default=64, description="output tokens asked for: a number, or a distribution as above"
+    )
     temperature: float = Field(default=0.0, ge=0)
     stream: bool = False
     distinct_prompts: bool = Field(
@@ -129,6 +138,10 @@ class LLMCompletionOptions(WorkloadOptions):
 
 class LLMCompletion(Workload):
     """A text completion with a prompt of ``prompt_tokens`` words and ``max_tokens`` to generate.
+
+    Either length may be a distribution (``LengthDistribution``): each request then draws its
+    own, seeded by ``seed`` and its ``seq``, and stores what it asked for in its detail
+    (``{"requested": {"prompt_tokens": n, "max_tokens": m}}``) beside the counted units.
 
     Token counts come from the response's ``usage`` where present; otherwise the output is
     counted in whitespace-separated words, an approximation that only exact usage replaces.
@@ -141,18 +154,34 @@ class LLMCompletion(Workload):
 
     def __init__(self, options: WorkloadOptions | None = None, **fields: Any) -> None:
         super().__init__(options, **fields)
-        assert isinstance(self.options, LLMCompletionOptions)
-        rng = random.Random(self.options.seed)
-        words = [rng.choice(_VOCABULARY) for _ in range(self.options.prompt_tokens)]
+        opts = self.options
+        assert isinstance(opts, LLMCompletionOptions)
+        rng = random.Random(opts.seed)
+        # The longest prompt's words, once: a shorter prompt is its first n words, so a drawn
+        # length costs a slice on the hot path, and a fixed one the same words as ever.
+        words = [rng.choice(_VOCABULARY) for _ in range(highest_length(opts.prompt_tokens))]
         self._prompt = " ".join(words)
+        self._varies = not (
+            isinstance(opts.prompt_tokens, int) and isinstance(opts.max_tokens, int)
+        )
+        self._ends = list(itertools.accumulate(len(w) + 1 for w in words)) if self._varies else []
 
     def request(self, seq: int) -> Request:
         opts = self.options
         assert isinstance(opts, LLMCompletionOptions)
-        prompt = f"[{seq}] {self._prompt}" if opts.distinct_prompts else self._prompt
+        detail = None
+        if self._varies:
+            n = draw_length(opts.prompt_tokens, opts.seed, seq, "prompt_tokens")
+            out = draw_length(opts.max_tokens, opts.seed, seq, "max_tokens")
+            text = self._prompt[: self._ends[n - 1] - 1]
+            detail = {REQUESTED: {"prompt_tokens": n, "max_tokens": out}}
+        else:
+            assert isinstance(opts.prompt_tokens, int) and isinstance(opts.max_tokens, int)
+            n, out, text = opts.prompt_tokens, opts.max_tokens, self._prompt
+        prompt = f"[{seq}] {text}" if opts.distinct_prompts else text
         payload = {
             "prompt": prompt,
-            "max_tokens": opts.max_tokens,
+            "max_tokens": out,
             "temperature": opts.temperature,
             "stream": opts.stream,
         }
@@ -161,8 +190,9 @@ class LLMCompletion(Workload):
             payload=payload,
             kind=self.kind,
             stream=opts.stream,
-            prompt_tokens=opts.prompt_tokens,
-            max_output_tokens=opts.max_tokens,
+            prompt_tokens=n,
+            max_output_tokens=out,
+            detail=detail,
         )
 
     def read(self, output: Any) -> Units:

@@ -161,13 +161,14 @@ class RequestSender:
         cold = fb = None
         origin = self._origin_ns
         tokens: list[int] | None = None
-        detail: Mapping[str, Any] | None = None
+        detail = request.detail  # what the workload chose; the provider's and the read's join
         if outcome is not Outcome.THROTTLED or result is not None:
             retry_after = None
         if result is not None:
             status = result.http_status
             units = (result.input_units, result.output_units)
-            detail = result.detail
+            if result.detail:
+                detail = {**(detail or {}), **result.detail}
             try:
                 if units == (None, None):
                     units = self._workload.read(result.output)

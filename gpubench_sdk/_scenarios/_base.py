@@ -18,6 +18,7 @@ from pydantic import ConfigDict, Strict
 
 from .._base._errors import ConfigError
 from .._base._types import Request
+from .._contract._lengths import REQUESTED
 
 if TYPE_CHECKING:
     from ._load import Load
@@ -117,7 +118,14 @@ def with_fields(request: Request, fields: Mapping[str, Any]) -> Request:
     out = request.max_output_tokens
     if isinstance(body.get(MAX_TOKENS), int):
         out = body[MAX_TOKENS]
-    return replace(request, payload=payload, prompt_tokens=prompt_tokens, max_output_tokens=out)
+    detail = request.detail
+    if (prompt_tokens, out) != (request.prompt_tokens, request.max_output_tokens):
+        # the lengths this request asked for, stored with it as a drawn length is
+        asked = {PROMPT_TOKENS: prompt_tokens, MAX_TOKENS: out}
+        detail = {**(detail or {}), REQUESTED: asked}
+    return replace(
+        request, payload=payload, prompt_tokens=prompt_tokens, max_output_tokens=out, detail=detail
+    )
 
 
 class Scenario:
