@@ -7,10 +7,11 @@ import random
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .._base._errors import InvalidResponseError
 from .._base._types import Request
+from ._dataset import DatasetOptions, load_sample
 from ._lengths import REQUESTED, Length, draw_length, highest_length
 
 Units = tuple[int | None, int | None]
@@ -134,6 +135,20 @@ class LLMCompletionOptions(WorkloadOptions):
         default=True, description="vary each prompt so server-side prefix caches do not flatter"
     )
     seed: int = 0
+    dataset: DatasetOptions | None = Field(
+        default=None,
+        description="prompts from a file instead of generated words (docs/workloads.md); "
+        "max_tokens, when not set, is each record's own output length where it has one",
+    )
+
+    @model_validator(mode="after")
+    def _one_source_of_prompts(self) -> LLMCompletionOptions:
+        if self.dataset is not None and "prompt_tokens" in self.model_fields_set:
+            raise ValueError(
+                "no prompt_tokens with a dataset: its prompts have their own lengths (bound "
+                "them with dataset.min_prompt_words and dataset.max_prompt_words)"
+            )
+        return self
 
 
 class LLMCompletion(Workload):
@@ -156,6 +171,8 @@ class LLMCompletion(Workload):
         super().__init__(options, **fields)
         opts = self.options
         assert isinstance(opts, LLMCompletionOptions)
+        self._dataset = None if opts.dataset is None else load_sample(opts.dataset, opts.seed)
+        self._asked_out = "max_tokens" in opts.model_fields_set or opts.dataset is None
         rng = random.Random(opts.seed)
         # The longest prompt's words, once: a shorter prompt is its first n words, so a drawn
         # length costs a slice on the hot path, and a fixed one the same words as ever.
@@ -169,8 +186,19 @@ class LLMCompletion(Workload):
     def request(self, seq: int) -> Request:
         opts = self.options
         assert isinstance(opts, LLMCompletionOptions)
-        detail = None
-        if self._varies:
+        detail: dict[str, Any] | None = None
+        if self._dataset is not None:
+            prompts = self._dataset.prompts
+            record = prompts[seq % len(prompts)]
+            n, text = record.words, record.text
+            out = draw_length(opts.max_tokens, opts.seed, seq, "max_tokens")
+            if not self._asked_out and record.output_words is not None:
+                out = record.output_words
+            detail = {
+                REQUESTED: {"prompt_tokens": n, "max_tokens": out},
+                "dataset": {"line": record.line},
+            }
+        elif self._varies:
             n = draw_length(opts.prompt_tokens, opts.seed, seq, "prompt_tokens")
             out = draw_length(opts.max_tokens, opts.seed, seq, "max_tokens")
             text = self._prompt[: self._ends[n - 1] - 1]

@@ -231,10 +231,14 @@ def load_config(path: str | Path) -> RunConfig:
 
 
 def _files_beside(data: dict[str, Any], folder: Path) -> None:
-    """A scenario's relative ``path`` (a replayed trace) is read beside the plan, wherever
-    gpubench runs from; it is stored absolute, so the run says which file it replayed."""
+    """A scenario's relative ``path`` (a replayed trace) and a workload's dataset are read
+    beside the plan, wherever gpubench runs from; stored absolute, the run says which file."""
     scenarios = data.get("scenarios")
-    for table in scenarios if isinstance(scenarios, list) else ():
+    tables = list(scenarios) if isinstance(scenarios, list) else []
+    workload = data.get("workload")
+    if isinstance(workload, dict):
+        tables.append(workload.get("dataset"))  # a workload's dataset file, likewise
+    for table in tables:
         trace = table.get("path") if isinstance(table, dict) else None
         if isinstance(trace, str) and trace and not Path(trace).is_absolute():
             table["path"] = str((folder / trace).resolve())

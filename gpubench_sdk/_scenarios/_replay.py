@@ -16,16 +16,15 @@ Published production traces it reads as they are (column names as each schema do
 
 from __future__ import annotations
 
-import csv
-import json
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from .._base._errors import ConfigError
+from .._base._records import records
 from ._base import (
     DEFAULT_MAX_INFLIGHT,
     MAX_DURATION_S,
@@ -172,7 +171,10 @@ def _read(
         raise ConfigError("replay.path", path, f"a readable trace file ({exc.strerror})") from None
     key = (str(p.resolve()), stamp, time_column, unit, duration_column, fields, start_s, duration_s)
     if key not in _CACHE:
-        rows = [_row(r, n, time_column, unit, duration_column, fields) for n, r in _rows(p)]
+        rows = [
+            _row(r, n, time_column, unit, duration_column, fields)
+            for n, r in records(p, "replay.path")
+        ]
         check(bool(rows), "replay.path", path, "a trace with at least one row")
         rows.sort(key=lambda a: a.at_s)
         first = rows[0].at_s + start_s
@@ -182,65 +184,6 @@ def _read(
         _CACHE.clear()  # one trace at a time is plenty; never grows with a campaign
         _CACHE[key] = window
     return _CACHE[key]
-
-
-def _rows(p: Path) -> Iterator[tuple[int, Mapping[str, Any]]]:
-    """The trace's rows with their line numbers, each a mapping of column to cell; a file
-    that is not a clean table (a row of the wrong width, a line that is not a JSON object,
-    bytes that are not UTF-8, a runaway cell) is refused at the line where it goes wrong."""
-    suffix = p.suffix.lower()
-    if suffix not in (".csv", ".jsonl", ".ndjson", ".json"):
-        raise ConfigError("replay.path", str(p), "a .csv or .jsonl (.ndjson) trace")
-    n = 1
-    try:
-        with p.open(encoding="utf-8-sig", newline="") as fp:  # a spreadsheet's BOM too
-            if suffix == ".csv":
-                reader = csv.DictReader(fp)
-                for row in reader:
-                    n = reader.line_num
-                    _check_width(p, n, row, reader.fieldnames or [])
-                    yield n, row
-                return
-            for n, line in enumerate(fp, start=1):
-                if line.strip():
-                    yield n, _json_row(p, n, line)
-    except csv.Error as exc:  # a cell over the csv module's 128 KiB, a stray NUL
-        raise ConfigError(f"replay.path ({p.name}:{n + 1})", "(not CSV)",
-                          f"a CSV table: {exc}; is it the right file?") from None  # fmt: skip
-    except UnicodeDecodeError as exc:
-        raise ConfigError(
-            f"replay.path ({p.name})",
-            "(not UTF-8)",
-            f"a UTF-8 trace: it holds {exc.object[exc.start : exc.start + 1]!r}, which is not "
-            "UTF-8 (another encoding, or binary data); save it as UTF-8",
-        ) from None
-
-
-def _check_width(p: Path, n: int, row: Mapping[Any, Any], header: Sequence[str]) -> None:
-    """csv.DictReader pads a short row with None and gathers a long one's extra cells under
-    the key None: either would shift values into the wrong columns without a word."""
-    if None in row:
-        raise ConfigError(f"replay.path ({p.name}:{n})", "(a long row)",
-                          f"as many cells per row as the header ({len(header)}); this one has "
-                          f"{len(header) + len(row[None])}")  # fmt: skip
-    missing = [column for column in header if row.get(column) is None]
-    if missing:
-        raise ConfigError(f"replay.path ({p.name}:{n})", "(a short row)",
-                          f"as many cells per row as the header ({len(header)}); this one has no "
-                          f"{', '.join(missing)}")  # fmt: skip
-
-
-def _json_row(p: Path, n: int, line: str) -> Mapping[str, Any]:
-    try:
-        obj = json.loads(line)
-    except ValueError as exc:
-        raise ConfigError(
-            f"replay.path ({p.name}:{n})", "(not JSON)", f"one JSON object per line ({exc})"
-        ) from None
-    if not isinstance(obj, dict):
-        raise ConfigError(f"replay.path ({p.name}:{n})", obj,
-                          "one JSON object per line, e.g. {\"timestamp\": 1.5}")  # fmt: skip
-    return obj
 
 
 def _row(
