@@ -65,6 +65,7 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     )
     from ._base._validate import validate_options
     from ._contract._capabilities import BillingModel, Capabilities
+    from ._contract._chat import LLMChat
     from ._contract._input import InputMap
     from ._contract._jobs import Job, Polling, run_job
     from ._contract._kit import (
@@ -117,6 +118,7 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
         Stage,
         Stages,
         Sweep,
+        Users,
     )
     from ._store._store import RunInfo, Store
     from ._transport._call import CallResponse, PreparedCall
@@ -152,6 +154,7 @@ _EXPORTS: dict[str, str] = {
     "Sweep": "._scenarios",
     "MaxRate": "._scenarios",
     "Replay": "._scenarios",
+    "Users": "._scenarios",
     # Records
     "Request": "._base._types",
     "Result": "._base._types",
@@ -193,6 +196,7 @@ _EXPORTS: dict[str, str] = {
     "EchoProbe": "._contract._workload",
     "LLMCompletion": "._contract._workload",
     "ImageGeneration": "._contract._workload",
+    "LLMChat": "._contract._chat",
     "Length": "._contract._lengths",
     "LengthDistribution": "._contract._lengths",
     "draw_length": "._contract._lengths",
@@ -290,6 +294,7 @@ __all__ = [  # noqa: RUF022 - grouped by purpose; each comment says why the grou
     "Sweep",
     "MaxRate",
     "Replay",
+    "Users",
     # Records: what goes into and comes out of one request; plugins build them, users read them.
     "Request",
     "Result",
@@ -333,6 +338,7 @@ __all__ = [  # noqa: RUF022 - grouped by purpose; each comment says why the grou
     "EchoProbe",
     "LLMCompletion",
     "ImageGeneration",
+    "LLMChat",
     "Length",
     "LengthDistribution",
     "draw_length",

@@ -140,6 +140,9 @@ def _word_index(word: str) -> int:
 
 def _complete(payload: Mapping[str, Any], model: DemoModel) -> dict[str, Any]:
     prompt = str(payload.get("prompt", ""))
+    messages = payload.get("messages")
+    if isinstance(messages, list):  # a chat: the model reads every message's words
+        prompt = " ".join(str(m.get("content", "")) for m in messages if isinstance(m, dict))
     max_tokens = int(payload.get("max_tokens", 16))
     if max_tokens < 0:
         raise ValueError("max_tokens must be >= 0")

@@ -41,6 +41,10 @@ class Phase(enum.StrEnum):
     WARMUP = "warmup"
 
 
+REQUESTED = "requested"
+"""The key of a request's ``detail`` holding the lengths it asked for, where they vary."""
+
+
 @dataclass(frozen=True, slots=True)
 class Request:
     """A provider-neutral request built by a Workload.

@@ -32,9 +32,6 @@ from pydantic import (
 from .._base._errors import ConfigError
 from .._base._validate import NestedError
 
-REQUESTED = "requested"
-"""The key of a request's stored detail holding the lengths it asked for, where they vary."""
-
 MAX_LENGTH = 1_000_000
 """The longest length a workload asks for (tokens); a larger one is a typo, not a workload."""
 

@@ -10,9 +10,9 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .._base._errors import InvalidResponseError
-from .._base._types import Request
+from .._base._types import REQUESTED, Request
 from ._dataset import DatasetOptions, load_sample
-from ._lengths import REQUESTED, Length, draw_length, highest_length
+from ._lengths import Length, draw_length, highest_length
 
 Units = tuple[int | None, int | None]
 
@@ -27,13 +27,16 @@ class Workload:
     ``request`` must be cheap (the runner calls it on the hot path): build what you can in
     ``__init__``. ``read`` returns ``(input_units, output_units)``: tokens for an LLM, images
     for image generation, ``None`` where the unit does not apply; it raises
-    ``InvalidResponseError`` when the output is not what the workload asked for. ``detail``
+    ``InvalidResponseError`` when the output is not what the workload asked for. A workload
+    of conversations sets ``turns`` (requests per session), which session shapes (``users``)
+    read to send a session's turns in order. ``detail``
     may return a JSON-able mapping of structured results to store with the request (e.g. a
     GPU probe's measured TFLOP/s); the runner calls it only when the provider gave none.
     """
 
     name: ClassVar[str] = ""
     kind: ClassVar[str] = "probe"
+    turns: int = 1  # requests per session: seq is turn seq % turns of session seq // turns
     units: ClassVar[tuple[str, str]] = ("requests", "requests")
     Options: ClassVar[type[WorkloadOptions]] = WorkloadOptions
 
@@ -224,24 +227,30 @@ class LLMCompletion(Workload):
         )
 
     def read(self, output: Any) -> Units:
-        if isinstance(output, Mapping):
-            usage = output.get("usage")
-            if isinstance(usage, Mapping) and isinstance(usage.get("completion_tokens"), int):
-                prompt = usage.get("prompt_tokens")
-                return (prompt if isinstance(prompt, int) else None, usage["completion_tokens"])
-            text = output.get("text")
-            if text is None and isinstance(output.get("choices"), list) and output["choices"]:
-                choice = output["choices"][0]
-                text = choice.get("text") or (choice.get("message") or {}).get("content")
-        elif isinstance(output, str):
-            text = output
-        elif isinstance(output, list) and all(isinstance(t, str) for t in output):
-            text = "".join(output)  # token-list outputs (Replicate, Cog)
-        else:
-            text = None
-        if not isinstance(text, str):
-            raise InvalidResponseError("LLM output has neither usage nor text")
-        return (None, len(text.split()))
+        return llm_units(output)
+
+
+def llm_units(output: Any) -> Units:
+    """An LLM answer's (prompt, completion) tokens: the server's ``usage`` where it sends it,
+    else the completion's words (the prompt's count then unknown)."""
+    if isinstance(output, Mapping):
+        usage = output.get("usage")
+        if isinstance(usage, Mapping) and isinstance(usage.get("completion_tokens"), int):
+            prompt = usage.get("prompt_tokens")
+            return (prompt if isinstance(prompt, int) else None, usage["completion_tokens"])
+        text = output.get("text")
+        if text is None and isinstance(output.get("choices"), list) and output["choices"]:
+            choice = output["choices"][0]
+            text = choice.get("text") or (choice.get("message") or {}).get("content")
+    elif isinstance(output, str):
+        text = output
+    elif isinstance(output, list) and all(isinstance(t, str) for t in output):
+        text = "".join(output)  # token-list outputs (Replicate, Cog)
+    else:
+        text = None
+    if not isinstance(text, str):
+        raise InvalidResponseError("LLM output has neither usage nor text")
+    return (None, len(text.split()))
 
 
 class ImageGenerationOptions(WorkloadOptions):

@@ -28,6 +28,11 @@ class RunState(Protocol):
         """This process is shard ``[0]`` of ``[1]`` load-generating processes."""
         ...
 
+    @property
+    def turns(self) -> int:
+        """Requests per session of the run's workload (``Workload.turns``)."""
+        ...
+
     def take(self, lt: LiveTarget, /) -> bool:
         """Reserve one request of the budget for ``lt``: False once ``max_requests`` went out,
         or when ``lt``'s next request could pass its ``max_cost_usd`` cap."""

@@ -53,6 +53,10 @@ class RunLoad(Load):
     def targets(self) -> list[str]:
         return [lt.name for lt in self._live]
 
+    @property
+    def turns(self) -> int:
+        return self._run.turns
+
     def capabilities(self, target: str) -> frozenset[str]:
         return frozenset(self._by_name[target].provider.capabilities.names())
 

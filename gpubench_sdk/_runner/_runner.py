@@ -434,12 +434,15 @@ class _RunState:
     The per-request members are the runner's own bound methods, so a request sent through a
     Load pays no extra call for going through this interface."""
 
-    __slots__ = ("_fd_warned", "_runner", "send", "shard", "spent", "take", "wait_for_shards")
+    __slots__ = (
+        "_fd_warned", "_runner", "send", "shard", "spent", "take", "turns", "wait_for_shards"
+    )  # fmt: skip
 
     def __init__(self, runner: Runner) -> None:
         self._runner = runner
         self._fd_warned: set[str] = set()
         self.shard = runner._shard
+        self.turns = max(1, int(getattr(runner._workload, "turns", 1)))
         self.take = runner._take
         self.send = runner._send
         self.spent = runner._spent

@@ -20,9 +20,11 @@ from ._load import Fields, Load, Offsets, share
 from ._replay import Replay
 from ._search import MaxRate, Sweep
 from ._stages import Concurrency, Stage, Stages
+from ._users import Users
 
 BUILTIN_SCENARIOS: dict[str, type[Scenario]] = {
-    cls.kind: cls for cls in (Burst, Rate, ColdStarts, Concurrency, Stages, Sweep, MaxRate, Replay)
+    cls.kind: cls
+    for cls in (Burst, Rate, ColdStarts, Concurrency, Stages, Sweep, MaxRate, Replay, Users)
 }
 """The kinds gpubench ships (also registered under ``gpubench.scenarios``)."""
 
@@ -48,6 +50,7 @@ __all__ = [
     "Stage",
     "Stages",
     "Sweep",
+    "Users",
     "check",
     "share",
 ]

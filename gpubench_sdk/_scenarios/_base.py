@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 from pydantic import ConfigDict, Strict
 
 from .._base._errors import ConfigError
-from .._base._types import Request
-from .._contract._lengths import REQUESTED
+from .._base._types import REQUESTED, Request
 
 if TYPE_CHECKING:
     from ._load import Load

@@ -76,6 +76,12 @@ class Load(ABC):
     def targets(self) -> list[str]:
         """The targets' names, in the plan's order."""
 
+    @property
+    def turns(self) -> int:
+        """Requests per session of the run's workload (``Workload.turns``; 1: each request
+        stands alone): request ``seq`` is turn ``seq % turns`` of session ``seq // turns``."""
+        return 1
+
     @abstractmethod
     def capabilities(self, target: str) -> frozenset[str]:
         """What ``target``'s provider declares (``Capabilities.names()``: ``"streaming"``,

@@ -30,6 +30,7 @@ from ._frame import (
     run_stream_metrics,
     run_throughput,
 )
+from ._groups import LatencyGroup, by_prompt_length, by_turn
 from ._histogram import LogHistogram, merge_histograms
 from ._keepwarm import KeepWarmCurve, idle_gaps_s, keep_warm_curve
 from ._scoring import Criterion, ScoreRow, score
@@ -70,6 +71,7 @@ __all__ = [
     "Criterion",
     "DayStats",
     "KeepWarmCurve",
+    "LatencyGroup",
     "LogHistogram",
     "MannWhitney",
     "MaxRateResult",
@@ -87,6 +89,8 @@ __all__ = [
     "Variability",
     "bootstrap_ci",
     "burst_analysis",
+    "by_prompt_length",
+    "by_turn",
     "cold_start_rate",
     "cold_starts",
     "cold_starts_of",

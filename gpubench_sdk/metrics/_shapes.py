@@ -21,6 +21,7 @@ from .._base._types import Invocation
 from .._scenarios import SEQ_BLOCK
 from .._scenarios._slo import SLOVerdict, StepStats, slo_verdict, step_stats
 from .._store._store import Store
+from ._groups import by_turn
 
 NAN = math.nan
 
@@ -228,6 +229,9 @@ def shape_summary(store: Store, run: int | str) -> list[str]:
     info = store.run(run)
     lines = []
     for sidx, sc in enumerate(info.scenarios):
+        if sc.kind == "users":
+            lines += _users_lines(store, info.id, sidx, sc.params.get("name") or f"users-{sidx}")
+            continue
         if sc.kind not in ("stages", "sweep", "max_rate"):
             continue
         label = sc.params.get("name") or f"{sc.kind}-{sidx}"
@@ -268,3 +272,20 @@ def shape_summary(store: Store, run: int | str) -> list[str]:
 
 def _secs(value: float) -> str:
     return "-" if math.isnan(value) else f"{value:.2f} s"
+
+
+def _users_lines(store: Store, run_id: int, sidx: int, label: str) -> list[str]:
+    """Per target: how TTFT grows over a session's turns, with the context each turn sent."""
+    invs = [i for i in store.invocations(run_id) if i.scenario == sidx]
+    lines = []
+    for target in dict.fromkeys(i.target for i in invs):
+        turns = [g for g in by_turn(i for i in invs if i.target == target) if g.requests]
+        if len(turns) < 2:
+            continue
+        ttft = ", ".join(f"{g.ttft_p50_ms:.0f}" for g in turns)
+        first, last = turns[0].prompt_tokens_p50, turns[-1].prompt_tokens_p50
+        lines.append(
+            f"{label} on {target}: TTFT p50 by turn {ttft} ms "
+            f"(prompt p50 {first:.0f} -> {last:.0f} tokens)"
+        )
+    return lines

@@ -1,0 +1,123 @@
+"""Latency grouped by what each request asked for: by a conversation's turn, and by prompt
+length. Pure functions over invocations (``Store.invocations``, or a live observer's list).
+
+A chat's later turns resend a longer history, so their prefill (TTFT) grows with the
+context; a length distribution's long prompts take longer than its short ones. A single p50
+over such a run describes no request: these tables split it by the cause.
+
+Definitions (``docs/metrics.md``): latency is from the scheduled send to the last byte; TTFT is
+from the scheduled send to the first streamed token, or to the first byte where nothing was
+streamed; a request's prompt length is what it asked for (its detail's ``requested``), else
+what was counted (``input_units``). Percentiles are linear, over successful requests only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from .._base._types import Invocation, Phase
+from ._stats import percentile
+
+_NAN = float("nan")
+DEFAULT_LENGTH_EDGES = (0, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
+"""Prompt-length bucket edges (tokens): ``[0, 128)``, ``[128, 256)``, ... doubling."""
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyGroup:
+    """One group's requests: ``label`` names it (``turn 3``, ``256-511 tokens``)."""
+
+    label: str
+    key: int
+    requests: int  # successful
+    errors: int
+    prompt_tokens_p50: float
+    latency_p50_ms: float
+    latency_p95_ms: float
+    ttft_p50_ms: float
+    ttft_p95_ms: float
+
+
+def prompt_tokens(inv: Invocation) -> float:
+    """The prompt length ``inv`` asked for (its detail's ``requested``), else its counted
+    input; NaN where neither is known."""
+    asked = (inv.detail or {}).get("requested")
+    if isinstance(asked, dict) and isinstance(asked.get("prompt_tokens"), int | float):
+        return float(asked["prompt_tokens"])
+    return _NAN if inv.input_units is None else float(inv.input_units)
+
+
+def ttft_ms(inv: Invocation) -> float:
+    """Scheduled send to the first streamed token, or to the first byte; NaN if neither."""
+    if inv.token_times_ns:
+        return (inv.token_times_ns[0] - inv.scheduled_ns) / 1e6
+    first = inv.ttfb_ms
+    return _NAN if first is None else first
+
+
+def by_turn(invocations: Iterable[Invocation]) -> list[LatencyGroup]:
+    """A conversation workload's requests (``chat``) grouped by turn (1 = a session's first),
+    in turn order; requests without a turn are left out."""
+
+    def turn(inv: Invocation) -> int | None:
+        value = (inv.detail or {}).get("turn")
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    return _groups(invocations, turn, lambda t: f"turn {t + 1}")
+
+
+def by_prompt_length(
+    invocations: Iterable[Invocation], edges: Sequence[int] = DEFAULT_LENGTH_EDGES
+) -> list[LatencyGroup]:
+    """Requests grouped into prompt-length buckets ``[edges[i], edges[i + 1])`` (the last one
+    open-ended), in length order; only the buckets that hold requests are returned."""
+    if list(edges) != sorted(set(edges)) or not edges:
+        raise ValueError(f"edges must be distinct and ascending, got {list(edges)}")
+
+    def bucket(inv: Invocation) -> int | None:
+        n = prompt_tokens(inv)
+        if math.isnan(n) or n < edges[0]:
+            return None
+        return max(i for i, e in enumerate(edges) if n >= e)
+
+    def label(i: int) -> str:
+        high = f"-{edges[i + 1] - 1}" if i + 1 < len(edges) else "+"
+        return f"{edges[i]}{high} tokens"
+
+    return _groups(invocations, bucket, label)
+
+
+def _groups(
+    invocations: Iterable[Invocation],
+    key: Callable[[Invocation], int | None],
+    label: Callable[[int], str],
+) -> list[LatencyGroup]:
+    members: dict[int, list[Invocation]] = {}
+    for inv in invocations:
+        if inv.phase is not Phase.MEASURE:
+            continue
+        k = key(inv)
+        if k is not None:
+            members.setdefault(k, []).append(inv)
+    out = []
+    for k in sorted(members):
+        invs = members[k]
+        ok = [i for i in invs if i.ok]
+        latency = [i.latency_ms for i in ok]
+        ttft = [ttft_ms(i) for i in ok]
+        out.append(
+            LatencyGroup(
+                label=label(k),
+                key=k,
+                requests=len(ok),
+                errors=len(invs) - len(ok),
+                prompt_tokens_p50=percentile([prompt_tokens(i) for i in invs], 0.5),
+                latency_p50_ms=percentile(latency, 0.5),
+                latency_p95_ms=percentile(latency, 0.95),
+                ttft_p50_ms=percentile(ttft, 0.5),
+                ttft_p95_ms=percentile(ttft, 0.95),
+            )
+        )
+    return out
