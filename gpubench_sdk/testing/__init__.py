@@ -7,6 +7,10 @@
 - ``Emulator``: an emulator declared by its routes, with the key check (``KeyCheck``), the
   fault routes, the error body (``Reject``), the install hint and the lifespan built in;
   ``RateLimit``, ``scaling_patch``, ``follow``, ``watch`` and ``until`` for its handlers.
+- ``QueueEmulator``: an ``Emulator`` for a queue-style (job) API: it remembers the jobs it
+  submitted and finds them by id, holds synchronous calls, waits for a stream's first output,
+  ends jobs at deadlines and caps rates; ``WallClock`` (the fleet's times on the wall clock)
+  and ``sse_event`` (one server-sent event) for its bodies.
 - ``serve``: run an emulator (an ASGI app) with uvicorn on a random loopback port;
   ``serve_forever``: the same as an emulator's command line (prints its URL, then serves);
   ``EmulatorParser``: that command line's shared options (listen address, required key, the
@@ -58,6 +62,7 @@ from ._faults import (
 from ._fleet import FleetConfig, SimulatedFleet, echo_handler, quick_fleet
 from ._harness import INSTALL_HINT, ServedApp, serve, serve_forever
 from ._jobs import FleetCounts, Job, JobStatus, JobTruth, QueueFull, WorkerState
+from ._queue import QueueEmulator, WallClock, sse_event
 from ._timing import Duration, noise_tolerance_ms
 
 if TYPE_CHECKING:
@@ -92,11 +97,13 @@ __all__ = [
     "JobTruth",
     "KeyCheck",
     "ProviderConformance",
+    "QueueEmulator",
     "QueueFull",
     "RateLimit",
     "Reject",
     "ServedApp",
     "SimulatedFleet",
+    "WallClock",
     "WorkerBill",
     "WorkerState",
     "check_exported",
@@ -115,6 +122,7 @@ __all__ = [
     "serve_forever",
     "served_fixture",
     "span_attributes",
+    "sse_event",
     "until",
     "watch",
 ]
