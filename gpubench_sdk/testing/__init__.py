@@ -11,6 +11,7 @@
   submitted and finds them by id, holds synchronous calls, waits for a stream's first output,
   ends jobs at deadlines and caps rates; ``WallClock`` (the fleet's times on the wall clock)
   and ``sse_event`` (one server-sent event) for its bodies.
+- ``Request``: Starlette's request, the argument of every route handler (for annotations).
 - ``serve``: run an emulator (an ASGI app) with uvicorn on a random loopback port;
   ``serve_forever``: the same as an emulator's command line (prints its URL, then serves);
   ``EmulatorParser``: that command line's shared options (listen address, required key, the
@@ -66,6 +67,8 @@ from ._queue import QueueEmulator, WallClock, sse_event
 from ._timing import Duration, noise_tolerance_ms
 
 if TYPE_CHECKING:
+    from starlette.requests import Request
+
     from ._conformance import ProviderConformance
     from ._fixtures import fleet_fixture, served_fixture
     from ._otlp import attributes as span_attributes
@@ -101,6 +104,7 @@ __all__ = [
     "QueueFull",
     "RateLimit",
     "Reject",
+    "Request",
     "ServedApp",
     "SimulatedFleet",
     "WallClock",
@@ -139,6 +143,10 @@ _OTLP = {"otlp_receiver": "otlp_receiver", "check_exported": "check_exported",
 
 
 def __getattr__(name: str) -> Any:
+    if name == "Request":  # the type of a route handler's argument, for annotations
+        from ._harness import require
+
+        return require("starlette.requests", "the Request type").Request
     if name in _NEEDS_PYTEST:
         from ._harness import require
 

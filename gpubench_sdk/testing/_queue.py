@@ -32,17 +32,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from ._builder import Emulator, RateLimit, Reject
-from ._emulator import hold
+from ._emulator import follow, hold
 from ._jobs import Job, JobStatus
 
 if TYPE_CHECKING:
     from starlette.requests import Request
+    from starlette.responses import Response
 
 FirstOutput = Literal["output", "failed", "hung_up"]
 _ANY: Any = object()
@@ -165,6 +166,35 @@ class QueueEmulator(Emulator):
         if job.done.is_set() and job.status is not JobStatus.COMPLETED and not job.stream:
             return "failed"
         return "output"
+
+    def stream_job(
+        self,
+        job: Job,
+        encode: Callable[[Any, int], bytes],
+        *,
+        end: Callable[[int], Iterable[bytes]] | None = None,
+        cancel_on_hang_up: bool = False,
+        media_type: str = "text/event-stream",
+        headers: Mapping[str, str] | None = None,
+    ) -> Response:
+        """Answer with what ``job`` streams, as it comes: each piece as ``encode(piece, n)``
+        (``n`` counts from 1), then, once the job has ended, the chunks of ``end(pieces
+        sent)`` (a closing event, an error). With ``cancel_on_hang_up``, a client that leaves
+        before the job ends cancels it."""
+
+        async def chunks() -> AsyncIterator[bytes]:
+            sent = 0
+            try:
+                async for piece in follow(job):
+                    sent += 1
+                    yield encode(piece, sent)
+                for chunk in end(sent) if end is not None else ():
+                    yield chunk
+            finally:
+                if cancel_on_hang_up and not job.done.is_set():
+                    self.fleet.cancel(job.id)
+
+        return self.stream(chunks(), media_type, headers)
 
     # ----- ending -------------------------------------------------------------------------
 

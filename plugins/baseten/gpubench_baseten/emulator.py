@@ -18,19 +18,17 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from gpubench_sdk import ScalingSettings
-from gpubench_sdk.testing import EmulatorParser, JobStatus, KeyCheck, QueueEmulator, Reject, follow
+from gpubench_sdk.testing import EmulatorParser, JobStatus, KeyCheck, QueueEmulator, Reject
 
 from . import _protocol as bt
 
 if TYPE_CHECKING:
-    from starlette.requests import Request
-
-    from gpubench_sdk.testing import ASGIApp, Job, SimulatedFleet
+    from gpubench_sdk.testing import ASGIApp, Job, Request, SimulatedFleet
 
 DEFAULT_MODEL_ID = "emu1model"
 DEFAULT_DEPLOYMENT_ID = "emu1dep"
@@ -132,12 +130,12 @@ def make_app(
         if await emu.first_output(job) == "failed":
             raise failure(job)
 
-        async def pieces() -> AsyncIterator[bytes]:
-            async for piece in follow(job):
-                yield (json.dumps(piece) + "\n").encode()
-
-        headers = {bt.REQUEST_ID_HEADER: job.id}
-        return emu.stream(pieces(), "application/octet-stream", headers)
+        return emu.stream_job(
+            job,
+            lambda piece, _: (json.dumps(piece) + "\n").encode(),
+            media_type="application/octet-stream",
+            headers={bt.REQUEST_ID_HEADER: job.id},
+        )
 
     async def async_predict(request: Request) -> Any:
         job = await start(request, async_call=True)

@@ -28,16 +28,13 @@ from gpubench_sdk.testing import (
     KeyCheck,
     QueueEmulator,
     Reject,
-    follow,
     sse_event,
 )
 
 from . import _protocol as fal
 
 if TYPE_CHECKING:
-    from starlette.requests import Request
-
-    from gpubench_sdk.testing import ASGIApp, Job, SimulatedFleet
+    from gpubench_sdk.testing import ASGIApp, Job, Request, SimulatedFleet
 
 RATE_WINDOW_S = 1.0
 _RETRY = {"Retry-After": "1"}
@@ -217,17 +214,18 @@ def make_app(
         if started == "failed":
             raise Reject(500, failure(job)[0])
 
-        async def events() -> AsyncIterator[bytes]:
-            try:
-                async for piece in follow(job):
-                    yield sse_event(json.dumps(piece))
-                if job.status is not JobStatus.COMPLETED:
-                    yield sse_event(json.dumps({"detail": failure(job)[0]}), event="error")
-            finally:
-                if not job.done.is_set():  # the caller hung up mid-stream
-                    fleet.cancel(job.id)
+        def closing(sent: int) -> list[bytes]:
+            if job.status is JobStatus.COMPLETED:
+                return []
+            return [sse_event(json.dumps({"detail": failure(job)[0]}), event="error")]
 
-        return emu.stream(events(), headers={fal.REQUEST_ID_HEADER: job.id})
+        return emu.stream_job(
+            job,
+            lambda piece, _: sse_event(json.dumps(piece)),
+            end=closing,
+            cancel_on_hang_up=True,  # the caller hung up mid-stream
+            headers={fal.REQUEST_ID_HEADER: job.id},
+        )
 
     return emu.app()
 

@@ -39,9 +39,7 @@ from . import _prediction as p
 from ._emulation import prediction_body
 
 if TYPE_CHECKING:
-    from starlette.requests import Request
-
-    from gpubench_sdk.testing import ASGIApp, Job, SimulatedFleet, WorkerBill
+    from gpubench_sdk.testing import ASGIApp, Job, Request, SimulatedFleet, WorkerBill
 
 AT_CAPACITY = "At capacity - all prediction slots busy"
 SETUP_RUNNING = (

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from gpubench_sdk.testing import (
@@ -26,7 +26,6 @@ from gpubench_sdk.testing import (
     KeyCheck,
     QueueEmulator,
     Reject,
-    follow,
     scaling_patch,
     sse_event,
 )
@@ -36,9 +35,7 @@ from ._emulation import api_time, prediction_body
 from ._replicate import MAX_WAIT_S
 
 if TYPE_CHECKING:
-    from starlette.requests import Request
-
-    from gpubench_sdk.testing import ASGIApp, Job, SimulatedFleet
+    from gpubench_sdk.testing import ASGIApp, Job, Request, SimulatedFleet
 
 DEFAULT_MODEL = "gpubench/echo"
 DEFAULT_VERSION = "5c7d5dc6dd8bf75c1acaa8565735e7986bc5b66206b55cca93cb72c9bf15ccaa"
@@ -177,20 +174,19 @@ def make_app(
     async def stream(request: Request) -> Any:
         job = emu.find(request)
 
-        async def events() -> AsyncIterator[bytes]:
-            sent = 0
-            async for piece in follow(job):
-                sent += 1
-                yield sse_event(json.dumps(piece), event="output", event_id=sent)
+        def output(piece: Any, event_id: int) -> bytes:
+            return sse_event(json.dumps(piece), event="output", event_id=event_id)
+
+        def closing(sent: int) -> Iterator[bytes]:
             status = body_of(job, request)["status"]
             if status == p.SUCCEEDED and sent == 0:
-                yield sse_event(json.dumps(job.output), event="output", event_id=1)
+                yield output(job.output, 1)
             if status == p.FAILED:
                 yield sse_event(json.dumps({"detail": job.error}), event="error", event_id=sent + 1)
             reason = {} if status == p.SUCCEEDED else {"reason": status}
             yield sse_event(json.dumps(reason), event="done", event_id=sent + 2)
 
-        return emu.stream(events(), headers={"Cache-Control": "no-store"})
+        return emu.stream_job(job, output, end=closing, headers={"Cache-Control": "no-store"})
 
     @emu.route("/v1/deployments/{owner}/{name}", "GET", "PATCH")
     async def deployment_route(request: Request) -> Any:

@@ -29,9 +29,7 @@ from gpubench_sdk.testing import (
 from . import _protocol as rp
 
 if TYPE_CHECKING:
-    from starlette.requests import Request
-
-    from gpubench_sdk.testing import ASGIApp, Job, SimulatedFleet
+    from gpubench_sdk.testing import ASGIApp, Job, Request, SimulatedFleet
 
 _STATUS = {
     JobStatus.QUEUED: rp.IN_QUEUE,
