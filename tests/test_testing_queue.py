@@ -111,6 +111,21 @@ def test_jobs_are_found_by_id_and_tag_and_a_queue_position_is_counted() -> None:
         assert http.get(f"/any/{ids[2]}").json() == {"tag": "b", "all": ids}
 
 
+def test_an_unknown_job_can_be_answered_with_a_rejection_of_the_emulators_own() -> None:
+    fleet = quick_fleet(0.0)
+    emu = QueueEmulator(fleet, name="Acme", missing=Reject(410, "gone", {"X-Why": "expired"}))
+
+    @emu.route("/jobs/{job_id}")
+    async def job(request: Request) -> Any:
+        return {"id": emu.find(request).id}
+
+    with serve(emu.app()) as served:
+        for _ in range(2):  # the same rejection, every time
+            answer = httpx.get(f"{served.url}/jobs/nope", timeout=10)
+            assert answer.status_code == 410 and answer.json() == {"error": "gone"}
+            assert answer.headers["x-why"] == "expired"
+
+
 def test_a_bad_body_and_a_rate_over_its_cap_are_rejected() -> None:
     fleet = quick_fleet(0.0, max_workers=2)
     with (

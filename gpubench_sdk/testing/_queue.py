@@ -97,8 +97,8 @@ class QueueEmulator(Emulator):
     throttled: str = "rate limit exceeded"
     throttle_headers: Mapping[str, str] = field(default_factory=dict)
     clock: WallClock = field(default_factory=WallClock)
-    _tags: dict[str, Any] = field(default_factory=dict)
-    _ended_by: dict[str, str] = field(default_factory=dict)
+    _tags: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
+    _ended_by: dict[str, str] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -119,9 +119,10 @@ class QueueEmulator(Emulator):
         job_id = request.path_params[self.job_param]
         job = self.fleet.job(job_id)
         if job is None or job_id not in self._tags or tag not in (_ANY, self._tags[job_id]):
-            if isinstance(self.missing, Reject):
-                raise self.missing
-            raise Reject(404, self.missing)
+            if isinstance(self.missing, str):
+                raise Reject(404, self.missing)
+            given = self.missing  # raised as a copy: one instance would pile up tracebacks
+            raise Reject(given.status, given.message, given.headers, response=given.response)
         return job
 
     def tag(self, job: Job) -> Any:
