@@ -108,8 +108,9 @@ def make_app(
             if not isinstance(body.get("model_input"), dict):
                 raise Reject(400, "model_input (an object) is required")
             body = body["model_input"]
-        return emu.submit(body, full="the deployment's queue is full: {exc}", headers=_RETRY,
-                          job_id=uuid.uuid4().hex, tag=_ASYNC if async_call else None)  # fmt: skip
+        full = "the deployment's queue is full: {exc}"
+        tag = _ASYNC if async_call else None
+        return emu.submit(body, full=full, headers=_RETRY, job_id=uuid.uuid4().hex, tag=tag)
 
     def failure(job: Job) -> Reject:
         headers = {bt.REQUEST_ID_HEADER: job.id}

@@ -131,8 +131,9 @@ def make_app(
             timeout_s = 0.0
         if timeout_s is not None and not timeout_s > fal.MIN_REQUEST_TIMEOUT_S:
             raise Reject(422, f"{fal.REQUEST_TIMEOUT_HEADER} must be seconds > 1")
-        job = emu.submit(payload, full="too many requests in the queue: {exc}", headers=_RETRY,
-                         job_id=str(uuid.uuid4()), tag=fal.app_base(app_path))  # fmt: skip
+        full = "too many requests in the queue: {exc}"
+        tag = fal.app_base(app_path)  # the app the request was sent to, for find
+        job = emu.submit(payload, full=full, headers=_RETRY, job_id=str(uuid.uuid4()), tag=tag)
         if timeout_s is not None:  # not started by then: fal gives up on the request
             emu.cancel_after(job, timeout_s, _EXPIRED, queued_only=True)
         return job
