@@ -7,6 +7,11 @@
 - ``Emulator``: an emulator declared by its routes, with the key check (``KeyCheck``), the
   fault routes, the error body (``Reject``), the install hint and the lifespan built in;
   ``RateLimit``, ``scaling_patch``, ``follow``, ``watch`` and ``until`` for its handlers.
+- ``QueueEmulator``: an ``Emulator`` for a queue-style (job) API: it remembers the jobs it
+  submitted and finds them by id, holds synchronous calls, waits for a stream's first output,
+  ends jobs at deadlines and caps rates; ``WallClock`` (the fleet's times on the wall clock)
+  and ``sse_event`` (one server-sent event) for its bodies.
+- ``Request``: Starlette's request, the argument of every route handler (for annotations).
 - ``serve``: run an emulator (an ASGI app) with uvicorn on a random loopback port;
   ``serve_forever``: the same as an emulator's command line (prints its URL, then serves);
   ``EmulatorParser``: that command line's shared options (listen address, required key, the
@@ -58,9 +63,12 @@ from ._faults import (
 from ._fleet import FleetConfig, SimulatedFleet, echo_handler, quick_fleet
 from ._harness import INSTALL_HINT, ServedApp, serve, serve_forever
 from ._jobs import FleetCounts, Job, JobStatus, JobTruth, QueueFull, WorkerState
+from ._queue import QueueEmulator, WallClock, sse_event
 from ._timing import Duration, noise_tolerance_ms
 
 if TYPE_CHECKING:
+    from starlette.requests import Request
+
     from ._conformance import ProviderConformance
     from ._fixtures import fleet_fixture, served_fixture
     from ._otlp import attributes as span_attributes
@@ -92,11 +100,14 @@ __all__ = [
     "JobTruth",
     "KeyCheck",
     "ProviderConformance",
+    "QueueEmulator",
     "QueueFull",
     "RateLimit",
     "Reject",
+    "Request",
     "ServedApp",
     "SimulatedFleet",
+    "WallClock",
     "WorkerBill",
     "WorkerState",
     "check_exported",
@@ -115,6 +126,7 @@ __all__ = [
     "serve_forever",
     "served_fixture",
     "span_attributes",
+    "sse_event",
     "until",
     "watch",
 ]
@@ -131,6 +143,10 @@ _OTLP = {"otlp_receiver": "otlp_receiver", "check_exported": "check_exported",
 
 
 def __getattr__(name: str) -> Any:
+    if name == "Request":  # the type of a route handler's argument, for annotations
+        from ._harness import require
+
+        return require("starlette.requests", "the Request type").Request
     if name in _NEEDS_PYTEST:
         from ._harness import require
 

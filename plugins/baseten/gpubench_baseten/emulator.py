@@ -18,29 +18,17 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator, Mapping
-from datetime import UTC, datetime, timedelta
+from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from gpubench_sdk import ScalingSettings
-from gpubench_sdk.testing import (
-    ASGIApp,
-    Emulator,
-    EmulatorParser,
-    Job,
-    JobStatus,
-    KeyCheck,
-    RateLimit,
-    Reject,
-    SimulatedFleet,
-    follow,
-    until,
-)
+from gpubench_sdk.testing import EmulatorParser, JobStatus, KeyCheck, QueueEmulator, Reject
 
 from . import _protocol as bt
 
 if TYPE_CHECKING:
-    from starlette.requests import Request
+    from gpubench_sdk.testing import ASGIApp, Job, Request, SimulatedFleet
 
 DEFAULT_MODEL_ID = "emu1model"
 DEFAULT_DEPLOYMENT_ID = "emu1dep"
@@ -61,6 +49,7 @@ RATE_LIMITS_PER_S = {
 _CODES = {400: "client_error", 401: "unauthorized", 404: "model_does_not_exist",
           429: "rate_limited", 500: "application_error", 504: "timeout"}  # fmt: skip
 _RETRY = {"Retry-After": "1"}
+_ASYNC = "async"  # the tag of async predicts: only they have a status to read
 
 
 def _error_body(status: int, message: str, code: str | None = None) -> tuple[bytes, str]:
@@ -86,18 +75,21 @@ def make_app(
     ``async_predict`` and status reads per second (429 beyond, as Baseten does). A fleet with
     ``max_queue`` rejects predicts beyond it with 429 (backpressure ``REJECT_ON_FULL``)."""
     refused = "Authorization: Api-Key <BASETEN_API_KEY> is missing or wrong"
-    key = KeyCheck(api_key, schemes=("Api-Key", "Bearer"), message=refused)
-    emu = Emulator(fleet, name="Baseten", check=key, error_body=_error_body,
-                   fault_body=_fault_body)  # fmt: skip
+    emu = QueueEmulator(
+        fleet,
+        name="Baseten",
+        check=KeyCheck(api_key, schemes=("Api-Key", "Bearer"), message=refused),
+        error_body=_error_body,
+        fault_body=_fault_body,
+        job_param="request_id",
+        rate_limits=rate_limits,
+        throttled="{operation}: over {limit} requests per second",
+        throttle_headers=_RETRY,
+    )
+    unknown, _ = _error_body(404, "no such async request", "client_error")
+    emu.missing = Reject(404, response=emu.reply(unknown, 404, media_type="application/json"))
     created = datetime.now(UTC).replace(microsecond=0)
     extra: dict[str, int] = dict(bt.AUTOSCALING_DEFAULTS)
-    walls: dict[str, tuple[datetime, float]] = {}  # async request -> (created_at, perf time)
-    limits = RateLimit(rate_limits, 1.0)
-
-    def over_limit(operation: str) -> None:
-        if limits.exceeded(operation):
-            limit = limits.limits[operation]
-            raise Reject(429, f"{operation}: over {limit} requests per second", _RETRY)
 
     def target_ok(request: Request) -> None:
         params = request.path_params
@@ -110,14 +102,15 @@ def make_app(
     async def start(request: Request, async_call: bool) -> Job:
         target_ok(request)
         if async_call:
-            over_limit("async_predict")
+            emu.throttle("async_predict")
         body = await emu.read_json(request)
         if async_call:
             if not isinstance(body.get("model_input"), dict):
                 raise Reject(400, "model_input (an object) is required")
             body = body["model_input"]
-        return emu.submit(body, full="the deployment's queue is full: {exc}", headers=_RETRY,
-                          job_id=uuid.uuid4().hex)  # fmt: skip
+        full = "the deployment's queue is full: {exc}"
+        tag = _ASYNC if async_call else None
+        return emu.submit(body, full=full, headers=_RETRY, job_id=uuid.uuid4().hex, tag=tag)
 
     def failure(job: Job) -> Reject:
         headers = {bt.REQUEST_ID_HEADER: job.id}
@@ -135,37 +128,24 @@ def make_app(
         return emu.json(job.output, headers={bt.REQUEST_ID_HEADER: job.id})
 
     async def streamed(job: Job) -> Any:
-        await until(lambda: bool(job.stream) or job.done.is_set(), 0.01)
-        if job.done.is_set() and job.status is not JobStatus.COMPLETED and not job.stream:
+        if await emu.first_output(job) == "failed":
             raise failure(job)
 
-        async def pieces() -> AsyncIterator[bytes]:
-            async for piece in follow(job):
-                yield (json.dumps(piece) + "\n").encode()
-
-        headers = {bt.REQUEST_ID_HEADER: job.id}
-        return emu.stream(pieces(), "application/octet-stream", headers)
+        return emu.stream_job(
+            job,
+            lambda piece, _: (json.dumps(piece) + "\n").encode(),
+            media_type="application/octet-stream",
+            headers={bt.REQUEST_ID_HEADER: job.id},
+        )
 
     async def async_predict(request: Request) -> Any:
         job = await start(request, async_call=True)
-        walls[job.id] = (datetime.now(UTC), job.submitted_s)
         return emu.json({"request_id": job.id}, 201)
-
-    def wall(job_id: str, at_s: float | None) -> str | None:
-        origin, origin_s = walls[job_id]
-        return None if at_s is None else (origin + timedelta(seconds=at_s - origin_s)).isoformat()
-
-    def found(request: Request) -> Job:
-        job = fleet.job(request.path_params["request_id"])
-        if job is None or job.id not in walls:
-            body, _ = _error_body(404, "no such async request", "client_error")
-            raise Reject(404, response=emu.reply(body, 404, media_type="application/json"))
-        return job
 
     @emu.route("/async_request/{request_id}", fault="poll")
     async def async_request(request: Request) -> Any:
-        over_limit("async_request")
-        job = found(request)
+        emu.throttle("async_request")
+        job = emu.find(request, tag=_ASYNC)
         at = {JobStatus.QUEUED: job.submitted_s, JobStatus.RUNNING: job.started_s}.get(
             job.status, job.finished_s
         )
@@ -176,12 +156,12 @@ def make_app(
             errors.append({"code": code, "message": job.error or "the model raised"})
         return {"request_id": job.id, "model_id": model_id, "deployment_id": deployment_id,
                 "status": _ASYNC_STATUS[job.status], "webhook_status": "PENDING",
-                "created_at": wall(job.id, job.submitted_s), "status_at": wall(job.id, at),
+                "created_at": emu.clock.iso(job.submitted_s), "status_at": emu.clock.iso(at),
                 "errors": errors}  # fmt: skip
 
     @emu.route("/async_request/{request_id}", "DELETE")
     async def cancel(request: Request) -> Any:
-        job = found(request)
+        job = emu.find(request, tag=_ASYNC)
         canceled = job.status is JobStatus.QUEUED and fleet.cancel(job.id)
         status = _ASYNC_STATUS[job.status]
         message = (
@@ -191,7 +171,7 @@ def make_app(
 
     async def queue_status(request: Request) -> Any:
         target_ok(request)
-        states = [t.status for t in fleet.truths() if t.job_id in walls]
+        states = [job.status for job in emu.jobs(tag=_ASYNC)]
         return {"model_id": model_id, "deployment_id": deployment_id,
                 "num_queued_requests": states.count(JobStatus.QUEUED),
                 "num_in_progress_requests": states.count(JobStatus.RUNNING)}  # fmt: skip

@@ -16,36 +16,29 @@ gpubench_fal.emulator --port 8787`` to serve one by hand. Needs the testing extr
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import time
 import uuid
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from gpubench_sdk.testing import (
-    ASGIApp,
-    Emulator,
     EmulatorParser,
-    Job,
     JobStatus,
     KeyCheck,
-    RateLimit,
+    QueueEmulator,
     Reject,
-    SimulatedFleet,
-    follow,
-    hold,
+    sse_event,
 )
 
 from . import _protocol as fal
 
 if TYPE_CHECKING:
-    from starlette.requests import Request
+    from gpubench_sdk.testing import ASGIApp, Job, Request, SimulatedFleet
 
 RATE_WINDOW_S = 1.0
 _RETRY = {"Retry-After": "1"}
+_EXPIRED = f"not started within its {fal.REQUEST_TIMEOUT_HEADER}"
 
 
 def _error_body(status: int, message: str) -> tuple[bytes, str]:
@@ -64,37 +57,39 @@ def make_app(
     second (429 with ``Retry-After`` beyond); ``keepalive_s`` spaces the comment lines of an
     SSE status stream (fal: 15 s)."""
     refused = "Invalid or missing credentials: Authorization: Key <FAL_KEY>"
-    key = KeyCheck(api_key, schemes=("Key",), message=refused)
-    emu = Emulator(fleet, name="fal", check=key, error_body=_error_body, fault=None)
-    apps: dict[str, str] = {}  # request id -> app base (owner/alias) it was submitted to
-    submits = RateLimit({"submit": submits_per_s} if submits_per_s is not None else {},
-                        RATE_WINDOW_S)  # fmt: skip
-    expired: set[str] = set()  # requests not started within their X-Fal-Request-Timeout
+    emu = QueueEmulator(
+        fleet,
+        name="fal",
+        check=KeyCheck(api_key, schemes=("Key",), message=refused),
+        error_body=_error_body,
+        fault=None,
+        job_param="request_id",
+        missing="Request not found",
+        rate_limits=None if submits_per_s is None else {"submit": submits_per_s},
+        rate_window_s=RATE_WINDOW_S,
+        throttle_headers=_RETRY,
+    )
 
     def runner_logs(job: Job) -> list[dict[str, Any]]:
         """What a runner would log for the request: its start and its end, timestamped."""
-        wall_origin = time.time() - time.perf_counter()
         lines = []
         for at_s, message in (
             (job.started_s, f"{job.worker_id} started the request"),
             (job.finished_s, f"{job.worker_id} finished the request: {job.status.value}"),
         ):
             if at_s is not None:
-                stamp = datetime.fromtimestamp(wall_origin + at_s, UTC).isoformat()
+                stamp = emu.clock.iso(at_s)
                 lines.append(
                     {"message": message, "level": "INFO", "source": "user", "timestamp": stamp}
                 )
         return lines
 
     def status_body(request: Request, job: Job, with_logs: bool) -> dict[str, Any]:
-        own = f"{str(request.base_url).rstrip('/')}/queue/{apps[job.id]}/requests/{job.id}"
+        own = f"{str(request.base_url).rstrip('/')}/queue/{emu.tag(job)}/requests/{job.id}"
         urls = {"response_url": own, "status_url": f"{own}/status", "cancel_url": f"{own}/cancel"}
         body: dict[str, Any] = {"request_id": job.id, **urls}
         if job.status is JobStatus.QUEUED:
-            ahead = sum(
-                1 for t in fleet.truths() if t.status is JobStatus.QUEUED and t.seq < job.seq
-            )
-            return {"status": fal.IN_QUEUE, "queue_position": ahead, **body}
+            return {"status": fal.IN_QUEUE, "queue_position": emu.position(job), **body}
         job_logs = runner_logs(job) if with_logs else None
         if job.status is JobStatus.RUNNING:
             return {"status": fal.IN_PROGRESS, "logs": job_logs, **body}
@@ -106,8 +101,8 @@ def make_app(
         return done
 
     def failure(job: Job) -> tuple[str, str]:
-        if job.id in expired:
-            return f"not started within its {fal.REQUEST_TIMEOUT_HEADER}", fal.ERROR_TIMEOUT
+        if emu.ended_by(job):
+            return _EXPIRED, fal.ERROR_TIMEOUT
         if job.status is JobStatus.TIMED_OUT:
             return job.error or "request timed out", fal.ERROR_TIMEOUT
         if job.status is JobStatus.CANCELLED:
@@ -120,16 +115,12 @@ def make_app(
         return emu.json(job.output, headers={fal.REQUEST_ID_HEADER: job.id})
 
     def find(request: Request) -> Job:
-        job = fleet.job(request.path_params["request_id"])
-        base = f"{request.path_params['owner']}/{request.path_params['alias']}"
-        if job is None or apps.get(job.id) != base:
-            raise Reject(404, "Request not found")
-        return job
+        params = request.path_params
+        return emu.find(request, tag=f"{params['owner']}/{params['alias']}")
 
     async def start(request: Request, app_path: str) -> Job:
         """The job a submit or a direct call to ``app_path`` starts (or a ``Reject``)."""
-        if submits.exceeded("submit"):
-            raise Reject(429, "rate limit exceeded", _RETRY)
+        emu.throttle("submit")
         if app_path.count("/") < 1:
             raise Reject(404, "Application not found: use <owner>/<app>")
         payload = await emu.read_json(request, status=422, empty={})
@@ -140,17 +131,12 @@ def make_app(
             timeout_s = 0.0
         if timeout_s is not None and not timeout_s > fal.MIN_REQUEST_TIMEOUT_S:
             raise Reject(422, f"{fal.REQUEST_TIMEOUT_HEADER} must be seconds > 1")
-        job = emu.submit(payload, full="too many requests in the queue: {exc}", headers=_RETRY,
-                         job_id=str(uuid.uuid4()))  # fmt: skip
-        apps[job.id] = fal.app_base(app_path)
+        full = "too many requests in the queue: {exc}"
+        tag = fal.app_base(app_path)  # the app the request was sent to, for find
+        job = emu.submit(payload, full=full, headers=_RETRY, job_id=str(uuid.uuid4()), tag=tag)
         if timeout_s is not None:  # not started by then: fal gives up on the request
-            asyncio.get_running_loop().call_later(timeout_s, expire, job)
+            emu.cancel_after(job, timeout_s, _EXPIRED, queued_only=True)
         return job
-
-    def expire(job: Job) -> None:
-        if job.status is JobStatus.QUEUED:
-            expired.add(job.id)
-            fleet.cancel(job.id)
 
     requests = "/queue/{owner}/{alias}/requests/{request_id}"
 
@@ -173,14 +159,13 @@ def make_app(
                 key = (body["status"], body.get("queue_position"))
                 if key != last:
                     last, quiet_since = key, time.monotonic()
-                    yield f"data: {json.dumps(body)}\n\n".encode()
+                    yield sse_event(json.dumps(body))
                     if body["status"] == fal.COMPLETED:
                         return
                 elif time.monotonic() - quiet_since >= keepalive_s:
                     quiet_since = time.monotonic()
                     yield b": keep-alive\n\n"
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(asyncio.shield(job.done.wait()), 0.01)
+                await emu.wait(job, 0.01)
 
         return emu.stream(events())
 
@@ -216,35 +201,32 @@ def make_app(
         job = await start(request, app_path.removesuffix("/stream"))
         if app_path.endswith("/stream"):
             return await stream(request, job)
-        if not await hold(request, job, fleet):  # a hang-up cancels a direct call (fal docs)
+        if not await emu.hold(request, job):  # a hang-up cancels a direct call (fal docs)
             raise Reject(499, "client closed the connection")
-        if job.id in expired:  # a timeout the caller set: fal marks it (fal_client won't retry)
+        if emu.ended_by(job):  # a timeout the caller set: fal marks it (fal_client won't retry)
             raise Reject(504, failure(job)[0], {fal.REQUEST_TIMEOUT_TYPE_HEADER: "user"})
         return result_of(job)
 
     async def stream(request: Request, job: Job) -> Any:
         # The answer starts with the first piece of output (or the failure, as a status code).
-        while not job.stream and not job.done.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(job.done.wait()), 0.01)
-            if not job.done.is_set() and await request.is_disconnected():
-                fleet.cancel(job.id)
-                raise Reject(499, "client closed the connection")
-        if job.done.is_set() and job.status is not JobStatus.COMPLETED and not job.stream:
+        started = await emu.first_output(job, request)
+        if started == "hung_up":
+            raise Reject(499, "client closed the connection")
+        if started == "failed":
             raise Reject(500, failure(job)[0])
 
-        async def events() -> AsyncIterator[bytes]:
-            try:
-                async for piece in follow(job):
-                    yield f"data: {json.dumps(piece)}\n\n".encode()
-                if job.status is not JobStatus.COMPLETED:
-                    detail = json.dumps({"detail": failure(job)[0]})
-                    yield f"event: error\ndata: {detail}\n\n".encode()
-            finally:
-                if not job.done.is_set():  # the caller hung up mid-stream
-                    fleet.cancel(job.id)
+        def closing(sent: int) -> list[bytes]:
+            if job.status is JobStatus.COMPLETED:
+                return []
+            return [sse_event(json.dumps({"detail": failure(job)[0]}), event="error")]
 
-        return emu.stream(events(), headers={fal.REQUEST_ID_HEADER: job.id})
+        return emu.stream_job(
+            job,
+            lambda piece, _: sse_event(json.dumps(piece)),
+            end=closing,
+            cancel_on_hang_up=True,  # the caller hung up mid-stream
+            headers={fal.REQUEST_ID_HEADER: job.id},
+        )
 
     return emu.app()
 

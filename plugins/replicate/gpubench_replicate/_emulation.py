@@ -4,10 +4,9 @@ ISO-8601 timestamps on the wall clock and ``metrics`` in seconds, as Replicate a
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-from gpubench_sdk.testing import Job, JobStatus
+from gpubench_sdk.testing import Job, JobStatus, WallClock
 
 from . import _prediction as p
 
@@ -21,15 +20,9 @@ _STATUS = {
 }
 
 
-class WallClock:
-    """Maps the fleet's ``time.perf_counter()`` seconds onto Unix time, once, so every
-    timestamp the emulator writes is consistent with the ground truth to the microsecond."""
-
-    def __init__(self) -> None:
-        self.offset_s = time.time() - time.perf_counter()
-
-    def iso(self, perf_s: float) -> str:
-        return p.iso_time(perf_s + self.offset_s)
+def api_time(clock: WallClock, perf_s: float) -> str:
+    """A fleet instant as the APIs write it (UTC, microseconds, ``Z``)."""
+    return p.iso_time(clock.unix(perf_s))
 
 
 def prediction_body(
@@ -43,14 +36,14 @@ def prediction_body(
         "logs": "",
         "error": job.error,
         "status": status or _STATUS[job.status],
-        "created_at": clock.iso(job.submitted_s),
-        "started_at": None if job.started_s is None else clock.iso(job.started_s),
+        "created_at": api_time(clock, job.submitted_s),
+        "started_at": None if job.started_s is None else api_time(clock, job.started_s),
         "completed_at": None,
         "metrics": {},
         **extra,
     }
     if job.status.terminal and job.finished_s is not None:
-        body["completed_at"] = clock.iso(job.finished_s)
+        body["completed_at"] = api_time(clock, job.finished_s)
     if job.status is JobStatus.COMPLETED:
         body["output"] = job.result
     if job.execution_ms is not None and job.finished_s is not None:

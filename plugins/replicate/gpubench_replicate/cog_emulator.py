@@ -32,24 +32,14 @@ import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from gpubench_sdk.testing import (
-    ASGIApp,
-    Emulator,
-    EmulatorParser,
-    Job,
-    JobStatus,
-    KeyCheck,
-    Reject,
-    SimulatedFleet,
-    WorkerBill,
-)
+from gpubench_sdk.testing import Emulator, EmulatorParser, JobStatus, KeyCheck, Reject, WallClock
 
 from . import _cog
 from . import _prediction as p
-from ._emulation import WallClock, prediction_body
+from ._emulation import prediction_body
 
 if TYPE_CHECKING:
-    from starlette.requests import Request
+    from gpubench_sdk.testing import ASGIApp, Job, Request, SimulatedFleet, WorkerBill
 
 AT_CAPACITY = "At capacity - all prediction slots busy"
 SETUP_RUNNING = (
@@ -65,9 +55,9 @@ def error_body(status: int, message: str) -> tuple[bytes, str]:
     return json.dumps({"error": text, "status": p.FAILED}).encode(), "application/json"
 
 
-def cog_time(perf_s: float, offset_s: float) -> str:
-    """A ``perf_counter`` instant as Cog 0.23 writes it: RFC 3339, nanoseconds, ``+00:00``."""
-    unix_ns = round((perf_s + offset_s) * 1e9)
+def cog_time(unix_s: float) -> str:
+    """A Unix instant as Cog 0.23 writes it: RFC 3339, nanoseconds, ``+00:00``."""
+    unix_ns = round(unix_s * 1e9)
     whole = datetime.fromtimestamp(unix_ns // 1_000_000_000, UTC).strftime("%Y-%m-%dT%H:%M:%S")
     return f"{whole}.{unix_ns % 1_000_000_000:09d}+00:00"
 
@@ -87,7 +77,6 @@ def make_app(
     emu = Emulator(fleet, name="Cog", check=KeyCheck(api_key, bare=True), error_body=error_body,
                    fault=None)  # fmt: skip
     clock = WallClock()
-    offset_s = clock.offset_s
     releasing: list[float] = []  # when each slot answered but not yet freed becomes free
     if not behind_proxy:  # the container starts (and runs setup) with the server
         emu.on_start.append(fleet.request_worker)
@@ -170,10 +159,10 @@ def make_app(
         return {}
 
     def setup_of(bill: WorkerBill) -> dict[str, Any]:
-        setup: dict[str, Any] = {"started_at": cog_time(bill.started_s, offset_s)}
+        setup: dict[str, Any] = {"started_at": cog_time(clock.unix(bill.started_s))}
         if bill.boot_end_s is None:
             return {**setup, "status": p.STARTING}
-        ended = cog_time(bill.boot_end_s, offset_s)
+        ended = cog_time(clock.unix(bill.boot_end_s))
         return {**setup, "completed_at": ended, "status": p.SUCCEEDED, "logs": ""}
 
     @emu.route("/health-check", fault="poll")

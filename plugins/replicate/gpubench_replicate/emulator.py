@@ -16,31 +16,26 @@ Needs the testing extra (``pip install 'gpubench-sdk[testing]'``).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from gpubench_sdk.testing import (
-    ASGIApp,
-    Emulator,
     EmulatorParser,
-    Job,
     KeyCheck,
+    QueueEmulator,
     Reject,
-    SimulatedFleet,
-    follow,
     scaling_patch,
+    sse_event,
 )
 
 from . import _prediction as p
-from ._emulation import WallClock, prediction_body
+from ._emulation import api_time, prediction_body
 from ._replicate import MAX_WAIT_S
 
 if TYPE_CHECKING:
-    from starlette.requests import Request
+    from gpubench_sdk.testing import ASGIApp, Job, Request, SimulatedFleet
 
 DEFAULT_MODEL = "gpubench/echo"
 DEFAULT_VERSION = "5c7d5dc6dd8bf75c1acaa8565735e7986bc5b66206b55cca93cb72c9bf15ccaa"
@@ -96,11 +91,16 @@ def make_app(
     key = KeyCheck(api_key, schemes=("Bearer", "Token"),
                    message="You did not pass a valid authentication token")  # fmt: skip
     # unknown routes and methods answer the API's JSON problem, never Starlette's text
-    emu = Emulator(
-        fleet, name="Replicate", check=key, error_body=error_body, not_found="Not found."
+    emu = QueueEmulator(
+        fleet,
+        name="Replicate",
+        check=key,
+        error_body=error_body,
+        not_found="Not found.",
+        job_param="prediction_id",
+        missing="Not found.",
     )
-    clock = WallClock()
-    ended_by: dict[str, str] = {}  # prediction id -> "aborted"/"canceled" set by Cancel-After
+    created_at = api_time(emu.clock, 0.0)
     release = {"number": 1}
 
     def body_of(job: Job, request: Request) -> dict[str, Any]:
@@ -112,23 +112,19 @@ def make_app(
             "web": f"https://replicate.com/p/{job.id}",
         }
         return prediction_body(
-            job, clock, status=ended_by.get(job.id), model=model, version=version, urls=urls
+            job, emu.clock, status=emu.ended_by(job), model=model, version=version, urls=urls
         )
 
-    async def expire(job: Job, after_s: float) -> None:
-        await asyncio.sleep(after_s)
-        if not job.status.terminal:
-            ended_by[job.id] = p.ABORTED if job.started_s is None else p.CANCELED
-            fleet.cancel(job.id)
+    def cancel_after(job: Job) -> str:
+        """How a prediction ends at its ``Cancel-After`` deadline: ``aborted`` if never started."""
+        return p.ABORTED if job.started_s is None else p.CANCELED
 
     def owner_name(request: Request, expected: str) -> None:
         if f"{request.path_params['owner']}/{request.path_params['name']}" != expected:
             raise Reject(404, "Not found.")
 
     async def create(request: Request) -> Any:
-        body = await emu.read_json(request, not_object=None)
-        if not isinstance(body, dict) or not isinstance(body.get("input"), dict):
-            raise Reject(422, "input: a JSON object is required")
+        body = await emu.read_input(request, status=422, message="input: a JSON object is required")
         if request.url.path == "/v1/predictions" and body.get("version") != version:
             raise Reject(422, f"version: {body.get('version')!r} does not exist")
         wait_s: float | None = None
@@ -145,10 +141,9 @@ def make_app(
                 raise Reject(400, "Cancel-After: expected a duration such as '1m' or '90s'")
         job = emu.submit(body["input"], full=THROTTLED_DETAIL)
         if cancel_after_s is not None:
-            emu.spawn(expire(job, cancel_after_s))
+            emu.cancel_after(job, cancel_after_s, cancel_after)
         if wait_s is not None:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(job.done.wait(), min(wait_s, wait_cap_s))
+            await emu.wait(job, min(wait_s, wait_cap_s))
         return emu.json(body_of(job, request), 201)
 
     @emu.route("/v1/models/{owner}/{name}/predictions", "POST", fault="submit")
@@ -165,37 +160,33 @@ def make_app(
         owner_name(request, deployment)
         return await create(request)
 
-    def find(request: Request) -> Job:
-        return emu.job(request.path_params["prediction_id"], "Not found.")
-
     @emu.route("/v1/predictions/{prediction_id}", fault="poll")
     async def get_prediction(request: Request) -> Any:
-        return body_of(find(request), request)
+        return body_of(emu.find(request), request)
 
     @emu.route("/v1/predictions/{prediction_id}/cancel", "POST")
     async def cancel(request: Request) -> Any:
-        job = find(request)
+        job = emu.find(request)
         fleet.cancel(job.id)
         return body_of(job, request)
 
     @emu.route("/stream/{prediction_id}", fault="poll")
     async def stream(request: Request) -> Any:
-        job = find(request)
+        job = emu.find(request)
 
-        async def events() -> AsyncIterator[bytes]:
-            sent = 0
-            async for piece in follow(job):
-                sent += 1
-                yield _event("output", sent, json.dumps(piece))
-            status = ended_by.get(job.id) or body_of(job, request)["status"]
+        def output(piece: Any, event_id: int) -> bytes:
+            return sse_event(json.dumps(piece), event="output", event_id=event_id)
+
+        def closing(sent: int) -> Iterator[bytes]:
+            status = body_of(job, request)["status"]
             if status == p.SUCCEEDED and sent == 0:
-                yield _event("output", 1, json.dumps(job.output))
+                yield output(job.output, 1)
             if status == p.FAILED:
-                yield _event("error", sent + 1, json.dumps({"detail": job.error}))
+                yield sse_event(json.dumps({"detail": job.error}), event="error", event_id=sent + 1)
             reason = {} if status == p.SUCCEEDED else {"reason": status}
-            yield _event("done", sent + 2, json.dumps(reason))
+            yield sse_event(json.dumps(reason), event="done", event_id=sent + 2)
 
-        return emu.stream(events(), headers={"Cache-Control": "no-store"})
+        return emu.stream_job(job, output, end=closing, headers={"Cache-Control": "no-store"})
 
     @emu.route("/v1/deployments/{owner}/{name}", "GET", "PATCH")
     async def deployment_route(request: Request) -> Any:
@@ -211,14 +202,14 @@ def make_app(
         configuration = {"hardware": hardware, "min_instances": s.min_workers,
                          "max_instances": s.max_workers}  # fmt: skip
         current = {"number": release["number"], "model": model, "version": version,
-                   "created_at": clock.iso(0.0), "created_by": created_by,
+                   "created_at": created_at, "created_by": created_by,
                    "configuration": configuration}  # fmt: skip
         return {"owner": owner, "name": name, "current_release": current}
 
     @emu.route("/v1/models/{owner}/{name}")
     async def model_route(request: Request) -> Any:
         owner_name(request, model)
-        return model_body(model, version_body(version, clock.iso(0.0)))
+        return model_body(model, version_body(version, created_at))
 
     @emu.route("/v1/models/{owner}/{name}/versions")
     @emu.route("/v1/models/{owner}/{name}/versions/{version_id}")
@@ -227,7 +218,7 @@ def make_app(
         wanted = request.path_params.get("version_id")
         if wanted not in (None, version):
             raise Reject(404, "Not found.")
-        body = version_body(version, clock.iso(0.0))
+        body = version_body(version, created_at)
         if wanted is None:  # the list: one page
             return {"next": None, "previous": None, "results": [body]}
         return body
@@ -278,10 +269,6 @@ def model_body(model: str, latest_version: dict[str, Any]) -> dict[str, Any]:
         "default_example": None,
         "latest_version": latest_version,
     }
-
-
-def _event(name: str, event_id: int, data: str) -> bytes:
-    return f"event: {name}\nid: {event_id}\ndata: {data}\n\n".encode()
 
 
 def main(argv: list[str] | None = None) -> None:

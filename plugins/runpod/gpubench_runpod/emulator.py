@@ -13,29 +13,23 @@ Needs the testing extra (``pip install 'gpubench-sdk[testing]'``).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from gpubench_sdk.testing import (
-    ASGIApp,
-    Emulator,
     EmulatorParser,
-    Job,
     JobStatus,
     KeyCheck,
-    RateLimit,
+    QueueEmulator,
     Reject,
-    SimulatedFleet,
     scaling_patch,
 )
 
 from . import _protocol as rp
 
 if TYPE_CHECKING:
-    from starlette.requests import Request
+    from gpubench_sdk.testing import ASGIApp, Job, Request, SimulatedFleet
 
 _STATUS = {
     JobStatus.QUEUED: rp.IN_QUEUE,
@@ -81,25 +75,25 @@ def make_app(
     ``rate_limits`` caps each operation's requests per 10 s (429 beyond, as RunPod does)."""
     delivered: dict[str, int] = {}  # stream items already handed out per job (/stream drains)
     key = KeyCheck(api_key, bare=True)
-    limits = RateLimit(rate_limits, rp.RATE_LIMIT_WINDOW_S)
 
     def check(request: Request) -> None:
         if request.path_params["endpoint_id"] != endpoint_id:
             raise Reject(404, "endpoint not found")
         key(request)
-        operation = request.url.path.split("/")[3] if request.url.path.count("/") >= 3 else ""
-        if limits.exceeded(operation):
-            raise Reject(429, f"rate limit exceeded for /{operation}")
+        emu.throttle(request.url.path.split("/")[3] if request.url.path.count("/") >= 3 else "")
 
-    emu = Emulator(fleet, name="RunPod", check=check)
-
-    def find(request: Request) -> Job:
-        return emu.job(request.path_params["job_id"], "request does not exist")
+    emu = QueueEmulator(
+        fleet,
+        name="RunPod",
+        check=check,
+        missing="request does not exist",
+        rate_limits=rate_limits,
+        rate_window_s=rp.RATE_LIMIT_WINDOW_S,
+        throttled="rate limit exceeded for /{operation}",
+    )
 
     async def submit(request: Request) -> Job:
-        body = await emu.read_json(request, not_object=None)
-        if not isinstance(body, dict) or not isinstance(body.get("input"), dict):
-            raise Reject(400, "body must be a JSON object with an 'input' object")
+        body = await emu.read_input(request)
         policy = body.get("policy") or {}
         timeout_ms = policy.get("executionTimeout") if isinstance(policy, dict) else None
         timeout_s = timeout_ms / 1e3 if isinstance(timeout_ms, int) else None
@@ -117,19 +111,18 @@ def make_app(
         if not wait.isdigit() or not rp.RUNSYNC_MIN_WAIT_MS <= int(wait) <= rp.RUNSYNC_MAX_WAIT_MS:
             raise Reject(400, f"wait must be {rp.RUNSYNC_MIN_WAIT_MS}..{rp.RUNSYNC_MAX_WAIT_MS} ms")
         job = await submit(request)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(job.done.wait(), min(int(wait), runsync_cap_ms) / 1e3)
+        await emu.wait(job, min(int(wait), runsync_cap_ms) / 1e3)
         return job_body(job)
 
     # GET only, as documented and as the official client (runpod 1.12.0, endpoint/runner.py)
     # polls; runpod's local API server is the one that wants POST.
     @emu.route(f"{prefix}/status/{{job_id}}", fault="poll")
     async def status(request: Request) -> Any:
-        return job_body(find(request))
+        return job_body(emu.find(request))
 
     @emu.route(f"{prefix}/stream/{{job_id}}", fault="poll")
     async def stream(request: Request) -> Any:
-        job = find(request)
+        job = emu.find(request)
         start = delivered.get(job.id, 0)
         items = list(job.stream[start:])
         delivered[job.id] = start + len(items)
@@ -137,16 +130,16 @@ def make_app(
 
     @emu.route(f"{prefix}/cancel/{{job_id}}", "POST")
     async def cancel(request: Request) -> Any:
-        job = find(request)
+        job = emu.find(request)
         # RunPod answers CANCELLED at once, also for a running job whose worker stops later
         cancelled = fleet.cancel(job.id)
         return {"id": job.id, "status": rp.CANCELLED if cancelled else _STATUS[job.status]}
 
     @emu.route(f"{prefix}/purge-queue", "POST")
     async def purge_queue(request: Request) -> Any:
-        queued = [t.job_id for t in fleet.truths() if t.status is JobStatus.QUEUED]
-        for job_id in queued:
-            fleet.cancel(job_id)
+        queued = [job for job in emu.jobs() if job.status is JobStatus.QUEUED]
+        for job in queued:
+            fleet.cancel(job.id)
         return {"removed": len(queued), "status": "completed"}
 
     @emu.route(f"{prefix}/health")
