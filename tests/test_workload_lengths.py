@@ -207,3 +207,32 @@ def test_the_example_stores_the_same_lengths_with_one_process_and_with_two(
     )
     assert {seq: v[:2] for seq, v in one.items()} == lengths(workload, range(40))
     assert len({v[1] for v in one.values()}) == 3  # all three answer sizes came up
+
+
+def test_a_shared_prefix_leads_the_share_of_requests_it_is_given() -> None:
+    workload = LLMCompletion(
+        prompt_tokens={"dist": "uniform", "min": 5, "max": 40},
+        shared_prefix_tokens=30,
+        shared_prefix_share=0.25,
+        seed=4,
+    )
+    requests = [workload.request(seq) for seq in range(2000)]
+    prefixes = set()
+    flags = []
+    for r in requests:
+        assert r.detail is not None
+        words = r.payload["prompt"].split()
+        marker = words.index(f"[{r.seq}]")
+        flags.append(r.detail["shared_prefix"])
+        # the prefix comes before the distinct marker, so it is all the requests share
+        assert marker == (30 if r.detail["shared_prefix"] else 0)
+        prefixes.add(" ".join(words[:marker]))
+        assert r.prompt_tokens == len(words) - 1  # the marker is not asked for
+        assert r.detail["requested"]["prompt_tokens"] == r.prompt_tokens
+    assert prefixes == {"", prefixes.difference({""}).pop()}  # one prefix, or none
+    assert abs(sum(flags) / len(flags) - 0.25) < 0.03
+    again = LLMCompletion(**workload.options.model_dump())
+    assert [again.request(s) for s in range(50)] == requests[:50]
+    everyone = LLMCompletion(prompt_tokens=8, shared_prefix_tokens=3)
+    assert all(everyone.request(s).detail == {"shared_prefix": True, "requested": {
+        "prompt_tokens": 11, "max_tokens": 64}} for s in range(20))  # fmt: skip

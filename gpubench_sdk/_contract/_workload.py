@@ -138,6 +138,20 @@ class LLMCompletionOptions(WorkloadOptions):
         default=True, description="vary each prompt so server-side prefix caches do not flatter"
     )
     seed: int = 0
+    shared_prefix_tokens: int = Field(
+        default=0,
+        ge=0,
+        le=1_000_000,
+        description="words of one prefix (a system prompt, a few-shot block, a document) put "
+        "before the prompts of shared_prefix_share of the requests, to measure prefix caching",
+    )
+    shared_prefix_share: float = Field(
+        default=1.0,
+        ge=0,
+        le=1,
+        allow_inf_nan=False,
+        description="the share of requests that start with the shared prefix (drawn per request)",
+    )
     dataset: DatasetOptions | None = Field(
         default=None,
         description="prompts from a file instead of generated words (docs/workloads.md); "
@@ -160,6 +174,10 @@ class LLMCompletion(Workload):
     Either length may be a distribution (``LengthDistribution``): each request then draws its
     own, seeded by ``seed`` and its ``seq``, and stores what it asked for in its detail
     (``{"requested": {"prompt_tokens": n, "max_tokens": m}}``) beside the counted units.
+
+    With ``shared_prefix_tokens``, a share of the requests (``shared_prefix_share``) start with
+    one prefix of that many words, stored as ``"shared_prefix": true`` (false for the others),
+    so TTFT with and without it compares what a server's prefix cache saves.
 
     Token counts come from the response's ``usage`` where present; otherwise the output is
     counted in whitespace-separated words, an approximation that only exact usage replaces.
@@ -185,6 +203,11 @@ class LLMCompletion(Workload):
             isinstance(opts.prompt_tokens, int) and isinstance(opts.max_tokens, int)
         )
         self._ends = list(itertools.accumulate(len(w) + 1 for w in words)) if self._varies else []
+        # The one prefix the requests share: its own words, the same for every request.
+        shared = random.Random(f"{opts.seed}:prefix")
+        self._prefix = " ".join(
+            shared.choice(_VOCABULARY) for _ in range(opts.shared_prefix_tokens)
+        )
 
     def request(self, seq: int) -> Request:
         opts = self.options
@@ -210,6 +233,15 @@ class LLMCompletion(Workload):
             assert isinstance(opts.prompt_tokens, int) and isinstance(opts.max_tokens, int)
             n, out, text = opts.prompt_tokens, opts.max_tokens, self._prompt
         prompt = f"[{seq}] {text}" if opts.distinct_prompts else text
+        if self._prefix:  # before the distinct marker, so the prefix is all the requests share
+            prefixed = opts.shared_prefix_share >= 1 or (
+                random.Random(f"{opts.seed}:{seq}:prefix").random() < opts.shared_prefix_share
+            )
+            if prefixed:
+                prompt = f"{self._prefix} {prompt}"
+                n += opts.shared_prefix_tokens
+            detail = {**(detail or {}), "shared_prefix": prefixed}
+            detail[REQUESTED] = {"prompt_tokens": n, "max_tokens": out}
         payload = {
             "prompt": prompt,
             "max_tokens": out,

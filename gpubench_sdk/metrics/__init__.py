@@ -30,7 +30,7 @@ from ._frame import (
     run_stream_metrics,
     run_throughput,
 )
-from ._groups import LatencyGroup, by_prompt_length, by_turn
+from ._groups import LatencyGroup, by_prompt_length, by_shared_prefix, by_turn
 from ._histogram import LogHistogram, merge_histograms
 from ._keepwarm import KeepWarmCurve, idle_gaps_s, keep_warm_curve
 from ._scoring import Criterion, ScoreRow, score
@@ -90,6 +90,7 @@ __all__ = [
     "bootstrap_ci",
     "burst_analysis",
     "by_prompt_length",
+    "by_shared_prefix",
     "by_turn",
     "cold_start_rate",
     "cold_starts",

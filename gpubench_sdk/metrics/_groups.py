@@ -68,6 +68,17 @@ def by_turn(invocations: Iterable[Invocation]) -> list[LatencyGroup]:
     return _groups(invocations, turn, lambda t: f"turn {t + 1}")
 
 
+def by_shared_prefix(invocations: Iterable[Invocation]) -> list[LatencyGroup]:
+    """Requests with and without the workload's shared prefix (``shared_prefix_tokens``):
+    ``no shared prefix`` (key 0) then ``shared prefix`` (key 1), where present."""
+
+    def prefixed(inv: Invocation) -> int | None:
+        value = (inv.detail or {}).get("shared_prefix")
+        return int(value) if isinstance(value, bool) else None
+
+    return _groups(invocations, prefixed, lambda k: "shared prefix" if k else "no shared prefix")
+
+
 def by_prompt_length(
     invocations: Iterable[Invocation], edges: Sequence[int] = DEFAULT_LENGTH_EDGES
 ) -> list[LatencyGroup]:

@@ -21,7 +21,7 @@ from .._base._types import Invocation
 from .._scenarios import SEQ_BLOCK
 from .._scenarios._slo import SLOVerdict, StepStats, slo_verdict, step_stats
 from .._store._store import Store
-from ._groups import by_turn
+from ._groups import by_shared_prefix, by_turn
 
 NAN = math.nan
 
@@ -228,7 +228,14 @@ def shape_summary(store: Store, run: int | str) -> list[str]:
     console prints after the summary table."""
     info = store.run(run)
     lines = []
+    workload = info.config.get("workload") or {}
+    compare_prefix = 0 < float(workload.get("shared_prefix_share", 1.0)) < 1 and bool(
+        workload.get("shared_prefix_tokens")
+    )
     for sidx, sc in enumerate(info.scenarios):
+        if compare_prefix:
+            label = sc.params.get("name") or f"{sc.kind}-{sidx}"
+            lines += _prefix_lines(store, info.id, sidx, label)
         if sc.kind == "users":
             lines += _users_lines(store, info.id, sidx, sc.params.get("name") or f"users-{sidx}")
             continue
@@ -287,5 +294,23 @@ def _users_lines(store: Store, run_id: int, sidx: int, label: str) -> list[str]:
         lines.append(
             f"{label} on {target}: TTFT p50 by turn {ttft} ms "
             f"(prompt p50 {first:.0f} -> {last:.0f} tokens)"
+        )
+    return lines
+
+
+def _prefix_lines(store: Store, run_id: int, sidx: int, label: str) -> list[str]:
+    """Per target: TTFT of the requests with the shared prefix against those without."""
+    invs = [i for i in store.invocations(run_id) if i.scenario == sidx]
+    lines = []
+    for target in dict.fromkeys(i.target for i in invs):
+        groups = {g.key: g for g in by_shared_prefix(i for i in invs if i.target == target)}
+        without, with_ = groups.get(0), groups.get(1)
+        if not (without and with_ and without.requests and with_.requests):
+            continue
+        lines.append(
+            f"{label} on {target}: TTFT p50 {with_.ttft_p50_ms:.0f} ms with the shared prefix "
+            f"({with_.requests} requests, prompt p50 {with_.prompt_tokens_p50:.0f} tokens), "
+            f"{without.ttft_p50_ms:.0f} ms without ({without.requests}, "
+            f"{without.prompt_tokens_p50:.0f} tokens)"
         )
     return lines
