@@ -6,7 +6,9 @@
   truncated and malformed bodies, failed jobs) applied at the protocol layer.
 - ``Emulator``: an emulator declared by its routes, with the key check (``KeyCheck``), the
   fault routes, the error body (``Reject``), the install hint and the lifespan built in;
-  ``RateLimit``, ``scaling_patch``, ``follow``, ``watch`` and ``until`` for its handlers.
+  ``RateLimit``, ``scaling_patch``, ``follow``, ``watch`` and ``until`` for its handlers;
+  ``sse_event`` (one server-sent event), ``InFlight`` (requests served now, against a cap)
+  and ``Operations`` (a control plane's long-running operations) for what its routes answer.
 - ``serve``: run an emulator (an ASGI app) with uvicorn on a random loopback port;
   ``serve_forever``: the same as an emulator's command line (prints its URL, then serves);
   ``EmulatorParser``: that command line's shared options (listen address, required key, the
@@ -58,6 +60,7 @@ from ._faults import (
 from ._fleet import FleetConfig, SimulatedFleet, echo_handler, quick_fleet
 from ._harness import INSTALL_HINT, ServedApp, serve, serve_forever
 from ._jobs import FleetCounts, Job, JobStatus, JobTruth, QueueFull, WorkerState
+from ._routes import InFlight, Operations, sse_event
 from ._timing import Duration, noise_tolerance_ms
 
 if TYPE_CHECKING:
@@ -86,11 +89,13 @@ __all__ = [
     "FaultedFleet",
     "FleetConfig",
     "FleetCounts",
+    "InFlight",
     "Injected",
     "Job",
     "JobStatus",
     "JobTruth",
     "KeyCheck",
+    "Operations",
     "ProviderConformance",
     "QueueFull",
     "RateLimit",
@@ -115,6 +120,7 @@ __all__ = [
     "serve_forever",
     "served_fixture",
     "span_attributes",
+    "sse_event",
     "until",
     "watch",
 ]

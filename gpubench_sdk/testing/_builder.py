@@ -319,8 +319,15 @@ class Emulator:
         chunks: AsyncIterator[bytes] | AsyncIterator[str],
         media_type: str = "text/event-stream",
         headers: Mapping[str, str] | None = None,
+        *,
+        on_close: Callable[[], object] | None = None,
     ) -> Response:
-        """A streamed answer: its headers go out at once, then each chunk as it comes."""
+        """A streamed answer: its headers go out at once, then each chunk as it comes.
+        ``on_close`` runs once the stream ends, however it ends: the last chunk sent, the
+        client gone, the generator failed (``lambda: fleet.cancel(job.id)`` stops the job a
+        client left, as a server stops generating)."""
+        if on_close is not None:
+            chunks = _closing(chunks, on_close)
         return self._answer("StreamingResponse", chunks, media_type=media_type, headers=headers)
 
     def _answer(self, kind: str, *args: Any, **kwargs: Any) -> Response:
@@ -384,6 +391,27 @@ class Emulator:
             raise Reject(404, missing)
         return job
 
+    async def finished(
+        self,
+        request: Request,
+        job: Job,
+        failed: str | Callable[[Job], Reject],
+        *,
+        headers: Mapping[str, str] | None = None,
+    ) -> Job:
+        """Hold ``request`` until ``job`` ends and return it, completed. A job that did not
+        complete is ``Reject(500, failed)`` (``{error}`` is the job's error, ``headers`` go
+        with it), or ``failed(job)`` when that is a function. A client that hangs up first is
+        answered 499 and its job cancelled (``hold``), as a front end ends what its client
+        left."""
+        if not await hold(request, job, self.fleet):
+            raise Reject(499, response=self.reply(status=499))
+        if job.status is JobStatus.COMPLETED:
+            return job
+        if callable(failed):
+            raise failed(job)
+        raise Reject(500, failed.format(error=job.error), headers)
+
     async def call(self, request: Request, *, full: str = "too many requests") -> Response:
         """A direct call as a container platform's front end serves one: the JSON body (any
         other JSON value as ``{"input": value}``) runs as a job while the request is held;
@@ -391,11 +419,8 @@ class Emulator:
         499 when the client hung up first (the job is then cancelled)."""
         payload = await self.read_json(request, not_object=None)
         job = self.submit(payload if isinstance(payload, dict) else {"input": payload}, full=full)
-        if not await hold(request, job, self.fleet):
-            return self.reply(status=499)
         headers = {"x-request-id": job.id}
-        if job.status is not JobStatus.COMPLETED:
-            raise Reject(500, f"container error: {job.error}", headers)
+        await self.finished(request, job, "container error: {error}", headers=headers)
         return self.json(job.result, headers=headers)
 
     def set_scaling(self, settings: ScalingSettings) -> None:
@@ -404,6 +429,21 @@ class Emulator:
             self.fleet.set_scaling(settings)
         except ValueError as exc:
             raise Reject(400, str(exc)) from None
+
+
+async def _closing(
+    chunks: AsyncIterator[bytes] | AsyncIterator[str], on_close: Callable[[], object]
+) -> AsyncIterator[Any]:
+    try:
+        async for chunk in chunks:
+            yield chunk
+    finally:
+        try:
+            close = getattr(chunks, "aclose", None)
+            if close is not None:  # the inner generator's own clean-up runs first
+                await close()
+        finally:
+            on_close()
 
 
 def _classifier(

@@ -29,9 +29,6 @@ Needs the testing extra (``pip install 'gpubench-sdk[testing]'``).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import json
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -39,13 +36,13 @@ from gpubench_sdk.testing import (
     ASGIApp,
     Emulator,
     EmulatorParser,
+    InFlight,
     Job,
-    JobStatus,
     KeyCheck,
     Reject,
     SimulatedFleet,
-    hold,
-    until,
+    sse_event,
+    watch,
 )
 
 from . import _protocol as hf
@@ -76,7 +73,7 @@ def make_app(
     key = KeyCheck(api_key, bare=True, message="Invalid credentials in Authorization header")
     emu = Emulator(fleet, name="Hugging Face", check=key, fault=None)
     shapes = TgiShapes(fleet, compute_time_unit, time_per_token_ms)
-    inflight = [0]
+    in_flight = InFlight(max_concurrent_requests)
     api = EndpointAPI(fleet, namespace=namespace, name=endpoint_name, minute_s=minute_s)
     api.register(emu)
 
@@ -107,7 +104,7 @@ def make_app(
         key(request)  # after the body is read, as the proxy does
         if api.paused:
             raise Reject(503, "endpoint is paused")
-        if inflight[0] >= max_concurrent_requests:
+        if in_flight.full:
             raise tgi_error(429, "Model is overloaded", "overloaded")
         counts = fleet.counts()
         wait = request.headers.get(hf.SCALE_UP_TIMEOUT_HEADER.lower(), "")
@@ -120,44 +117,37 @@ def make_app(
             raise tgi_error(429, full.message, "overloaded") from None
         if counts.idle + counts.running == 0:
             # the proxy holds the request until a replica is ready, at most ``wait`` seconds
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(int(wait)):
-                    await until(lambda: job.started_s is not None or job.done.is_set())
+            await watch(request, job, timeout_s=int(wait), started=True)
             if job.started_s is None:
                 fleet.cancel(job.id)
                 raise Reject(503, "Service Unavailable: scale-up timeout reached")
         return job
 
     async def run(request: Request, body: dict[str, Any], tgi: bool) -> Job:
-        job = await admit(request, shapes.payload(body))
-        inflight[0] += 1
-        try:
-            if not await hold(request, job, fleet):
-                raise Reject(499, response=emu.reply(status=499))  # nobody is listening any more
-        finally:
-            inflight[0] -= 1
-        if job.status is not JobStatus.COMPLETED:
+        def failed(job: Job) -> Reject:
             message = job.error or f"request {job.status.value}"
-            raise tgi_error(424, message, "generation") if tgi else Reject(400, message)
-        return job
+            return tgi_error(424, message, "generation") if tgi else Reject(400, message)
+
+        job = await admit(request, shapes.payload(body))
+        with in_flight:
+            return await emu.finished(request, job, failed)
 
     async def stream(request: Request, body: dict[str, Any]) -> Any:
         job = await admit(request, shapes.payload(body))
-        inflight[0] += 1
+        in_flight.enter()
         details = wants_details(body)
 
         async def events() -> AsyncIterator[str]:
-            try:
-                async for event in shapes.stream_events(job, details):
-                    yield f"data:{json.dumps(event, separators=(',', ':'))}\n\n"
-            finally:
-                inflight[0] -= 1
-                if not job.done.is_set():
-                    fleet.cancel(job.id)  # the client hung up: TGI stops generating
+            async for event in shapes.stream_events(job, details):
+                yield sse_event(event, compact=True)
+
+        def close() -> None:
+            in_flight.leave()
+            fleet.cancel(job.id)  # if the client hung up: TGI stops generating
 
         headers = {"x-request-id": job.id, "x-compute-type": "gpu+optimized",
                    "x-accel-buffering": "no"}  # fmt: skip
-        return emu.stream(events(), headers=headers)
+        return emu.stream(events(), headers=headers, on_close=close)
 
     @emu.route("/", "POST", fault="submit", check=False)
     async def root(request: Request) -> Any:

@@ -27,11 +27,13 @@ from gpubench_sdk.testing import (
     ASGIApp,
     Emulator,
     EmulatorParser,
+    InFlight,
     JobStatus,
     KeyCheck,
     Reject,
     SimulatedFleet,
     follow,
+    sse_event,
 )
 
 from . import _kserve as kserve
@@ -53,7 +55,7 @@ def make_app(
     """The emulator app for ``fleet``: ``model`` is the name in the URL; ``api_key`` the
     workspace key every request must carry as ``Authorization: Bearer``; ``streams``: the
     model is deployed with streaming output (else it answers JSON whatever is accepted)."""
-    inflight = [0]
+    in_flight = InFlight(max_concurrent)
     key = KeyCheck(api_key, bare=True, message="invalid workspace API key")
 
     def known(request: Request) -> None:
@@ -79,28 +81,23 @@ def make_app(
         if (problem := kserve.request_problem(body)) is not None:
             return emu.json(problem[1], problem[0])
         payload = kserve.decode_tensors(body["inputs"])
-        if inflight[0] >= max_concurrent:
+        if in_flight.full:
             raise Reject(429, "too many concurrent requests for this model")
         request_id = body.get("id") if isinstance(body.get("id"), str) else None
         job = emu.submit(payload, full="too many queued requests: {exc}", job_id=request_id)
         version = request.path_params.get("version")  # kserve: null when the URL has none
-        inflight[0] += 1
         if streams and "text/event-stream" in request.headers.get("accept", ""):
+            in_flight.enter()
 
             async def events() -> AsyncIterator[str]:
-                try:
-                    async for piece in follow(job, 0.002):
-                        yield f"data: {json.dumps(piece)}\n\n"
-                    if job.status is not JobStatus.COMPLETED:
-                        yield f"data: {json.dumps({'error': job.error or job.status.value})}\n\n"
-                finally:
-                    inflight[0] -= 1
+                async for piece in follow(job, 0.002):
+                    yield sse_event(piece)
+                if job.status is not JobStatus.COMPLETED:
+                    yield sse_event({"error": job.error or job.status.value})
 
-            return emu.stream(events())
-        try:
+            return emu.stream(events(), on_close=in_flight.leave)
+        with in_flight:
             await job.done.wait()
-        finally:
-            inflight[0] -= 1
         if job.status is not JobStatus.COMPLETED:
             raise Reject(500, job.error or f"inference {job.status.value}")
         outputs = kserve.encode_outputs(job.output)

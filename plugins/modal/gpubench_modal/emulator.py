@@ -22,7 +22,6 @@ Faults in ``fleet.faults`` hit ``POST`` (route ``submit``) and result URLs (``po
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +36,7 @@ from gpubench_sdk.testing import (
     SimulatedFleet,
     follow,
     json_error,
+    sse_event,
     watch,
 )
 
@@ -73,7 +73,7 @@ def make_app(
     def event_stream(job: Job) -> Any:
         async def events() -> AsyncIterator[str]:
             async for piece in follow(job, 0.002):
-                yield f"data: {json.dumps(piece)}\n\n"
+                yield sse_event(piece)
             if job.status is not JobStatus.COMPLETED:
                 # a function that raises mid-stream: the response was already started, so the
                 # server can only cut the connection (the chunked body never ends)

@@ -36,7 +36,7 @@ from gpubench_sdk.testing import (
     Reject,
     SimulatedFleet,
     follow,
-    hold,
+    sse_event,
 )
 
 if TYPE_CHECKING:
@@ -74,10 +74,6 @@ def error_body(status: int, message: str, kind: str, code: str | None = None) ->
 def _render_error(status: int, message: str) -> tuple[bytes, str]:
     kind, code = _KINDS.get(status, ("server_error", None))
     return error_body(status, message, kind, code), "application/json"
-
-
-def _sse(event: Any) -> bytes:
-    return b"data: " + json.dumps(event).encode() + b"\n\n"
 
 
 def make_app(
@@ -136,11 +132,9 @@ def make_app(
             opts = body.get("stream_options")
             want_usage = usage and isinstance(opts, dict) and bool(opts.get("include_usage"))
             events = _events(job, chat, prefill, prompt_tokens, want_usage, kind)
-            return emu.stream(events, headers=headers)
-        if not await hold(request, job, fleet):
-            return emu.reply(status=499)
-        if job.status is not JobStatus.COMPLETED:
-            raise Reject(500, f"the model failed: {job.error}")
+            # a client that disconnects aborts its request, as vLLM does
+            return emu.stream(events, headers=headers, on_close=lambda: fleet.cancel(job.id))
+        await emu.finished(request, job, "the model failed: {error}")
         n = max(len(job.stream) - prefill, 0)
         text = "".join(token_text(job, i) for i in range(n)) if n else token_text(job, 0)
         choice: dict[str, Any] = {"index": 0, "finish_reason": "length"}
@@ -156,7 +150,7 @@ def make_app(
 
     async def _events(
         job: Job, chat: bool, prefill: int, prompt_tokens: int, want_usage: bool, kind: str
-    ) -> AsyncIterator[bytes]:
+    ) -> AsyncIterator[str]:
         # every chunk of one answer carries the same id and "created" (OpenAI, vLLM)
         base = {"id": job.id, "object": f"{kind}.chunk" if chat else kind,
                 "created": int(time.time()), "model": model}  # fmt: skip
@@ -165,30 +159,26 @@ def make_app(
             delta = {"delta": {"content": text}} if chat else {"text": text}
             return {**base, "choices": [{"index": 0, **delta, "finish_reason": None}]}
 
-        try:
-            if chat:  # vLLM's first chunk: the role, no content
-                yield _sse({**base, "choices": [{"index": 0, "delta": {"role": "assistant"}}]})
-            sent = 0
-            # the fleet appends tokens on its own schedule; look again within 0.5 ms
-            async for _ in follow(job, 0.0005):
-                if sent >= prefill:
-                    yield _sse(token(token_text(job, sent - prefill)))
-                sent += 1
-            if job.status is not JobStatus.COMPLETED:
-                yield _sse({"error": {"message": f"the model failed: {job.error}",
-                                      "type": "server_error", "code": 500}})  # fmt: skip
-            else:
-                if not len(job.stream) > prefill:  # a job without chunks answers at its end
-                    yield _sse(token(token_text(job, 0)))
-                n = max(len(job.stream) - prefill, 1)
-                end: dict[str, Any] = {"delta": {}} if chat else {"text": ""}
-                yield _sse({**base, "choices": [{"index": 0, **end, "finish_reason": "length"}]})
-                if want_usage:
-                    yield _sse({**base, "choices": [], "usage": _usage(prompt_tokens, n)})
-            yield b"data: [DONE]\n\n"
-        finally:
-            if not job.done.is_set():  # the client went away: abort, as vLLM does
-                fleet.cancel(job.id)
+        if chat:  # vLLM's first chunk: the role, no content
+            yield sse_event({**base, "choices": [{"index": 0, "delta": {"role": "assistant"}}]})
+        sent = 0
+        # the fleet appends tokens on its own schedule; look again within 0.5 ms
+        async for _ in follow(job, 0.0005):
+            if sent >= prefill:
+                yield sse_event(token(token_text(job, sent - prefill)))
+            sent += 1
+        if job.status is not JobStatus.COMPLETED:
+            yield sse_event({"error": {"message": f"the model failed: {job.error}",
+                                       "type": "server_error", "code": 500}})  # fmt: skip
+        else:
+            if not len(job.stream) > prefill:  # a job without chunks answers at its end
+                yield sse_event(token(token_text(job, 0)))
+            n = max(len(job.stream) - prefill, 1)
+            end: dict[str, Any] = {"delta": {}} if chat else {"text": ""}
+            yield sse_event({**base, "choices": [{"index": 0, **end, "finish_reason": "length"}]})
+            if want_usage:
+                yield sse_event({**base, "choices": [], "usage": _usage(prompt_tokens, n)})
+        yield "data: [DONE]\n\n"
 
     @emu.route("/v1/models")
     async def models(request: Request) -> Any:

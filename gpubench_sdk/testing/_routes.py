@@ -1,0 +1,92 @@
+"""What emulators' routes repeat beyond the builder: a server-sent event (``sse_event``), the
+count of requests in flight against a server's cap (``InFlight``) and a control plane's
+long-running operations (``Operations``).
+
+A model server streams JSON values as SSE; a cloud control plane answers a change with an
+operation to poll until it is done::
+
+    operations = Operations(delay_s=0.5)
+
+    @emu.route("/v1/services/{name}", "PATCH")
+    async def update(request):
+        ...
+        return {"operation": operations.start(result=service_body())}
+
+    @emu.route("/v1/operations/{op}")
+    async def operation(request):
+        done, result = operations.status(request.path_params["op"])
+        return {"done": done, "response": result} if done else {"done": False}
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any
+
+from ._builder import Reject
+
+
+def sse_event(value: Any, *, compact: bool = False) -> str:
+    """One server-sent event carrying ``value`` as JSON: ``data: <json>`` and a blank line.
+    ``compact``: no spaces anywhere (``data:{"a":1}``), as text-generation-inference writes
+    its events (axum's ``Event::json_data``)."""
+    if compact:
+        return f"data:{json.dumps(value, separators=(',', ':'))}\n\n"
+    return f"data: {json.dumps(value)}\n\n"
+
+
+class InFlight:
+    """The requests a server is serving now, against its cap (TGI's
+    ``max_concurrent_requests``, a model's concurrency): check ``full`` before admitting one,
+    then count it with ``with in_flight:`` or ``enter()`` ... ``leave()`` (a stream's
+    ``on_close``)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.count = 0
+
+    @property
+    def full(self) -> bool:
+        return self.count >= self.limit
+
+    def enter(self) -> None:
+        self.count += 1
+
+    def leave(self) -> None:
+        self.count -= 1
+
+    def __enter__(self) -> InFlight:
+        self.enter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.leave()
+
+
+class Operations:
+    """A control plane's long-running operations (Google's ``operations/ID``, ARM's
+    ``Location`` to poll): each is done ``delay_s`` after it starts (0: at once) and carries
+    the result it was started with."""
+
+    def __init__(self, delay_s: float = 0.0) -> None:
+        self.delay_s = delay_s
+        self._started: dict[str, tuple[float, Any]] = {}
+
+    def start(self, result: Any = None, *, name: str | None = None) -> str:
+        """Begin an operation that will answer ``result``: its ``name`` (a new UUID if none)."""
+        name = name or str(uuid.uuid4())
+        self._started[name] = (time.monotonic() + self.delay_s, result)
+        return name
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._started
+
+    def status(self, name: str, missing: str = "operation not found") -> tuple[bool, Any]:
+        """Whether ``name`` is done, and its result; ``Reject(404, missing)`` for a name that
+        was never started."""
+        if name not in self._started:
+            raise Reject(404, missing)
+        ready_at, result = self._started[name]
+        return time.monotonic() >= ready_at, result
