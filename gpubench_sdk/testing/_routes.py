@@ -68,10 +68,12 @@ class InFlight:
 class Operations:
     """A control plane's long-running operations (Google's ``operations/ID``, ARM's
     ``Location`` to poll): each is done ``delay_s`` after it starts (0: at once) and carries
-    the result it was started with."""
+    the result it was started with. ``missing`` is the 404's message for a name never
+    started (``{name}`` is the name)."""
 
-    def __init__(self, delay_s: float = 0.0) -> None:
+    def __init__(self, delay_s: float = 0.0, missing: str = "operation {name} not found") -> None:
         self.delay_s = delay_s
+        self.missing = missing
         self._started: dict[str, tuple[float, Any]] = {}
 
     def start(self, result: Any = None, *, name: str | None = None) -> str:
@@ -80,13 +82,10 @@ class Operations:
         self._started[name] = (time.monotonic() + self.delay_s, result)
         return name
 
-    def __contains__(self, name: object) -> bool:
-        return name in self._started
-
-    def status(self, name: str, missing: str = "operation not found") -> tuple[bool, Any]:
+    def status(self, name: str) -> tuple[bool, Any]:
         """Whether ``name`` is done, and its result; ``Reject(404, missing)`` for a name that
         was never started."""
         if name not in self._started:
-            raise Reject(404, missing)
+            raise Reject(404, self.missing.format(name=name))
         ready_at, result = self._started[name]
         return time.monotonic() >= ready_at, result

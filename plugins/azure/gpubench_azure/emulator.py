@@ -21,7 +21,6 @@ the others as ``Running``. Faults apply to the ingress (route ``submit``) and Re
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import datetime as dt
 import json
@@ -36,6 +35,7 @@ from gpubench_sdk.testing import (
     Emulator,
     EmulatorParser,
     KeyCheck,
+    Operations,
     Reject,
     SimulatedFleet,
     plain_text,
@@ -120,7 +120,7 @@ def make_app(
         "template": {"containers": [container], "scale": {"pollingInterval": 30, "rules": []}},
         "revisions": [],
     }
-    operations: dict[str, float] = {}
+    operations = Operations(operation_delay_s, missing="The operation was not found.")
 
     def now() -> str:
         return dt.datetime.now(dt.UTC).isoformat()
@@ -186,8 +186,7 @@ def make_app(
                                                   scale.get("cooldownPeriod")))  # fmt: skip
                 state["template"] = new
                 roll_revision()
-        operation = str(uuid.uuid4())
-        operations[operation] = asyncio.get_running_loop().time() + operation_delay_s
+        operation = operations.start()
         where = (
             f"{request.base_url}subscriptions/{request.path_params['sub']}/providers/"
             f"Microsoft.App/locations/{location}/containerappOperationResults/{operation}"
@@ -198,10 +197,8 @@ def make_app(
     @emu.route("/subscriptions/{sub}/providers/Microsoft.App/locations/{location}"
                "/containerappOperationResults/{operation}")  # fmt: skip
     async def operation_result(request: Request) -> Any:
-        ready_at = operations.get(request.path_params["operation"])
-        if ready_at is None:
-            raise Reject(404, "The operation was not found.")
-        if asyncio.get_running_loop().time() < ready_at:
+        done, _ = operations.status(request.path_params["operation"])
+        if not done:
             return emu.reply(status=202, headers={"Location": str(request.url)})
         return app_body(request)
 

@@ -19,7 +19,6 @@ Run ``python -m gpubench_cloudrun.emulator --port 0`` to serve one by hand.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
 import uuid
@@ -32,6 +31,7 @@ from gpubench_sdk.testing import (
     Emulator,
     EmulatorParser,
     KeyCheck,
+    Operations,
     Reject,
     SimulatedFleet,
     plain_text,
@@ -99,7 +99,7 @@ def make_app(
     service_id = service_name.rsplit("/", 1)[-1]
     location = service_name.split("/services/", 1)[0]
     state: dict[str, Any] = {"service": default_service(service_name, fleet), "revisions": []}
-    operations: dict[str, tuple[float, dict[str, Any]]] = {}
+    operations = Operations(operation_delay_s)
     key = KeyCheck(api_key)
 
     def roll_revision() -> None:
@@ -154,14 +154,12 @@ def make_app(
             roll_revision()
             fleet.request_worker()  # the new revision's first instance (readiness check)
         op_name = f"{location}/operations/{uuid.uuid4()}"
-        result = service_body(request)
-        operations[op_name] = (asyncio.get_running_loop().time() + operation_delay_s, result)
-        return operation_body(op_name)
+        return operation_body(operations.start(service_body(request), name=op_name))
 
     def operation_body(name: str) -> dict[str, Any]:
-        ready_at, result = operations[name]
+        done, result = operations.status(name)
         body: dict[str, Any] = {"name": name, "metadata": {"@type": SERVICE_TYPE, **result}}
-        if asyncio.get_running_loop().time() >= ready_at:
+        if done:
             body["done"] = True
             body["response"] = {"@type": SERVICE_TYPE, **result}
         return body
@@ -169,10 +167,7 @@ def make_app(
     @emu.route("/v2/projects/{project}/locations/{location}/operations/{operation}",
                fault="control")  # fmt: skip
     async def operation(request: Request) -> Any:
-        name = f"{location}/operations/{request.path_params['operation']}"
-        if name not in operations:
-            raise Reject(404, f"operation {name} not found")
-        return operation_body(name)
+        return operation_body(f"{location}/operations/{request.path_params['operation']}")
 
     @emu.route(f"{services}/revisions", fault="control")
     async def revisions(request: Request) -> Any:
