@@ -286,8 +286,7 @@ def main(argv: list[str] | None = None) -> None:
         "--arm-token-env", dest="arm_token", help="require this ARM bearer token (env variable)"
     )
     args = parser.parse(argv)
-    app = make_app(args.fleet(), api_key=args.api_key, auth=args.auth, arm_token=args.arm_token,
-                   app_id=args.app_id, location=args.location)  # fmt: skip
+    app = make_app(args.fleet(), api_key=args.api_key, **args.own(exclude=("tls_dir",)))
     args.serve(app, tls=make_tls(args.tls_dir)[1:] if args.tls_dir else None)
 
 

@@ -198,9 +198,11 @@ def main(argv: list[str] | None = None) -> None:
     """Serve an emulator until interrupted: ``python -m gpubench_cloudrun.emulator``."""
     parser = EmulatorParser(__doc__, port=8687,
                             key_help="require this bearer token (env variable name)")  # fmt: skip
-    parser.add_argument("--service", default=DEFAULT_SERVICE)
+    parser.add_argument(
+        "--service", dest="service_name", metavar="SERVICE", default=DEFAULT_SERVICE
+    )
     args = parser.parse(argv)
-    args.serve(make_app(args.fleet(), api_key=args.api_key, service_name=args.service))
+    args.serve(make_app(args.fleet(), api_key=args.api_key, **args.own()))
 
 
 if __name__ == "__main__":

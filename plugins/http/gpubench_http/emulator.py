@@ -110,9 +110,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--auth", default="bearer", choices=["bearer", "api-key", "key", "modal"])
     parser.add_argument("--redirect-after-s", type=float, default=MODAL_REDIRECT_AFTER_S)
     args = parser.parse(argv)
-    app = make_app(args.fleet(), api_key=args.api_key, auth=args.auth,
-                   redirect_after_s=args.redirect_after_s)  # fmt: skip
-    args.serve(app)
+    args.serve(make_app(args.fleet(), api_key=args.api_key, **args.own()))
 
 
 if __name__ == "__main__":

@@ -213,17 +213,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-concurrent-requests", type=int, default=128)
     args = parser.parse(argv)
     fleet = args.fleet(idle_timeout_s=args.scale_to_zero_minutes * args.minute_s)
-    app = make_app(
-        fleet,
-        api_key=args.api_key,
-        namespace=args.namespace,
-        endpoint_name=args.endpoint_name,
-        minute_s=args.minute_s,
-        compute_time_unit=args.compute_time_unit,
-        time_per_token_ms=args.time_per_token_ms,
-        max_concurrent_requests=args.max_concurrent_requests,
+    args.serve(
+        make_app(fleet, api_key=args.api_key, **args.own(exclude=("scale_to_zero_minutes",)))
     )
-    args.serve(app)
 
 
 if __name__ == "__main__":

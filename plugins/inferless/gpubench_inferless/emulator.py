@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = EmulatorParser(__doc__, port=8688, idle_flag="--scale-down-delay-s")
     parser.add_argument("--model", default=DEFAULT_MODEL)
     args = parser.parse(argv)
-    args.serve(make_app(args.fleet(), api_key=args.api_key, model=args.model))
+    args.serve(make_app(args.fleet(), api_key=args.api_key, **args.own()))
 
 
 if __name__ == "__main__":

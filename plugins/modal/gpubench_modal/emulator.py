@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--redirect-after-s", type=float, default=LONG_REQUEST_S)
     args = parser.parse(argv)
-    args.serve(make_app(args.fleet(), api_key=args.api_key, redirect_after_s=args.redirect_after_s))
+    args.serve(make_app(args.fleet(), api_key=args.api_key, **args.own()))
 
 
 if __name__ == "__main__":

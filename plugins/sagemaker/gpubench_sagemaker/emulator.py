@@ -238,8 +238,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse(argv)
     # the signing key pair is read from the environment, as boto3 reads it
     credentials = {os.environ["AWS_ACCESS_KEY_ID"]: os.environ["AWS_SECRET_ACCESS_KEY"]}
-    args.serve(make_app(args.fleet(), credentials=credentials, endpoint_name=args.endpoint_name,
-                        inference_component=args.inference_component))  # fmt: skip
+    args.serve(make_app(args.fleet(), credentials=credentials, **args.own()))
 
 
 if __name__ == "__main__":
