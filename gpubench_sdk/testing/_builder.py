@@ -193,6 +193,7 @@ class Emulator:
     on_stop: list[Callable[[], None]] = field(default_factory=list)
     _routes: list[_Route] = field(default_factory=list)
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    _timers: set[asyncio.TimerHandle] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self._responses = require("starlette.responses", f"the {self.name} emulator")
@@ -227,6 +228,21 @@ class Emulator:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
+
+    def later(
+        self, delay_s: float, callback: Callable[..., object], *args: Any
+    ) -> asyncio.TimerHandle:
+        """Call ``callback(*args)`` in ``delay_s`` (a scale-out policy acting, an unclaimed
+        result given up); cancelled when the app stops first. Cancel the handle to call it off."""
+        import asyncio
+
+        def fire() -> None:
+            self._timers.discard(handle)
+            callback(*args)
+
+        handle = asyncio.get_running_loop().call_later(delay_s, fire)
+        self._timers.add(handle)
+        return handle
 
     def app(self, **state: Any) -> ASGIApp:
         """The ASGI app: the routes behind ``FaultInjector``, the fleet run by its lifespan;
@@ -288,6 +304,8 @@ class Emulator:
             finally:
                 for task in list(self._tasks):
                     task.cancel()
+                for timer in list(self._timers):
+                    timer.cancel()
                 for hook in self.on_stop:
                     hook()
 

@@ -79,8 +79,7 @@ def make_app(
             return emu.reply(status=499)
         if seen == "timed_out":  # a small body, as a real redirect may carry (and a fault can cut)
             location = f"/result/{job.id}"
-            loop = asyncio.get_running_loop()
-            unclaimed[job.id] = loop.call_later(reclaim_within_s, abandon, job)
+            unclaimed[job.id] = emu.later(reclaim_within_s, abandon, job)
             return emu.json({"result_url": location}, 303, headers={"location": location})
         return answer(job)
 

@@ -79,14 +79,8 @@ def make_app(
     request must be signed by one of them."""
     emu = Emulator(fleet, name="SageMaker", error_body=aws_error)
     created_s = time.time()
-    scaling_out: list[asyncio.TimerHandle] = []
+    scaling_out: list[asyncio.TimerHandle] = []  # the alarm's action, while it is pending
     no_capacity_failures = [0]  # the CloudWatch metric NoCapacityInvocationFailures
-
-    def cancel_scale_out() -> None:
-        for handle in scaling_out:
-            handle.cancel()
-
-    emu.on_stop.append(cancel_scale_out)
 
     def fail(status: int, code: str, message: str, request_id: str | None = None) -> Reject:
         # the code in both places AWS puts it: botocore's REST-JSON parser (sagemaker-runtime)
@@ -113,7 +107,7 @@ def make_app(
                 scaling_out.clear()
                 fleet.set_scaling(ScalingSettings(min_workers=1))
 
-            scaling_out.append(asyncio.get_running_loop().call_later(scale_out_delay_s, act))
+            scaling_out.append(emu.later(scale_out_delay_s, act))
 
     async def submit(request: Request) -> Any:
         name = request.path_params["name"]
