@@ -7,8 +7,9 @@
 - ``Emulator``: an emulator declared by its routes, with the key check (``KeyCheck``), the
   fault routes, the error body (``Reject``), the install hint and the lifespan built in;
   ``RateLimit``, ``scaling_patch``, ``follow``, ``watch`` and ``until`` for its handlers;
-  ``sse_event`` (one server-sent event), ``InFlight`` (requests served now, against a cap)
-  and ``Operations`` (a control plane's long-running operations) for what its routes answer.
+  ``sse_event`` (one server-sent event; ``Emulator.sse`` streams them), ``InFlight``
+  (requests served now, against a cap) and ``Operations`` (a control plane's long-running
+  operations) for what its routes answer.
 - ``serve``: run an emulator (an ASGI app) with uvicorn on a random loopback port;
   ``serve_forever``: the same as an emulator's command line (prints its URL, then serves);
   ``EmulatorParser``: that command line's shared options (listen address, required key, the
@@ -35,7 +36,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from ._billing import BillingMeter, WorkerBill
-from ._builder import Emulator, KeyCheck, RateLimit, Reject, plain_text, scaling_patch
+from ._builder import Emulator, KeyCheck, RateLimit, Reject, plain_text, scaling_patch, sse_event
 from ._cases import FAULT_CASES, POLL_FAULT_CASES, FaultCase
 from ._emulator import (
     EmulatorArgs,
@@ -60,7 +61,7 @@ from ._faults import (
 from ._fleet import FleetConfig, SimulatedFleet, echo_handler, quick_fleet
 from ._harness import INSTALL_HINT, ServedApp, serve, serve_forever
 from ._jobs import FleetCounts, Job, JobStatus, JobTruth, QueueFull, WorkerState
-from ._routes import InFlight, Operations, sse_event
+from ._routes import InFlight, Operations
 from ._timing import Duration, noise_tolerance_ms
 
 if TYPE_CHECKING:

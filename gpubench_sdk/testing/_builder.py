@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import hmac
+import json
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
@@ -76,6 +77,15 @@ class Reject(Exception):
 def plain_text(status: int, message: str) -> tuple[bytes, str]:
     """An error body that is the message as plain text (proxies' and front ends' errors)."""
     return message.encode(), "text/plain; charset=utf-8"
+
+
+def sse_event(value: Any, *, compact: bool = False) -> str:
+    """One server-sent event carrying ``value`` as JSON: ``data: <json>`` and a blank line.
+    ``compact``: no spaces anywhere (``data:{"a":1}``), as text-generation-inference writes
+    its events (axum's ``Event::json_data``)."""
+    if compact:
+        return f"data:{json.dumps(value, separators=(',', ':'))}\n\n"
+    return f"data: {json.dumps(value)}\n\n"
 
 
 @dataclass(frozen=True, slots=True)
@@ -348,6 +358,29 @@ class Emulator:
             chunks = _closing(chunks, on_close)
         return self._answer("StreamingResponse", chunks, media_type=media_type, headers=headers)
 
+    def sse(
+        self,
+        events: AsyncIterator[Any],
+        *,
+        compact: bool = False,
+        end: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        on_close: Callable[[], object] | None = None,
+    ) -> Response:
+        """``events`` (JSON values) streamed as server-sent events (``sse_event``), then
+        ``data: <end>`` when given (OpenAI's ``[DONE]``); ``on_close`` as for ``stream``."""
+
+        async def framed() -> AsyncIterator[str]:
+            try:
+                async for event in events:
+                    yield sse_event(event, compact=compact)
+                if end is not None:
+                    yield f"data: {end}\n\n"
+            finally:
+                await _aclose(events)
+
+        return self.stream(framed(), headers=headers, on_close=on_close)
+
     def _answer(self, kind: str, *args: Any, **kwargs: Any) -> Response:
         response: Response = getattr(self._responses, kind)(*args, **kwargs)
         return response
@@ -457,11 +490,16 @@ async def _closing(
             yield chunk
     finally:
         try:
-            close = getattr(chunks, "aclose", None)
-            if close is not None:  # the inner generator's own clean-up runs first
-                await close()
+            await _aclose(chunks)  # the inner generator's own clean-up runs first
         finally:
             on_close()
+
+
+async def _aclose(iterator: AsyncIterator[Any]) -> None:
+    """Close ``iterator`` now if it is a generator (leaving an ``async for`` does not)."""
+    close = getattr(iterator, "aclose", None)
+    if close is not None:
+        await close()
 
 
 def _classifier(

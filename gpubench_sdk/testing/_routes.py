@@ -1,9 +1,7 @@
-"""What emulators' routes repeat beyond the builder: a server-sent event (``sse_event``), the
-count of requests in flight against a server's cap (``InFlight``) and a control plane's
-long-running operations (``Operations``).
+"""What emulators' routes repeat beyond the builder: the count of requests in flight against a
+server's cap (``InFlight``) and a control plane's long-running operations (``Operations``).
 
-A model server streams JSON values as SSE; a cloud control plane answers a change with an
-operation to poll until it is done::
+A cloud control plane answers a change with an operation to poll until it is done::
 
     operations = Operations(delay_s=0.5)
 
@@ -20,21 +18,11 @@ operation to poll until it is done::
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from typing import Any
 
 from ._builder import Reject
-
-
-def sse_event(value: Any, *, compact: bool = False) -> str:
-    """One server-sent event carrying ``value`` as JSON: ``data: <json>`` and a blank line.
-    ``compact``: no spaces anywhere (``data:{"a":1}``), as text-generation-inference writes
-    its events (axum's ``Event::json_data``)."""
-    if compact:
-        return f"data:{json.dumps(value, separators=(',', ':'))}\n\n"
-    return f"data: {json.dumps(value)}\n\n"
 
 
 class InFlight:

@@ -29,7 +29,6 @@ Needs the testing extra (``pip install 'gpubench-sdk[testing]'``).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Literal
 
 from gpubench_sdk.testing import (
@@ -41,7 +40,6 @@ from gpubench_sdk.testing import (
     KeyCheck,
     Reject,
     SimulatedFleet,
-    sse_event,
     watch,
 )
 
@@ -135,11 +133,7 @@ def make_app(
     async def stream(request: Request, body: dict[str, Any]) -> Any:
         job = await admit(request, shapes.payload(body))
         in_flight.enter()
-        details = wants_details(body)
-
-        async def events() -> AsyncIterator[str]:
-            async for event in shapes.stream_events(job, details):
-                yield sse_event(event, compact=True)
+        events = shapes.stream_events(job, wants_details(body))
 
         def close() -> None:
             in_flight.leave()
@@ -147,7 +141,7 @@ def make_app(
 
         headers = {"x-request-id": job.id, "x-compute-type": "gpu+optimized",
                    "x-accel-buffering": "no"}  # fmt: skip
-        return emu.stream(events(), headers=headers, on_close=close)
+        return emu.sse(events, compact=True, headers=headers, on_close=close)
 
     @emu.route("/", "POST", fault="submit", check=False)
     async def root(request: Request) -> Any:

@@ -33,7 +33,6 @@ from gpubench_sdk.testing import (
     Reject,
     SimulatedFleet,
     follow,
-    sse_event,
 )
 
 from . import _kserve as kserve
@@ -89,13 +88,13 @@ def make_app(
         if streams and "text/event-stream" in request.headers.get("accept", ""):
             in_flight.enter()
 
-            async def events() -> AsyncIterator[str]:
+            async def pieces() -> AsyncIterator[Any]:
                 async for piece in follow(job, 0.002):
-                    yield sse_event(piece)
+                    yield piece
                 if job.status is not JobStatus.COMPLETED:
-                    yield sse_event({"error": job.error or job.status.value})
+                    yield {"error": job.error or job.status.value}
 
-            return emu.stream(events(), on_close=in_flight.leave)
+            return emu.sse(pieces(), on_close=in_flight.leave)
         with in_flight:
             await job.done.wait()
         if job.status is not JobStatus.COMPLETED:

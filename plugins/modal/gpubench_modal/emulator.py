@@ -36,7 +36,6 @@ from gpubench_sdk.testing import (
     SimulatedFleet,
     follow,
     json_error,
-    sse_event,
     watch,
 )
 
@@ -71,15 +70,15 @@ def make_app(
                    fault_body=json_error, fault=_fault_route)  # fmt: skip
 
     def event_stream(job: Job) -> Any:
-        async def events() -> AsyncIterator[str]:
+        async def pieces() -> AsyncIterator[Any]:
             async for piece in follow(job, 0.002):
-                yield sse_event(piece)
+                yield piece
             if job.status is not JobStatus.COMPLETED:
                 # a function that raises mid-stream: the response was already started, so the
                 # server can only cut the connection (the chunked body never ends)
                 raise RuntimeError(f"function call {job.id} failed mid-stream: {job.error}")
 
-        return emu.stream(events(), headers={CALL_ID_HEADER: job.id})
+        return emu.sse(pieces(), headers={CALL_ID_HEADER: job.id})
 
     async def answer(request: Request, job: Job, *, cancel_on_hangup: bool) -> Any:
         # the app streams (SSE) what the function yields, when asked for a stream

@@ -36,7 +36,6 @@ from gpubench_sdk.testing import (
     Reject,
     SimulatedFleet,
     follow,
-    sse_event,
 )
 
 if TYPE_CHECKING:
@@ -133,7 +132,9 @@ def make_app(
             want_usage = usage and isinstance(opts, dict) and bool(opts.get("include_usage"))
             events = _events(job, chat, prefill, prompt_tokens, want_usage, kind)
             # a client that disconnects aborts its request, as vLLM does
-            return emu.stream(events, headers=headers, on_close=lambda: fleet.cancel(job.id))
+            return emu.sse(
+                events, end="[DONE]", headers=headers, on_close=lambda: fleet.cancel(job.id)
+            )
         await emu.finished(request, job, "the model failed: {error}")
         n = max(len(job.stream) - prefill, 0)
         text = "".join(token_text(job, i) for i in range(n)) if n else token_text(job, 0)
@@ -150,7 +151,7 @@ def make_app(
 
     async def _events(
         job: Job, chat: bool, prefill: int, prompt_tokens: int, want_usage: bool, kind: str
-    ) -> AsyncIterator[str]:
+    ) -> AsyncIterator[Any]:
         # every chunk of one answer carries the same id and "created" (OpenAI, vLLM)
         base = {"id": job.id, "object": f"{kind}.chunk" if chat else kind,
                 "created": int(time.time()), "model": model}  # fmt: skip
@@ -160,25 +161,24 @@ def make_app(
             return {**base, "choices": [{"index": 0, **delta, "finish_reason": None}]}
 
         if chat:  # vLLM's first chunk: the role, no content
-            yield sse_event({**base, "choices": [{"index": 0, "delta": {"role": "assistant"}}]})
+            yield {**base, "choices": [{"index": 0, "delta": {"role": "assistant"}}]}
         sent = 0
         # the fleet appends tokens on its own schedule; look again within 0.5 ms
         async for _ in follow(job, 0.0005):
             if sent >= prefill:
-                yield sse_event(token(token_text(job, sent - prefill)))
+                yield token(token_text(job, sent - prefill))
             sent += 1
         if job.status is not JobStatus.COMPLETED:
-            yield sse_event({"error": {"message": f"the model failed: {job.error}",
-                                       "type": "server_error", "code": 500}})  # fmt: skip
+            error = {"message": f"the model failed: {job.error}", "type": "server_error"}
+            yield {"error": {**error, "code": 500}}
         else:
             if not len(job.stream) > prefill:  # a job without chunks answers at its end
-                yield sse_event(token(token_text(job, 0)))
+                yield token(token_text(job, 0))
             n = max(len(job.stream) - prefill, 1)
             end: dict[str, Any] = {"delta": {}} if chat else {"text": ""}
-            yield sse_event({**base, "choices": [{"index": 0, **end, "finish_reason": "length"}]})
+            yield {**base, "choices": [{"index": 0, **end, "finish_reason": "length"}]}
             if want_usage:
-                yield sse_event({**base, "choices": [], "usage": _usage(prompt_tokens, n)})
-        yield "data: [DONE]\n\n"
+                yield {**base, "choices": [], "usage": _usage(prompt_tokens, n)}
 
     @emu.route("/v1/models")
     async def models(request: Request) -> Any:
