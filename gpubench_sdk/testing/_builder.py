@@ -474,6 +474,27 @@ class Emulator:
         await self.finished(request, job, "container error: {error}", headers=headers)
         return self.json(job.result, headers=headers)
 
+    def calls(
+        self,
+        path: str = "/{path:path}",
+        *,
+        check: Check | None = None,
+        full: str = "too many requests",
+        fault: FaultRoute = "submit",
+    ) -> None:
+        """Serve ``call`` at ``path`` as a container platform's front end does: ``POST`` only
+        (any other method is a 405 ``method not allowed``), ``check`` run instead of the
+        emulator's (the front end's own auth), every error in plain text (``plain_text``)."""
+
+        async def front_end(request: Request) -> Response:
+            if request.method != "POST":
+                raise Reject(405, "method not allowed")
+            if check is not None:
+                check(request)
+            return await self.call(request, full=full)
+
+        self.route(path, "GET", "POST", fault=fault, check=False, errors=plain_text)(front_end)
+
     def set_scaling(self, settings: ScalingSettings) -> None:
         """``fleet.set_scaling``; settings it refuses (min above max) are ``Reject(400)``."""
         try:

@@ -38,7 +38,6 @@ from gpubench_sdk.testing import (
     Operations,
     Reject,
     SimulatedFleet,
-    plain_text,
 )
 
 if TYPE_CHECKING:
@@ -252,12 +251,9 @@ def make_app(
             },
         }
 
-    @emu.route("/{path:path}", "GET", "POST", fault="submit", check=False, errors=plain_text)
-    async def ingress(request: Request) -> Any:
-        if request.method != "POST":
-            raise Reject(405, "method not allowed")
-        ingress_key(request)  # Easy Auth answers 401 without a valid token
-        return await emu.call(request)  # a hang-up ends the replica's request
+    # the ingress: Easy Auth answers 401 without a valid token; a hang-up ends the replica's
+    # request
+    emu.calls(check=ingress_key)
 
     return emu.app()
 

@@ -34,7 +34,6 @@ from gpubench_sdk.testing import (
     Operations,
     Reject,
     SimulatedFleet,
-    plain_text,
 )
 
 if TYPE_CHECKING:
@@ -173,23 +172,20 @@ def make_app(
     async def revisions(request: Request) -> Any:
         return {"revisions": list(reversed(state["revisions"]))}
 
-    def authorized(request: Request) -> bool:
+    def authorized(request: Request) -> None:
         if api_key is None and authorize is None:
-            return True
+            return
         token = key.given(request.headers)
         if api_key is not None and key.accepts(request.headers):
-            return True
-        return authorize is not None and bool(token) and authorize(str(token))
-
-    @emu.route("/{path:path}", "GET", "POST", errors=plain_text)
-    async def invoke(request: Request) -> Any:
-        if request.method != "POST":
-            raise Reject(405, "method not allowed")
-        if not authorized(request):
+            return
+        if not (authorize is not None and token and authorize(token)):
             # Google's front end answers 401 for a missing or invalid ID token
             raise Reject(401, "Your client does not have permission (401)")
-        return await emu.call(request, full="The request was aborted because there was no "
-                              "available instance.")  # fmt: skip
+
+    # the service URL
+    emu.calls(
+        check=authorized, full="The request was aborted because there was no available instance."
+    )
 
     return emu.app()
 
