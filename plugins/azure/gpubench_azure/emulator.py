@@ -29,16 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpubench_sdk import ScalingSettings
-from gpubench_sdk.testing import (
-    INSTALL_HINT,
-    ASGIApp,
-    Emulator,
-    EmulatorParser,
-    KeyCheck,
-    Operations,
-    Reject,
-    SimulatedFleet,
-)
+from gpubench_sdk import testing as kit
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -71,7 +62,7 @@ def make_tls(directory: str | Path) -> tuple[str, str, str]:
     try:
         import trustme
     except ImportError as exc:
-        raise ImportError(f"the emulator's TLS needs trustme: {INSTALL_HINT}") from exc
+        raise ImportError(f"the emulator's TLS needs trustme: {kit.INSTALL_HINT}") from exc
     root = Path(directory)
     root.mkdir(parents=True, exist_ok=True)
     ca = trustme.CA()
@@ -86,7 +77,7 @@ def make_tls(directory: str | Path) -> tuple[str, str, str]:
 
 
 def make_app(
-    fleet: SimulatedFleet,
+    fleet: kit.SimulatedFleet,
     *,
     api_key: str | None = None,
     auth: str = "bearer",
@@ -94,32 +85,36 @@ def make_app(
     app_id: str = DEFAULT_APP,
     location: str = "eastus",
     operation_delay_s: float = 0.0,
-) -> ASGIApp:
+) -> kit.ASGIApp:
     """The emulator app for ``fleet``. The ingress requires ``api_key`` (``auth``: ``bearer``
     or ``functions-key``) when given; Resource Manager requires ``arm_token`` when given."""
-    arm_key = KeyCheck(arm_token, message="The access token is missing or invalid.")
+    arm_key = kit.KeyCheck(arm_token, message="The access token is missing or invalid.")
     functions_key = auth == "functions-key"
     denied = "You do not have permission to view this directory or page."
-    ingress_key = KeyCheck(api_key, "x-functions-key" if functions_key else "authorization",
-                           () if functions_key else ("Bearer",), message=denied)  # fmt: skip
+    ingress_key = kit.KeyCheck(api_key, "x-functions-key" if functions_key else "authorization",
+                               () if functions_key else ("Bearer",), message=denied)  # fmt: skip
     app_name = app_id.rsplit("/", 1)[-1]
 
     def check_arm(request: Request) -> None:
         if "api-version" not in request.query_params:
-            raise Reject(400, "The api-version query parameter is required.")
+            raise kit.Reject(400, "The api-version query parameter is required.")
         arm_key(request)
         name = request.path_params.get("app")
         if name is not None and name.lower() != app_name.lower():
-            raise Reject(404, f"The Resource 'Microsoft.App/containerApps/{name}' was not found.")
+            raise kit.Reject(
+                404, f"The Resource 'Microsoft.App/containerApps/{name}' was not found."
+            )
 
-    emu = Emulator(fleet, name="Azure Container Apps", check=check_arm, error_body=arm_error_body)
+    emu = kit.Emulator(
+        fleet, name="Azure Container Apps", check=check_arm, error_body=arm_error_body
+    )
     container = {"name": "model", "image": "mcr.microsoft.com/k8se/gpu-quickstart:latest",
                  "resources": {"cpu": 8.0, "memory": "56Gi"}}  # fmt: skip
     state: dict[str, Any] = {
         "template": {"containers": [container], "scale": {"pollingInterval": 30, "rules": []}},
         "revisions": [],
     }
-    operations = Operations(operation_delay_s, missing="The operation was not found.")
+    operations = kit.Operations(operation_delay_s, missing="The operation was not found.")
 
     def now() -> str:
         return dt.datetime.now(dt.UTC).isoformat()
@@ -178,7 +173,7 @@ def make_app(
             scale = new.get("scale") or {}
             low, high = scale.get("minReplicas", 0), scale.get("maxReplicas", 10)
             if not (isinstance(low, int) and isinstance(high, int) and 0 <= low <= high):
-                raise Reject(400, "minReplicas must be between 0 and maxReplicas.")
+                raise kit.Reject(400, "minReplicas must be between 0 and maxReplicas.")
             if new != {**state["template"], "scale": scale_of_fleet()}:
                 fleet.set_scaling(ScalingSettings(scale.get("minReplicas"),
                                                   scale.get("maxReplicas"),
@@ -224,7 +219,7 @@ def make_app(
     async def replicas(request: Request) -> Any:
         name = request.path_params["revision"]
         if name not in [r["name"] for r in state["revisions"]]:
-            raise Reject(404, f"The revision '{name}' was not found.")
+            raise kit.Reject(404, f"The revision '{name}' was not found.")
         if name != state["revisions"][-1]["name"]:
             return {"value": []}  # inactive: no replicas
         counts = fleet.counts()
@@ -273,7 +268,9 @@ def _merge(target: Any, patch: Any) -> Any:
 
 def main(argv: list[str] | None = None) -> None:
     """Serve an emulator until interrupted: ``python -m gpubench_azure.emulator``."""
-    parser = EmulatorParser(__doc__, port=8689, key_help="require this ingress key (env variable)")
+    parser = kit.EmulatorParser(
+        __doc__, port=8689, key_help="require this ingress key (env variable)"
+    )
     parser.add_argument("--tls-dir", help="write a throwaway CA (ca.pem) here and serve HTTPS")
     parser.add_argument("--app-id", default=DEFAULT_APP)
     parser.add_argument("--location", default="eastus")

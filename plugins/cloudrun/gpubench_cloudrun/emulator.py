@@ -26,15 +26,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from gpubench_sdk import ScalingSettings
-from gpubench_sdk.testing import (
-    ASGIApp,
-    Emulator,
-    EmulatorParser,
-    KeyCheck,
-    Operations,
-    Reject,
-    SimulatedFleet,
-)
+from gpubench_sdk import testing as kit
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -55,7 +47,7 @@ def google_error_body(status: int, message: str) -> tuple[bytes, str]:
     return json.dumps(body).encode(), "application/json"
 
 
-def fleet_scaling(fleet: SimulatedFleet) -> dict[str, Any]:
+def fleet_scaling(fleet: kit.SimulatedFleet) -> dict[str, Any]:
     """``template.scaling`` as the fleet stands (a test may change the fleet directly)."""
     scaling: dict[str, Any] = {"maxInstanceCount": fleet.scaling.max_workers}
     if fleet.scaling.min_workers:  # proto3 JSON leaves zero out
@@ -63,7 +55,7 @@ def fleet_scaling(fleet: SimulatedFleet) -> dict[str, Any]:
     return scaling
 
 
-def default_service(name: str, fleet: SimulatedFleet) -> dict[str, Any]:
+def default_service(name: str, fleet: kit.SimulatedFleet) -> dict[str, Any]:
     """An L4 service as ``gcloud run deploy --gpu 1 --gpu-type nvidia-l4`` makes it."""
     return {
         "name": name,
@@ -84,22 +76,22 @@ def default_service(name: str, fleet: SimulatedFleet) -> dict[str, Any]:
 
 
 def make_app(
-    fleet: SimulatedFleet,
+    fleet: kit.SimulatedFleet,
     *,
     api_key: str | None = None,
     authorize: Callable[[str], bool] | None = None,
     service_name: str = DEFAULT_SERVICE,
     operation_delay_s: float = 0.0,
-) -> ASGIApp:
+) -> kit.ASGIApp:
     """The emulator app for ``fleet``. The service URL requires ``Authorization: Bearer``
     with ``api_key``, or a token ``authorize(token)`` accepts (an ID token check); with
     neither it is public. ``operation_delay_s`` keeps update operations running a while."""
-    emu = Emulator(fleet, name="Cloud Run", error_body=google_error_body, fault="submit")
+    emu = kit.Emulator(fleet, name="Cloud Run", error_body=google_error_body, fault="submit")
     service_id = service_name.rsplit("/", 1)[-1]
     location = service_name.split("/services/", 1)[0]
     state: dict[str, Any] = {"service": default_service(service_name, fleet), "revisions": []}
-    operations = Operations(operation_delay_s)
-    key = KeyCheck(api_key)
+    operations = kit.Operations(operation_delay_s)
+    key = kit.KeyCheck(api_key)
 
     def roll_revision() -> None:
         number = len(state["revisions"]) + 1
@@ -134,17 +126,17 @@ def make_app(
     async def service(request: Request) -> Any:
         name = f"{location}/services/{request.path_params['service']}"
         if name != service_name:
-            raise Reject(404, f"Resource '{name}' was not found")
+            raise kit.Reject(404, f"Resource '{name}' was not found")
         if request.method == "GET":
             return service_body(request)
         body = await emu.read_json(request, not_object=None)
         template = body.get("template") if isinstance(body, dict) else None
         if not isinstance(template, dict):
-            raise Reject(400, "service.template is required")
+            raise kit.Reject(400, "service.template is required")
         scaling = template.get("scaling") or {}
         low, high = int(scaling.get("minInstanceCount", 0)), int(scaling.get("maxInstanceCount", 0))
         if low < 0 or (high and low > high):
-            raise Reject(400, "min_instance_count must be <= max_instance_count")
+            raise kit.Reject(400, "min_instance_count must be <= max_instance_count")
         state["service"]["template"]["scaling"] = fleet_scaling(fleet)
         if template != state["service"]["template"]:
             state["service"]["template"] = template
@@ -180,7 +172,7 @@ def make_app(
             return
         if not (authorize is not None and token and authorize(token)):
             # Google's front end answers 401 for a missing or invalid ID token
-            raise Reject(401, "Your client does not have permission (401)")
+            raise kit.Reject(401, "Your client does not have permission (401)")
 
     # the service URL
     emu.calls(
@@ -192,8 +184,9 @@ def make_app(
 
 def main(argv: list[str] | None = None) -> None:
     """Serve an emulator until interrupted: ``python -m gpubench_cloudrun.emulator``."""
-    parser = EmulatorParser(__doc__, port=8687,
-                            key_help="require this bearer token (env variable name)")  # fmt: skip
+    parser = kit.EmulatorParser(
+        __doc__, port=8687, key_help="require this bearer token (env variable name)"
+    )
     parser.add_argument(
         "--service", dest="service_name", metavar="SERVICE", default=DEFAULT_SERVICE
     )

@@ -23,17 +23,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from gpubench_sdk.testing import (
-    ASGIApp,
-    Emulator,
-    EmulatorParser,
-    InFlight,
-    JobStatus,
-    KeyCheck,
-    Reject,
-    SimulatedFleet,
-    follow,
-)
+from gpubench_sdk import testing as kit
 
 from . import _kserve as kserve
 
@@ -44,29 +34,29 @@ DEFAULT_MODEL = "emulated-model_0a1b2c"
 
 
 def make_app(
-    fleet: SimulatedFleet,
+    fleet: kit.SimulatedFleet,
     *,
     api_key: str | None = None,
     model: str = DEFAULT_MODEL,
     max_concurrent: int = 64,
     streams: bool = True,
-) -> ASGIApp:
+) -> kit.ASGIApp:
     """The emulator app for ``fleet``: ``model`` is the name in the URL; ``api_key`` the
     workspace key every request must carry as ``Authorization: Bearer``; ``streams``: the
     model is deployed with streaming output (else it answers JSON whatever is accepted)."""
-    in_flight = InFlight(max_concurrent)
-    key = KeyCheck(api_key, bare=True, message="invalid workspace API key")
+    in_flight = kit.InFlight(max_concurrent)
+    key = kit.KeyCheck(api_key, bare=True, message="invalid workspace API key")
 
     def known(request: Request) -> None:
         name = request.path_params["model"]
         if name != model:
-            raise Reject(404, f"Model with name {name} does not exist.")
+            raise kit.Reject(404, f"Model with name {name} does not exist.")
 
     def check(request: Request) -> None:
         known(request)
         key(request)
 
-    emu = Emulator(fleet, name="Inferless", check=check, fault=None)
+    emu = kit.Emulator(fleet, name="Inferless", check=check, fault=None)
     models = "/v2/models/{model}"
 
     @emu.route(models + "/versions/{version}/infer", "POST", fault="submit")
@@ -81,7 +71,7 @@ def make_app(
             return emu.json(problem[1], problem[0])
         payload = kserve.decode_tensors(body["inputs"])
         if in_flight.full:
-            raise Reject(429, "too many concurrent requests for this model")
+            raise kit.Reject(429, "too many concurrent requests for this model")
         request_id = body.get("id") if isinstance(body.get("id"), str) else None
         job = emu.submit(payload, full="too many queued requests: {exc}", job_id=request_id)
         version = request.path_params.get("version")  # kserve: null when the URL has none
@@ -89,16 +79,16 @@ def make_app(
             in_flight.enter()
 
             async def pieces() -> AsyncIterator[Any]:
-                async for piece in follow(job, 0.002):
+                async for piece in kit.follow(job, 0.002):
                     yield piece
-                if job.status is not JobStatus.COMPLETED:
+                if job.status is not kit.JobStatus.COMPLETED:
                     yield {"error": job.error or job.status.value}
 
             return emu.sse(pieces(), on_close=in_flight.leave)
         with in_flight:
             await job.done.wait()
-        if job.status is not JobStatus.COMPLETED:
-            raise Reject(500, job.error or f"inference {job.status.value}")
+        if job.status is not kit.JobStatus.COMPLETED:
+            raise kit.Reject(500, job.error or f"inference {job.status.value}")
         outputs = kserve.encode_outputs(job.output)
         return {"model_name": model, "model_version": version, "id": job.id, "outputs": outputs}
 
@@ -136,7 +126,7 @@ def infer_url(base_url: str, model: str = DEFAULT_MODEL, version: str = "1") -> 
 
 def main(argv: list[str] | None = None) -> None:
     """Serve an emulator until interrupted: ``python -m gpubench_inferless.emulator``."""
-    parser = EmulatorParser(__doc__, port=8688, idle_flag="--scale-down-delay-s")
+    parser = kit.EmulatorParser(__doc__, port=8688, idle_flag="--scale-down-delay-s")
     parser.add_argument("--model", default=DEFAULT_MODEL)
     args = parser.parse(argv)
     args.serve(make_app(args.fleet(), api_key=args.api_key, **args.own()))
