@@ -6,11 +6,13 @@
   truncated and malformed bodies, failed jobs) applied at the protocol layer.
 - ``Emulator``: an emulator declared by its routes, with the key check (``KeyCheck``), the
   fault routes, the error body (``Reject``), the install hint and the lifespan built in;
-  ``RateLimit``, ``scaling_patch``, ``follow``, ``watch`` and ``until`` for its handlers.
+  ``RateLimit``, ``scaling_patch``, ``follow``, ``watch`` and ``until`` for its handlers;
+  ``sse_event`` (one server-sent event; ``Emulator.sse`` streams them), ``InFlight``
+  (requests served now, against a cap) and ``Operations`` (a control plane's long-running
+  operations) for what its routes answer.
 - ``QueueEmulator``: an ``Emulator`` for a queue-style (job) API: it remembers the jobs it
   submitted and finds them by id, holds synchronous calls, waits for a stream's first output,
-  ends jobs at deadlines and caps rates; ``WallClock`` (the fleet's times on the wall clock)
-  and ``sse_event`` (one server-sent event) for its bodies.
+  ends jobs at deadlines and caps rates; ``WallClock`` (the fleet's times on the wall clock).
 - ``Request``: Starlette's request, the argument of every route handler (for annotations).
 - ``serve``: run an emulator (an ASGI app) with uvicorn on a random loopback port;
   ``serve_forever``: the same as an emulator's command line (prints its URL, then serves);
@@ -38,7 +40,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from ._billing import BillingMeter, WorkerBill
-from ._builder import Emulator, KeyCheck, RateLimit, Reject, plain_text, scaling_patch
+from ._builder import Emulator, KeyCheck, RateLimit, Reject, plain_text, scaling_patch, sse_event
 from ._cases import FAULT_CASES, POLL_FAULT_CASES, FaultCase
 from ._emulator import (
     EmulatorArgs,
@@ -63,7 +65,8 @@ from ._faults import (
 from ._fleet import FleetConfig, SimulatedFleet, echo_handler, quick_fleet
 from ._harness import INSTALL_HINT, ServedApp, serve, serve_forever
 from ._jobs import FleetCounts, Job, JobStatus, JobTruth, QueueFull, WorkerState
-from ._queue import QueueEmulator, WallClock, sse_event
+from ._queue import QueueEmulator, WallClock
+from ._routes import InFlight, Operations
 from ._timing import Duration, noise_tolerance_ms
 
 if TYPE_CHECKING:
@@ -94,11 +97,13 @@ __all__ = [
     "FaultedFleet",
     "FleetConfig",
     "FleetCounts",
+    "InFlight",
     "Injected",
     "Job",
     "JobStatus",
     "JobTruth",
     "KeyCheck",
+    "Operations",
     "ProviderConformance",
     "QueueEmulator",
     "QueueFull",

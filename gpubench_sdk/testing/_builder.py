@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import hmac
+import json
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
@@ -76,6 +77,26 @@ class Reject(Exception):
 def plain_text(status: int, message: str) -> tuple[bytes, str]:
     """An error body that is the message as plain text (proxies' and front ends' errors)."""
     return message.encode(), "text/plain; charset=utf-8"
+
+
+def sse_event(
+    data: Any,
+    *,
+    event: str | None = None,
+    event_id: int | str | None = None,
+    compact: bool = False,
+) -> bytes:
+    """One server-sent event: its ``event:`` and ``id:`` lines when given, then ``data:`` and
+    a blank line. ``data`` that is not a str is written as JSON; ``compact``: no spaces at all
+    (``data:{"a":1}``), as text-generation-inference writes its events (axum's
+    ``Event::json_data``)."""
+    if not isinstance(data, str):
+        data = json.dumps(data, separators=(",", ":")) if compact else json.dumps(data)
+    lines = [] if event is None else [f"event: {event}"]
+    if event_id is not None:
+        lines.append(f"id: {event_id}")
+    lines.append(f"data:{data}" if compact else f"data: {data}")
+    return ("\n".join(lines) + "\n\n").encode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +214,7 @@ class Emulator:
     on_stop: list[Callable[[], None]] = field(default_factory=list)
     _routes: list[_Route] = field(default_factory=list)
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    _timers: set[asyncio.TimerHandle] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self._responses = require("starlette.responses", f"the {self.name} emulator")
@@ -227,6 +249,21 @@ class Emulator:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
+
+    def later(
+        self, delay_s: float, callback: Callable[..., object], *args: Any
+    ) -> asyncio.TimerHandle:
+        """Call ``callback(*args)`` in ``delay_s`` (a scale-out policy acting, an unclaimed
+        result given up); cancelled when the app stops first. Cancel the handle to call it off."""
+        import asyncio
+
+        def fire() -> None:
+            self._timers.discard(handle)
+            callback(*args)
+
+        handle = asyncio.get_running_loop().call_later(delay_s, fire)
+        self._timers.add(handle)
+        return handle
 
     def app(self, **state: Any) -> ASGIApp:
         """The ASGI app: the routes behind ``FaultInjector``, the fleet run by its lifespan;
@@ -288,6 +325,8 @@ class Emulator:
             finally:
                 for task in list(self._tasks):
                     task.cancel()
+                for timer in list(self._timers):
+                    timer.cancel()
                 for hook in self.on_stop:
                     hook()
 
@@ -319,9 +358,39 @@ class Emulator:
         chunks: AsyncIterator[bytes] | AsyncIterator[str],
         media_type: str = "text/event-stream",
         headers: Mapping[str, str] | None = None,
+        *,
+        on_close: Callable[[], object] | None = None,
     ) -> Response:
-        """A streamed answer: its headers go out at once, then each chunk as it comes."""
+        """A streamed answer: its headers go out at once, then each chunk as it comes.
+        ``on_close`` runs once the stream ends, however it ends: the last chunk sent, the
+        client gone, the generator failed (``lambda: fleet.cancel(job.id)`` stops the job a
+        client left, as a server stops generating)."""
+        if on_close is not None:
+            chunks = _closing(chunks, on_close)
         return self._answer("StreamingResponse", chunks, media_type=media_type, headers=headers)
+
+    def sse(
+        self,
+        events: AsyncIterator[Any],
+        *,
+        compact: bool = False,
+        end: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        on_close: Callable[[], object] | None = None,
+    ) -> Response:
+        """``events`` (JSON values) streamed as server-sent events (``sse_event``), then
+        ``data: <end>`` when given (OpenAI's ``[DONE]``); ``on_close`` as for ``stream``."""
+
+        async def framed() -> AsyncIterator[bytes]:
+            try:
+                async for event in events:
+                    yield sse_event(event, compact=compact)
+                if end is not None:
+                    yield sse_event(end)
+            finally:
+                await _aclose(events)
+
+        return self.stream(framed(), headers=headers, on_close=on_close)
 
     def _answer(self, kind: str, *args: Any, **kwargs: Any) -> Response:
         response: Response = getattr(self._responses, kind)(*args, **kwargs)
@@ -384,6 +453,27 @@ class Emulator:
             raise Reject(404, missing)
         return job
 
+    async def finished(
+        self,
+        request: Request,
+        job: Job,
+        failed: str | Callable[[Job], Reject],
+        *,
+        headers: Mapping[str, str] | None = None,
+    ) -> Job:
+        """Hold ``request`` until ``job`` ends and return it, completed. A job that did not
+        complete is ``Reject(500, failed)`` (``{error}`` is the job's error, ``headers`` go
+        with it), or ``failed(job)`` when that is a function. A client that hangs up first is
+        answered 499 and its job cancelled (``hold``), as a front end ends what its client
+        left."""
+        if not await hold(request, job, self.fleet):
+            raise Reject(499, response=self.reply(status=499))
+        if job.status is JobStatus.COMPLETED:
+            return job
+        if callable(failed):
+            raise failed(job)
+        raise Reject(500, failed.format(error=job.error), headers)
+
     async def call(self, request: Request, *, full: str = "too many requests") -> Response:
         """A direct call as a container platform's front end serves one: the JSON body (any
         other JSON value as ``{"input": value}``) runs as a job while the request is held;
@@ -391,12 +481,30 @@ class Emulator:
         499 when the client hung up first (the job is then cancelled)."""
         payload = await self.read_json(request, not_object=None)
         job = self.submit(payload if isinstance(payload, dict) else {"input": payload}, full=full)
-        if not await hold(request, job, self.fleet):
-            return self.reply(status=499)
         headers = {"x-request-id": job.id}
-        if job.status is not JobStatus.COMPLETED:
-            raise Reject(500, f"container error: {job.error}", headers)
+        await self.finished(request, job, "container error: {error}", headers=headers)
         return self.json(job.result, headers=headers)
+
+    def calls(
+        self,
+        path: str = "/{path:path}",
+        *,
+        check: Check | None = None,
+        full: str = "too many requests",
+        fault: FaultRoute = "submit",
+    ) -> None:
+        """Serve ``call`` at ``path`` as a container platform's front end does: ``POST`` only
+        (any other method is a 405 ``method not allowed``), ``check`` run instead of the
+        emulator's (the front end's own auth), every error in plain text (``plain_text``)."""
+
+        async def front_end(request: Request) -> Response:
+            if request.method != "POST":
+                raise Reject(405, "method not allowed")
+            if check is not None:
+                check(request)
+            return await self.call(request, full=full)
+
+        self.route(path, "GET", "POST", fault=fault, check=False, errors=plain_text)(front_end)
 
     def set_scaling(self, settings: ScalingSettings) -> None:
         """``fleet.set_scaling``; settings it refuses (min above max) are ``Reject(400)``."""
@@ -404,6 +512,26 @@ class Emulator:
             self.fleet.set_scaling(settings)
         except ValueError as exc:
             raise Reject(400, str(exc)) from None
+
+
+async def _closing(
+    chunks: AsyncIterator[bytes] | AsyncIterator[str], on_close: Callable[[], object]
+) -> AsyncIterator[Any]:
+    try:
+        async for chunk in chunks:
+            yield chunk
+    finally:
+        try:
+            await _aclose(chunks)  # the inner generator's own clean-up runs first
+        finally:
+            on_close()
+
+
+async def _aclose(iterator: AsyncIterator[Any]) -> None:
+    """Close ``iterator`` now if it is a generator (leaving an ``async for`` does not)."""
+    close = getattr(iterator, "aclose", None)
+    if close is not None:
+        await close()
 
 
 def _classifier(

@@ -131,6 +131,12 @@ class EmulatorArgs(argparse.Namespace):
                                  "idle_timeout_s": self.idle_timeout_s}  # fmt: skip
         return SimulatedFleet(FleetConfig(**{**sizes, **config}))
 
+    def own(self, *, exclude: tuple[str, ...] = ()) -> dict[str, Any]:
+        """The emulator's own options (all but the shared ones, and ``exclude``) by name: the
+        keywords of its ``make_app`` when each option's ``dest`` is the parameter's name."""
+        skip = {*EmulatorArgs.__annotations__, *exclude}  # the shared options are declared
+        return {name: value for name, value in vars(self).items() if name not in skip}
+
     def serve(self, app: ASGIApp, *, path: str = "", tls: tuple[str, str] | None = None) -> None:
         """``serve_forever(app)`` on the ``--host`` and ``--port`` given."""
         serve_forever(app, host=self.host, port=self.port, path=path, tls=tls)

@@ -23,8 +23,8 @@ paths, bodies, status words and units)::
         job = emu.find(request)                   # 404 "no such job" for an id not submitted here
         return {"id": job.id, "status": job.status.value, "ahead": emu.position(job)}
 
-``WallClock`` writes the fleet's ``perf_counter`` instants as wall-clock times, and
-``sse_event`` frames one server-sent event.
+``WallClock`` writes the fleet's ``perf_counter`` instants as wall-clock times (the kit's
+``sse_event`` frames a stream's events).
 """
 
 from __future__ import annotations
@@ -67,15 +67,6 @@ class WallClock:
     def iso(self, perf_s: float | None) -> str | None:
         """``perf_s`` in ISO 8601 (``2026-11-29T23:28:56.123456+00:00``); ``None`` stays None."""
         return None if perf_s is None else self.at(perf_s).isoformat()
-
-
-def sse_event(data: str, *, event: str | None = None, event_id: int | str | None = None) -> bytes:
-    """One server-sent event: its ``event:`` and ``id:`` lines when given, then ``data:``."""
-    lines = [] if event is None else [f"event: {event}"]
-    if event_id is not None:
-        lines.append(f"id: {event_id}")
-    lines.append(f"data: {data}")
-    return ("\n".join(lines) + "\n\n").encode()
 
 
 @dataclass

@@ -21,7 +21,6 @@ the others as ``Running``. Faults apply to the ingress (route ``submit``) and Re
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import datetime as dt
 import json
@@ -30,16 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpubench_sdk import ScalingSettings
-from gpubench_sdk.testing import (
-    INSTALL_HINT,
-    ASGIApp,
-    Emulator,
-    EmulatorParser,
-    KeyCheck,
-    Reject,
-    SimulatedFleet,
-    plain_text,
-)
+from gpubench_sdk import testing as kit
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -72,7 +62,7 @@ def make_tls(directory: str | Path) -> tuple[str, str, str]:
     try:
         import trustme
     except ImportError as exc:
-        raise ImportError(f"the emulator's TLS needs trustme: {INSTALL_HINT}") from exc
+        raise ImportError(f"the emulator's TLS needs trustme: {kit.INSTALL_HINT}") from exc
     root = Path(directory)
     root.mkdir(parents=True, exist_ok=True)
     ca = trustme.CA()
@@ -87,7 +77,7 @@ def make_tls(directory: str | Path) -> tuple[str, str, str]:
 
 
 def make_app(
-    fleet: SimulatedFleet,
+    fleet: kit.SimulatedFleet,
     *,
     api_key: str | None = None,
     auth: str = "bearer",
@@ -95,32 +85,36 @@ def make_app(
     app_id: str = DEFAULT_APP,
     location: str = "eastus",
     operation_delay_s: float = 0.0,
-) -> ASGIApp:
+) -> kit.ASGIApp:
     """The emulator app for ``fleet``. The ingress requires ``api_key`` (``auth``: ``bearer``
     or ``functions-key``) when given; Resource Manager requires ``arm_token`` when given."""
-    arm_key = KeyCheck(arm_token, message="The access token is missing or invalid.")
+    arm_key = kit.KeyCheck(arm_token, message="The access token is missing or invalid.")
     functions_key = auth == "functions-key"
     denied = "You do not have permission to view this directory or page."
-    ingress_key = KeyCheck(api_key, "x-functions-key" if functions_key else "authorization",
-                           () if functions_key else ("Bearer",), message=denied)  # fmt: skip
+    ingress_key = kit.KeyCheck(api_key, "x-functions-key" if functions_key else "authorization",
+                               () if functions_key else ("Bearer",), message=denied)  # fmt: skip
     app_name = app_id.rsplit("/", 1)[-1]
 
     def check_arm(request: Request) -> None:
         if "api-version" not in request.query_params:
-            raise Reject(400, "The api-version query parameter is required.")
+            raise kit.Reject(400, "The api-version query parameter is required.")
         arm_key(request)
         name = request.path_params.get("app")
         if name is not None and name.lower() != app_name.lower():
-            raise Reject(404, f"The Resource 'Microsoft.App/containerApps/{name}' was not found.")
+            raise kit.Reject(
+                404, f"The Resource 'Microsoft.App/containerApps/{name}' was not found."
+            )
 
-    emu = Emulator(fleet, name="Azure Container Apps", check=check_arm, error_body=arm_error_body)
+    emu = kit.Emulator(
+        fleet, name="Azure Container Apps", check=check_arm, error_body=arm_error_body
+    )
     container = {"name": "model", "image": "mcr.microsoft.com/k8se/gpu-quickstart:latest",
                  "resources": {"cpu": 8.0, "memory": "56Gi"}}  # fmt: skip
     state: dict[str, Any] = {
         "template": {"containers": [container], "scale": {"pollingInterval": 30, "rules": []}},
         "revisions": [],
     }
-    operations: dict[str, float] = {}
+    operations = kit.Operations(operation_delay_s, missing="The operation was not found.")
 
     def now() -> str:
         return dt.datetime.now(dt.UTC).isoformat()
@@ -179,15 +173,14 @@ def make_app(
             scale = new.get("scale") or {}
             low, high = scale.get("minReplicas", 0), scale.get("maxReplicas", 10)
             if not (isinstance(low, int) and isinstance(high, int) and 0 <= low <= high):
-                raise Reject(400, "minReplicas must be between 0 and maxReplicas.")
+                raise kit.Reject(400, "minReplicas must be between 0 and maxReplicas.")
             if new != {**state["template"], "scale": scale_of_fleet()}:
                 fleet.set_scaling(ScalingSettings(scale.get("minReplicas"),
                                                   scale.get("maxReplicas"),
                                                   scale.get("cooldownPeriod")))  # fmt: skip
                 state["template"] = new
                 roll_revision()
-        operation = str(uuid.uuid4())
-        operations[operation] = asyncio.get_running_loop().time() + operation_delay_s
+        operation = operations.start()
         where = (
             f"{request.base_url}subscriptions/{request.path_params['sub']}/providers/"
             f"Microsoft.App/locations/{location}/containerappOperationResults/{operation}"
@@ -198,10 +191,8 @@ def make_app(
     @emu.route("/subscriptions/{sub}/providers/Microsoft.App/locations/{location}"
                "/containerappOperationResults/{operation}")  # fmt: skip
     async def operation_result(request: Request) -> Any:
-        ready_at = operations.get(request.path_params["operation"])
-        if ready_at is None:
-            raise Reject(404, "The operation was not found.")
-        if asyncio.get_running_loop().time() < ready_at:
+        done, _ = operations.status(request.path_params["operation"])
+        if not done:
             return emu.reply(status=202, headers={"Location": str(request.url)})
         return app_body(request)
 
@@ -228,7 +219,7 @@ def make_app(
     async def replicas(request: Request) -> Any:
         name = request.path_params["revision"]
         if name not in [r["name"] for r in state["revisions"]]:
-            raise Reject(404, f"The revision '{name}' was not found.")
+            raise kit.Reject(404, f"The revision '{name}' was not found.")
         if name != state["revisions"][-1]["name"]:
             return {"value": []}  # inactive: no replicas
         counts = fleet.counts()
@@ -255,12 +246,9 @@ def make_app(
             },
         }
 
-    @emu.route("/{path:path}", "GET", "POST", fault="submit", check=False, errors=plain_text)
-    async def ingress(request: Request) -> Any:
-        if request.method != "POST":
-            raise Reject(405, "method not allowed")
-        ingress_key(request)  # Easy Auth answers 401 without a valid token
-        return await emu.call(request)  # a hang-up ends the replica's request
+    # the ingress: Easy Auth answers 401 without a valid token; a hang-up ends the replica's
+    # request
+    emu.calls(check=ingress_key)
 
     return emu.app()
 
@@ -280,7 +268,9 @@ def _merge(target: Any, patch: Any) -> Any:
 
 def main(argv: list[str] | None = None) -> None:
     """Serve an emulator until interrupted: ``python -m gpubench_azure.emulator``."""
-    parser = EmulatorParser(__doc__, port=8689, key_help="require this ingress key (env variable)")
+    parser = kit.EmulatorParser(
+        __doc__, port=8689, key_help="require this ingress key (env variable)"
+    )
     parser.add_argument("--tls-dir", help="write a throwaway CA (ca.pem) here and serve HTTPS")
     parser.add_argument("--app-id", default=DEFAULT_APP)
     parser.add_argument("--location", default="eastus")
@@ -289,8 +279,7 @@ def main(argv: list[str] | None = None) -> None:
         "--arm-token-env", dest="arm_token", help="require this ARM bearer token (env variable)"
     )
     args = parser.parse(argv)
-    app = make_app(args.fleet(), api_key=args.api_key, auth=args.auth, arm_token=args.arm_token,
-                   app_id=args.app_id, location=args.location)  # fmt: skip
+    app = make_app(args.fleet(), api_key=args.api_key, **args.own(exclude=("tls_dir",)))
     args.serve(app, tls=make_tls(args.tls_dir)[1:] if args.tls_dir else None)
 
 

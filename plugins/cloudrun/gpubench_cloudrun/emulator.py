@@ -19,7 +19,6 @@ Run ``python -m gpubench_cloudrun.emulator --port 0`` to serve one by hand.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
 import uuid
@@ -27,15 +26,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from gpubench_sdk import ScalingSettings
-from gpubench_sdk.testing import (
-    ASGIApp,
-    Emulator,
-    EmulatorParser,
-    KeyCheck,
-    Reject,
-    SimulatedFleet,
-    plain_text,
-)
+from gpubench_sdk import testing as kit
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -56,7 +47,7 @@ def google_error_body(status: int, message: str) -> tuple[bytes, str]:
     return json.dumps(body).encode(), "application/json"
 
 
-def fleet_scaling(fleet: SimulatedFleet) -> dict[str, Any]:
+def fleet_scaling(fleet: kit.SimulatedFleet) -> dict[str, Any]:
     """``template.scaling`` as the fleet stands (a test may change the fleet directly)."""
     scaling: dict[str, Any] = {"maxInstanceCount": fleet.scaling.max_workers}
     if fleet.scaling.min_workers:  # proto3 JSON leaves zero out
@@ -64,7 +55,7 @@ def fleet_scaling(fleet: SimulatedFleet) -> dict[str, Any]:
     return scaling
 
 
-def default_service(name: str, fleet: SimulatedFleet) -> dict[str, Any]:
+def default_service(name: str, fleet: kit.SimulatedFleet) -> dict[str, Any]:
     """An L4 service as ``gcloud run deploy --gpu 1 --gpu-type nvidia-l4`` makes it."""
     return {
         "name": name,
@@ -85,22 +76,22 @@ def default_service(name: str, fleet: SimulatedFleet) -> dict[str, Any]:
 
 
 def make_app(
-    fleet: SimulatedFleet,
+    fleet: kit.SimulatedFleet,
     *,
     api_key: str | None = None,
     authorize: Callable[[str], bool] | None = None,
     service_name: str = DEFAULT_SERVICE,
     operation_delay_s: float = 0.0,
-) -> ASGIApp:
+) -> kit.ASGIApp:
     """The emulator app for ``fleet``. The service URL requires ``Authorization: Bearer``
     with ``api_key``, or a token ``authorize(token)`` accepts (an ID token check); with
     neither it is public. ``operation_delay_s`` keeps update operations running a while."""
-    emu = Emulator(fleet, name="Cloud Run", error_body=google_error_body, fault="submit")
+    emu = kit.Emulator(fleet, name="Cloud Run", error_body=google_error_body, fault="submit")
     service_id = service_name.rsplit("/", 1)[-1]
     location = service_name.split("/services/", 1)[0]
     state: dict[str, Any] = {"service": default_service(service_name, fleet), "revisions": []}
-    operations: dict[str, tuple[float, dict[str, Any]]] = {}
-    key = KeyCheck(api_key)
+    operations = kit.Operations(operation_delay_s)
+    key = kit.KeyCheck(api_key)
 
     def roll_revision() -> None:
         number = len(state["revisions"]) + 1
@@ -135,17 +126,17 @@ def make_app(
     async def service(request: Request) -> Any:
         name = f"{location}/services/{request.path_params['service']}"
         if name != service_name:
-            raise Reject(404, f"Resource '{name}' was not found")
+            raise kit.Reject(404, f"Resource '{name}' was not found")
         if request.method == "GET":
             return service_body(request)
         body = await emu.read_json(request, not_object=None)
         template = body.get("template") if isinstance(body, dict) else None
         if not isinstance(template, dict):
-            raise Reject(400, "service.template is required")
+            raise kit.Reject(400, "service.template is required")
         scaling = template.get("scaling") or {}
         low, high = int(scaling.get("minInstanceCount", 0)), int(scaling.get("maxInstanceCount", 0))
         if low < 0 or (high and low > high):
-            raise Reject(400, "min_instance_count must be <= max_instance_count")
+            raise kit.Reject(400, "min_instance_count must be <= max_instance_count")
         state["service"]["template"]["scaling"] = fleet_scaling(fleet)
         if template != state["service"]["template"]:
             state["service"]["template"] = template
@@ -154,14 +145,12 @@ def make_app(
             roll_revision()
             fleet.request_worker()  # the new revision's first instance (readiness check)
         op_name = f"{location}/operations/{uuid.uuid4()}"
-        result = service_body(request)
-        operations[op_name] = (asyncio.get_running_loop().time() + operation_delay_s, result)
-        return operation_body(op_name)
+        return operation_body(operations.start(service_body(request), name=op_name))
 
     def operation_body(name: str) -> dict[str, Any]:
-        ready_at, result = operations[name]
+        done, result = operations.status(name)
         body: dict[str, Any] = {"name": name, "metadata": {"@type": SERVICE_TYPE, **result}}
-        if asyncio.get_running_loop().time() >= ready_at:
+        if done:
             body["done"] = True
             body["response"] = {"@type": SERVICE_TYPE, **result}
         return body
@@ -169,43 +158,40 @@ def make_app(
     @emu.route("/v2/projects/{project}/locations/{location}/operations/{operation}",
                fault="control")  # fmt: skip
     async def operation(request: Request) -> Any:
-        name = f"{location}/operations/{request.path_params['operation']}"
-        if name not in operations:
-            raise Reject(404, f"operation {name} not found")
-        return operation_body(name)
+        return operation_body(f"{location}/operations/{request.path_params['operation']}")
 
     @emu.route(f"{services}/revisions", fault="control")
     async def revisions(request: Request) -> Any:
         return {"revisions": list(reversed(state["revisions"]))}
 
-    def authorized(request: Request) -> bool:
+    def authorized(request: Request) -> None:
         if api_key is None and authorize is None:
-            return True
+            return
         token = key.given(request.headers)
         if api_key is not None and key.accepts(request.headers):
-            return True
-        return authorize is not None and bool(token) and authorize(str(token))
-
-    @emu.route("/{path:path}", "GET", "POST", errors=plain_text)
-    async def invoke(request: Request) -> Any:
-        if request.method != "POST":
-            raise Reject(405, "method not allowed")
-        if not authorized(request):
+            return
+        if not (authorize is not None and token and authorize(token)):
             # Google's front end answers 401 for a missing or invalid ID token
-            raise Reject(401, "Your client does not have permission (401)")
-        return await emu.call(request, full="The request was aborted because there was no "
-                              "available instance.")  # fmt: skip
+            raise kit.Reject(401, "Your client does not have permission (401)")
+
+    # the service URL
+    emu.calls(
+        check=authorized, full="The request was aborted because there was no available instance."
+    )
 
     return emu.app()
 
 
 def main(argv: list[str] | None = None) -> None:
     """Serve an emulator until interrupted: ``python -m gpubench_cloudrun.emulator``."""
-    parser = EmulatorParser(__doc__, port=8687,
-                            key_help="require this bearer token (env variable name)")  # fmt: skip
-    parser.add_argument("--service", default=DEFAULT_SERVICE)
+    parser = kit.EmulatorParser(
+        __doc__, port=8687, key_help="require this bearer token (env variable name)"
+    )
+    parser.add_argument(
+        "--service", dest="service_name", metavar="SERVICE", default=DEFAULT_SERVICE
+    )
     args = parser.parse(argv)
-    args.serve(make_app(args.fleet(), api_key=args.api_key, service_name=args.service))
+    args.serve(make_app(args.fleet(), api_key=args.api_key, **args.own()))
 
 
 if __name__ == "__main__":

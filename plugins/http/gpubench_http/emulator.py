@@ -20,17 +20,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from gpubench_sdk.testing import (
-    ASGIApp,
-    Emulator,
-    EmulatorParser,
-    Job,
-    JobStatus,
-    KeyCheck,
-    Reject,
-    SimulatedFleet,
-    watch,
-)
+from gpubench_sdk import testing as kit
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -41,46 +31,44 @@ _SCHEMES = {"bearer": "Bearer", "api-key": "Api-Key", "key": "Key"}
 
 
 def make_app(
-    fleet: SimulatedFleet,
+    fleet: kit.SimulatedFleet,
     *,
     api_key: str | None = None,
     auth: str = "bearer",
     redirect_after_s: float = MODAL_REDIRECT_AFTER_S,
     reclaim_within_s: float = RECLAIM_WITHIN_S,
-) -> ASGIApp:
+) -> kit.ASGIApp:
     """The emulator app for ``fleet``; with ``api_key`` every request must carry it."""
     header = ("modal-key", "modal-secret") if auth == "modal" else "authorization"
     schemes = (_SCHEMES.get(auth, ""),)
-    key = KeyCheck(api_key, header, schemes, message="missing or invalid credentials")
-    emu = Emulator(fleet, name="HTTP", check=key)
+    key = kit.KeyCheck(api_key, header, schemes, message="missing or invalid credentials")
+    emu = kit.Emulator(fleet, name="HTTP", check=key)
     unclaimed: dict[str, asyncio.TimerHandle] = {}  # job id -> its cancel, once redirected
 
-    def abandon(job: Job) -> None:
+    def abandon(job: kit.Job) -> None:
         unclaimed.pop(job.id, None)
-        if not job.done.is_set():
-            fleet.cancel(job.id)
+        fleet.cancel(job.id)  # nothing to cancel once it has ended
 
-    def answer(job: Job) -> Any:
-        if job.status is not JobStatus.COMPLETED:
-            raise Reject(500, f"handler failed: {job.error}")
+    def answer(job: kit.Job) -> Any:
+        if job.status is not kit.JobStatus.COMPLETED:
+            raise kit.Reject(500, f"handler failed: {job.error}")
         metrics = {"queue_time": (job.queue_ms or 0.0) / 1e3,
                    "predict_time": (job.execution_ms or 0.0) / 1e3}  # fmt: skip
         headers = {"x-request-id": job.id, "x-queue-ms": f"{job.queue_ms or 0.0:.3f}"}
         return emu.json({"id": job.id, "output": job.output, "metrics": metrics}, headers=headers)
 
-    async def wait(request: Request, job: Job) -> Any:
+    async def wait(request: Request, job: kit.Job) -> Any:
         """The answer, a 303 to the result URL after ``redirect_after_s``, or nothing (the
         client left, and its job is cancelled)."""
         if (pending := unclaimed.pop(job.id, None)) is not None:
             pending.cancel()  # the client came back for it
-        seen = await watch(request, job, timeout_s=redirect_after_s)
+        seen = await kit.watch(request, job, timeout_s=redirect_after_s)
         if seen == "hung_up":
             fleet.cancel(job.id)
             return emu.reply(status=499)
         if seen == "timed_out":  # a small body, as a real redirect may carry (and a fault can cut)
             location = f"/result/{job.id}"
-            loop = asyncio.get_running_loop()
-            unclaimed[job.id] = loop.call_later(reclaim_within_s, abandon, job)
+            unclaimed[job.id] = emu.later(reclaim_within_s, abandon, job)
             return emu.json({"result_url": location}, 303, headers={"location": location})
         return answer(job)
 
@@ -88,7 +76,7 @@ def make_app(
     async def predict(request: Request) -> Any:
         body = await emu.read_json(request, not_object=None)
         if not isinstance(body, dict):
-            raise Reject(422, "body must be a JSON object")
+            raise kit.Reject(422, "body must be a JSON object")
         job_input = body["input"] if isinstance(body.get("input"), dict) else body
         return await wait(request, emu.submit(job_input, full="too many requests: {exc}"))
 
@@ -106,13 +94,11 @@ def make_app(
 
 def main(argv: list[str] | None = None) -> None:
     """Serve an emulator until interrupted: ``python -m gpubench_http.emulator``."""
-    parser = EmulatorParser(__doc__, port=8787, max_workers=2)
+    parser = kit.EmulatorParser(__doc__, port=8787, max_workers=2)
     parser.add_argument("--auth", default="bearer", choices=["bearer", "api-key", "key", "modal"])
     parser.add_argument("--redirect-after-s", type=float, default=MODAL_REDIRECT_AFTER_S)
     args = parser.parse(argv)
-    app = make_app(args.fleet(), api_key=args.api_key, auth=args.auth,
-                   redirect_after_s=args.redirect_after_s)  # fmt: skip
-    args.serve(app)
+    args.serve(make_app(args.fleet(), api_key=args.api_key, **args.own()))
 
 
 if __name__ == "__main__":

@@ -29,24 +29,9 @@ Needs the testing extra (``pip install 'gpubench-sdk[testing]'``).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import json
-from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Literal
 
-from gpubench_sdk.testing import (
-    ASGIApp,
-    Emulator,
-    EmulatorParser,
-    Job,
-    JobStatus,
-    KeyCheck,
-    Reject,
-    SimulatedFleet,
-    hold,
-    until,
-)
+from gpubench_sdk import testing as kit
 
 from . import _protocol as hf
 from ._emulated_endpoints import EndpointAPI
@@ -61,7 +46,7 @@ _AXUM_422 = "Failed to deserialize the JSON body into the target type: inputs: m
 
 
 def make_app(
-    fleet: SimulatedFleet,
+    fleet: kit.SimulatedFleet,
     *,
     api_key: str | None = None,
     namespace: str = DEFAULT_NAMESPACE,
@@ -71,18 +56,18 @@ def make_app(
     initializing_status: int = 503,
     max_concurrent_requests: int = 128,
     time_per_token_ms: float = 5.0,
-) -> ASGIApp:
+) -> kit.ASGIApp:
     """The emulator app for ``fleet`` (see the module's docstring for each quirk)."""
-    key = KeyCheck(api_key, bare=True, message="Invalid credentials in Authorization header")
-    emu = Emulator(fleet, name="Hugging Face", check=key, fault=None)
+    key = kit.KeyCheck(api_key, bare=True, message="Invalid credentials in Authorization header")
+    emu = kit.Emulator(fleet, name="Hugging Face", check=key, fault=None)
     shapes = TgiShapes(fleet, compute_time_unit, time_per_token_ms)
-    inflight = [0]
+    in_flight = kit.InFlight(max_concurrent_requests)
     api = EndpointAPI(fleet, namespace=namespace, name=endpoint_name, minute_s=minute_s)
     api.register(emu)
 
-    def tgi_error(status: int, message: str, error_type: str) -> Reject:
+    def tgi_error(status: int, message: str, error_type: str) -> kit.Reject:
         body = {"error": message, "error_type": error_type}
-        return Reject(status, message, response=emu.json(body, status))
+        return kit.Reject(status, message, response=emu.json(body, status))
 
     async def body_of(request: Request, tgi: bool) -> dict[str, Any]:
         """The request body; TGI's routes (and ``POST /`` with a text ``inputs``) refuse what
@@ -90,9 +75,9 @@ def make_app(
         its validation rejects (422 ``validation``)."""
         body = await emu.read_json(request, not_object=None)
         if tgi and not (isinstance(body, dict) and isinstance(body.get("inputs"), str)):
-            raise Reject(422, response=emu.text(f"{_AXUM_422} or not a string", 422))
+            raise kit.Reject(422, response=emu.text(f"{_AXUM_422} or not a string", 422))
         if not isinstance(body, dict) or "inputs" not in body:
-            raise Reject(400, f"Body needs to provide a inputs key, received: {body!r}"[:200])
+            raise kit.Reject(400, f"Body needs to provide a inputs key, received: {body!r}"[:200])
         refused = validation_error(body.get("parameters"))
         if isinstance(body["inputs"], str) and refused is not None:
             raise tgi_error(422, refused, "validation")
@@ -102,62 +87,51 @@ def make_app(
         parameters = body.get("parameters")
         return isinstance(parameters, dict) and parameters.get("details") is True
 
-    async def admit(request: Request, payload: dict[str, Any]) -> Job:
+    async def admit(request: Request, payload: dict[str, Any]) -> kit.Job:
         """HF's proxy, then TGI's admission: paused, cold (503 or hold), overloaded."""
         key(request)  # after the body is read, as the proxy does
         if api.paused:
-            raise Reject(503, "endpoint is paused")
-        if inflight[0] >= max_concurrent_requests:
+            raise kit.Reject(503, "endpoint is paused")
+        if in_flight.full:
             raise tgi_error(429, "Model is overloaded", "overloaded")
         counts = fleet.counts()
         wait = request.headers.get(hf.SCALE_UP_TIMEOUT_HEADER.lower(), "")
         if counts.idle + counts.running == 0 and not wait.isdigit():
             fleet.request_worker()  # the 503 still wakes a replica up
-            raise Reject(initializing_status, "Service Unavailable: no replica is ready yet")
+            raise kit.Reject(initializing_status, "Service Unavailable: no replica is ready yet")
         try:
             job = emu.submit(payload, full="Model is overloaded: {exc}")
-        except Reject as full:
+        except kit.Reject as full:
             raise tgi_error(429, full.message, "overloaded") from None
         if counts.idle + counts.running == 0:
             # the proxy holds the request until a replica is ready, at most ``wait`` seconds
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(int(wait)):
-                    await until(lambda: job.started_s is not None or job.done.is_set())
+            await kit.watch(request, job, timeout_s=int(wait), started=True)
             if job.started_s is None:
                 fleet.cancel(job.id)
-                raise Reject(503, "Service Unavailable: scale-up timeout reached")
+                raise kit.Reject(503, "Service Unavailable: scale-up timeout reached")
         return job
 
-    async def run(request: Request, body: dict[str, Any], tgi: bool) -> Job:
-        job = await admit(request, shapes.payload(body))
-        inflight[0] += 1
-        try:
-            if not await hold(request, job, fleet):
-                raise Reject(499, response=emu.reply(status=499))  # nobody is listening any more
-        finally:
-            inflight[0] -= 1
-        if job.status is not JobStatus.COMPLETED:
+    async def run(request: Request, body: dict[str, Any], tgi: bool) -> kit.Job:
+        def failed(job: kit.Job) -> kit.Reject:
             message = job.error or f"request {job.status.value}"
-            raise tgi_error(424, message, "generation") if tgi else Reject(400, message)
-        return job
+            return tgi_error(424, message, "generation") if tgi else kit.Reject(400, message)
+
+        job = await admit(request, shapes.payload(body))
+        with in_flight:
+            return await emu.finished(request, job, failed)
 
     async def stream(request: Request, body: dict[str, Any]) -> Any:
         job = await admit(request, shapes.payload(body))
-        inflight[0] += 1
-        details = wants_details(body)
+        in_flight.enter()
+        events = shapes.stream_events(job, wants_details(body))
 
-        async def events() -> AsyncIterator[str]:
-            try:
-                async for event in shapes.stream_events(job, details):
-                    yield f"data:{json.dumps(event, separators=(',', ':'))}\n\n"
-            finally:
-                inflight[0] -= 1
-                if not job.done.is_set():
-                    fleet.cancel(job.id)  # the client hung up: TGI stops generating
+        def close() -> None:
+            in_flight.leave()
+            fleet.cancel(job.id)  # if the client hung up: TGI stops generating
 
         headers = {"x-request-id": job.id, "x-compute-type": "gpu+optimized",
                    "x-accel-buffering": "no"}  # fmt: skip
-        return emu.stream(events(), headers=headers)
+        return emu.sse(events, compact=True, headers=headers, on_close=close)
 
     @emu.route("/", "POST", fault="submit", check=False)
     async def root(request: Request) -> Any:
@@ -213,7 +187,7 @@ def make_app(
 
 def main(argv: list[str] | None = None) -> None:
     """Serve an emulator until interrupted: ``python -m gpubench_huggingface.emulator``."""
-    parser = EmulatorParser(__doc__, port=8687, idle_flag=None)
+    parser = kit.EmulatorParser(__doc__, port=8687, idle_flag=None)
     parser.add_argument("--namespace", default=DEFAULT_NAMESPACE)
     parser.add_argument("--endpoint-name", default=DEFAULT_ENDPOINT_NAME)
     parser.add_argument("--minute-s", type=float, default=1.0, help="one scaleToZeroTimeout minute")
@@ -223,17 +197,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-concurrent-requests", type=int, default=128)
     args = parser.parse(argv)
     fleet = args.fleet(idle_timeout_s=args.scale_to_zero_minutes * args.minute_s)
-    app = make_app(
-        fleet,
-        api_key=args.api_key,
-        namespace=args.namespace,
-        endpoint_name=args.endpoint_name,
-        minute_s=args.minute_s,
-        compute_time_unit=args.compute_time_unit,
-        time_per_token_ms=args.time_per_token_ms,
-        max_concurrent_requests=args.max_concurrent_requests,
+    args.serve(
+        make_app(fleet, api_key=args.api_key, **args.own(exclude=("scale_to_zero_minutes",)))
     )
-    args.serve(app)
 
 
 if __name__ == "__main__":

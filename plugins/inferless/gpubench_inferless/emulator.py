@@ -23,16 +23,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from gpubench_sdk.testing import (
-    ASGIApp,
-    Emulator,
-    EmulatorParser,
-    JobStatus,
-    KeyCheck,
-    Reject,
-    SimulatedFleet,
-    follow,
-)
+from gpubench_sdk import testing as kit
 
 from . import _kserve as kserve
 
@@ -43,29 +34,29 @@ DEFAULT_MODEL = "emulated-model_0a1b2c"
 
 
 def make_app(
-    fleet: SimulatedFleet,
+    fleet: kit.SimulatedFleet,
     *,
     api_key: str | None = None,
     model: str = DEFAULT_MODEL,
     max_concurrent: int = 64,
     streams: bool = True,
-) -> ASGIApp:
+) -> kit.ASGIApp:
     """The emulator app for ``fleet``: ``model`` is the name in the URL; ``api_key`` the
     workspace key every request must carry as ``Authorization: Bearer``; ``streams``: the
     model is deployed with streaming output (else it answers JSON whatever is accepted)."""
-    inflight = [0]
-    key = KeyCheck(api_key, bare=True, message="invalid workspace API key")
+    in_flight = kit.InFlight(max_concurrent)
+    key = kit.KeyCheck(api_key, bare=True, message="invalid workspace API key")
 
     def known(request: Request) -> None:
         name = request.path_params["model"]
         if name != model:
-            raise Reject(404, f"Model with name {name} does not exist.")
+            raise kit.Reject(404, f"Model with name {name} does not exist.")
 
     def check(request: Request) -> None:
         known(request)
         key(request)
 
-    emu = Emulator(fleet, name="Inferless", check=check, fault=None)
+    emu = kit.Emulator(fleet, name="Inferless", check=check, fault=None)
     models = "/v2/models/{model}"
 
     @emu.route(models + "/versions/{version}/infer", "POST", fault="submit")
@@ -79,30 +70,25 @@ def make_app(
         if (problem := kserve.request_problem(body)) is not None:
             return emu.json(problem[1], problem[0])
         payload = kserve.decode_tensors(body["inputs"])
-        if inflight[0] >= max_concurrent:
-            raise Reject(429, "too many concurrent requests for this model")
+        if in_flight.full:
+            raise kit.Reject(429, "too many concurrent requests for this model")
         request_id = body.get("id") if isinstance(body.get("id"), str) else None
         job = emu.submit(payload, full="too many queued requests: {exc}", job_id=request_id)
         version = request.path_params.get("version")  # kserve: null when the URL has none
-        inflight[0] += 1
         if streams and "text/event-stream" in request.headers.get("accept", ""):
+            in_flight.enter()
 
-            async def events() -> AsyncIterator[str]:
-                try:
-                    async for piece in follow(job, 0.002):
-                        yield f"data: {json.dumps(piece)}\n\n"
-                    if job.status is not JobStatus.COMPLETED:
-                        yield f"data: {json.dumps({'error': job.error or job.status.value})}\n\n"
-                finally:
-                    inflight[0] -= 1
+            async def pieces() -> AsyncIterator[Any]:
+                async for piece in kit.follow(job, 0.002):
+                    yield piece
+                if job.status is not kit.JobStatus.COMPLETED:
+                    yield {"error": job.error or job.status.value}
 
-            return emu.stream(events())
-        try:
+            return emu.sse(pieces(), on_close=in_flight.leave)
+        with in_flight:
             await job.done.wait()
-        finally:
-            inflight[0] -= 1
-        if job.status is not JobStatus.COMPLETED:
-            raise Reject(500, job.error or f"inference {job.status.value}")
+        if job.status is not kit.JobStatus.COMPLETED:
+            raise kit.Reject(500, job.error or f"inference {job.status.value}")
         outputs = kserve.encode_outputs(job.output)
         return {"model_name": model, "model_version": version, "id": job.id, "outputs": outputs}
 
@@ -140,10 +126,10 @@ def infer_url(base_url: str, model: str = DEFAULT_MODEL, version: str = "1") -> 
 
 def main(argv: list[str] | None = None) -> None:
     """Serve an emulator until interrupted: ``python -m gpubench_inferless.emulator``."""
-    parser = EmulatorParser(__doc__, port=8688, idle_flag="--scale-down-delay-s")
+    parser = kit.EmulatorParser(__doc__, port=8688, idle_flag="--scale-down-delay-s")
     parser.add_argument("--model", default=DEFAULT_MODEL)
     args = parser.parse(argv)
-    args.serve(make_app(args.fleet(), api_key=args.api_key, model=args.model))
+    args.serve(make_app(args.fleet(), api_key=args.api_key, **args.own()))
 
 
 if __name__ == "__main__":

@@ -22,23 +22,10 @@ Faults in ``fleet.faults`` hit ``POST`` (route ``submit``) and result URLs (``po
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from gpubench_sdk.testing import (
-    ASGIApp,
-    Emulator,
-    EmulatorParser,
-    Job,
-    JobStatus,
-    KeyCheck,
-    Reject,
-    SimulatedFleet,
-    follow,
-    json_error,
-    watch,
-)
+from gpubench_sdk import testing as kit
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -58,35 +45,35 @@ def _fault_route(scope: Any) -> str:
 
 
 def make_app(
-    fleet: SimulatedFleet,
+    fleet: kit.SimulatedFleet,
     *,
     api_key: str | None = None,
     redirect_after_s: float = LONG_REQUEST_S,
-) -> ASGIApp:
+) -> kit.ASGIApp:
     """The emulator app for ``fleet``; ``redirect_after_s`` scales Modal's 150 s down."""
-    key = KeyCheck(api_key, header=("modal-key", "modal-secret"),
-                   message="invalid credentials for proxy authorization",
-                   missing="missing credentials for proxy authorization")  # fmt: skip
-    emu = Emulator(fleet, name="Modal", check=key, error_body=modal_http,
-                   fault_body=json_error, fault=_fault_route)  # fmt: skip
+    key = kit.KeyCheck(api_key, header=("modal-key", "modal-secret"),
+                       message="invalid credentials for proxy authorization",
+                       missing="missing credentials for proxy authorization")  # fmt: skip
+    emu = kit.Emulator(fleet, name="Modal", check=key, error_body=modal_http,
+                       fault_body=kit.json_error, fault=_fault_route)  # fmt: skip
 
-    def event_stream(job: Job) -> Any:
-        async def events() -> AsyncIterator[str]:
-            async for piece in follow(job, 0.002):
-                yield f"data: {json.dumps(piece)}\n\n"
-            if job.status is not JobStatus.COMPLETED:
+    def event_stream(job: kit.Job) -> Any:
+        async def pieces() -> AsyncIterator[Any]:
+            async for piece in kit.follow(job, 0.002):
+                yield piece
+            if job.status is not kit.JobStatus.COMPLETED:
                 # a function that raises mid-stream: the response was already started, so the
                 # server can only cut the connection (the chunked body never ends)
                 raise RuntimeError(f"function call {job.id} failed mid-stream: {job.error}")
 
-        return emu.stream(events(), headers={CALL_ID_HEADER: job.id})
+        return emu.sse(pieces(), headers={CALL_ID_HEADER: job.id})
 
-    async def answer(request: Request, job: Job, *, cancel_on_hangup: bool) -> Any:
+    async def answer(request: Request, job: kit.Job, *, cancel_on_hangup: bool) -> Any:
         # the app streams (SSE) what the function yields, when asked for a stream
         streamed = "text/event-stream" in request.headers.get("accept", "") and bool(
             job.input.get("chunks")
         )
-        seen = await watch(request, job, timeout_s=redirect_after_s, started=streamed)
+        seen = await kit.watch(request, job, timeout_s=redirect_after_s, started=streamed)
         headers = {CALL_ID_HEADER: job.id}
         if streamed and seen == "done":
             return event_stream(job)  # the function runs: its pieces go out as they come
@@ -97,7 +84,7 @@ def make_app(
                 return emu.reply(status=499, headers=headers)
             result_url = request.url.replace(query=f"{CALL_ID_PARAM}={job.id}")
             return emu.reply(status=303, headers={**headers, "Location": str(result_url)})
-        if job.status is not JobStatus.COMPLETED:
+        if job.status is not kit.JobStatus.COMPLETED:
             return emu.text("Internal Server Error", 500, headers=headers)
         return emu.json(job.result, headers=headers)
 
@@ -106,14 +93,14 @@ def make_app(
         call_id = request.query_params.get(CALL_ID_PARAM)
         if call_id is not None:
             if request.method != "GET":
-                raise Reject(400, "bad redirect method")
+                raise kit.Reject(400, "bad redirect method")
             job = emu.job(call_id, "function call not found")
             return await answer(request, job, cancel_on_hangup=False)
         if request.method != "POST":
             return emu.json({"detail": "Method Not Allowed"}, 405)
         try:  # what a FastAPI endpoint answers for a body it cannot parse
             payload = await emu.read_json(request, not_object=None)
-        except Reject:
+        except kit.Reject:
             return emu.json({"detail": "body is not valid JSON"}, 422)
         payload = payload if isinstance(payload, dict) else {"input": payload}
         job = emu.submit(payload, full="too many requests")
@@ -124,12 +111,12 @@ def make_app(
 
 def main(argv: list[str] | None = None) -> None:
     """Serve an emulator until interrupted: ``python -m gpubench_modal.emulator``."""
-    parser = EmulatorParser(
+    parser = kit.EmulatorParser(
         __doc__, port=8690, key_help="require this '<id>:<secret>' (env variable)"
     )
     parser.add_argument("--redirect-after-s", type=float, default=LONG_REQUEST_S)
     args = parser.parse(argv)
-    args.serve(make_app(args.fleet(), api_key=args.api_key, redirect_after_s=args.redirect_after_s))
+    args.serve(make_app(args.fleet(), api_key=args.api_key, **args.own()))
 
 
 if __name__ == "__main__":

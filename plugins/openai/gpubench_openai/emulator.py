@@ -26,18 +26,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gpubench_sdk.testing import (
-    ASGIApp,
-    Emulator,
-    EmulatorParser,
-    Job,
-    JobStatus,
-    KeyCheck,
-    Reject,
-    SimulatedFleet,
-    follow,
-    hold,
-)
+from gpubench_sdk import testing as kit
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -76,25 +65,21 @@ def _render_error(status: int, message: str) -> tuple[bytes, str]:
     return error_body(status, message, kind, code), "application/json"
 
 
-def _sse(event: Any) -> bytes:
-    return b"data: " + json.dumps(event).encode() + b"\n\n"
-
-
 def make_app(
-    fleet: SimulatedFleet,
+    fleet: kit.SimulatedFleet,
     *,
     api_key: str | None = None,
     model: str = DEFAULT_MODEL,
     speed: ModelSpeed | None = None,
     usage: bool = True,
-) -> ASGIApp:
+) -> kit.ASGIApp:
     """The emulator app for ``fleet``; with ``api_key`` every request must carry it
     (``Authorization: Bearer <key>``)."""
     pace = speed or ModelSpeed()
     created_s = int(time.time())  # the model's "created" in /v1/models
     itl_s = 1.0 / pace.tokens_per_s
-    key = KeyCheck(api_key, bare=True, message="Incorrect API key provided")
-    emu = Emulator(fleet, name="OpenAI", check=key, error_body=_render_error)
+    key = kit.KeyCheck(api_key, bare=True, message="Incorrect API key provided")
+    emu = kit.Emulator(fleet, name="OpenAI", check=key, error_body=_render_error)
 
     def job_input(body: dict[str, Any], chat: bool) -> tuple[dict[str, Any], int, int]:
         """The fleet job for a request, how many leading chunks are prefill, prompt tokens."""
@@ -112,7 +97,7 @@ def make_app(
         total = prefill + int(n)
         return {"sleep_ms": total * itl_s * 1e3, "chunks": total}, prefill, prompt_tokens
 
-    def token_text(job: Job, index: int) -> str:
+    def token_text(job: kit.Job, index: int) -> str:
         echo = job.input.get("echo")
         return f"{echo} " if echo is not None else f"tok{index} "
 
@@ -122,9 +107,9 @@ def make_app(
         chat = request.url.path.endswith("/chat/completions")
         body = await emu.read_json(request)
         if body.get("model") != model:
-            raise Reject(404, f"The model `{body.get('model')}` does not exist.")
+            raise kit.Reject(404, f"The model `{body.get('model')}` does not exist.")
         if chat and not isinstance(body.get("messages"), list):
-            raise Reject(400, "messages: field required")
+            raise kit.Reject(400, "messages: field required")
         stream = bool(body.get("stream"))
         payload, prefill, prompt_tokens = job_input(body, chat)
         if stream and "sleep_ms" in body and not payload.get("chunks"):
@@ -136,11 +121,11 @@ def make_app(
             opts = body.get("stream_options")
             want_usage = usage and isinstance(opts, dict) and bool(opts.get("include_usage"))
             events = _events(job, chat, prefill, prompt_tokens, want_usage, kind)
-            return emu.stream(events, headers=headers)
-        if not await hold(request, job, fleet):
-            return emu.reply(status=499)
-        if job.status is not JobStatus.COMPLETED:
-            raise Reject(500, f"the model failed: {job.error}")
+            # a client that disconnects aborts its request, as vLLM does
+            return emu.sse(
+                events, end="[DONE]", headers=headers, on_close=lambda: fleet.cancel(job.id)
+            )
+        await emu.finished(request, job, "the model failed: {error}")
         n = max(len(job.stream) - prefill, 0)
         text = "".join(token_text(job, i) for i in range(n)) if n else token_text(job, 0)
         choice: dict[str, Any] = {"index": 0, "finish_reason": "length"}
@@ -155,8 +140,8 @@ def make_app(
         return emu.json(answer, headers=headers)
 
     async def _events(
-        job: Job, chat: bool, prefill: int, prompt_tokens: int, want_usage: bool, kind: str
-    ) -> AsyncIterator[bytes]:
+        job: kit.Job, chat: bool, prefill: int, prompt_tokens: int, want_usage: bool, kind: str
+    ) -> AsyncIterator[Any]:
         # every chunk of one answer carries the same id and "created" (OpenAI, vLLM)
         base = {"id": job.id, "object": f"{kind}.chunk" if chat else kind,
                 "created": int(time.time()), "model": model}  # fmt: skip
@@ -165,30 +150,25 @@ def make_app(
             delta = {"delta": {"content": text}} if chat else {"text": text}
             return {**base, "choices": [{"index": 0, **delta, "finish_reason": None}]}
 
-        try:
-            if chat:  # vLLM's first chunk: the role, no content
-                yield _sse({**base, "choices": [{"index": 0, "delta": {"role": "assistant"}}]})
-            sent = 0
-            # the fleet appends tokens on its own schedule; look again within 0.5 ms
-            async for _ in follow(job, 0.0005):
-                if sent >= prefill:
-                    yield _sse(token(token_text(job, sent - prefill)))
-                sent += 1
-            if job.status is not JobStatus.COMPLETED:
-                yield _sse({"error": {"message": f"the model failed: {job.error}",
-                                      "type": "server_error", "code": 500}})  # fmt: skip
-            else:
-                if not len(job.stream) > prefill:  # a job without chunks answers at its end
-                    yield _sse(token(token_text(job, 0)))
-                n = max(len(job.stream) - prefill, 1)
-                end: dict[str, Any] = {"delta": {}} if chat else {"text": ""}
-                yield _sse({**base, "choices": [{"index": 0, **end, "finish_reason": "length"}]})
-                if want_usage:
-                    yield _sse({**base, "choices": [], "usage": _usage(prompt_tokens, n)})
-            yield b"data: [DONE]\n\n"
-        finally:
-            if not job.done.is_set():  # the client went away: abort, as vLLM does
-                fleet.cancel(job.id)
+        if chat:  # vLLM's first chunk: the role, no content
+            yield {**base, "choices": [{"index": 0, "delta": {"role": "assistant"}}]}
+        sent = 0
+        # the fleet appends tokens on its own schedule; look again within 0.5 ms
+        async for _ in kit.follow(job, 0.0005):
+            if sent >= prefill:
+                yield token(token_text(job, sent - prefill))
+            sent += 1
+        if job.status is not kit.JobStatus.COMPLETED:
+            error = {"message": f"the model failed: {job.error}", "type": "server_error"}
+            yield {"error": {**error, "code": 500}}
+        else:
+            if not len(job.stream) > prefill:  # a job without chunks answers at its end
+                yield token(token_text(job, 0))
+            n = max(len(job.stream) - prefill, 1)
+            end: dict[str, Any] = {"delta": {}} if chat else {"text": ""}
+            yield {**base, "choices": [{"index": 0, **end, "finish_reason": "length"}]}
+            if want_usage:
+                yield {**base, "choices": [], "usage": _usage(prompt_tokens, n)}
 
     @emu.route("/v1/models")
     async def models(request: Request) -> Any:
@@ -213,7 +193,7 @@ def _usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
 
 def main(argv: list[str] | None = None) -> None:
     """Serve an emulator until interrupted: ``python -m gpubench_openai.emulator``."""
-    parser = EmulatorParser(__doc__, port=8000, max_workers=2)
+    parser = kit.EmulatorParser(__doc__, port=8000, max_workers=2)
     parser.add_argument("--model", default=DEFAULT_MODEL)
     parser.add_argument("--tokens-per-s", type=float, default=200.0)
     parser.add_argument("--prefill-ms-per-token", type=float, default=0.2)

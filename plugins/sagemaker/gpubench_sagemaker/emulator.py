@@ -29,15 +29,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from gpubench_sdk import ScalingSettings
-from gpubench_sdk.testing import (
-    ASGIApp,
-    Emulator,
-    EmulatorParser,
-    JobStatus,
-    Reject,
-    SimulatedFleet,
-    follow,
-)
+from gpubench_sdk import testing as kit
 
 from ._wire import payload_part, sigv4_valid, stream_exception
 
@@ -68,32 +60,26 @@ def arn(kind: str, name: str) -> str:
 
 
 def make_app(
-    fleet: SimulatedFleet,
+    fleet: kit.SimulatedFleet,
     *,
     credentials: Mapping[str, str],
     endpoint_name: str = DEFAULT_ENDPOINT,
     inference_component: str | None = None,
     scale_out_delay_s: float = 0.0,
-) -> ASGIApp:
+) -> kit.ASGIApp:
     """The emulator app for ``fleet``. ``credentials`` maps access key ids to secrets: every
     request must be signed by one of them."""
-    emu = Emulator(fleet, name="SageMaker", error_body=aws_error)
+    emu = kit.Emulator(fleet, name="SageMaker", error_body=aws_error)
     created_s = time.time()
-    scaling_out: list[asyncio.TimerHandle] = []
+    scaling_out: list[asyncio.TimerHandle] = []  # the alarm's action, while it is pending
     no_capacity_failures = [0]  # the CloudWatch metric NoCapacityInvocationFailures
 
-    def cancel_scale_out() -> None:
-        for handle in scaling_out:
-            handle.cancel()
-
-    emu.on_stop.append(cancel_scale_out)
-
-    def fail(status: int, code: str, message: str, request_id: str | None = None) -> Reject:
+    def fail(status: int, code: str, message: str, request_id: str | None = None) -> kit.Reject:
         # the code in both places AWS puts it: botocore's REST-JSON parser (sagemaker-runtime)
         # reads the x-amzn-ErrorType header, its JSON 1.1 parser (sagemaker) only ``__type``
         headers = {"x-amzn-ErrorType": code, "x-amzn-RequestId": request_id or str(uuid.uuid4())}
         body = {"__type": code, "message": message}
-        return Reject(status, message, response=emu.json(body, status, headers))
+        return kit.Reject(status, message, response=emu.json(body, status, headers))
 
     async def signed(request: Request) -> bytes:
         body = await request.body()
@@ -113,7 +99,7 @@ def make_app(
                 scaling_out.clear()
                 fleet.set_scaling(ScalingSettings(min_workers=1))
 
-            scaling_out.append(asyncio.get_running_loop().call_later(scale_out_delay_s, act))
+            scaling_out.append(emu.later(scale_out_delay_s, act))
 
     async def submit(request: Request) -> Any:
         name = request.path_params["name"]
@@ -134,14 +120,14 @@ def make_app(
             raise fail(400, "ValidationError", "the model expects a JSON body") from None
         try:
             return emu.submit(payload if isinstance(payload, dict) else {"input": payload})
-        except Reject:
+        except kit.Reject:
             raise fail(429, "ThrottlingException", "Rate exceeded") from None
 
     @emu.route("/endpoints/{name}/invocations", "POST", fault="submit")
     async def invocations(request: Request) -> Any:
         job = await submit(request)
         await job.done.wait()
-        if job.status is not JobStatus.COMPLETED:
+        if job.status is not kit.JobStatus.COMPLETED:
             message = f"Received server error (500) from primary with message {job.error!r}"
             raise fail(424, "ModelError", message, job.id)
         headers = {"x-Amzn-Invoked-Production-Variant": VARIANT, "x-amzn-RequestId": job.id}
@@ -153,10 +139,10 @@ def make_app(
 
         async def events() -> AsyncIterator[bytes]:
             sent = 0
-            async for piece in follow(job, 0.002):
+            async for piece in kit.follow(job, 0.002):
                 yield payload_part((json.dumps(piece) + "\n").encode())
                 sent += 1
-            if job.status is not JobStatus.COMPLETED:
+            if job.status is not kit.JobStatus.COMPLETED:
                 yield stream_exception("ModelStreamError", str(job.error))
             elif sent == 0:
                 yield payload_part(json.dumps(job.output).encode())
@@ -232,14 +218,13 @@ def make_app(
 
 def main(argv: list[str] | None = None) -> None:
     """Serve an emulator until interrupted: ``python -m gpubench_sagemaker.emulator``."""
-    parser = EmulatorParser(__doc__, port=8688, min_flag="--min-workers", key_help=None)
+    parser = kit.EmulatorParser(__doc__, port=8688, min_flag="--min-workers", key_help=None)
     parser.add_argument("--endpoint-name", default=DEFAULT_ENDPOINT)
     parser.add_argument("--inference-component", default=None)
     args = parser.parse(argv)
     # the signing key pair is read from the environment, as boto3 reads it
     credentials = {os.environ["AWS_ACCESS_KEY_ID"]: os.environ["AWS_SECRET_ACCESS_KEY"]}
-    args.serve(make_app(args.fleet(), credentials=credentials, endpoint_name=args.endpoint_name,
-                        inference_component=args.inference_component))  # fmt: skip
+    args.serve(make_app(args.fleet(), credentials=credentials, **args.own()))
 
 
 if __name__ == "__main__":
