@@ -65,6 +65,7 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     )
     from ._base._validate import validate_options
     from ._contract._capabilities import BillingModel, Capabilities
+    from ._contract._control import marked_json_result, read_scaling, shielded, wait_cold
     from ._contract._input import InputMap
     from ._contract._jobs import Job, Polling, run_job
     from ._contract._kit import (
@@ -232,6 +233,11 @@ _EXPORTS: dict[str, str] = {
     "send_checked": "._contract._kit",
     "status_error": "._contract._kit",
     "with_capabilities": "._contract._kit",
+    # The plugin kit: control-plane pieces
+    "marked_json_result": "._contract._control",
+    "read_scaling": "._contract._control",
+    "shielded": "._contract._control",
+    "wait_cold": "._contract._control",
     # The error tree
     "CapabilityError": "._base._errors",
     "ClientHTTPError": "._base._errors",
@@ -371,6 +377,12 @@ __all__ = [  # noqa: RUF022 - grouped by purpose; each comment says why the grou
     "send_checked",
     "status_error",
     "with_capabilities",
+    # The plugin kit: control-plane pieces: a provider's scaling read, the ensure_cold wait, a
+    # restore that outlives a cancelled run, a held JSON call judged cold (``_contract._control``).
+    "marked_json_result",
+    "read_scaling",
+    "shielded",
+    "wait_cold",
     # The error tree: every error gpubench raises, rooted at ``GpubenchError`` (docs/errors.md).
     "CapabilityError",
     "ClientHTTPError",

@@ -9,7 +9,6 @@ import time
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Self
 
-import anyio
 import httpx
 from pydantic import Field, model_validator
 
@@ -24,15 +23,16 @@ from gpubench_sdk import (
     Request,
     Result,
     ScalingSettings,
-    first_byte_ns,
-    json_result,
     make_client,
+    marked_json_result,
     scaling_fields,
     scrub_url,
+    shielded,
+    wait_cold,
 )
 from gpubench_sdk.cost import load_catalog
 
-from ._arm import GPUBENCH_RULE, AppInfo, ContainerAppAdmin, Replicas
+from ._arm import GPUBENCH_RULE, AppInfo, ContainerAppAdmin
 
 APP_ID = re.compile(
     r"^/subscriptions/(?P<sub>[^/]+)/resourceGroups/(?P<group>[^/]+)"
@@ -202,15 +202,12 @@ class AzureProvider(Provider):
         admin, self._admin = self._admin, None
         if admin is None:
             return
+        saved, self._saved = self._saved, None
         try:
-            # shielded: the user's settings come back even when the run was cancelled
-            with anyio.CancelScope(shield=True), anyio.move_on_after(RESTORE_TIMEOUT_S):
-                saved, self._saved = self._saved, None
-                if saved is not None:
-                    await admin.update_scale(saved.scale)
+            if saved is not None:  # the user's settings, even when the run was cancelled
+                await shielded(admin.update_scale(saved.scale), timeout_s=RESTORE_TIMEOUT_S)
         finally:
-            with anyio.CancelScope(shield=True):
-                await admin.close()
+            await shielded(admin.close())
 
     # ----- requests -------------------------------------------------------------------------
 
@@ -235,12 +232,13 @@ class AzureProvider(Provider):
             self._in_flight -= 1
         # A status >= 400, a timeout or a reset leaves through invoke's boundary as the core's
         # ProviderError (as_provider_error: 429's Retry-After in seconds or as an HTTP date).
-        response.raise_for_status()
-        # the first request after ensure_cold is cold; else, with cold_threshold_ms, inferred
-        cold, confirmed = self._cold.judge(sent_ns, first_byte_ns(response))
-        request_id = response.headers.get(self.options.request_id_header)
-        return json_result(
-            response, provider=self.name, request_id=request_id, cold=cold, cold_confirmed=confirmed
+        # The first request after ensure_cold is cold; else, with cold_threshold_ms, inferred.
+        return marked_json_result(
+            response,
+            self._cold,
+            sent_ns,
+            provider=self.name,
+            request_id_header=self.options.request_id_header,
         )
 
     # ----- control --------------------------------------------------------------------------
@@ -300,7 +298,6 @@ class AzureProvider(Provider):
         period after the last request (300 s unless changed)."""
         o = self.options
         started = time.monotonic()
-        deadline = started + timeout_s - TIMEOUT_MARGIN_S
         info = await self.describe()
         scale: dict[str, Any] = {}
         if info.min_replicas != 0:
@@ -310,20 +307,23 @@ class AzureProvider(Provider):
         if scale:
             info = await self._set_scale(scale)
         admin = self._require_admin()
-        replicas: Replicas = await admin.replicas()
-        while not replicas.none and time.monotonic() + o.replica_poll_s < deadline:
-            await anyio.sleep(o.replica_poll_s)
+        settings = f"minReplicas=0, cooldownPeriod={info.cooldown_s}s"
+
+        async def look() -> tuple[bool, str]:
             replicas = await admin.replicas()
-        confirmed = replicas.none
-        how = f"minReplicas=0, cooldownPeriod={info.cooldown_s}s; " + (
-            "no replica listed in the active revisions"
-            if confirmed
-            else f"{replicas.running + replicas.provisioning} replica(s) still listed "
-            "when the time ran out"
+            if replicas.none:
+                return True, f"{settings}; no replica listed in the active revisions"
+            up = replicas.running + replicas.provisioning
+            return False, f"{settings}; {up} replica(s) still listed"
+
+        return await wait_cold(
+            look,
+            timeout_s=timeout_s,
+            poll=o.replica_poll_s,
+            started=started,
+            margin_s=TIMEOUT_MARGIN_S,
+            mark=self._cold,
         )
-        if confirmed:
-            self._cold.expect()
-        return ColdCheck(confirmed=confirmed, waited_s=time.monotonic() - started, how=how)
 
 
 def _http_rule(info: AppInfo, concurrency: int) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from gpubench_sdk import (
     InvalidResponseError,
     ScalingSettings,
     json_object,
+    read_scaling,
     scaling_fields,
 )
 
@@ -84,17 +85,15 @@ class DeploymentAdmin:
 
 
 def scaling_of(settings: dict[str, Any]) -> ScalingSettings:
-    try:
-        delay = settings.get("scale_down_delay")
-        return ScalingSettings(
-            min_workers=int(settings["min_replica"]),
-            max_workers=int(settings["max_replica"]),
-            idle_timeout_s=float(delay if delay is not None else bt.DEFAULT_SCALE_DOWN_DELAY_S),
-        )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise InvalidResponseError(
-            f"autoscaling_settings lacks a field: {exc}", provider="baseten"
-        ) from exc
+    return read_scaling(
+        settings,
+        "min_replica",
+        "max_replica",
+        "scale_down_delay",
+        idle_default=bt.DEFAULT_SCALE_DOWN_DELAY_S,
+        provider="baseten",
+        where="autoscaling_settings",
+    )
 
 
 def changes_of(settings: ScalingSettings) -> dict[str, int]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 from datetime import datetime
@@ -37,6 +36,7 @@ from gpubench_sdk import (
     run_job,
     scrub_url,
     send_checked,
+    wait_cold,
 )
 from gpubench_sdk.cost import load_catalog
 
@@ -304,22 +304,18 @@ class BasetenProvider(Provider):
         scaling = await self.get_scaling()
         if scaling.min_workers:
             await self.set_scaling(ScalingSettings(min_workers=0))
-        for delay_s in self.options.polling.delays():
+
+        async def look() -> tuple[bool, str]:
             data = await admin.deployment()
-            waited_s = time.monotonic() - started
-            if data.get("active_replica_count") == 0:
-                self._cold.expect()
-                how = (
-                    f"min_replica=0, scale_down_delay={scaling.idle_timeout_s:g}s; deployment "
-                    f"{data.get('status')}, active_replica_count 0"
-                )
-                return ColdCheck(confirmed=True, waited_s=waited_s, how=how)
-            if waited_s >= timeout_s:
-                active, status = data.get("active_replica_count"), data.get("status")
-                how = f"timed out: {active} active replicas ({status})"
-                return ColdCheck(confirmed=False, waited_s=waited_s, how=how)
-            await asyncio.sleep(delay_s)
-        raise AssertionError("unreachable")  # pragma: no cover - the delays never end
+            active, status = data.get("active_replica_count"), data.get("status")
+            if active == 0:
+                how = f"min_replica=0, scale_down_delay={scaling.idle_timeout_s:g}s; deployment "
+                return True, f"{how}{status}, active_replica_count 0"
+            return False, f"{active} active replicas ({status})"
+
+        return await wait_cold(
+            look, timeout_s=timeout_s, poll=self.options.polling, started=started, mark=self._cold
+        )
 
 
 class _AsyncRequest(Job[dict[str, Any]]):

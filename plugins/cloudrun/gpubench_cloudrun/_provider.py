@@ -22,9 +22,9 @@ from gpubench_sdk import (
     ProviderOptions,
     Request,
     Result,
-    first_byte_ns,
-    json_result,
+    marked_json_result,
     scrub_url,
+    shielded,
 )
 from gpubench_sdk.cost import load_catalog
 
@@ -173,10 +173,8 @@ class CloudRunProvider(Provider):
         admin, self._admin = self._admin, None
         if admin is None:
             return
-        try:
-            # shielded: the user's settings come back even when the run was cancelled
-            with anyio.CancelScope(shield=True), anyio.move_on_after(RESTORE_TIMEOUT_S):
-                await self._restore(admin)
+        try:  # the user's settings, even when the run was cancelled
+            await shielded(self._restore(admin), timeout_s=RESTORE_TIMEOUT_S)
         finally:
             admin.close()
 
@@ -208,13 +206,14 @@ class CloudRunProvider(Provider):
         )
         # A status >= 400 (429: no instance free within max instances), a timeout or a reset
         # leaves through invoke's boundary as the core's ProviderError (as_provider_error:
-        # Retry-After in seconds or as an HTTP date).
-        response.raise_for_status()
-        # the first request after ensure_cold is cold; else, with cold_threshold_ms, inferred
-        cold, confirmed = self._cold.judge(sent_ns, first_byte_ns(response))
-        request_id = response.headers.get(self.options.request_id_header)
-        return json_result(
-            response, provider=self.name, request_id=request_id, cold=cold, cold_confirmed=confirmed
+        # Retry-After in seconds or as an HTTP date). The first request after ensure_cold is
+        # cold; else, with cold_threshold_ms, inferred.
+        return marked_json_result(
+            response,
+            self._cold,
+            sent_ns,
+            provider=self.name,
+            request_id_header=self.options.request_id_header,
         )
 
     # ----- control --------------------------------------------------------------------------

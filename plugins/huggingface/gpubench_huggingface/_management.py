@@ -13,6 +13,7 @@ from gpubench_sdk import (
     FleetState,
     InvalidResponseError,
     ScalingSettings,
+    read_scaling,
     scaling_fields,
 )
 
@@ -64,15 +65,16 @@ def parse_endpoint(body: Any, minute_s: float, provider: str) -> EndpointStatus:
     scaling = (body.get("compute") or {}).get("scaling")
     if not isinstance(scaling, dict):
         raise invalid("no compute.scaling")
-    try:
-        minutes = scaling.get("scaleToZeroTimeout")
-        settings = ScalingSettings(
-            min_workers=int(scaling["minReplica"]),
-            max_workers=int(scaling["maxReplica"]),
-            idle_timeout_s=None if minutes is None else float(minutes) * minute_s,
-        )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise invalid(f"compute.scaling lacks a field: {exc}") from exc
+    settings = read_scaling(
+        scaling,
+        "minReplica",
+        "maxReplica",
+        "scaleToZeroTimeout",
+        provider=provider,
+        where="management API: compute.scaling",
+        idle_unit_s=minute_s,
+        idle_default=None,
+    )
     return EndpointStatus(
         state=status["state"],
         ready_replicas=_count(status.get("readyReplica")),

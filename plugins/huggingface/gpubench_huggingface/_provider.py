@@ -38,6 +38,7 @@ from gpubench_sdk import (
     scrub_url,
     send_checked,
     sse_events,
+    wait_cold,
     with_capabilities,
 )
 from gpubench_sdk.cost import load_catalog
@@ -416,17 +417,20 @@ class HuggingFaceProvider(Provider):
             await self.set_scaling(ScalingSettings(min_workers=0))
         if not status.is_scaled_to_zero:
             status = await self.scale_to_zero()
-        while True:
-            waited_s = time.monotonic() - started
+        in_hand: mgmt.EndpointStatus | None = status  # the first look needs no call
+
+        async def look() -> tuple[bool, str]:
+            nonlocal in_hand
+            status, in_hand = in_hand or await self.endpoint_status(), None
             if status.is_scaled_to_zero:
                 self._judge.expect_cold()
-                how = f"minReplica=0, scale-to-zero; API: {hf.SCALED_TO_ZERO}, 0 ready replicas"
-                return ColdCheck(confirmed=True, waited_s=waited_s, how=how)
-            if waited_s >= timeout_s:
-                how = f"timed out: state {status.state}, {status.ready_replicas} ready replicas"
-                return ColdCheck(confirmed=False, waited_s=waited_s, how=how)
-            await asyncio.sleep(min(self.options.poll_interval_s, max(0.0, timeout_s - waited_s)))
-            status = await self.endpoint_status()
+                how = f"minReplica=0, scale-to-zero; API: {hf.SCALED_TO_ZERO}"
+                return True, f"{how}, 0 ready replicas"
+            return False, f"state {status.state}, {status.ready_replicas} ready replicas"
+
+        return await wait_cold(
+            look, timeout_s=timeout_s, poll=self.options.poll_interval_s, started=started
+        )
 
     async def get_scaling(self) -> ScalingSettings:
         return (await self.endpoint_status()).scaling

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import re
 import time
@@ -21,7 +20,6 @@ from gpubench_sdk import (
     ColdMark,
     ConfigError,
     FleetState,
-    InvalidResponseError,
     Job,
     Outcome,
     PollingOptions,
@@ -37,11 +35,13 @@ from gpubench_sdk import (
     finite_number,
     invalid_response,
     json_object,
+    read_scaling,
     redact,
     run_job,
     scaling_fields,
     scrub_url,
     send_checked,
+    wait_cold,
     with_capabilities,
 )
 from gpubench_sdk import first_byte_ns as arrived_ns
@@ -275,35 +275,24 @@ class RunPodProvider(Provider):
         scaling = await self.get_scaling()
         if scaling.min_workers:
             await self.set_scaling(ScalingSettings(min_workers=0))
-        for delay_s in self.options.polling.delays():
+
+        async def look() -> tuple[bool, str]:
             fleet = await self.state()
-            waited_s = time.monotonic() - started
             if fleet.is_cold and not fleet.queued:
-                self._cold.expect()
-                how = f"workersMin=0, idleTimeout={scaling.idle_timeout_s:g}s; /health: 0 workers"
-                return ColdCheck(confirmed=True, waited_s=waited_s, how=how)
-            if waited_s >= timeout_s:
-                how = (
-                    f"timed out: {fleet.ready} idle, {fleet.busy} running, "
-                    f"{fleet.starting} starting"
-                )
-                return ColdCheck(confirmed=False, waited_s=waited_s, how=how)
-            await asyncio.sleep(delay_s)
-        raise AssertionError("unreachable")  # pragma: no cover - the delays never end
+                how = f"workersMin=0, idleTimeout={scaling.idle_timeout_s:g}s"
+                return True, f"{how}; /health: 0 workers"
+            return False, f"{fleet.ready} idle, {fleet.busy} running, {fleet.starting} starting"
+
+        return await wait_cold(
+            look, timeout_s=timeout_s, poll=self.options.polling, started=started, mark=self._cold
+        )
 
     async def get_scaling(self) -> ScalingSettings:
         self._managed("scaling_settings")
         data = json_object(await self._send("GET", self._rest_endpoint), provider=self.name)
-        try:
-            return ScalingSettings(
-                min_workers=int(data["workersMin"]),
-                max_workers=int(data["workersMax"]),
-                idle_timeout_s=float(data["idleTimeout"]),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise InvalidResponseError(
-                f"endpoint lacks a scaling field: {exc}", provider=self.name
-            ) from exc
+        return read_scaling(
+            data, "workersMin", "workersMax", "idleTimeout", provider=self.name, where="endpoint"
+        )
 
     async def set_scaling(self, settings: ScalingSettings) -> None:
         """PATCH the fields given (RunPod changes only those); restored in ``close()``."""

@@ -26,6 +26,7 @@ from gpubench_sdk import (
     Request,
     Result,
     ServerHTTPError,
+    shielded,
 )
 from gpubench_sdk.cost import load_catalog
 
@@ -143,8 +144,7 @@ class SageMakerProvider(Provider):
         if control is None:
             return
         try:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(600):
-                await control.restore(self._call)
+            await shielded(control.restore(self._call), timeout_s=600)
         finally:
             for client in (self._runtime, control.client, self._s3):
                 if client is not None:
