@@ -7,15 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gpubench_sdk import (
-    ClientHTTPError,
-    ConfigError,
-    FleetState,
-    InvalidResponseError,
-    ScalingSettings,
-    read_scaling,
-    scaling_fields,
-)
+import gpubench_sdk as sdk
 
 from . import _protocol as hf
 
@@ -28,14 +20,14 @@ class EndpointStatus:
     ready_replicas: int | None
     target_replicas: int | None
     url: str | None
-    scaling: ScalingSettings
+    scaling: sdk.ScalingSettings
     raw: dict[str, Any]
 
     @property
     def is_scaled_to_zero(self) -> bool:
         return self.state == hf.SCALED_TO_ZERO and not self.ready_replicas
 
-    def fleet_state(self) -> FleetState:
+    def fleet_state(self) -> sdk.FleetState:
         """Ready replicas serve requests (idle or busy: the API does not tell them apart);
         replicas targeted but not ready are starting."""
         ready, target = self.ready_replicas, self.target_replicas
@@ -47,14 +39,14 @@ class EndpointStatus:
             "minReplica": self.scaling.min_workers,
             "maxReplica": self.scaling.max_workers,
         }
-        return FleetState(ready=ready, starting=starting, detail=detail)
+        return sdk.FleetState(ready=ready, starting=starting, detail=detail)
 
 
 def parse_endpoint(body: Any, minute_s: float, provider: str) -> EndpointStatus:
     """An endpoint object as ``EndpointStatus``; ``InvalidResponseError`` if it is not one."""
 
-    def invalid(why: str) -> InvalidResponseError:
-        return InvalidResponseError(f"management API: {why}", provider=provider)
+    def invalid(why: str) -> sdk.InvalidResponseError:
+        return sdk.InvalidResponseError(f"management API: {why}", provider=provider)
 
     if not isinstance(body, dict):
         raise invalid("the endpoint is not a JSON object")
@@ -65,7 +57,7 @@ def parse_endpoint(body: Any, minute_s: float, provider: str) -> EndpointStatus:
     scaling = (body.get("compute") or {}).get("scaling")
     if not isinstance(scaling, dict):
         raise invalid("no compute.scaling")
-    settings = read_scaling(
+    settings = sdk.read_scaling(
         scaling,
         "minReplica",
         "maxReplica",
@@ -85,9 +77,9 @@ def parse_endpoint(body: Any, minute_s: float, provider: str) -> EndpointStatus:
     )
 
 
-def scaling_payload(settings: ScalingSettings, minute_s: float) -> dict[str, Any]:
+def scaling_payload(settings: sdk.ScalingSettings, minute_s: float) -> dict[str, Any]:
     """The ``PUT`` body changing only the given knobs; ``ConfigError`` for what HF refuses."""
-    scaling = scaling_fields(
+    scaling = sdk.scaling_fields(
         settings,
         "minReplica",
         "maxReplica",
@@ -99,8 +91,8 @@ def scaling_payload(settings: ScalingSettings, minute_s: float) -> dict[str, Any
     return {"compute": {"scaling": scaling}}
 
 
-def refused_scaling(exc: ClientHTTPError, payload: dict[str, Any]) -> ConfigError:
-    return ConfigError("scaling", payload["compute"]["scaling"], f"values HF accepts ({exc})")
+def refused_scaling(exc: sdk.ClientHTTPError, payload: dict[str, Any]) -> sdk.ConfigError:
+    return sdk.ConfigError("scaling", payload["compute"]["scaling"], f"values HF accepts ({exc})")
 
 
 def _count(value: Any) -> int | None:
