@@ -1,5 +1,5 @@
 """The plugin kit's control-plane pieces (``_contract._control``): ``read_scaling``, the
-``ensure_cold`` wait, ``shielded`` and ``marked_json_result``, the last against a real server on
+``ensure_cold`` steps, ``shielded`` and ``held_json_call``, the last against a real server on
 loopback."""
 
 from __future__ import annotations
@@ -16,9 +16,13 @@ from gpubench_sdk import (
     ColdMark,
     InvalidResponseError,
     Polling,
+    Provider,
+    Request,
+    Result,
     ScalingSettings,
+    held_json_call,
+    lower_min_workers,
     make_client,
-    marked_json_result,
     read_scaling,
     shielded,
     wait_cold,
@@ -135,28 +139,47 @@ def _app() -> web.RouteTableDef:
 server = module_server(_app)
 
 
-async def test_marked_json_result_reads_the_answer_and_the_marks_verdict(
+async def test_held_json_call_reads_the_answer_and_the_marks_verdict(
     server: LoopbackServer,
 ) -> None:
     mark = ColdMark(threshold_ms=60_000)
+    kw = {"headers": {}, "mark": mark, "provider": "p", "request_id_header": "x-request-id"}
     async with make_client(timeout_s=10) as client:
         mark.expect()  # ensure_cold saw no worker
-        sent_ns = time.perf_counter_ns()
-        response = await client.post(f"{server.url}/ok", json={"a": 1})
-        first = marked_json_result(
-            response, mark, sent_ns, provider="p", request_id_header="x-request-id"
-        )
+        first = await held_json_call(client, f"{server.url}/ok", {"a": 1}, **kw)
         assert first.output == {"echo": {"a": 1}} and first.request_id == "req-7"
         assert (first.cold, first.cold_confirmed, first.http_status) == (True, True, 200)
-        response = await client.post(f"{server.url}/ok", json={})
-        second = marked_json_result(
-            response, mark, time.perf_counter_ns(), provider="p", request_id_header="x-request-id"
-        )
+        assert first.first_byte_ns is not None
+        second = await held_json_call(client, f"{server.url}/ok", {}, **kw)
         assert (second.cold, second.cold_confirmed) == (False, False)  # fast: inferred warm
-
-        response = await client.post(f"{server.url}/busy", json={})
         with pytest.raises(httpx.HTTPStatusError):  # invoke's boundary maps it
-            marked_json_result(response, mark, 0, provider="p", request_id_header="x-request-id")
-        response = await client.post(f"{server.url}/html", json={})
+            await held_json_call(client, f"{server.url}/busy", {}, **kw)
         with pytest.raises(InvalidResponseError, match="not JSON"):
-            marked_json_result(response, mark, 0, provider="p", request_id_header="x-request-id")
+            await held_json_call(client, f"{server.url}/html", {}, **kw)
+
+
+class _Scaled(Provider):
+    name = "scaled"
+
+    def __init__(self, min_workers: int) -> None:
+        super().__init__()
+        self.scaling = ScalingSettings(min_workers=min_workers, max_workers=3, idle_timeout_s=5)
+        self.writes: list[ScalingSettings] = []
+
+    async def invoke(self, request: Request) -> Result:
+        raise NotImplementedError
+
+    async def get_scaling(self) -> ScalingSettings:
+        return self.scaling
+
+    async def set_scaling(self, settings: ScalingSettings) -> None:
+        self.writes.append(settings)
+
+
+async def test_lower_min_workers_sets_zero_only_where_it_is_not() -> None:
+    kept_warm = _Scaled(min_workers=2)
+    assert (await lower_min_workers(kept_warm)).min_workers == 2  # the scaling before
+    assert kept_warm.writes == [ScalingSettings(min_workers=0)]  # only that knob changed
+    already = _Scaled(min_workers=0)
+    assert (await lower_min_workers(already)).min_workers == 0
+    assert already.writes == []

@@ -1,6 +1,6 @@
 """The control-plane pieces provider plugins kept writing for themselves: the provider's
-scaling fields read into ``ScalingSettings``, the wait for a fleet to go cold, a restore that
-outlives a cancelled run, and the ``Result`` of a held JSON call judged by a ``ColdMark``.
+scaling fields read into ``ScalingSettings``, the first step and the wait of ``ensure_cold``, a
+restore that outlives a cancelled run, and a held JSON call judged by a ``ColdMark``.
 
 Like ``_kit``, nothing here knows a provider: each plugin passes its own field names, its own
 look at the fleet and its own words for what it saw.
@@ -22,6 +22,7 @@ from .._base._types import ColdCheck, Result, ScalingSettings
 from .._transport._client import first_byte_ns
 from ._jobs import Polling
 from ._kit import ColdMark, json_result
+from ._provider import Provider
 
 ColdLook = Callable[[], Awaitable[tuple[bool, str]]]
 
@@ -107,19 +108,23 @@ async def shielded(work: Awaitable[object], *, timeout_s: float | None = None) -
         await work
 
 
-def marked_json_result(
-    response: httpx.Response,
-    mark: ColdMark,
-    sent_ns: int,
+async def held_json_call(
+    client: httpx.AsyncClient,
+    url: httpx.URL | str,
+    payload: Any,
     *,
+    headers: dict[str, str],
+    mark: ColdMark,
     provider: str,
     request_id_header: str,
 ) -> Result:
-    """The ``Result`` of a held JSON call sent at ``sent_ns``: a status >= 400 raised as
-    ``httpx`` does (``invoke``'s boundary makes it the core's ``ProviderError``), the body as
-    output (``json_result``), the request id from ``request_id_header`` and the cold verdict
-    of ``mark`` (the first request after ``ensure_cold``, or a first byte past its
-    threshold)."""
+    """POST ``payload`` as JSON and wait for the answer: its ``Result`` (``json_result``) with
+    the request id from ``request_id_header`` and the cold verdict of ``mark`` (the first
+    request after ``ensure_cold``, or a first byte past its threshold). A status >= 400 is
+    raised as ``httpx`` does, and it, a timeout or a reset leaves through ``invoke``'s boundary
+    as the core's ``ProviderError`` (a 429's ``Retry-After`` read)."""
+    sent_ns = time.perf_counter_ns()
+    response = await client.post(url, json=payload, headers=headers)
     response.raise_for_status()
     cold, confirmed = mark.judge(sent_ns, first_byte_ns(response))
     return json_result(
@@ -129,3 +134,13 @@ def marked_json_result(
         cold=cold,
         cold_confirmed=confirmed,
     )
+
+
+async def lower_min_workers(provider: Provider) -> ScalingSettings:
+    """``ensure_cold``'s first step where the fleet drains by itself: ``min_workers`` set to 0
+    (``set_scaling``, so ``close()`` puts it back) unless it is 0; the scaling as it was
+    before, for the check's ``how``."""
+    scaling = await provider.get_scaling()
+    if scaling.min_workers:
+        await provider.set_scaling(ScalingSettings(min_workers=0))
+    return scaling

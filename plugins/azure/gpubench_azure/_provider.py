@@ -205,24 +205,21 @@ class AzureProvider(sdk.Provider):
 
     async def invoke(self, request: sdk.Request) -> sdk.Result:
         headers = {**self.options.headers, **self.auth_headers()}
-        sent_ns = time.perf_counter_ns()
+        # busy in state() is what is in flight here: the ingress does not say
         self._in_flight += 1
         try:
-            response = await self.client.post(
-                self._invoke_url, json=dict(request.payload), headers=headers
+            # the first request after ensure_cold is cold; else, with cold_threshold_ms, inferred
+            return await sdk.held_json_call(
+                self.client,
+                self._invoke_url,
+                dict(request.payload),
+                headers=headers,
+                mark=self._cold,
+                provider=self.name,
+                request_id_header=self.options.request_id_header,
             )
         finally:
             self._in_flight -= 1
-        # A status >= 400, a timeout or a reset leaves through invoke's boundary as the core's
-        # ProviderError (as_provider_error: 429's Retry-After in seconds or as an HTTP date).
-        # The first request after ensure_cold is cold; else, with cold_threshold_ms, inferred.
-        return sdk.marked_json_result(
-            response,
-            self._cold,
-            sent_ns,
-            provider=self.name,
-            request_id_header=self.options.request_id_header,
-        )
 
     # ----- control --------------------------------------------------------------------------
 

@@ -277,9 +277,7 @@ class BasetenProvider(sdk.Provider):
         (Baseten has no "scale to zero now": the scale-down delay runs its course)."""
         admin = self._admin_or_fail("cold_start_control")
         started = time.monotonic()
-        scaling = await self.get_scaling()
-        if scaling.min_workers:
-            await self.set_scaling(sdk.ScalingSettings(min_workers=0))
+        scaling = await sdk.lower_min_workers(self)
 
         async def look() -> tuple[bool, str]:
             data = await admin.deployment()

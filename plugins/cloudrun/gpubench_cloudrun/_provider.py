@@ -187,19 +187,16 @@ class CloudRunProvider(sdk.Provider):
         return headers
 
     async def invoke(self, request: sdk.Request) -> sdk.Result:
-        headers = await self._headers()
-        sent_ns = time.perf_counter_ns()
-        response = await self.client.post(
-            self._invoke_url, json=dict(request.payload), headers=headers
-        )
         # A status >= 400 (429: no instance free within max instances), a timeout or a reset
         # leaves through invoke's boundary as the core's ProviderError (as_provider_error:
         # Retry-After in seconds or as an HTTP date). The first request after ensure_cold is
         # cold; else, with cold_threshold_ms, inferred.
-        return sdk.marked_json_result(
-            response,
-            self._cold,
-            sent_ns,
+        return await sdk.held_json_call(
+            self.client,
+            self._invoke_url,
+            dict(request.payload),
+            headers=await self._headers(),
+            mark=self._cold,
             provider=self.name,
             request_id_header=self.options.request_id_header,
         )

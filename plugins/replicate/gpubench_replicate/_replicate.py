@@ -227,12 +227,8 @@ class ReplicateProvider(p.PredictionProvider):
         o = self.options
         steps = []
         if o.deployment:
-            scaling = await self.get_scaling()
-            if scaling.min_workers:
-                await self.set_scaling(sdk.ScalingSettings(min_workers=0))
-                steps.append(f"min_instances {scaling.min_workers} -> 0")
-            else:
-                steps.append("min_instances already 0")
+            was = (await sdk.lower_min_workers(self)).min_workers
+            steps.append(f"min_instances {was} -> 0" if was else "min_instances already 0")
         wait_s = min(o.scale_down_wait_s, max(0.0, timeout_s - (time.monotonic() - started)))
         await asyncio.sleep(wait_s)
         steps.append(f"waited {wait_s:g} s of scale_down_wait_s={o.scale_down_wait_s:g}")

@@ -240,9 +240,7 @@ class RunPodProvider(sdk.Provider):
         that no worker is idle, starting or running (RunPod has no "scale to zero now")."""
         self._managed("cold_start_control")
         started = time.monotonic()
-        scaling = await self.get_scaling()
-        if scaling.min_workers:
-            await self.set_scaling(sdk.ScalingSettings(min_workers=0))
+        scaling = await sdk.lower_min_workers(self)
 
         async def look() -> tuple[bool, str]:
             fleet = await self.state()

@@ -53,18 +53,7 @@ _BOTO_LOGGERS = (
 )
 
 
-class _Scrub(logging.Filter):
-    """Masks remembered secrets in a record before any handler sees it."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        cleaned = sdk.redact(message)
-        if cleaned != message:
-            record.msg, record.args = cleaned, None
-        return True
-
-
-_SCRUB = _Scrub()
+_SCRUB = sdk.RedactingFilter()  # remembered secrets masked before any handler sees them
 
 
 def scrub_boto_logs() -> None:
