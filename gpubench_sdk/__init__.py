@@ -52,7 +52,7 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
         ThrottledError,
         TransportError,
     )
-    from ._base._secrets import redact, remember, scrub_url
+    from ._base._secrets import RedactingFilter, redact, remember, scrub_url
     from ._base._types import (
         ColdCheck,
         FleetState,
@@ -66,6 +66,13 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     from ._base._validate import validate_options
     from ._contract._capabilities import BillingModel, Capabilities
     from ._contract._chat import LLMChat
+    from ._contract._control import (
+        held_json_call,
+        lower_min_workers,
+        read_scaling,
+        shielded,
+        wait_cold,
+    )
     from ._contract._input import InputMap
     from ._contract._jobs import Job, Polling, run_job
     from ._contract._kit import (
@@ -217,6 +224,7 @@ _EXPORTS: dict[str, str] = {
     "SSEParser": "._transport._sse",
     "sse_events": "._transport._sse",
     "redact": "._base._secrets",
+    "RedactingFilter": "._base._secrets",
     "remember": "._base._secrets",
     "scrub_url": "._base._secrets",
     "validate_options": "._base._validate",
@@ -240,6 +248,12 @@ _EXPORTS: dict[str, str] = {
     "send_checked": "._contract._kit",
     "status_error": "._contract._kit",
     "with_capabilities": "._contract._kit",
+    # The plugin kit: control-plane pieces
+    "held_json_call": "._contract._control",
+    "lower_min_workers": "._contract._control",
+    "read_scaling": "._contract._control",
+    "shielded": "._contract._control",
+    "wait_cold": "._contract._control",
     # The error tree
     "CapabilityError": "._base._errors",
     "ClientHTTPError": "._base._errors",
@@ -360,6 +374,7 @@ __all__ = [  # noqa: RUF022 - grouped by purpose; each comment says why the grou
     "SSEParser",
     "sse_events",
     "redact",
+    "RedactingFilter",
     "remember",
     "scrub_url",
     "validate_options",
@@ -384,6 +399,14 @@ __all__ = [  # noqa: RUF022 - grouped by purpose; each comment says why the grou
     "send_checked",
     "status_error",
     "with_capabilities",
+    # The plugin kit: control-plane pieces: a provider's scaling read, ensure_cold's first step
+    # and wait, a restore that outlives a cancelled run, a held JSON call judged cold
+    # (``_contract._control``).
+    "held_json_call",
+    "lower_min_workers",
+    "read_scaling",
+    "shielded",
+    "wait_cold",
     # The error tree: every error gpubench raises, rooted at ``GpubenchError`` (docs/errors.md).
     "CapabilityError",
     "ClientHTTPError",

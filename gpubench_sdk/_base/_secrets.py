@@ -200,7 +200,8 @@ def without_secrets(env: Mapping[str, str]) -> dict[str, str]:
 
 class RedactingFilter(logging.Filter):
     """Masks remembered secrets in a log record: installed on the HTTP clients' loggers, which
-    log every request's full URL (query credentials included) at INFO."""
+    log every request's full URL (query credentials included) at INFO; a plugin adds one to
+    the loggers of a cloud SDK it drives (boto3's print request bodies)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()

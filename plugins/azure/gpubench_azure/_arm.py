@@ -24,14 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpubench_sdk import (
-    ConfigError,
-    ProviderError,
-    RequestTimeoutError,
-    TransportError,
-    error_for_status,
-    redact,
-)
+import gpubench_sdk as sdk
 
 PROVIDER = "azure"
 ARM_SCOPE = "https://management.azure.com/.default"
@@ -139,7 +132,7 @@ class EnvToken:
 
         token = os.environ.get(self._variable)
         if not token:
-            raise ConfigError(
+            raise sdk.ConfigError(
                 "arm_token_env", self._variable, "a set variable holding an ARM access token"
             )
         # unknown expiry: claim an hour; a refused token answers 401, reported as such
@@ -194,7 +187,7 @@ class ContainerAppAdmin:
     async def get(self) -> Any:
         try:
             return await self._client.container_apps.get(self.group, self.app)
-        except ConfigError:
+        except sdk.ConfigError:
             raise
         except Exception as exc:
             raise map_arm_error(exc) from exc
@@ -213,7 +206,7 @@ class ContainerAppAdmin:
                 self.group, self.app, body, polling_interval=self._poll_s
             )
             return app_info(await poller.result())
-        except ConfigError:
+        except sdk.ConfigError:
             raise
         except Exception as exc:
             raise map_arm_error(exc) from exc
@@ -242,7 +235,7 @@ class ContainerAppAdmin:
                     else:
                         provisioning += 1
                     names.append(str(replica.name))
-        except ConfigError:
+        except sdk.ConfigError:
             raise
         except Exception as exc:
             raise map_arm_error(exc) from exc
@@ -253,14 +246,14 @@ class ContainerAppAdmin:
         await self._credential.close()
 
 
-def map_arm_error(exc: BaseException) -> ProviderError:
+def map_arm_error(exc: BaseException) -> sdk.ProviderError:
     """azure-core errors: ``HttpResponseError`` carries the status; ``ServiceRequestError``
     (connect, TLS) and ``ServiceResponseError`` (a broken answer) carry none."""
     from azure.core import exceptions as aexc
 
-    if isinstance(exc, ProviderError):
+    if isinstance(exc, sdk.ProviderError):
         return exc
-    message = redact(f"Azure Resource Manager: {type(exc).__name__}: {exc}")
+    message = sdk.redact(f"Azure Resource Manager: {type(exc).__name__}: {exc}")
     if isinstance(exc, aexc.HttpResponseError) and exc.status_code is not None:
         status = int(exc.status_code)
         if status in (401, 403):
@@ -268,7 +261,7 @@ def map_arm_error(exc: BaseException) -> ProviderError:
                 " (the caller needs a role that may read and write Microsoft.App/containerApps,"
                 " e.g. Contributor on the app: see docs/providers/azure.md)"
             )
-        return error_for_status(message, status, provider=PROVIDER)
+        return sdk.error_for_status(message, status, provider=PROVIDER)
     if isinstance(exc, TimeoutError | aexc.ServiceResponseTimeoutError):
-        return RequestTimeoutError(message, provider=PROVIDER)
-    return TransportError(message, provider=PROVIDER)
+        return sdk.RequestTimeoutError(message, provider=PROVIDER)
+    return sdk.TransportError(message, provider=PROVIDER)

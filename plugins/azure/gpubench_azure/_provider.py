@@ -9,30 +9,13 @@ import time
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Self
 
-import anyio
 import httpx
 from pydantic import Field, model_validator
 
-from gpubench_sdk import (
-    Capabilities,
-    ColdCheck,
-    ColdMark,
-    ConfigError,
-    FleetState,
-    Provider,
-    ProviderOptions,
-    Request,
-    Result,
-    ScalingSettings,
-    first_byte_ns,
-    json_result,
-    make_client,
-    scaling_fields,
-    scrub_url,
-)
+import gpubench_sdk as sdk
 from gpubench_sdk.cost import load_catalog
 
-from ._arm import GPUBENCH_RULE, AppInfo, ContainerAppAdmin, Replicas
+from ._arm import GPUBENCH_RULE, AppInfo, ContainerAppAdmin
 
 APP_ID = re.compile(
     r"^/subscriptions/(?P<sub>[^/]+)/resourceGroups/(?P<group>[^/]+)"
@@ -46,7 +29,7 @@ TIMEOUT_MARGIN_S = 0.05
 FUNCTIONS_KEY_HEADER = "x-functions-key"
 
 
-class AzureOptions(ProviderOptions):
+class AzureOptions(sdk.ProviderOptions):
     """Options of an Azure Container Apps target.
 
     ``app`` (the resource id) turns on Resource Manager: the ingress URL is read from it,
@@ -100,13 +83,13 @@ class AzureOptions(ProviderOptions):
         if self.app is None and self.url is None:
             raise ValueError("give 'app' (the container app's resource id) or 'url'")
         if self.app is not None and not APP_ID.match(self.app):
-            raise ConfigError(
+            raise sdk.ConfigError(
                 "app",
                 self.app,
                 "/subscriptions/S/resourceGroups/G/providers/Microsoft.App/containerApps/A",
             )
         if self.auth_mode in ("bearer", "functions-key") and self.api_key is None:
-            raise ConfigError("api_key_env", None, f"a key for auth_mode = {self.auth_mode!r}")
+            raise sdk.ConfigError("api_key_env", None, f"a key for auth_mode = {self.auth_mode!r}")
         return self
 
 
@@ -117,7 +100,7 @@ class _Saved:
     scale: dict[str, Any]
 
 
-class AzureProvider(Provider):
+class AzureProvider(sdk.Provider):
     """Azure Container Apps: POST the payload as JSON to the ingress; read and change
     ``properties.template.scale`` through Resource Manager; fleet state and confirmed cold
     starts from the active revisions' replica lists.
@@ -127,20 +110,20 @@ class AzureProvider(Provider):
     """
 
     name = "azure"
-    capabilities = Capabilities(
+    capabilities = sdk.Capabilities(
         fleet_state=True,
         cold_start_control=True,
         scaling_settings=True,
         billing=load_catalog().billing_model("azure"),
     )
-    Options: ClassVar[type[ProviderOptions]] = AzureOptions
+    Options: ClassVar[type[sdk.ProviderOptions]] = AzureOptions
     options: AzureOptions
 
-    def __init__(self, options: ProviderOptions | None = None, **kw: Any) -> None:
+    def __init__(self, options: sdk.ProviderOptions | None = None, **kw: Any) -> None:
         super().__init__(options, **kw)
         self._admin: ContainerAppAdmin | None = None
         self._saved: _Saved | None = None
-        self._cold = ColdMark(self.options.cold_threshold_ms)
+        self._cold = sdk.ColdMark(self.options.cold_threshold_ms)
         self._in_flight = 0
         self.app_info: AppInfo | None = None
 
@@ -149,7 +132,7 @@ class AzureProvider(Provider):
         url = self.options.url or (
             f"https://{self.app_info.fqdn}" if self.app_info and self.app_info.fqdn else None
         )
-        return scrub_url(url).split("?", 1)[0] if url else self.options.app
+        return sdk.scrub_url(url).split("?", 1)[0] if url else self.options.app
 
     async def __aenter__(self) -> Self:
         ca = self.options.ca_file
@@ -157,8 +140,8 @@ class AzureProvider(Provider):
             try:
                 context = ssl.create_default_context(cafile=ca)
             except (OSError, ssl.SSLError) as exc:
-                raise ConfigError("ca_file", ca, f"a readable PEM CA bundle ({exc})") from None
-            self._client = make_client(timeout_s=self.options.timeout_s, verify=context)
+                raise sdk.ConfigError("ca_file", ca, f"a readable PEM CA bundle ({exc})") from None
+            self._client = sdk.make_client(timeout_s=self.options.timeout_s, verify=context)
         return await super().__aenter__()
 
     async def open(self) -> None:
@@ -186,7 +169,7 @@ class AzureProvider(Provider):
         fqdn = self.app_info.fqdn if self.app_info else None
         url = o.url or (f"https://{fqdn}" if fqdn else None)
         if not url:
-            raise ConfigError("url", None, "the ingress URL: the app has no ingress FQDN")
+            raise sdk.ConfigError("url", None, "the ingress URL: the app has no ingress FQDN")
         self._invoke_url = httpx.URL(url.rstrip("/") + o.path)
 
     def _check_region(self, info: AppInfo) -> None:
@@ -194,7 +177,7 @@ class AzureProvider(Provider):
         if wanted is None or actual is None:
             return
         if _norm(wanted) != _norm(actual):
-            raise ConfigError(
+            raise sdk.ConfigError(
                 "region", wanted, f"the app's location, {actual!r} (or another app's id)"
             )
 
@@ -202,15 +185,12 @@ class AzureProvider(Provider):
         admin, self._admin = self._admin, None
         if admin is None:
             return
+        saved, self._saved = self._saved, None
         try:
-            # shielded: the user's settings come back even when the run was cancelled
-            with anyio.CancelScope(shield=True), anyio.move_on_after(RESTORE_TIMEOUT_S):
-                saved, self._saved = self._saved, None
-                if saved is not None:
-                    await admin.update_scale(saved.scale)
+            if saved is not None:  # the user's settings, even when the run was cancelled
+                await sdk.shielded(admin.update_scale(saved.scale), timeout_s=RESTORE_TIMEOUT_S)
         finally:
-            with anyio.CancelScope(shield=True):
-                await admin.close()
+            await sdk.shielded(admin.close())
 
     # ----- requests -------------------------------------------------------------------------
 
@@ -223,31 +203,29 @@ class AzureProvider(Provider):
             return {FUNCTIONS_KEY_HEADER: key}
         return {"Authorization": f"Bearer {key}"}
 
-    async def invoke(self, request: Request) -> Result:
+    async def invoke(self, request: sdk.Request) -> sdk.Result:
         headers = {**self.options.headers, **self.auth_headers()}
-        sent_ns = time.perf_counter_ns()
+        # busy in state() is what is in flight here: the ingress does not say
         self._in_flight += 1
         try:
-            response = await self.client.post(
-                self._invoke_url, json=dict(request.payload), headers=headers
+            # the first request after ensure_cold is cold; else, with cold_threshold_ms, inferred
+            return await sdk.held_json_call(
+                self.client,
+                self._invoke_url,
+                dict(request.payload),
+                headers=headers,
+                mark=self._cold,
+                provider=self.name,
+                request_id_header=self.options.request_id_header,
             )
         finally:
             self._in_flight -= 1
-        # A status >= 400, a timeout or a reset leaves through invoke's boundary as the core's
-        # ProviderError (as_provider_error: 429's Retry-After in seconds or as an HTTP date).
-        response.raise_for_status()
-        # the first request after ensure_cold is cold; else, with cold_threshold_ms, inferred
-        cold, confirmed = self._cold.judge(sent_ns, first_byte_ns(response))
-        request_id = response.headers.get(self.options.request_id_header)
-        return json_result(
-            response, provider=self.name, request_id=request_id, cold=cold, cold_confirmed=confirmed
-        )
 
     # ----- control --------------------------------------------------------------------------
 
     def _require_admin(self) -> ContainerAppAdmin:
         if self._admin is None:
-            raise ConfigError("app", None, "the container app's resource id, to control it")
+            raise sdk.ConfigError("app", None, "the container app's resource id, to control it")
         return self._admin
 
     async def describe(self) -> AppInfo:
@@ -271,36 +249,35 @@ class AzureProvider(Provider):
         self.app_info = await admin.update_scale(scale)
         return self.app_info
 
-    async def state(self) -> FleetState:
+    async def state(self) -> sdk.FleetState:
         replicas = await self._require_admin().replicas()
         busy = min(self._in_flight, replicas.running)
-        return FleetState(
+        return sdk.FleetState(
             ready=replicas.running - busy,
             busy=busy,
             starting=replicas.provisioning,
             detail={"replicas": list(replicas.names), "active_revisions": list(replicas.revisions)},
         )
 
-    async def get_scaling(self) -> ScalingSettings:
+    async def get_scaling(self) -> sdk.ScalingSettings:
         info = await self.describe()
-        return ScalingSettings(info.min_replicas, info.max_replicas, float(info.cooldown_s))
+        return sdk.ScalingSettings(info.min_replicas, info.max_replicas, float(info.cooldown_s))
 
-    async def set_scaling(self, settings: ScalingSettings) -> None:
+    async def set_scaling(self, settings: sdk.ScalingSettings) -> None:
         """Min/max replicas and the cooldown period (whole seconds: rounded up)."""
-        scale = scaling_fields(
+        scale = sdk.scaling_fields(
             settings, "minReplicas", "maxReplicas", "cooldownPeriod", round_up=True
         )
         if scale:
             await self._set_scale(scale)
 
-    async def ensure_cold(self, timeout_s: float) -> ColdCheck:
+    async def ensure_cold(self, timeout_s: float) -> sdk.ColdCheck:
         """Set ``minReplicas`` to 0 (and ``cooldownPeriod`` to ``cold_cooldown_s`` when set),
         then list the active revisions' replicas until there are none: confirmed when the
         list is empty, within ``timeout_s``. KEDA removes the last replica only a cooldown
         period after the last request (300 s unless changed)."""
         o = self.options
         started = time.monotonic()
-        deadline = started + timeout_s - TIMEOUT_MARGIN_S
         info = await self.describe()
         scale: dict[str, Any] = {}
         if info.min_replicas != 0:
@@ -310,20 +287,23 @@ class AzureProvider(Provider):
         if scale:
             info = await self._set_scale(scale)
         admin = self._require_admin()
-        replicas: Replicas = await admin.replicas()
-        while not replicas.none and time.monotonic() + o.replica_poll_s < deadline:
-            await anyio.sleep(o.replica_poll_s)
+        settings = f"minReplicas=0, cooldownPeriod={info.cooldown_s}s"
+
+        async def look() -> tuple[bool, str]:
             replicas = await admin.replicas()
-        confirmed = replicas.none
-        how = f"minReplicas=0, cooldownPeriod={info.cooldown_s}s; " + (
-            "no replica listed in the active revisions"
-            if confirmed
-            else f"{replicas.running + replicas.provisioning} replica(s) still listed "
-            "when the time ran out"
+            if replicas.none:
+                return True, f"{settings}; no replica listed in the active revisions"
+            up = replicas.running + replicas.provisioning
+            return False, f"{settings}; {up} replica(s) still listed"
+
+        return await sdk.wait_cold(
+            look,
+            timeout_s=timeout_s,
+            poll=o.replica_poll_s,
+            started=started,
+            margin_s=TIMEOUT_MARGIN_S,
+            mark=self._cold,
         )
-        if confirmed:
-            self._cold.expect()
-        return ColdCheck(confirmed=confirmed, waited_s=time.monotonic() - started, how=how)
 
 
 def _http_rule(info: AppInfo, concurrency: int) -> dict[str, Any]:

@@ -9,15 +9,7 @@ from typing import Any
 
 import httpx
 
-from gpubench_sdk import (
-    ClientHTTPError,
-    ConfigError,
-    FleetState,
-    InvalidResponseError,
-    ScalingSettings,
-    json_object,
-    scaling_fields,
-)
+import gpubench_sdk as sdk
 
 from . import _protocol as bt
 
@@ -34,13 +26,13 @@ class DeploymentAdmin:
         self._settings_url = httpx.URL(f"{self.url}/autoscaling_settings")
 
     async def deployment(self) -> dict[str, Any]:
-        return json_object(await self._send("GET", self.url), provider="baseten")
+        return sdk.json_object(await self._send("GET", self.url), provider="baseten")
 
     async def settings(self) -> dict[str, Any]:
         data = await self.deployment()
         settings = data.get("autoscaling_settings")
         if not isinstance(settings, dict):
-            raise InvalidResponseError(
+            raise sdk.InvalidResponseError(
                 f"deployment {data.get('id')!r} has no autoscaling_settings (status "
                 f"{data.get('status')!r}): it has not finished deploying",
                 provider="baseten",
@@ -50,11 +42,11 @@ class DeploymentAdmin:
     async def patch(self, changes: dict[str, int]) -> str:
         """PATCH the given fields (Baseten changes only those); wait for a QUEUED change."""
         try:
-            answer = json_object(
+            answer = sdk.json_object(
                 await self._send("PATCH", self._settings_url, changes), provider="baseten"
             )
-        except ClientHTTPError as exc:
-            raise ConfigError("scaling", changes, f"values Baseten accepts ({exc})") from exc
+        except sdk.ClientHTTPError as exc:
+            raise sdk.ConfigError("scaling", changes, f"values Baseten accepts ({exc})") from exc
         status = str(answer.get("status"))
         if status == "QUEUED":  # applied later (e.g. while the deployment updates): wait for it
             deadline = time.monotonic() + SETTLE_TIMEOUT_S
@@ -65,16 +57,18 @@ class DeploymentAdmin:
                 await asyncio.sleep(0.5)
         return status
 
-    async def state(self, queue: dict[str, Any] | None) -> FleetState:
+    async def state(self, queue: dict[str, Any] | None) -> sdk.FleetState:
         """Replicas up (Baseten counts them without telling idle from busy) and, from the async
         queue status, requests waiting."""
         data = await self.deployment()
         active = data.get("active_replica_count")
         if not isinstance(active, int):
-            raise InvalidResponseError("deployment lacks active_replica_count", provider="baseten")
+            raise sdk.InvalidResponseError(
+                "deployment lacks active_replica_count", provider="baseten"
+            )
         starting = data.get("status") in bt.STARTING_STATES
         queued = queue.get("num_queued_requests") if queue else None
-        return FleetState(
+        return sdk.FleetState(
             ready=0 if starting else active,
             busy=None,
             starting=active if starting else 0,
@@ -83,22 +77,20 @@ class DeploymentAdmin:
         )
 
 
-def scaling_of(settings: dict[str, Any]) -> ScalingSettings:
-    try:
-        delay = settings.get("scale_down_delay")
-        return ScalingSettings(
-            min_workers=int(settings["min_replica"]),
-            max_workers=int(settings["max_replica"]),
-            idle_timeout_s=float(delay if delay is not None else bt.DEFAULT_SCALE_DOWN_DELAY_S),
-        )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise InvalidResponseError(
-            f"autoscaling_settings lacks a field: {exc}", provider="baseten"
-        ) from exc
+def scaling_of(settings: dict[str, Any]) -> sdk.ScalingSettings:
+    return sdk.read_scaling(
+        settings,
+        "min_replica",
+        "max_replica",
+        "scale_down_delay",
+        idle_default=bt.DEFAULT_SCALE_DOWN_DELAY_S,
+        provider="baseten",
+        where="autoscaling_settings",
+    )
 
 
-def changes_of(settings: ScalingSettings) -> dict[str, int]:
-    return scaling_fields(
+def changes_of(settings: sdk.ScalingSettings) -> dict[str, int]:
+    return sdk.scaling_fields(
         settings,
         "min_replica",
         "max_replica",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 from datetime import datetime
@@ -12,46 +11,21 @@ import httpx
 from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from gpubench_sdk import (
-    Capabilities,
-    ColdCheck,
-    ColdMark,
-    ConfigError,
-    FleetState,
-    Job,
-    Outcome,
-    PollingOptions,
-    Provider,
-    ProviderError,
-    ProviderOptions,
-    Request,
-    Result,
-    ScalingSettings,
-    ServerHTTPError,
-    first_byte_ns,
-    invalid_response,
-    json_object,
-    json_result,
-    key_headers,
-    redact,
-    run_job,
-    scrub_url,
-    send_checked,
-)
+import gpubench_sdk as sdk
 from gpubench_sdk.cost import load_catalog
 
 from . import _protocol as bt
 from ._admin import DeploymentAdmin, changes_of, scaling_of
 
 
-class RequestCanceledError(ProviderError):
+class RequestCanceledError(sdk.ProviderError):
     """Baseten reports the async request CANCELED or EXPIRED, though this client did not cancel
     it (``max_time_in_queue_seconds`` passed, or another client cancelled it)."""
 
-    outcome = Outcome.CANCELLED
+    outcome = sdk.Outcome.CANCELLED
 
 
-class BasetenOptions(PollingOptions):
+class BasetenOptions(sdk.PollingOptions):
     """Options of a Baseten target; ``api_key`` comes from ``api_key_env``/``api_key_file``."""
 
     model_id: str = Field(description="the model's id (model-<model_id>.api.baseten.co)")
@@ -123,7 +97,7 @@ class BasetenOptions(PollingOptions):
         return self
 
 
-class BasetenProvider(Provider):
+class BasetenProvider(sdk.Provider):
     """Baseten: ``predict`` (held; streamed when the model streams) or ``async_predict`` polled
     through ``/async_request``, and the management API for fleet state (``active_replica_count``,
     deployment ``status``), autoscaling (``min_replica``, ``max_replica``, ``scale_down_delay``,
@@ -132,7 +106,7 @@ class BasetenProvider(Provider):
     """
 
     name = "baseten"
-    capabilities = Capabilities(
+    capabilities = sdk.Capabilities(
         streaming=True,
         fleet_state=True,
         cold_start_control=True,
@@ -140,17 +114,17 @@ class BasetenProvider(Provider):
         # the catalog's rules, with their source and date (gpubench_sdk/cost/data/prices.json)
         billing=load_catalog().billing_model("baseten"),
     )
-    Options: ClassVar[type[ProviderOptions]] = BasetenOptions
+    Options: ClassVar[type[sdk.ProviderOptions]] = BasetenOptions
     options: BasetenOptions
 
     _original: dict[str, int] | None = None
 
     @property
     def endpoint(self) -> str:
-        return scrub_url(self._route("predict"))
+        return sdk.scrub_url(self._route("predict"))
 
     def auth_headers(self) -> dict[str, str]:
-        return key_headers(self.options.api_key, "api-key")
+        return sdk.key_headers(self.options.api_key, "api-key")
 
     def _route(self, operation: str) -> str:
         o = self.options
@@ -166,7 +140,7 @@ class BasetenProvider(Provider):
         self._async_predict = httpx.URL(self._route("async_predict"))
         self._queue_status = httpx.URL(self._route("async_queue_status"))
         self._headers = {**o.headers, **self.auth_headers()}
-        self._cold = ColdMark()
+        self._cold = sdk.ColdMark()
         deployment = o.deployment_id or (
             o.environment if o.environment in ("production", "development") else None
         )
@@ -191,13 +165,13 @@ class BasetenProvider(Provider):
         """One request; a status >= 400 (429's ``Retry-After`` read), a timeout or a broken
         connection raises the core's ``ProviderError``, here rather than at ``invoke``'s
         boundary: the management calls and the status polls need it too."""
-        return await send_checked(
+        return await sdk.send_checked(
             self.client, method, url, provider=self.name, headers=self._headers, json=body
         )
 
     # ----- requests -------------------------------------------------------------------------
 
-    async def invoke(self, request: Request) -> Result:
+    async def invoke(self, request: sdk.Request) -> sdk.Result:
         if self.options.mode == "async" and not request.stream:
             return await self._async(request)
         started = time.perf_counter_ns()
@@ -207,7 +181,7 @@ class BasetenProvider(Provider):
             response = await self._send("POST", self._predict, dict(request.payload))
             request_id = response.headers.get(bt.REQUEST_ID_HEADER)
             problem = "the prediction is not JSON"
-            result = json_result(
+            result = sdk.json_result(
                 response, provider=self.name, problem=problem, request_id=request_id
             )
         threshold = self.options.predict_cold_threshold_ms
@@ -215,12 +189,12 @@ class BasetenProvider(Provider):
             result.cold = (result.first_byte_ns - started) / 1e6 >= threshold
         return self._confirm(result)
 
-    def _confirm(self, result: Result) -> Result:
+    def _confirm(self, result: sdk.Result) -> sdk.Result:
         if self._cold.take():  # the deployment was verified scaled to zero just before
             result.cold, result.cold_confirmed = True, True
         return result
 
-    async def _predict_streamed(self, request: Request) -> Result:
+    async def _predict_streamed(self, request: sdk.Request) -> sdk.Result:
         """A streaming model's answer: its body arrives in pieces; the first piece is the first
         byte, each network read a chunk."""
         chunks: list[str] = []
@@ -237,16 +211,16 @@ class BasetenProvider(Provider):
                 if text:
                     times.append(time.perf_counter_ns())
                     chunks.append(text)
-        return Result(
+        return sdk.Result(
             output="".join(chunks),
             http_status=response.status_code,
             request_id=response.headers.get(bt.REQUEST_ID_HEADER),
-            first_byte_ns=times[0] if times else first_byte_ns(response),
+            first_byte_ns=times[0] if times else sdk.first_byte_ns(response),
             output_units=len(chunks),
             token_times_ns=times,
         )
 
-    async def _async(self, request: Request) -> Result:
+    async def _async(self, request: sdk.Request) -> sdk.Result:
         o = self.options
         body: dict[str, Any] = {"model_input": dict(request.payload)}
         if o.webhook_endpoint is not None:
@@ -254,14 +228,16 @@ class BasetenProvider(Provider):
         if o.max_time_in_queue_s is not None:
             body["max_time_in_queue_seconds"] = o.max_time_in_queue_s
         job = _AsyncRequest(self, body)
-        result = await run_job(job, provider=self.name, timeout_s=o.timeout_s, polling=o.polling)
+        result = await sdk.run_job(
+            job, provider=self.name, timeout_s=o.timeout_s, polling=o.polling
+        )
         return self._confirm(result)
 
     # ----- capabilities ---------------------------------------------------------------------
 
     def _admin_or_fail(self, capability: str) -> DeploymentAdmin:
         if self._admin is None:
-            raise ConfigError(
+            raise sdk.ConfigError(
                 "deployment_id",
                 None,
                 f"the deployment's id: {capability} for environment "
@@ -269,17 +245,17 @@ class BasetenProvider(Provider):
             )
         return self._admin
 
-    async def state(self) -> FleetState:
+    async def state(self) -> sdk.FleetState:
         admin = self._admin_or_fail("fleet_state")
         queue: dict[str, Any] | None = None
-        with contextlib.suppress(ProviderError):  # a model without async support has none
-            queue = json_object(await self._send("GET", self._queue_status), provider=self.name)
+        with contextlib.suppress(sdk.ProviderError):  # a model without async support has none
+            queue = sdk.json_object(await self._send("GET", self._queue_status), provider=self.name)
         return await admin.state(queue)
 
-    async def get_scaling(self) -> ScalingSettings:
+    async def get_scaling(self) -> sdk.ScalingSettings:
         return scaling_of(await self._admin_or_fail("scaling_settings").settings())
 
-    async def set_scaling(self, settings: ScalingSettings) -> None:
+    async def set_scaling(self, settings: sdk.ScalingSettings) -> None:
         """PATCH the fields given; restored in ``close()``."""
         await self._change(changes_of(settings))
 
@@ -296,33 +272,27 @@ class BasetenProvider(Provider):
         self._original = original
         await admin.patch(changes)
 
-    async def ensure_cold(self, timeout_s: float) -> ColdCheck:
+    async def ensure_cold(self, timeout_s: float) -> sdk.ColdCheck:
         """``min_replica`` 0, then wait until the deployment reports no active replica
         (Baseten has no "scale to zero now": the scale-down delay runs its course)."""
         admin = self._admin_or_fail("cold_start_control")
         started = time.monotonic()
-        scaling = await self.get_scaling()
-        if scaling.min_workers:
-            await self.set_scaling(ScalingSettings(min_workers=0))
-        for delay_s in self.options.polling.delays():
+        scaling = await sdk.lower_min_workers(self)
+
+        async def look() -> tuple[bool, str]:
             data = await admin.deployment()
-            waited_s = time.monotonic() - started
-            if data.get("active_replica_count") == 0:
-                self._cold.expect()
-                how = (
-                    f"min_replica=0, scale_down_delay={scaling.idle_timeout_s:g}s; deployment "
-                    f"{data.get('status')}, active_replica_count 0"
-                )
-                return ColdCheck(confirmed=True, waited_s=waited_s, how=how)
-            if waited_s >= timeout_s:
-                active, status = data.get("active_replica_count"), data.get("status")
-                how = f"timed out: {active} active replicas ({status})"
-                return ColdCheck(confirmed=False, waited_s=waited_s, how=how)
-            await asyncio.sleep(delay_s)
-        raise AssertionError("unreachable")  # pragma: no cover - the delays never end
+            active, status = data.get("active_replica_count"), data.get("status")
+            if active == 0:
+                how = f"min_replica=0, scale_down_delay={scaling.idle_timeout_s:g}s; deployment "
+                return True, f"{how}{status}, active_replica_count 0"
+            return False, f"{active} active replicas ({status})"
+
+        return await sdk.wait_cold(
+            look, timeout_s=timeout_s, poll=self.options.polling, started=started, mark=self._cold
+        )
 
 
-class _AsyncRequest(Job[dict[str, Any]]):
+class _AsyncRequest(sdk.Job[dict[str, Any]]):
     """``async_predict``, then ``GET /async_request/{id}`` to its end; ``DELETE`` of the same
     URL when abandoned (Baseten cancels a request still QUEUED; a running one finishes)."""
 
@@ -332,19 +302,19 @@ class _AsyncRequest(Job[dict[str, Any]]):
 
     async def submit(self) -> None:
         response = await self.p._send("POST", self.p._async_predict, self.body)
-        request_id = json_object(response, provider=self.p.name).get("request_id")
+        request_id = sdk.json_object(response, provider=self.p.name).get("request_id")
         if not isinstance(request_id, str) or not request_id:
             problem = "the async_predict answer has no request_id"
-            raise invalid_response(response, problem, provider=self.p.name)
+            raise sdk.invalid_response(response, problem, provider=self.p.name)
         self.id, self.url = request_id, httpx.URL(f"{self.p._base}/async_request/{request_id}")
 
     async def status(self) -> dict[str, Any]:
         self.response = await self.p._send("GET", self.url)
-        status = json_object(self.response, provider=self.p.name)
+        status = sdk.json_object(self.response, provider=self.p.name)
         state = status.get("status")
         if state not in bt.PENDING_STATES | bt.TERMINAL_STATES:
             problem = f"not an async request status: {state!r}"
-            raise invalid_response(self.response, problem, provider=self.p.name)
+            raise sdk.invalid_response(self.response, problem, provider=self.p.name)
         if state == bt.IN_PROGRESS and self.progress_at is None:
             self.progress_at = _timestamp(status.get("status_at"))
         return status
@@ -352,21 +322,21 @@ class _AsyncRequest(Job[dict[str, Any]]):
     def finished(self, state: dict[str, Any]) -> bool:
         return state["status"] in bt.TERMINAL_STATES
 
-    async def result(self, state: dict[str, Any]) -> Result:
+    async def result(self, state: dict[str, Any]) -> sdk.Result:
         status = state["status"]
         kw: dict[str, Any] = {"provider": self.p.name, "request_id": self.id}
-        errors = redact(str(state.get("errors") or ""))
+        errors = sdk.redact(str(state.get("errors") or ""))
         if status == bt.FAILED:
-            raise ServerHTTPError(f"async request FAILED: {errors}", **kw)
+            raise sdk.ServerHTTPError(f"async request FAILED: {errors}", **kw)
         if status in (bt.CANCELED, bt.EXPIRED):
             raise RequestCanceledError(f"async request {status} {errors}".strip(), **kw)
         created, ended = _timestamp(state.get("created_at")), _timestamp(state.get("status_at"))
         queue_ms = _ms(created, self.progress_at)
-        return Result(
+        return sdk.Result(
             output=None,  # Baseten keeps no async output: it went to the webhook, if any
             http_status=self.response.status_code,
             request_id=self.id,
-            first_byte_ns=first_byte_ns(self.response),
+            first_byte_ns=sdk.first_byte_ns(self.response),
             queue_ms=queue_ms,
             execution_ms=_ms(self.progress_at, ended),
             cold=None if queue_ms is None else queue_ms >= self.p.options.cold_threshold_ms,

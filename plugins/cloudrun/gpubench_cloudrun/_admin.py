@@ -17,13 +17,7 @@ from typing import Any, TypeVar
 
 import anyio
 
-from gpubench_sdk import (
-    ProviderError,
-    RequestTimeoutError,
-    TransportError,
-    error_for_status,
-    redact,
-)
+import gpubench_sdk as sdk
 
 T = TypeVar("T")
 PROVIDER = "cloudrun"
@@ -118,7 +112,7 @@ class ServiceAdmin:
             return await anyio.to_thread.run_sync(
                 functools.partial(fn, *args, **kw), limiter=self._limiter
             )
-        except ProviderError:
+        except sdk.ProviderError:
             raise
         except Exception as exc:
             raise map_admin_error(exc) from exc
@@ -152,17 +146,17 @@ class ServiceAdmin:
             transport.close()
 
 
-def map_admin_error(exc: BaseException) -> ProviderError:
+def map_admin_error(exc: BaseException) -> sdk.ProviderError:
     """google.api_core errors carry the HTTP status in ``code``; network errors come from
     ``requests`` (the REST transport) or google-auth."""
     from google.api_core import exceptions as gexc
 
-    message = redact(f"Cloud Run Admin API: {type(exc).__name__}: {exc}")
+    message = sdk.redact(f"Cloud Run Admin API: {type(exc).__name__}: {exc}")
     if isinstance(exc, gexc.GoogleAPICallError) and isinstance(exc.code, int):
         status = exc.code
         if isinstance(exc, gexc.PermissionDenied | gexc.Unauthenticated):
             message += " (the caller needs roles/run.developer on the service: see the docs)"
-        return error_for_status(message, status, provider=PROVIDER)
+        return sdk.error_for_status(message, status, provider=PROVIDER)
     if isinstance(exc, gexc.RetryError | gexc.DeadlineExceeded | TimeoutError):
-        return RequestTimeoutError(message, provider=PROVIDER)
-    return TransportError(message, provider=PROVIDER)
+        return sdk.RequestTimeoutError(message, provider=PROVIDER)
+    return sdk.TransportError(message, provider=PROVIDER)

@@ -13,19 +13,7 @@ import anyio
 import httpx
 from pydantic import Field, model_validator
 
-from gpubench_sdk import (
-    Capabilities,
-    ColdCheck,
-    ColdMark,
-    ConfigError,
-    Provider,
-    ProviderOptions,
-    Request,
-    Result,
-    first_byte_ns,
-    json_result,
-    scrub_url,
-)
+import gpubench_sdk as sdk
 from gpubench_sdk.cost import load_catalog
 
 from ._admin import ServiceAdmin, ServiceInfo
@@ -42,7 +30,7 @@ RESTORE_TIMEOUT_S = 600.0  # a revision roll takes seconds to minutes
 TIMEOUT_MARGIN_S = 0.05
 
 
-class CloudRunOptions(ProviderOptions):
+class CloudRunOptions(sdk.ProviderOptions):
     """Options of a Cloud Run target.
 
     ``service`` (``projects/P/locations/L/services/S``) turns on the Admin API: the URL is read
@@ -104,7 +92,7 @@ class _SavedSettings:
     labels: dict[str, str]
 
 
-class CloudRunProvider(Provider):
+class CloudRunProvider(sdk.Provider):
     """Cloud Run: POST the payload as JSON to the service URL; read and change the service's
     scaling with the Admin API v2 to force cold starts, and put it back in ``close()``.
 
@@ -114,16 +102,16 @@ class CloudRunProvider(Provider):
     """
 
     name = "cloudrun"
-    capabilities = Capabilities(
+    capabilities = sdk.Capabilities(
         cold_start_control=True,
         billing=load_catalog().billing_model("cloudrun"),
     )
-    Options: ClassVar[type[ProviderOptions]] = CloudRunOptions
+    Options: ClassVar[type[sdk.ProviderOptions]] = CloudRunOptions
     options: CloudRunOptions
 
     def __init__(
         self,
-        options: ProviderOptions | None = None,
+        options: sdk.ProviderOptions | None = None,
         *,
         client: httpx.AsyncClient | None = None,
         token_source: IdTokenSource | None = None,
@@ -134,13 +122,13 @@ class CloudRunProvider(Provider):
         self._admin: ServiceAdmin | None = None
         self._id_token: CachedIdToken | None = None
         self._saved: _SavedSettings | None = None
-        self._cold = ColdMark(self.options.cold_threshold_ms)
+        self._cold = sdk.ColdMark(self.options.cold_threshold_ms)
         self.service_info: ServiceInfo | None = None
 
     @property
     def endpoint(self) -> str | None:
         url = self.options.url or (self.service_info.uri if self.service_info else None)
-        return scrub_url(url).split("?", 1)[0] if url else self.options.service
+        return sdk.scrub_url(url).split("?", 1)[0] if url else self.options.service
 
     @property
     def invoker_auth(self) -> str:
@@ -163,7 +151,7 @@ class CloudRunProvider(Provider):
             self.service_info = await self._admin.info()
         url = o.url or (self.service_info.uri if self.service_info else None)
         if not url:
-            raise ConfigError("url", url, "the service URL: the service reports no uri yet")
+            raise sdk.ConfigError("url", url, "the service URL: the service reports no uri yet")
         base = url.rstrip("/")
         self._invoke_url = httpx.URL(base + o.path)
         if self.invoker_auth == "google":
@@ -173,10 +161,8 @@ class CloudRunProvider(Provider):
         admin, self._admin = self._admin, None
         if admin is None:
             return
-        try:
-            # shielded: the user's settings come back even when the run was cancelled
-            with anyio.CancelScope(shield=True), anyio.move_on_after(RESTORE_TIMEOUT_S):
-                await self._restore(admin)
+        try:  # the user's settings, even when the run was cancelled
+            await sdk.shielded(self._restore(admin), timeout_s=RESTORE_TIMEOUT_S)
         finally:
             admin.close()
 
@@ -200,28 +186,26 @@ class CloudRunProvider(Provider):
             headers.update(self.auth_headers())
         return headers
 
-    async def invoke(self, request: Request) -> Result:
-        headers = await self._headers()
-        sent_ns = time.perf_counter_ns()
-        response = await self.client.post(
-            self._invoke_url, json=dict(request.payload), headers=headers
-        )
+    async def invoke(self, request: sdk.Request) -> sdk.Result:
         # A status >= 400 (429: no instance free within max instances), a timeout or a reset
         # leaves through invoke's boundary as the core's ProviderError (as_provider_error:
-        # Retry-After in seconds or as an HTTP date).
-        response.raise_for_status()
-        # the first request after ensure_cold is cold; else, with cold_threshold_ms, inferred
-        cold, confirmed = self._cold.judge(sent_ns, first_byte_ns(response))
-        request_id = response.headers.get(self.options.request_id_header)
-        return json_result(
-            response, provider=self.name, request_id=request_id, cold=cold, cold_confirmed=confirmed
+        # Retry-After in seconds or as an HTTP date). The first request after ensure_cold is
+        # cold; else, with cold_threshold_ms, inferred.
+        return await sdk.held_json_call(
+            self.client,
+            self._invoke_url,
+            dict(request.payload),
+            headers=await self._headers(),
+            mark=self._cold,
+            provider=self.name,
+            request_id_header=self.options.request_id_header,
         )
 
     # ----- control --------------------------------------------------------------------------
 
     def _require_admin(self) -> ServiceAdmin:
         if self._admin is None:
-            raise ConfigError(
+            raise sdk.ConfigError(
                 "service", None, "projects/P/locations/L/services/S to control the service"
             )
         return self._admin
@@ -231,7 +215,7 @@ class CloudRunProvider(Provider):
         self.service_info = await self._require_admin().info()
         return self.service_info
 
-    async def ensure_cold(self, timeout_s: float) -> ColdCheck:
+    async def ensure_cold(self, timeout_s: float) -> sdk.ColdCheck:
         """Set ``min_instance_count`` to 0, roll a new revision (``roll_revision``) and wait
         ``idle_reclaim_s`` for idle instances to go. Cloud Run lists no live instances, so
         this is confirmed by procedure only when a revision was rolled and the wait elapsed;
@@ -273,4 +257,4 @@ class CloudRunProvider(Provider):
             + ("" if confirmed else "; inferred: Cloud Run lists no live instances")
         )
         self._cold.expect(confirmed)
-        return ColdCheck(confirmed=confirmed, waited_s=waited_s, how=how)
+        return sdk.ColdCheck(confirmed=confirmed, waited_s=waited_s, how=how)

@@ -14,35 +14,7 @@ import httpx
 from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
-from gpubench_sdk import (
-    Capabilities,
-    InvalidResponseError,
-    Job,
-    Outcome,
-    PollingOptions,
-    Provider,
-    ProviderError,
-    ProviderOptions,
-    Request,
-    RequestTimeoutError,
-    Result,
-    ServerHTTPError,
-    SSEParser,
-    ThrottledError,
-    finite_number,
-    first_byte_ns,
-    invalid_response,
-    json_object,
-    json_result,
-    key_headers,
-    raise_for_stream,
-    redact,
-    run_job,
-    scrub_url,
-    send_checked,
-    status_error,
-    with_capabilities,
-)
+import gpubench_sdk as sdk
 from gpubench_sdk.cost import load_catalog
 
 from . import _protocol as fal
@@ -51,13 +23,13 @@ log = logging.getLogger(__name__)
 _APP_ID = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*")
 
 
-class RequestCancelledError(ProviderError):
+class RequestCancelledError(sdk.ProviderError):
     """fal reports the request cancelled, though this client did not cancel it."""
 
-    outcome = Outcome.CANCELLED
+    outcome = sdk.Outcome.CANCELLED
 
 
-class FalOptions(PollingOptions):
+class FalOptions(sdk.PollingOptions):
     """Options of a fal target; ``api_key`` comes from ``api_key_env``/``api_key_file``."""
 
     app_id: str = Field(
@@ -102,7 +74,7 @@ class FalOptions(PollingOptions):
         return value
 
 
-class FalProvider(Provider):
+class FalProvider(sdk.Provider):
     """fal: the queue API (``queue.fal.run``) or the synchronous route (``fal.run``).
 
     In queue mode the request's way through the queue is followed by polling ``/status`` or
@@ -116,28 +88,28 @@ class FalProvider(Provider):
     """
 
     name = "fal"
-    capabilities = Capabilities(
+    capabilities = sdk.Capabilities(
         streaming=True,
         server_timings=frozenset({"execution_ms"}),
         # the catalog's rules, with their source and date (gpubench_sdk/cost/data/prices.json)
         billing=load_catalog().billing_model("fal"),
     )
-    Options: ClassVar[type[ProviderOptions]] = FalOptions
+    Options: ClassVar[type[sdk.ProviderOptions]] = FalOptions
     options: FalOptions
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if self.options.mode == "run":  # a held request reports no metrics: nothing is promised
-            with_capabilities(self, server_timings=frozenset())
+            sdk.with_capabilities(self, server_timings=frozenset())
 
     @property
     def endpoint(self) -> str:
         o = self.options
         base = o.queue_url if o.mode == "queue" else o.run_url
-        return scrub_url(f"{base.rstrip('/')}/{o.app_id}")
+        return sdk.scrub_url(f"{base.rstrip('/')}/{o.app_id}")
 
     def auth_headers(self) -> dict[str, str]:
-        return key_headers(self.options.api_key, "key")
+        return sdk.key_headers(self.options.api_key, "key")
 
     async def open(self) -> None:
         o = self.options
@@ -151,7 +123,7 @@ class FalProvider(Provider):
     async def _send(self, method: str, url: httpx.URL | str, body: Any = None) -> httpx.Response:
         """One request; a status >= 400 (fal's ``{"detail"}`` shown: ``_http_error``), a
         timeout or a broken connection raises the core's ``ProviderError``."""
-        return await send_checked(
+        return await sdk.send_checked(
             self.client,
             method,
             url,
@@ -163,12 +135,12 @@ class FalProvider(Provider):
 
     # ----- requests -------------------------------------------------------------------------
 
-    async def invoke(self, request: Request) -> Result:
+    async def invoke(self, request: sdk.Request) -> sdk.Result:
         if request.stream:
             return await self._stream(request)
         if self.options.mode == "run":
             return await self._run_sync(request)
-        return await run_job(
+        return await sdk.run_job(
             _QueuedRequest(self, request),
             provider=self.name,
             timeout_s=self.options.timeout_s,
@@ -199,15 +171,20 @@ class FalProvider(Provider):
         progress_ns: int | None = None
         try:
             async with self.client.stream("GET", url, headers=self._headers) as response:
-                await raise_for_stream(response, _http_error)
+                await sdk.raise_for_stream(response, _http_error)
                 async for _, data in _events(response):
                     status = self._parse_status(data, response)
                     if status["status"] != fal.IN_QUEUE and progress_ns is None:
                         progress_ns = time.perf_counter_ns()
                     if status["status"] == fal.COMPLETED:
                         return progress_ns, time.perf_counter_ns()
-        except (httpx.HTTPError, ThrottledError, ServerHTTPError, InvalidResponseError) as exc:
-            if isinstance(exc, InvalidResponseError) and "ended in the middle" not in str(exc):
+        except (
+            httpx.HTTPError,
+            sdk.ThrottledError,
+            sdk.ServerHTTPError,
+            sdk.InvalidResponseError,
+        ) as exc:
+            if isinstance(exc, sdk.InvalidResponseError) and "ended in the middle" not in str(exc):
                 raise  # a status fal would not send: not a broken connection
             log.info("fal status stream broke off (%s); polling instead", type(exc).__name__)
         return progress_ns, None
@@ -227,21 +204,23 @@ class FalProvider(Provider):
         if not error:
             return
         kind = str(status.get("error_type") or "")
-        message = redact(f"request COMPLETED with an error ({kind or 'no error_type'}): {error}")
+        message = sdk.redact(
+            f"request COMPLETED with an error ({kind or 'no error_type'}): {error}"
+        )
         kw: dict[str, Any] = {"provider": self.name, "request_id": request_id}
         if "timeout" in kind:
-            raise RequestTimeoutError(message, **kw)
+            raise sdk.RequestTimeoutError(message, **kw)
         if "cancel" in kind:
             raise RequestCancelledError(message, **kw)
-        raise ServerHTTPError(message, **kw)
+        raise sdk.ServerHTTPError(message, **kw)
 
-    async def _run_sync(self, request: Request) -> Result:
+    async def _run_sync(self, request: sdk.Request) -> sdk.Result:
         response = await self._send("POST", self._run, dict(request.payload))
         request_id = response.headers.get(fal.REQUEST_ID_HEADER)
         problem = "the result is not JSON"
-        return json_result(response, provider=self.name, problem=problem, request_id=request_id)
+        return sdk.json_result(response, provider=self.name, problem=problem, request_id=request_id)
 
-    async def _stream(self, request: Request) -> Result:
+    async def _stream(self, request: sdk.Request) -> sdk.Result:
         """``fal.run/{app}/stream``: each event's data is one JSON piece of output; the first
         event's arrival is the first byte. An ``error`` event fails the request."""
         url = httpx.URL(f"{self._run}/stream")
@@ -251,7 +230,7 @@ class FalProvider(Provider):
         async with self.client.stream(
             "POST", url, json=dict(request.payload), headers=self._headers
         ) as response:
-            await raise_for_stream(response, _http_error)
+            await sdk.raise_for_stream(response, _http_error)
             request_id = response.headers.get(fal.REQUEST_ID_HEADER)
             async for event, data in _events(response):
                 first = first or time.perf_counter_ns()
@@ -261,11 +240,11 @@ class FalProvider(Provider):
                     raise _invalid("an SSE event is not JSON", response) from exc
                 if event == "error":
                     detail = piece.get("detail") if isinstance(piece, dict) else piece
-                    raise ServerHTTPError(
+                    raise sdk.ServerHTTPError(
                         f"the stream failed: {detail}", provider=self.name, request_id=request_id
                     )
                 events.append(piece)
-        return Result(
+        return sdk.Result(
             output=events,
             http_status=response.status_code,
             request_id=request_id,
@@ -274,13 +253,13 @@ class FalProvider(Provider):
         )
 
 
-class _QueuedRequest(Job[dict[str, Any]]):
+class _QueuedRequest(sdk.Job[dict[str, Any]]):
     """A request through fal's queue: submitted, followed on its status stream or by polling
     ``status_url`` to COMPLETED, its result read at ``response_url``; cancelled at
     ``cancel_url``. The time from the submit's answer to the first status no longer IN_QUEUE
     is ``queue_ms`` (a runner booting and running ``setup()`` shows up there)."""
 
-    def __init__(self, provider: FalProvider, request: Request) -> None:
+    def __init__(self, provider: FalProvider, request: sdk.Request) -> None:
         self.p, self.payload = provider, dict(request.payload)
         self.progress_ns: int | None = None
         self.done_ns: int | None = None
@@ -289,12 +268,12 @@ class _QueuedRequest(Job[dict[str, Any]]):
     async def submit(self) -> None:
         p = self.p
         response = await p._send("POST", p._submit_url, self.payload)
-        submitted = json_object(response, provider=p.name)
+        submitted = sdk.json_object(response, provider=p.name)
         request_id = submitted.get("request_id")
         if not isinstance(request_id, str) or not request_id:
             raise _invalid("the submit answer has no request_id", response)
         self.id, self.urls = request_id, p._urls(submitted, request_id)
-        self.start_ns = first_byte_ns(response) or time.perf_counter_ns()
+        self.start_ns = sdk.first_byte_ns(response) or time.perf_counter_ns()
         if p.options.status_updates == "stream":
             self.progress_ns, self.done_ns = await p._follow_stream(self.urls["status_url"])
         return None  # then polled at once (after a stream: COMPLETED, or where it broke off)
@@ -307,7 +286,7 @@ class _QueuedRequest(Job[dict[str, Any]]):
         response = await p._send("GET", url)
         status = p._parse_status(response.text, response)
         if status["status"] != fal.IN_QUEUE and self.progress_ns is None:
-            self.progress_ns = first_byte_ns(response) or time.perf_counter_ns()
+            self.progress_ns = sdk.first_byte_ns(response) or time.perf_counter_ns()
         if status["status"] == fal.COMPLETED:
             self.done_ns = self.done_ns or time.perf_counter_ns()  # the run ended before this
             if not status.get("error"):
@@ -317,7 +296,7 @@ class _QueuedRequest(Job[dict[str, Any]]):
     def finished(self, state: dict[str, Any]) -> bool:
         return bool(state["status"] == fal.COMPLETED)
 
-    async def result(self, state: dict[str, Any]) -> Result:
+    async def result(self, state: dict[str, Any]) -> sdk.Result:
         self.p._raise_if_failed(state, str(self.id))
         response, start_ns, done_ns = self.response, self.start_ns, self.done_ns
         assert response is not None and done_ns is not None
@@ -328,7 +307,7 @@ class _QueuedRequest(Job[dict[str, Any]]):
         progress_ns = self.progress_ns
         queue_ms = (progress_ns - start_ns) / 1e6 if progress_ns is not None else None
         metrics = state.get("metrics") if isinstance(state.get("metrics"), dict) else {}
-        inference_s = finite_number(metrics.get("inference_time")) if metrics else None
+        inference_s = sdk.finite_number(metrics.get("inference_time")) if metrics else None
         if queue_ms is not None and inference_s is not None:
             # A status seen late (a poll that skipped IN_PROGRESS, a loaded client) dates the
             # start too late; the run began at least inference_time before COMPLETED was seen.
@@ -336,11 +315,11 @@ class _QueuedRequest(Job[dict[str, Any]]):
         detail: dict[str, Any] = {"metrics": metrics} if metrics else {}
         if state.get("logs"):
             detail["logs"] = state["logs"]
-        return Result(
+        return sdk.Result(
             output=output,
             http_status=response.status_code,
             request_id=self.id,
-            first_byte_ns=first_byte_ns(response),
+            first_byte_ns=sdk.first_byte_ns(response),
             queue_ms=queue_ms,
             execution_ms=inference_s * 1e3 if inference_s is not None else None,
             cold=None if queue_ms is None else queue_ms >= self.p.options.cold_threshold_ms,
@@ -351,26 +330,26 @@ class _QueuedRequest(Job[dict[str, Any]]):
         await self.p._send("PUT", self.urls["cancel_url"])
 
 
-def _http_error(response: httpx.Response) -> ProviderError:
+def _http_error(response: httpx.Response) -> sdk.ProviderError:
     """The core's error for a status >= 400 (its body read), with fal's request id; a 504
     marked ``X-Fal-Request-Timeout-Type`` is the caller's ``X-Fal-Request-Timeout`` running out
     before a runner took the request, so a timeout rather than a server error."""
     request_id = response.headers.get(fal.REQUEST_ID_HEADER)
-    error = status_error(response, provider="fal", request_id=request_id)
+    error = sdk.status_error(response, provider="fal", request_id=request_id)
     if response.status_code == 504 and response.headers.get(fal.REQUEST_TIMEOUT_TYPE_HEADER):
         text = str(error).removeprefix("[fal] ")
-        return RequestTimeoutError(text, provider="fal", status_code=504, request_id=request_id)
+        return sdk.RequestTimeoutError(text, provider="fal", status_code=504, request_id=request_id)
     return error
 
 
-def _invalid(message: str, response: httpx.Response) -> InvalidResponseError:
-    return invalid_response(response, message, provider="fal")
+def _invalid(message: str, response: httpx.Response) -> sdk.InvalidResponseError:
+    return sdk.invalid_response(response, message, provider="fal")
 
 
 async def _events(response: httpx.Response) -> AsyncIterator[tuple[str, str]]:
     """``(event, data)`` for each server-sent event of ``response`` (fal's keep-alive comment
     every 15 s skipped); ``InvalidResponseError`` if the stream stops in the middle of one."""
-    parser = SSEParser()
+    parser = sdk.SSEParser()
     async for chunk in response.aiter_bytes():
         for event, data in parser.feed_events(chunk):
             yield event, data.decode("utf-8", "replace")

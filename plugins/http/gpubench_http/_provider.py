@@ -10,22 +10,7 @@ from typing import Any, ClassVar, Literal, Self
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
-from gpubench_sdk import (
-    CallResponse,
-    Capabilities,
-    ConfigError,
-    FleetState,
-    InvalidResponseError,
-    PreparedCall,
-    Provider,
-    ProviderError,
-    ProviderOptions,
-    Request,
-    Result,
-    as_provider_error,
-    key_headers,
-    status_error,
-)
+import gpubench_sdk as sdk
 
 from ._template import Render, compile_path, compile_template
 
@@ -52,7 +37,7 @@ class Timing(BaseModel):
         return self
 
 
-class HTTPOptions(ProviderOptions):
+class HTTPOptions(sdk.ProviderOptions):
     """Options of a generic JSON endpoint. The API key (``api_key_env``) is sent as
     ``auth_scheme`` says: ``bearer`` (``Authorization: Bearer <key>``), ``api-key``
     (``Authorization: Api-Key <key>``, Baseten), ``key`` (``Authorization: Key <key>``, fal),
@@ -87,46 +72,46 @@ class HTTPOptions(ProviderOptions):
             compile_path(self.request_id_path, "request_id_path")
         fields = [t.field for t in self.timings]
         if len(set(fields)) != len(fields):
-            raise ConfigError("timings", fields, "at most one source per field")
+            raise sdk.ConfigError("timings", fields, "at most one source per field")
         if self.method == "GET" and self.body != "{payload}":
-            raise ConfigError("body", self.body, "no body with method GET (use POST or PUT)")
+            raise sdk.ConfigError("body", self.body, "no body with method GET (use POST or PUT)")
         key = self.api_key
         if self.auth_scheme == "modal" and key is not None and ":" not in key.get_secret_value():
             expected = "'<Modal-Key>:<Modal-Secret>' for auth_scheme=modal"
-            raise ConfigError("api_key", "<hidden>", expected)
+            raise sdk.ConfigError("api_key", "<hidden>", expected)
         return self
 
-    def render(self, request: Request) -> Any:
+    def render(self, request: sdk.Request) -> Any:
         return self._render(request)
 
 
-class HTTPProvider(Provider):
+class HTTPProvider(sdk.Provider):
     """POSTs (or PUTs/GETs) the rendered body, follows redirects (Modal answers requests over
     150 s with a 303 to a result URL), reads the output and any configured server timings."""
 
     name = "http"
-    capabilities = Capabilities()  # per target: server timings and readiness come from options
-    Options: ClassVar[type[ProviderOptions]] = HTTPOptions
+    capabilities = sdk.Capabilities()  # per target: server timings and readiness come from options
+    Options: ClassVar[type[sdk.ProviderOptions]] = HTTPOptions
     options: HTTPOptions
 
-    def __init__(self, options: ProviderOptions | None = None, **kw: Any) -> None:
+    def __init__(self, options: sdk.ProviderOptions | None = None, **kw: Any) -> None:
         super().__init__(options, **kw)
         o = self.options
         # What this target can do depends on its options: the instance says so to the runner.
-        self.capabilities = Capabilities(  # type: ignore[misc]
+        self.capabilities = sdk.Capabilities(  # type: ignore[misc]
             fleet_state=o.health_url is not None,
             server_timings=frozenset(t.field for t in o.timings),
         )
 
     def auth_headers(self) -> dict[str, str]:
-        return key_headers(self.options.api_key, self.options.auth_scheme)
+        return sdk.key_headers(self.options.api_key, self.options.auth_scheme)
 
     async def open(self) -> None:
         o = self.options
         self._headers = {**o.headers, **self.auth_headers()}
         # The call is the same every time but for its body: prepared once (the lean path).
         headers = self._headers if o.method == "GET" else {**self._headers, "Content-Type": _JSON}
-        self._call = PreparedCall(self.client, o.method, o.url, headers=headers)
+        self._call = sdk.PreparedCall(self.client, o.method, o.url, headers=headers)
         self._read_output = compile_path(o.output_path, "output_path")
         self._read_id = compile_path(o.request_id_path, "") if o.request_id_path else None
         self._timings = [
@@ -139,7 +124,7 @@ class HTTPProvider(Provider):
             for t in o.timings
         ]
 
-    async def invoke(self, request: Request) -> Result:
+    async def invoke(self, request: sdk.Request) -> sdk.Result:
         o = self.options
         content = None if o.method == "GET" else json.dumps(o.render(request)).encode()
         # A timeout, reset, refused connection, truncated body or too many redirects leaves
@@ -165,7 +150,7 @@ class HTTPProvider(Provider):
             raise self._invalid(str(exc), status) from None
         if request_id is None and o.request_id_header:
             request_id = response.headers.get(o.request_id_header)
-        result = Result(
+        result = sdk.Result(
             output=output,
             http_status=status,
             request_id=request_id,
@@ -176,7 +161,7 @@ class HTTPProvider(Provider):
             setattr(result, field, _ms(raw, scale))
         return result
 
-    async def state(self) -> FleetState:
+    async def state(self) -> sdk.FleetState:
         """Readiness from ``health_url``: 2xx is one replica ready (at least), else none."""
         url = self.options.health_url
         if url is None:
@@ -184,21 +169,21 @@ class HTTPProvider(Provider):
         try:
             response = await self.client.get(url, headers=self._headers)
         except httpx.HTTPError as exc:
-            raise as_provider_error(exc, provider=self.name) from exc
+            raise sdk.as_provider_error(exc, provider=self.name) from exc
         ready = 200 <= response.status_code < 300
-        return FleetState(
+        return sdk.FleetState(
             ready=1 if ready else 0, detail={"healthy": ready, "status": response.status_code}
         )
 
-    def _http_error(self, response: CallResponse) -> ProviderError:
+    def _http_error(self, response: sdk.CallResponse) -> sdk.ProviderError:
         """The core's error for a status >= 400 (a 429's ``Retry-After`` read in seconds or as
         an HTTP date), showing the answer's own ``error``, ``detail`` or ``message`` text where
         it has one, else the start of its body."""
         detail = _error_text(response)
-        return status_error(response.as_httpx(), provider=self.name, detail=detail)
+        return sdk.status_error(response.as_httpx(), provider=self.name, detail=detail)
 
-    def _invalid(self, message: str, status: int) -> InvalidResponseError:
-        return InvalidResponseError(message, provider=self.name, status_code=status)
+    def _invalid(self, message: str, status: int) -> sdk.InvalidResponseError:
+        return sdk.InvalidResponseError(message, provider=self.name, status_code=status)
 
 
 _JSON = "application/json"
@@ -223,7 +208,7 @@ def _str(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-def _error_text(response: CallResponse) -> str | None:
+def _error_text(response: sdk.CallResponse) -> str | None:
     """The message of a JSON error body (``{"error": ...}``, FastAPI's ``{"detail": ...}``,
     ``{"message": ...}``) when it is text, or FastAPI's validation list (a 422's ``detail``:
     ``[{"loc": [...], "msg": ...}]``, https://fastapi.tiangolo.com/tutorial/handling-errors/)

@@ -7,14 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gpubench_sdk import (
-    ClientHTTPError,
-    ConfigError,
-    FleetState,
-    InvalidResponseError,
-    ScalingSettings,
-    scaling_fields,
-)
+import gpubench_sdk as sdk
 
 from . import _protocol as hf
 
@@ -27,14 +20,14 @@ class EndpointStatus:
     ready_replicas: int | None
     target_replicas: int | None
     url: str | None
-    scaling: ScalingSettings
+    scaling: sdk.ScalingSettings
     raw: dict[str, Any]
 
     @property
     def is_scaled_to_zero(self) -> bool:
         return self.state == hf.SCALED_TO_ZERO and not self.ready_replicas
 
-    def fleet_state(self) -> FleetState:
+    def fleet_state(self) -> sdk.FleetState:
         """Ready replicas serve requests (idle or busy: the API does not tell them apart);
         replicas targeted but not ready are starting."""
         ready, target = self.ready_replicas, self.target_replicas
@@ -46,14 +39,14 @@ class EndpointStatus:
             "minReplica": self.scaling.min_workers,
             "maxReplica": self.scaling.max_workers,
         }
-        return FleetState(ready=ready, starting=starting, detail=detail)
+        return sdk.FleetState(ready=ready, starting=starting, detail=detail)
 
 
 def parse_endpoint(body: Any, minute_s: float, provider: str) -> EndpointStatus:
     """An endpoint object as ``EndpointStatus``; ``InvalidResponseError`` if it is not one."""
 
-    def invalid(why: str) -> InvalidResponseError:
-        return InvalidResponseError(f"management API: {why}", provider=provider)
+    def invalid(why: str) -> sdk.InvalidResponseError:
+        return sdk.InvalidResponseError(f"management API: {why}", provider=provider)
 
     if not isinstance(body, dict):
         raise invalid("the endpoint is not a JSON object")
@@ -64,15 +57,16 @@ def parse_endpoint(body: Any, minute_s: float, provider: str) -> EndpointStatus:
     scaling = (body.get("compute") or {}).get("scaling")
     if not isinstance(scaling, dict):
         raise invalid("no compute.scaling")
-    try:
-        minutes = scaling.get("scaleToZeroTimeout")
-        settings = ScalingSettings(
-            min_workers=int(scaling["minReplica"]),
-            max_workers=int(scaling["maxReplica"]),
-            idle_timeout_s=None if minutes is None else float(minutes) * minute_s,
-        )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise invalid(f"compute.scaling lacks a field: {exc}") from exc
+    settings = sdk.read_scaling(
+        scaling,
+        "minReplica",
+        "maxReplica",
+        "scaleToZeroTimeout",
+        provider=provider,
+        where="management API: compute.scaling",
+        idle_unit_s=minute_s,
+        idle_default=None,
+    )
     return EndpointStatus(
         state=status["state"],
         ready_replicas=_count(status.get("readyReplica")),
@@ -83,9 +77,9 @@ def parse_endpoint(body: Any, minute_s: float, provider: str) -> EndpointStatus:
     )
 
 
-def scaling_payload(settings: ScalingSettings, minute_s: float) -> dict[str, Any]:
+def scaling_payload(settings: sdk.ScalingSettings, minute_s: float) -> dict[str, Any]:
     """The ``PUT`` body changing only the given knobs; ``ConfigError`` for what HF refuses."""
-    scaling = scaling_fields(
+    scaling = sdk.scaling_fields(
         settings,
         "minReplica",
         "maxReplica",
@@ -97,8 +91,8 @@ def scaling_payload(settings: ScalingSettings, minute_s: float) -> dict[str, Any
     return {"compute": {"scaling": scaling}}
 
 
-def refused_scaling(exc: ClientHTTPError, payload: dict[str, Any]) -> ConfigError:
-    return ConfigError("scaling", payload["compute"]["scaling"], f"values HF accepts ({exc})")
+def refused_scaling(exc: sdk.ClientHTTPError, payload: dict[str, Any]) -> sdk.ConfigError:
+    return sdk.ConfigError("scaling", payload["compute"]["scaling"], f"values HF accepts ({exc})")
 
 
 def _count(value: Any) -> int | None:

@@ -11,35 +11,7 @@ from typing import Any, ClassVar, Literal, Self
 import httpx
 from pydantic import Field, model_validator
 
-from gpubench_sdk import (
-    Capabilities,
-    ClientHTTPError,
-    ColdCheck,
-    ColdTimeoutError,
-    ConfigError,
-    FleetState,
-    InvalidResponseError,
-    Provider,
-    ProviderError,
-    ProviderOptions,
-    Request,
-    RequestTimeoutError,
-    Result,
-    SavedScaling,
-    ScalingSettings,
-    ServerHTTPError,
-    TransportError,
-    describe_error,
-    first_byte_ns,
-    invalid_response,
-    json_event,
-    raise_for_stream,
-    redact,
-    scrub_url,
-    send_checked,
-    sse_events,
-    with_capabilities,
-)
+import gpubench_sdk as sdk
 from gpubench_sdk.cost import load_catalog
 
 from . import _management as mgmt
@@ -54,7 +26,7 @@ _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 STATE_CHECK_EVERY = 20  # while retrying 503s, ask the management API about every N retries
 
 
-class HuggingFaceOptions(ProviderOptions):
+class HuggingFaceOptions(sdk.ProviderOptions):
     """One endpoint: its ``url``, and/or ``namespace`` + ``endpoint_name`` for the management
     API (which turns on fleet state, scaling and confirmed cold starts)."""
 
@@ -121,7 +93,7 @@ class _Reply:
     token_times_ns: list[int] = dataclasses.field(default_factory=list)
 
 
-class HuggingFaceProvider(Provider):
+class HuggingFaceProvider(sdk.Provider):
     """Hugging Face Inference Endpoints (dedicated): the toolkit body or TGI's ``/generate`` and
     ``/generate_stream``, the cold proxy's 503s (retried, timed) or ``X-Scale-Up-Timeout``
     holds, TGI's timing headers, and the management API for state, scaling and scale-to-zero.
@@ -131,14 +103,14 @@ class HuggingFaceProvider(Provider):
     """
 
     name = "huggingface"
-    capabilities = Capabilities(
+    capabilities = sdk.Capabilities(
         streaming=True,
         fleet_state=True,
         cold_start_control=True,
         scaling_settings=True,
         billing=BILLING,
     )
-    Options: ClassVar[type[ProviderOptions]] = HuggingFaceOptions
+    Options: ClassVar[type[sdk.ProviderOptions]] = HuggingFaceOptions
     options: HuggingFaceOptions
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -147,7 +119,7 @@ class HuggingFaceProvider(Provider):
         managed = o.namespace is not None
         # TGI's /generate reports its phases in headers; the toolkit and SSE streams do not.
         timings = frozenset({"queue_ms", "execution_ms"} if o.route == "generate" else ())
-        with_capabilities(
+        sdk.with_capabilities(
             self,
             fleet_state=managed,
             cold_start_control=managed,
@@ -157,13 +129,13 @@ class HuggingFaceProvider(Provider):
         self._judge = ColdJudge(o.cold_threshold_ms, o.cold_factor, o.hold_while_scaling)
         self._routes: dict[str, httpx.URL] = {}
         self._api: httpx.URL | None = None
-        self._scaling = SavedScaling(self.get_scaling, self._put_scaling)
+        self._scaling = sdk.SavedScaling(self.get_scaling, self._put_scaling)
 
     @property
     def endpoint(self) -> str | None:
         """The endpoint URL, also when it was read from the management API."""
         base = self._routes.get("toolkit")
-        return super().endpoint if base is None else scrub_url(str(base)).rstrip("/")
+        return super().endpoint if base is None else sdk.scrub_url(str(base)).rstrip("/")
 
     async def open(self) -> None:
         o = self.options
@@ -175,7 +147,7 @@ class HuggingFaceProvider(Provider):
         if url is None:
             url = (await self.endpoint_status()).url
             if url is None:
-                raise ConfigError("url", None, "an endpoint URL: the API shows none (paused?)")
+                raise sdk.ConfigError("url", None, "an endpoint URL: the API shows none (paused?)")
         base_url = url.rstrip("/")
         # Built once: parsing URL strings on every request is measurable at high rates.
         self._routes = {
@@ -193,7 +165,7 @@ class HuggingFaceProvider(Provider):
 
     # ----- requests -------------------------------------------------------------------------
 
-    async def invoke(self, request: Request) -> Result:
+    async def invoke(self, request: sdk.Request) -> sdk.Result:
         o = self.options
         streamed = request.stream or o.route == "generate_stream"
         if streamed:
@@ -213,7 +185,7 @@ class HuggingFaceProvider(Provider):
                 else:
                     reply = await self._post(url, body, send_ns)
                 break
-            except ServerHTTPError as exc:
+            except sdk.ServerHTTPError as exc:
                 if exc.status_code not in o.initializing_statuses or not o.retry_while_initializing:
                     raise
                 if retries % STATE_CHECK_EVERY == 0:
@@ -222,7 +194,7 @@ class HuggingFaceProvider(Provider):
                 initializing = True
                 waited_s = (time.perf_counter_ns() - first_send_ns) / 1e9
                 if waited_s + o.retry_interval_s >= o.timeout_s - min(1.0, 0.1 * o.timeout_s):
-                    raise ColdTimeoutError(
+                    raise sdk.ColdTimeoutError(
                         f"no replica ready after {waited_s:.1f} s of HTTP {exc.status_code}",
                         provider=self.name,
                         status_code=exc.status_code,
@@ -232,7 +204,7 @@ class HuggingFaceProvider(Provider):
 
     def _result(
         self, reply: _Reply, first_send_ns: int, send_ns: int, initializing: bool
-    ) -> Result:
+    ) -> sdk.Result:
         t = reply.timings
         end_ns = time.perf_counter_ns()
         headers_ns = reply.headers_ns if reply.headers_ns is not None else end_ns
@@ -245,7 +217,7 @@ class HuggingFaceProvider(Provider):
         first = reply.token_times_ns[0] if reply.token_times_ns else reply.headers_ns
         # TGI's other phases, kept with the request (queue and inference have their own fields)
         detail = {k: v for k, v in t.items() if k not in ("queue_ms", "inference_ms")}
-        return Result(
+        return sdk.Result(
             output=reply.output,
             http_status=reply.status,
             request_id=reply.request_id,
@@ -261,17 +233,17 @@ class HuggingFaceProvider(Provider):
             detail=detail or None,
         )
 
-    async def _refuse_if_stuck(self, exc: ServerHTTPError) -> None:
+    async def _refuse_if_stuck(self, exc: sdk.ServerHTTPError) -> None:
         """A paused or failed endpoint also answers 503, but no wait will make it ready: with
         the management API at hand, ask, and fail at once instead of retrying to the deadline."""
         if self._api is None:
             return
         try:
             state = (await self.endpoint_status()).state
-        except ProviderError:
+        except sdk.ProviderError:
             return  # the API's own trouble must not fail a request that may still succeed
         if state == hf.PAUSED or state in hf.BROKEN_STATES:
-            raise ServerHTTPError(
+            raise sdk.ServerHTTPError(
                 f"endpoint is {state}: requests do not start it ({exc})",
                 provider=self.name,
                 status_code=exc.status_code,
@@ -280,13 +252,13 @@ class HuggingFaceProvider(Provider):
     async def _post(self, url: httpx.URL, body: dict[str, Any], send_ns: int) -> _Reply:
         response = await self._send("POST", url, body, self._invoke_headers)
         headers = response.headers
-        arrived = first_byte_ns(response)
+        arrived = sdk.first_byte_ns(response)
         data = _json(response, self.name)
         prompt, generated = hf.token_counts(headers)
         if url == self._routes["generate"]:
             if not isinstance(data, dict) or not isinstance(data.get("generated_text"), str):
                 problem = "TGI /generate answered without generated_text"
-                raise invalid_response(response, problem, provider=self.name)
+                raise sdk.invalid_response(response, problem, provider=self.name)
             details = data.get("details") or {}
             generated = details.get("generated_tokens", generated)
             output: Any = data["generated_text"]
@@ -312,13 +284,13 @@ class HuggingFaceProvider(Provider):
             async with self.client.stream(
                 "POST", url, json=body, headers=self._invoke_headers
             ) as response:
-                await raise_for_stream(response, self._http_error)
-                arrived = first_byte_ns(response)
-                async for _, data, at_ns in sse_events(response):
-                    event = json_event(data, provider=self.name)
+                await sdk.raise_for_stream(response, self._http_error)
+                arrived = sdk.first_byte_ns(response)
+                async for _, data, at_ns in sdk.sse_events(response):
+                    event = sdk.json_event(data, provider=self.name)
                     if "error" in event:
                         raise HandlerError(
-                            redact(f"stream error: {str(event['error'])[:200]}"),
+                            sdk.redact(f"stream error: {str(event['error'])[:200]}"),
                             provider=self.name,
                             status_code=response.status_code,
                         )
@@ -329,11 +301,11 @@ class HuggingFaceProvider(Provider):
                     if event.get("generated_text") is not None:
                         final = event
         except httpx.TimeoutException as exc:
-            raise RequestTimeoutError(describe_error(exc), provider=self.name) from exc
+            raise sdk.RequestTimeoutError(sdk.describe_error(exc), provider=self.name) from exc
         except httpx.HTTPError as exc:
-            raise TransportError(describe_error(exc), provider=self.name) from exc
+            raise sdk.TransportError(sdk.describe_error(exc), provider=self.name) from exc
         if final is None:
-            raise InvalidResponseError(
+            raise sdk.InvalidResponseError(
                 "the stream ended before its final event", provider=self.name
             )
         details = final.get("details") or {}
@@ -353,7 +325,7 @@ class HuggingFaceProvider(Provider):
     async def _send(
         self, method: str, url: httpx.URL, body: Any = None, headers: dict[str, str] | None = None
     ) -> httpx.Response:
-        return await send_checked(
+        return await sdk.send_checked(
             self.client,
             method,
             url,
@@ -363,7 +335,7 @@ class HuggingFaceProvider(Provider):
             error=self._http_error,
         )
 
-    def _http_error(self, response: httpx.Response) -> ProviderError:
+    def _http_error(self, response: httpx.Response) -> sdk.ProviderError:
         toolkit = response.request.url == self._routes.get("toolkit")
         return http_error(response, self.name, toolkit)
 
@@ -371,7 +343,7 @@ class HuggingFaceProvider(Provider):
 
     def _require_api(self) -> httpx.URL:
         if self._api is None:
-            raise ConfigError("namespace", None, "namespace and endpoint_name (management API)")
+            raise sdk.ConfigError("namespace", None, "namespace and endpoint_name (management API)")
         return self._api
 
     async def endpoint_status(self) -> mgmt.EndpointStatus:
@@ -396,51 +368,54 @@ class HuggingFaceProvider(Provider):
         as it is, as ``huggingface_hub``'s ``resume_inference_endpoint(running_ok=True)``."""
         try:
             return await self._action("resume")
-        except ClientHTTPError as exc:
+        except sdk.ClientHTTPError as exc:
             if exc.status_code != 400 or "already running" not in str(exc):
                 raise
         return await self.endpoint_status()
 
-    async def state(self) -> FleetState:
+    async def state(self) -> sdk.FleetState:
         return (await self.endpoint_status()).fleet_state()
 
-    async def ensure_cold(self, timeout_s: float) -> ColdCheck:
+    async def ensure_cold(self, timeout_s: float) -> sdk.ColdCheck:
         """``minReplica`` to 0 (restored on close), ``POST scale-to-zero``, then poll until the
         API reports ``scaledToZero`` with no ready replica."""
         started = time.monotonic()
         status = await self.endpoint_status()
         if status.state == hf.PAUSED or status.state in hf.BROKEN_STATES:
             how = f"endpoint is {status.state}: requests would not start it; resume or fix it"
-            return ColdCheck(confirmed=False, waited_s=time.monotonic() - started, how=how)
+            return sdk.ColdCheck(confirmed=False, waited_s=time.monotonic() - started, how=how)
         if status.scaling.min_workers:
-            await self.set_scaling(ScalingSettings(min_workers=0))
+            await self.set_scaling(sdk.ScalingSettings(min_workers=0))
         if not status.is_scaled_to_zero:
             status = await self.scale_to_zero()
-        while True:
-            waited_s = time.monotonic() - started
+        in_hand: mgmt.EndpointStatus | None = status  # the first look needs no call
+
+        async def look() -> tuple[bool, str]:
+            nonlocal in_hand
+            status, in_hand = in_hand or await self.endpoint_status(), None
             if status.is_scaled_to_zero:
                 self._judge.expect_cold()
-                how = f"minReplica=0, scale-to-zero; API: {hf.SCALED_TO_ZERO}, 0 ready replicas"
-                return ColdCheck(confirmed=True, waited_s=waited_s, how=how)
-            if waited_s >= timeout_s:
-                how = f"timed out: state {status.state}, {status.ready_replicas} ready replicas"
-                return ColdCheck(confirmed=False, waited_s=waited_s, how=how)
-            await asyncio.sleep(min(self.options.poll_interval_s, max(0.0, timeout_s - waited_s)))
-            status = await self.endpoint_status()
+                how = f"minReplica=0, scale-to-zero; API: {hf.SCALED_TO_ZERO}"
+                return True, f"{how}, 0 ready replicas"
+            return False, f"state {status.state}, {status.ready_replicas} ready replicas"
 
-    async def get_scaling(self) -> ScalingSettings:
+        return await sdk.wait_cold(
+            look, timeout_s=timeout_s, poll=self.options.poll_interval_s, started=started
+        )
+
+    async def get_scaling(self) -> sdk.ScalingSettings:
         return (await self.endpoint_status()).scaling
 
-    async def set_scaling(self, settings: ScalingSettings) -> None:
+    async def set_scaling(self, settings: sdk.ScalingSettings) -> None:
         """``PUT`` the knobs given (``scaleToZeroTimeout`` in whole minutes); restored on close."""
         mgmt.scaling_payload(settings, self.options.minute_s)  # refuse bad values before saving
         await self._scaling.change(settings)
 
-    async def _put_scaling(self, settings: ScalingSettings) -> None:
+    async def _put_scaling(self, settings: sdk.ScalingSettings) -> None:
         payload = mgmt.scaling_payload(settings, self.options.minute_s)
         try:
             await self._send("PUT", self._require_api(), payload)
-        except ClientHTTPError as exc:
+        except sdk.ClientHTTPError as exc:
             raise mgmt.refused_scaling(exc, payload) from exc
 
 
@@ -449,4 +424,4 @@ def _json(response: httpx.Response, provider: str) -> Any:
     try:
         return response.json()
     except ValueError as exc:
-        raise invalid_response(response, "response is not JSON", provider=provider) from exc
+        raise sdk.invalid_response(response, "response is not JSON", provider=provider) from exc

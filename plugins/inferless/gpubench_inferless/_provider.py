@@ -15,27 +15,7 @@ from typing import Any, ClassVar
 import httpx
 from pydantic import Field, model_validator
 
-from gpubench_sdk import (
-    Capabilities,
-    ConfigError,
-    InvalidResponseError,
-    Provider,
-    ProviderError,
-    ProviderOptions,
-    Request,
-    RequestTimeoutError,
-    Result,
-    ServerHTTPError,
-    TransportError,
-    WarmBaseline,
-    describe_error,
-    first_byte_ns,
-    json_or_text,
-    raise_for_stream,
-    redact,
-    sse_events,
-    status_error,
-)
+import gpubench_sdk as sdk
 from gpubench_sdk.cost import load_catalog
 
 from . import _kserve as kserve
@@ -50,7 +30,7 @@ WARM_WINDOW = 50  # warm latencies the running median is taken over
 _MOVED = {"input_names": "rename", "omit": "drop"}
 
 
-class InferlessOptions(ProviderOptions):
+class InferlessOptions(sdk.ProviderOptions):
     """One Inferless model: its ``infer`` URL and how its inputs are typed and outputs read.
 
     The workload's payload is first mapped onto the model's input names by the ``input``
@@ -86,7 +66,7 @@ class InferlessOptions(ProviderOptions):
         if isinstance(data, Mapping):
             for old, new in _MOVED.items():
                 if old in data:
-                    raise ConfigError(
+                    raise sdk.ConfigError(
                         old,
                         data[old],
                         f"the shared input map: write it as input.{new} "
@@ -96,7 +76,7 @@ class InferlessOptions(ProviderOptions):
         return data
 
 
-class InferlessProvider(Provider):
+class InferlessProvider(sdk.Provider):
     """Inferless serverless GPU models over KServe v2, with SSE streaming when the model streams.
 
     Each request carries a fresh ``id`` (echoed by KServe servers; the request id stored).
@@ -105,14 +85,14 @@ class InferlessProvider(Provider):
     """
 
     name = "inferless"
-    capabilities = Capabilities(streaming=True, billing=BILLING)
-    Options: ClassVar[type[ProviderOptions]] = InferlessOptions
+    capabilities = sdk.Capabilities(streaming=True, billing=BILLING)
+    Options: ClassVar[type[sdk.ProviderOptions]] = InferlessOptions
     options: InferlessOptions
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         o = self.options
-        self._warm = WarmBaseline(o.cold_threshold_ms, o.cold_factor, WARM_WINDOW)
+        self._warm = sdk.WarmBaseline(o.cold_threshold_ms, o.cold_factor, WARM_WINDOW)
 
     async def open(self) -> None:
         o = self.options
@@ -120,7 +100,7 @@ class InferlessProvider(Provider):
         self._headers = {**o.headers, **self.auth_headers()}
         self._stream_headers = {**self._headers, "Accept": "text/event-stream"}
 
-    async def invoke(self, request: Request) -> Result:
+    async def invoke(self, request: sdk.Request) -> sdk.Result:
         o = self.options
         request_id = uuid.uuid4().hex
         inputs = kserve.encode_inputs(request.payload, o.datatypes)  # already input-mapped
@@ -135,7 +115,7 @@ class InferlessProvider(Provider):
             raise self._http_error(response)
         return self._answer(response, request_id, send_ns)
 
-    def _answer(self, response: httpx.Response, request_id: str, send_ns: int) -> Result:
+    def _answer(self, response: httpx.Response, request_id: str, send_ns: int) -> sdk.Result:
         """A whole KServe v2 response (read) as the result."""
         o = self.options
         try:
@@ -144,23 +124,23 @@ class InferlessProvider(Provider):
                 raise ValueError("not a JSON object")
             outputs = kserve.decode_tensors(data.get("outputs"))
         except ValueError as exc:
-            raise InvalidResponseError(
+            raise sdk.InvalidResponseError(
                 f"not a KServe v2 response: {exc}",
                 provider=self.name,
                 status_code=response.status_code,
             ) from exc
         if o.output_name is not None and o.output_name not in outputs:
-            raise InvalidResponseError(
+            raise sdk.InvalidResponseError(
                 f"no output {o.output_name!r} among {sorted(outputs)}", provider=self.name
             )
         output = outputs if o.output_name is None else outputs[o.output_name]
         request_id = str(data.get("id") or request_id)
-        arrived = first_byte_ns(response)
+        arrived = sdk.first_byte_ns(response)
         return self._result(
             output, response.status_code, request_id, arrived, send_ns, time.perf_counter_ns(), []
         )
 
-    async def _stream(self, body: dict[str, Any], send_ns: int) -> Result:
+    async def _stream(self, body: dict[str, Any], send_ns: int) -> sdk.Result:
         """SSE: each ``data:`` event is one piece of output (JSON where it parses)."""
         chunks: list[Any] = []
         times: list[int] = []
@@ -168,16 +148,16 @@ class InferlessProvider(Provider):
             async with self.client.stream(
                 "POST", self._url, json=body, headers=self._stream_headers
             ) as response:
-                await raise_for_stream(response, self._http_error)
+                await sdk.raise_for_stream(response, self._http_error)
                 if not response.headers.get("content-type", "").startswith("text/event-stream"):
                     # the model does not stream: its answer is one plain KServe response
                     await response.aread()
                     return self._answer(response, str(body["id"]), send_ns)
-                async for _, data, at_ns in sse_events(response):
-                    chunk = json_or_text(data)
+                async for _, data, at_ns in sdk.sse_events(response):
+                    chunk = sdk.json_or_text(data)
                     if isinstance(chunk, dict) and "error" in chunk:
-                        raise ServerHTTPError(
-                            redact(f"stream error: {str(chunk['error'])[:200]}"),
+                        raise sdk.ServerHTTPError(
+                            sdk.redact(f"stream error: {str(chunk['error'])[:200]}"),
                             provider=self.name,
                             status_code=response.status_code,
                         )
@@ -187,10 +167,10 @@ class InferlessProvider(Provider):
                     chunks.append(chunk)
                     times.append(at_ns)
         except httpx.TimeoutException as exc:
-            raise RequestTimeoutError(describe_error(exc), provider=self.name) from exc
+            raise sdk.RequestTimeoutError(sdk.describe_error(exc), provider=self.name) from exc
         except httpx.HTTPError as exc:
-            raise TransportError(describe_error(exc), provider=self.name) from exc
-        first = times[0] if times else first_byte_ns(response)
+            raise sdk.TransportError(sdk.describe_error(exc), provider=self.name) from exc
+        first = times[0] if times else sdk.first_byte_ns(response)
         end_ns = time.perf_counter_ns()
         return self._result(
             chunks, response.status_code, str(body["id"]), first, send_ns, end_ns, times
@@ -205,12 +185,12 @@ class InferlessProvider(Provider):
         send_ns: int,
         end_ns: int,
         times: list[int],
-    ) -> Result:
+    ) -> sdk.Result:
         # Streamed, the wait for the first event is what a cold start lengthens; else the whole.
         waited_ms = ((first_ns if times and first_ns else end_ns) - send_ns) / 1e6
         cold, estimate_ms = self._infer_cold(waited_ms)
         detail = None if estimate_ms is None else {"cold_start_estimate_ms": estimate_ms}
-        return Result(
+        return sdk.Result(
             output=output,
             http_status=status,
             request_id=request_id,
@@ -229,14 +209,14 @@ class InferlessProvider(Provider):
             return False, None
         return True, None if median_ms is None else max(0.0, waited_ms - median_ms)
 
-    def _http_error(self, response: httpx.Response) -> ProviderError:
+    def _http_error(self, response: httpx.Response) -> sdk.ProviderError:
         """The core's error for a status >= 400 (as_provider_error: the call named, a 429's
         ``Retry-After`` in seconds or as an HTTP date), showing KServe's error text."""
         try:
             detail = _error_text(response.json())
         except ValueError:
             detail = None
-        return status_error(response, provider=self.name, detail=detail)
+        return sdk.status_error(response, provider=self.name, detail=detail)
 
 
 def _error_text(data: Any) -> str | None:

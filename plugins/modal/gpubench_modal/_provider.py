@@ -28,23 +28,7 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 from pydantic import Field, model_validator
 
-from gpubench_sdk import (
-    Capabilities,
-    ColdMark,
-    ConfigError,
-    InvalidResponseError,
-    Provider,
-    ProviderError,
-    ProviderOptions,
-    Request,
-    RequestTimeoutError,
-    Result,
-    as_provider_error,
-    first_byte_ns,
-    key_headers,
-    remember,
-    status_error,
-)
+import gpubench_sdk as sdk
 from gpubench_sdk.cost import load_catalog
 
 from ._stream import pieces
@@ -55,7 +39,7 @@ LONG_REQUEST_S = 150.0  # https://modal.com/docs/guide/webhook-timeouts
 _REDIRECTS = (301, 302, 303, 307, 308)
 
 
-class ModalOptions(ProviderOptions):
+class ModalOptions(sdk.ProviderOptions):
     """Options of a Modal web endpoint. ``api_key`` (from ``api_key_env``/``api_key_file``)
     is a Proxy Auth Token written ``<token id>:<token secret>`` (``wk-...:ws-...``)."""
 
@@ -80,36 +64,36 @@ class ModalOptions(ProviderOptions):
         if key is not None:
             token_id, sep, secret = key.get_secret_value().partition(":")
             if not (sep and token_id and secret):
-                raise ConfigError(
+                raise sdk.ConfigError(
                     "api_key",
                     "(hidden)",
                     "a Proxy Auth Token written '<token id>:<token secret>' (wk-...:ws-...)",
                 )
             # each is sent in a header of its own: either may be echoed alone in an error
-            remember(token_id)
-            remember(secret)
+            sdk.remember(token_id)
+            sdk.remember(secret)
         return self
 
 
-class ModalProvider(Provider):
+class ModalProvider(sdk.Provider):
     """Modal web endpoints: POST the payload as JSON, follow ``303`` result-URL redirects
     with ``GET`` (counting them), report the function call id, infer cold starts from
     ``cold_threshold_ms``. No control plane: see docs/providers/modal.md for setting
     ``min_containers``/``scaledown_window`` before a cold-start run."""
 
     name = "modal"
-    capabilities = Capabilities(streaming=True, billing=load_catalog().billing_model("modal"))
-    Options: ClassVar[type[ProviderOptions]] = ModalOptions
+    capabilities = sdk.Capabilities(streaming=True, billing=load_catalog().billing_model("modal"))
+    Options: ClassVar[type[sdk.ProviderOptions]] = ModalOptions
     options: ModalOptions
 
     def auth_headers(self) -> dict[str, str]:
-        return key_headers(self.options.api_key, "modal")
+        return sdk.key_headers(self.options.api_key, "modal")
 
     async def open(self) -> None:
         self._headers = {**self.options.headers, **self.auth_headers()}
-        self._cold = ColdMark(self.options.cold_threshold_ms)  # no ensure_cold: inferred only
+        self._cold = sdk.ColdMark(self.options.cold_threshold_ms)  # no ensure_cold: inferred only
 
-    async def invoke(self, request: Request) -> Result:
+    async def invoke(self, request: sdk.Request) -> sdk.Result:
         o = self.options
         headers = self._headers
         if request.stream:  # Modal sends text/event-stream on as written, unbuffered
@@ -126,7 +110,7 @@ class ModalProvider(Provider):
             await response.aclose()
             location = response.headers.get("location")
             if not location:
-                raise InvalidResponseError(
+                raise sdk.InvalidResponseError(
                     f"HTTP {response.status_code} without a Location",
                     provider=self.name,
                     status_code=response.status_code,
@@ -135,7 +119,7 @@ class ModalProvider(Provider):
             target = response.url.join(location)
             call_id = _call_id(target) or call_id
             if redirects >= o.max_redirects:
-                raise RequestTimeoutError(
+                raise sdk.RequestTimeoutError(
                     f"still running after {redirects} result-URL redirects "
                     f"(max_redirects = {o.max_redirects})",
                     provider=self.name,
@@ -159,9 +143,9 @@ class ModalProvider(Provider):
                 output, times = self._document(response, call_id), []
         finally:
             await response.aclose()
-        arrived_ns = first_byte_ns(response)
+        arrived_ns = sdk.first_byte_ns(response)
         cold, _ = self._cold.judge(sent_ns, arrived_ns)
-        return Result(
+        return sdk.Result(
             output=output,
             http_status=response.status_code,
             request_id=call_id,
@@ -205,7 +189,7 @@ class ModalProvider(Provider):
             return response.json()
         except ValueError as exc:
             if "json" in response.headers.get("content-type", ""):
-                raise InvalidResponseError(
+                raise sdk.InvalidResponseError(
                     "the answer says JSON but does not parse",
                     provider=self.name,
                     status_code=response.status_code,
@@ -213,10 +197,10 @@ class ModalProvider(Provider):
                 ) from exc
             return response.text
 
-    def _transport_error(self, exc: httpx.HTTPError, call_id: str | None) -> ProviderError:
-        return as_provider_error(exc, provider=self.name, request_id=call_id)
+    def _transport_error(self, exc: httpx.HTTPError, call_id: str | None) -> sdk.ProviderError:
+        return sdk.as_provider_error(exc, provider=self.name, request_id=call_id)
 
-    def _http_error(self, response: httpx.Response, call_id: str | None) -> ProviderError:
+    def _http_error(self, response: httpx.Response, call_id: str | None) -> sdk.ProviderError:
         """The core's error for a status >= 400 (as_provider_error: the call named, a 429's
         ``Retry-After`` in seconds or as an HTTP date), naming the function call; a 401 for
         missing proxy credentials says how to give the token."""
@@ -224,7 +208,7 @@ class ModalProvider(Provider):
         if response.status_code == 401 and "proxy authorization" in response.text:
             detail = f"{response.text.strip()[:200]} (give a Proxy Auth Token as"
             detail += " '<token id>:<token secret>' in api_key_env)"
-        return status_error(response, provider=self.name, request_id=call_id, detail=detail)
+        return sdk.status_error(response, provider=self.name, request_id=call_id, detail=detail)
 
 
 def _call_id(url: httpx.URL) -> str | None:

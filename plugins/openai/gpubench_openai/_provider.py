@@ -10,26 +10,12 @@ from typing import Any, ClassVar, Literal
 import httpx
 from pydantic import Field, field_validator
 
-from gpubench_sdk import (
-    Capabilities,
-    InvalidResponseError,
-    Provider,
-    ProviderError,
-    ProviderOptions,
-    Request,
-    Result,
-    ServerHTTPError,
-    SSEParser,
-    ThrottledError,
-    first_byte_ns,
-    raise_for_stream,
-    status_error,
-)
+import gpubench_sdk as sdk
 
 from . import _protocol as oa
 
 
-class OpenAIOptions(ProviderOptions):
+class OpenAIOptions(sdk.ProviderOptions):
     """Options of an OpenAI-compatible target. ``api_key`` (``api_key_env``) is sent as
     ``Authorization: Bearer``; servers without auth (a local vLLM) need none."""
 
@@ -64,7 +50,7 @@ class OpenAIOptions(ProviderOptions):
         return value.rstrip("/")
 
 
-class OpenAIProvider(Provider):
+class OpenAIProvider(sdk.Provider):
     """Sends the ``llm`` workload's requests as OpenAI chat or completion calls.
 
     Streamed requests (``stream = true``) are read as Server-Sent Events: the arrival of every
@@ -77,8 +63,8 @@ class OpenAIProvider(Provider):
     name = "openai"
     # OpenAI-compatible servers report no queue or execution time and have no control plane;
     # the bill depends on who hosts the server (priced by the cost module, not here).
-    capabilities = Capabilities(streaming=True)
-    Options: ClassVar[type[ProviderOptions]] = OpenAIOptions
+    capabilities = sdk.Capabilities(streaming=True)
+    Options: ClassVar[type[sdk.ProviderOptions]] = OpenAIOptions
     options: OpenAIOptions
 
     @property
@@ -97,7 +83,7 @@ class OpenAIProvider(Provider):
 
     # ----- the request ----------------------------------------------------------------------
 
-    def body(self, request: Request) -> dict[str, Any]:
+    def body(self, request: sdk.Request) -> dict[str, Any]:
         """The JSON body for ``request``: the workload's prompt and limits, the options'
         ``extra_body``, and any payload key the mapping does not use (vLLM-style extras)."""
         o, payload = self.options, request.payload
@@ -118,7 +104,7 @@ class OpenAIProvider(Provider):
                 body["stream_options"] = {"include_usage": True}
         return body
 
-    async def invoke(self, request: Request) -> Result:
+    async def invoke(self, request: sdk.Request) -> sdk.Result:
         body = json.dumps(self.body(request)).encode()
         # A timeout, reset, refused connection or cut body leaves through invoke's boundary as
         # the core's ProviderError (as_provider_error), naming the call.
@@ -131,7 +117,7 @@ class OpenAIProvider(Provider):
             raise self._http_error(response)
         return self._complete(response, self._json(response.content, response.status_code))
 
-    def _complete(self, response: httpx.Response, data: dict[str, Any]) -> Result:
+    def _complete(self, response: httpx.Response, data: dict[str, Any]) -> sdk.Result:
         """A non-streamed answer (or a server that ignored ``stream: true``)."""
         choices = data.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
@@ -143,24 +129,24 @@ class OpenAIProvider(Provider):
             "finish_reason": choices[0].get("finish_reason"),
             "model": data.get("model"),
         }
-        return Result(
+        return sdk.Result(
             output=output,
             http_status=response.status_code,
             request_id=response.headers.get("x-request-id") or _str(data.get("id")),
-            first_byte_ns=first_byte_ns(response),
+            first_byte_ns=sdk.first_byte_ns(response),
             input_units=_count(usage, "prompt_tokens"),
             output_units=_count(usage, "completion_tokens"),
         )
 
-    async def _streamed(self, body: bytes) -> Result:
+    async def _streamed(self, body: bytes) -> sdk.Result:
         headers = {**self._stream_headers, "Content-Type": _JSON}
         async with self.client.stream("POST", self._url, content=body, headers=headers) as resp:
             status = resp.status_code
-            await raise_for_stream(resp, self._http_error)
+            await sdk.raise_for_stream(resp, self._http_error)
             if "text/event-stream" not in resp.headers.get("content-type", ""):
                 # the server ignored stream: true (or a proxy answered): read it as a whole
                 return self._complete(resp, self._json(await resp.aread(), status))
-            parser = SSEParser()
+            parser = sdk.SSEParser()
             times: list[int] = []
             parts: list[str] = []
             usage: dict[str, Any] | None = None
@@ -220,13 +206,13 @@ class OpenAIProvider(Provider):
         finish: Any,
         chunk_id: Any,
         model: Any,
-    ) -> Result:
+    ) -> sdk.Result:
         output_units = _count(usage, "completion_tokens")
         detail = None
         if output_units is None:  # no usage chunk: count what streamed, and say so
             output_units = len(times)
             detail = {"output_tokens_from": "chunks"}
-        return Result(
+        return sdk.Result(
             output={
                 "text": "".join(parts),
                 "usage": usage,
@@ -235,7 +221,7 @@ class OpenAIProvider(Provider):
             },
             http_status=resp.status_code,
             request_id=resp.headers.get("x-request-id") or _str(chunk_id),
-            first_byte_ns=first_byte_ns(resp),
+            first_byte_ns=sdk.first_byte_ns(resp),
             input_units=_count(usage, "prompt_tokens"),
             output_units=output_units,
             token_times_ns=times,
@@ -244,7 +230,7 @@ class OpenAIProvider(Provider):
 
     # ----- errors ---------------------------------------------------------------------------
 
-    def _http_error(self, response: httpx.Response) -> ProviderError:
+    def _http_error(self, response: httpx.Response) -> sdk.ProviderError:
         """The core's error for a status >= 400, its body read (as_provider_error: the call
         named, a 429's ``Retry-After`` in seconds or as an HTTP date), showing the error
         body's ``message`` and ``type`` (OpenAI's, vLLM's, TGI's shapes: ``oa.error_message``)."""
@@ -253,9 +239,9 @@ class OpenAIProvider(Provider):
         except ValueError:
             message, kind = None, None
         detail = f"{message} ({kind})" if message and kind else message
-        return status_error(response, provider=self.name, detail=detail)
+        return sdk.status_error(response, provider=self.name, detail=detail)
 
-    def _stream_error(self, obj: dict[str, Any], status: int) -> ProviderError:
+    def _stream_error(self, obj: dict[str, Any], status: int) -> sdk.ProviderError:
         """An error event inside a 200 stream (vLLM: ``data: {"error": {...}}``): the server
         failed after it had started answering, so it is a server error."""
         message, kind = oa.error_message(obj)
@@ -263,8 +249,8 @@ class OpenAIProvider(Provider):
         code = err.get("code") if isinstance(err, dict) else obj.get("code")
         text = f"error inside the stream: {message or obj}" + (f" ({kind})" if kind else "")
         if code == 429 or kind in ("rate_limit_exceeded", "rate_limit_error"):
-            return ThrottledError(text, provider=self.name, status_code=429)
-        return ServerHTTPError(text, provider=self.name, status_code=status)
+            return sdk.ThrottledError(text, provider=self.name, status_code=429)
+        return sdk.ServerHTTPError(text, provider=self.name, status_code=status)
 
     def _json(self, content: bytes, status: int) -> dict[str, Any]:
         try:
@@ -275,8 +261,8 @@ class OpenAIProvider(Provider):
             raise self._invalid("the response is not a JSON object", status)
         return data
 
-    def _invalid(self, message: str, status: int) -> InvalidResponseError:
-        return InvalidResponseError(message, provider=self.name, status_code=status)
+    def _invalid(self, message: str, status: int) -> sdk.InvalidResponseError:
+        return sdk.InvalidResponseError(message, provider=self.name, status_code=status)
 
 
 _JSON = "application/json"

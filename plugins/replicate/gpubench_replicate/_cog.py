@@ -27,23 +27,7 @@ from typing import Any, ClassVar, Literal
 import httpx
 from pydantic import Field
 
-from gpubench_sdk import (
-    Capabilities,
-    ColdTimeoutError,
-    FleetState,
-    InvalidResponseError,
-    Job,
-    ProviderError,
-    ProviderOptions,
-    Request,
-    Result,
-    ServerHTTPError,
-    ThrottledError,
-    first_byte_ns,
-    json_object,
-    redact,
-    run_job,
-)
+import gpubench_sdk as sdk
 
 from . import _prediction as p
 
@@ -58,7 +42,7 @@ SLOT_POLL_MAX_S = 0.02  # a 409 from a slot being freed is retried at most this 
 DEADLINE_MARGIN_S = 0.05  # give up waiting this long before timeout_s, to say why
 
 
-class CogOptions(ProviderOptions):
+class CogOptions(sdk.ProviderOptions):
     """A Cog container's base URL; ``api_key`` only when a proxy in front requires one."""
 
     url: str = Field(pattern=r"^https?://", description="the container's base URL")
@@ -135,12 +119,12 @@ class CogProvider(p.PredictionProvider):
     """
 
     name = "cog"
-    capabilities = Capabilities(
+    capabilities = sdk.Capabilities(
         fleet_state=True,
         # queue_ms too where the container sends created_at/started_at (Cog before 0.23)
         server_timings=frozenset({"execution_ms"}),
     )
-    Options: ClassVar[type[ProviderOptions]] = CogOptions
+    Options: ClassVar[type[sdk.ProviderOptions]] = CogOptions
     options: CogOptions
     _busy_statuses = frozenset({409})  # "At capacity": throttling, unless a slot is being freed
 
@@ -154,8 +138,8 @@ class CogProvider(p.PredictionProvider):
         self._health_url = self._base.join("health-check")
         self._headers = {**self.options.headers, **self.auth_headers()}
 
-    async def invoke(self, request: Request) -> Result:
-        return await run_job(_CogPrediction(self, request), provider=self.name)
+    async def invoke(self, request: sdk.Request) -> sdk.Result:
+        return await sdk.run_job(_CogPrediction(self, request), provider=self.name)
 
     async def _create(
         self, method: str, url: httpx.URL, body: dict[str, Any], waits: _Waits
@@ -175,11 +159,11 @@ class CogProvider(p.PredictionProvider):
                 finally:
                     self._sending -= 1
                 return response, sent_wall, sent
-            except ServerHTTPError as exc:
+            except sdk.ServerHTTPError as exc:
                 if exc.status_code != 503 or waits.setup_health is not None:
                     raise
                 await self._await_setup(exc, deadline, waits)
-            except ThrottledError as exc:
+            except sdk.ThrottledError as exc:
                 if exc.status_code != 409 or self._sending >= self._capacity:
                     raise  # a proxy's 429, or our own load fills every slot we know of
                 if waits.slot_wait_s + slot_delay_s > self.options.slot_wait_s:
@@ -191,7 +175,9 @@ class CogProvider(p.PredictionProvider):
                 waits.slot_wait_s += time.monotonic() - sent
                 slot_delay_s = min(slot_delay_s * 2, SLOT_POLL_MAX_S)
 
-    async def _await_setup(self, refused: ServerHTTPError, deadline: float, waits: _Waits) -> None:
+    async def _await_setup(
+        self, refused: sdk.ServerHTTPError, deadline: float, waits: _Waits
+    ) -> None:
         """After a 503: if the container is running its setup, read ``/health-check`` until
         the setup has finished; otherwise the 503 stands."""
         began = time.monotonic()
@@ -200,8 +186,10 @@ class CogProvider(p.PredictionProvider):
         delay_s = 0.01
         while True:
             try:
-                health = json_object(await self._send("GET", self._health_url), provider=self.name)
-            except ServerHTTPError as exc:  # a proxy with no container (yet) behind it
+                health = sdk.json_object(
+                    await self._send("GET", self._health_url), provider=self.name
+                )
+            except sdk.ServerHTTPError as exc:  # a proxy with no container (yet) behind it
                 if exc.status_code != 503 or not said_setup:
                     raise refused from exc
                 health = {}
@@ -209,8 +197,8 @@ class CogProvider(p.PredictionProvider):
             if status in (SETUP_FAILED, DEFUNCT):
                 setup = health.get("setup")
                 logs = setup.get("logs") if isinstance(setup, dict) else None
-                raise ServerHTTPError(
-                    redact(f"container setup failed ({status}): {str(logs)[-300:]}"),
+                raise sdk.ServerHTTPError(
+                    sdk.redact(f"container setup failed ({status}): {str(logs)[-300:]}"),
                     provider=self.name,
                     status_code=503,
                 ) from refused
@@ -224,7 +212,7 @@ class CogProvider(p.PredictionProvider):
             if not (saw_starting or said_setup):
                 raise refused  # not a container in setup: the 503 is the answer
             if time.monotonic() + delay_s > deadline:
-                raise ColdTimeoutError(
+                raise sdk.ColdTimeoutError(
                     f"the container was still in setup after {time.monotonic() - began:.1f} s "
                     f"(timeout_s={self.options.timeout_s:g})",
                     provider=self.name,
@@ -239,7 +227,7 @@ class CogProvider(p.PredictionProvider):
         sent_wall: float,
         sent: float,
         waits: _Waits,
-    ) -> Result:
+    ) -> sdk.Result:
         round_trip_ms = (time.monotonic() - sent) * 1e3
         self._check_outcome(prediction, deadline_passed=False)
         queue_ms, execution_ms = p.phases_ms(prediction)
@@ -255,11 +243,11 @@ class CogProvider(p.PredictionProvider):
             cold, confirmed, setup_ms = await self._setup_before(
                 prediction, sent_wall, waited_ms, waits
             )
-        return Result(
+        return sdk.Result(
             output=prediction.get("output"),
             http_status=200,
             request_id=prediction["id"],
-            first_byte_ns=first_byte_ns(response),
+            first_byte_ns=sdk.first_byte_ns(response),
             queue_ms=queue_ms,
             execution_ms=execution_ms,
             setup_ms=setup_ms,
@@ -280,8 +268,8 @@ class CogProvider(p.PredictionProvider):
         5xx, a reset, a body that is not JSON) leaves its cold start unknown (``cold`` None,
         ``detail["cold_check_error"]`` says why), rather than recording a failed request."""
         try:
-            health = json_object(await self._send("GET", self._health_url), provider=self.name)
-        except ProviderError as exc:
+            health = sdk.json_object(await self._send("GET", self._health_url), provider=self.name)
+        except sdk.ProviderError as exc:
             waits.cold_check_error = str(exc)
             return None, False, None
         setup = health.get("setup")
@@ -295,19 +283,19 @@ class CogProvider(p.PredictionProvider):
             cold = setup_end > sent_wall and waited_ms >= self.options.cold_threshold_ms
         return cold, cold and created is not None, _setup_ms(health) if cold else None
 
-    async def state(self) -> FleetState:
+    async def state(self) -> sdk.FleetState:
         """One container's health: READY -> ready 1, BUSY -> busy 1, STARTING -> starting 1;
         SETUP_FAILED and DEFUNCT count as no worker (see ``detail``), and so does a 503 from
         a proxy with no container behind it."""
         try:
-            health = json_object(await self._send("GET", self._health_url), provider=self.name)
-        except ServerHTTPError as exc:
+            health = sdk.json_object(await self._send("GET", self._health_url), provider=self.name)
+        except sdk.ServerHTTPError as exc:
             if exc.status_code != 503:
                 raise
             # A proxy with no container behind it (scaled to zero) answers 503.
-            return FleetState(ready=0, busy=0, starting=0, detail={"http_status": 503})
+            return sdk.FleetState(ready=0, busy=0, starting=0, detail={"http_status": 503})
         status = health.get("status")
-        return FleetState(
+        return sdk.FleetState(
             ready=int(status == READY),
             busy=int(status == BUSY),
             starting=int(status == STARTING),
@@ -317,11 +305,11 @@ class CogProvider(p.PredictionProvider):
         )
 
 
-class _CogPrediction(Job[dict[str, Any]]):
+class _CogPrediction(sdk.Job[dict[str, Any]]):
     """One synchronous prediction under an id chosen here, so that an abandoned invoke can
     cancel it while the container still runs it."""
 
-    def __init__(self, provider: CogProvider, request: Request) -> None:
+    def __init__(self, provider: CogProvider, request: sdk.Request) -> None:
         self.p = provider
         self.id = uuid.uuid4().hex
         self.body: dict[str, Any] = {"id": self.id, "input": dict(request.payload)}
@@ -341,12 +329,12 @@ class _CogPrediction(Job[dict[str, Any]]):
         """Cog has no ``GET /predictions/{id}``: a prediction that is not over is an error."""
         status = self.answer["status"]
         problem = f"a synchronous prediction came back {status!r}"
-        raise InvalidResponseError(problem, provider=self.p.name, request_id=self.id)
+        raise sdk.InvalidResponseError(problem, provider=self.p.name, request_id=self.id)
 
     def finished(self, state: dict[str, Any]) -> bool:
         return state["status"] in p.TERMINAL_STATES
 
-    async def result(self, state: dict[str, Any]) -> Result:
+    async def result(self, state: dict[str, Any]) -> sdk.Result:
         return await self.p._result(state, self.response, self.sent_wall, self.sent, self.waits)
 
     async def cancel(self) -> None:  # cancelled or timed out mid-flight: free the container

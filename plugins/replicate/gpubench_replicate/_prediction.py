@@ -18,22 +18,7 @@ from typing import Any, Final
 
 import httpx
 
-from gpubench_sdk import (
-    ColdTimeoutError,
-    Outcome,
-    Provider,
-    ProviderError,
-    RequestTimeoutError,
-    ServerHTTPError,
-    ThrottledError,
-    finite_number,
-    invalid_response,
-    json_object,
-    redact,
-    retry_after_s,
-    send_checked,
-    status_error,
-)
+import gpubench_sdk as sdk
 
 STARTING: Final = "starting"
 PROCESSING: Final = "processing"
@@ -45,10 +30,10 @@ PENDING_STATES: Final = frozenset({STARTING, PROCESSING})
 TERMINAL_STATES: Final = frozenset({SUCCEEDED, FAILED, CANCELED, ABORTED})
 
 
-class PredictionCanceledError(ProviderError):
+class PredictionCanceledError(sdk.ProviderError):
     """The prediction ended ``canceled``, though this client did not cancel it."""
 
-    outcome = Outcome.CANCELLED
+    outcome = sdk.Outcome.CANCELLED
 
 
 def parse_time_s(value: Any) -> float | None:
@@ -78,7 +63,7 @@ def phases_ms(prediction: dict[str, Any]) -> tuple[float | None, float | None]:
     """
     metrics = prediction.get("metrics")
     metrics = metrics if isinstance(metrics, dict) else {}
-    predict_s = finite_number(metrics.get("predict_time"))
+    predict_s = sdk.finite_number(metrics.get("predict_time"))
     execution_ms = None if predict_s is None else predict_s * 1e3
     created = parse_time_s(prediction.get("created_at"))
     started = parse_time_s(prediction.get("started_at"))
@@ -86,13 +71,13 @@ def phases_ms(prediction: dict[str, Any]) -> tuple[float | None, float | None]:
     if created is not None and started is not None:
         queue_ms = max(0.0, (started - created) * 1e3)
     else:
-        total_s = finite_number(metrics.get("total_time"))
+        total_s = sdk.finite_number(metrics.get("total_time"))
         if total_s is not None and predict_s is not None:
             queue_ms = max(0.0, (total_s - predict_s) * 1e3)
     return queue_ms, execution_ms
 
 
-class PredictionProvider(Provider):
+class PredictionProvider(sdk.Provider):
     """What the Replicate and Cog providers share: sending, error mapping, parsing a
     prediction, and turning a terminal prediction into a ``Result`` or the right
     ``ProviderError`` (``gpubench_sdk.run_job`` polls, retries and cancels)."""
@@ -109,7 +94,7 @@ class PredictionProvider(Provider):
         headers: dict[str, str] | None = None,
     ) -> httpx.Response:
         sent = self._headers if headers is None else {**self._headers, **headers}
-        return await send_checked(
+        return await sdk.send_checked(
             self.client,
             method,
             url,
@@ -119,7 +104,7 @@ class PredictionProvider(Provider):
             error=self._http_error,
         )
 
-    def _http_error(self, response: httpx.Response) -> ProviderError:
+    def _http_error(self, response: httpx.Response) -> sdk.ProviderError:
         """The core's error for a status >= 400, its body read (as_provider_error: the call
         named, a 429's ``Retry-After`` in seconds or as an HTTP date), showing Replicate's
         problem ``detail`` or Cog's ``error``; a busy status (Cog's 409) is throttling too."""
@@ -129,22 +114,24 @@ class PredictionProvider(Provider):
         except ValueError:
             detail = None
         text = detail if isinstance(detail, str) else None
-        error = status_error(response, provider=self.name, detail=text)
+        error = sdk.status_error(response, provider=self.name, detail=text)
         status = response.status_code
         if status not in self._busy_statuses:
             return error
         message = str(error).removeprefix(f"[{self.name}] ")
-        wait_s = retry_after_s(response)
-        return ThrottledError(message, retry_after_s=wait_s, provider=self.name, status_code=status)
+        wait_s = sdk.retry_after_s(response)
+        return sdk.ThrottledError(
+            message, retry_after_s=wait_s, provider=self.name, status_code=status
+        )
 
     def _prediction(self, response: httpx.Response) -> dict[str, Any]:
-        prediction = json_object(response, provider=self.name)
+        prediction = sdk.json_object(response, provider=self.name)
         status = prediction.get("status")
         if not isinstance(prediction.get("id"), str) or status not in (
             TERMINAL_STATES | PENDING_STATES
         ):
             problem = f"not a prediction: status {status!r}"
-            raise invalid_response(response, problem, provider=self.name)
+            raise sdk.invalid_response(response, problem, provider=self.name)
         return prediction
 
     def _check_outcome(self, prediction: dict[str, Any], deadline_passed: bool) -> None:
@@ -152,10 +139,16 @@ class PredictionProvider(Provider):
         status = prediction["status"]
         kw: dict[str, Any] = {"provider": self.name, "request_id": prediction["id"]}
         if status == FAILED:
-            raise ServerHTTPError(redact(f"prediction failed: {prediction.get('error')}"), **kw)
+            raise sdk.ServerHTTPError(
+                sdk.redact(f"prediction failed: {prediction.get('error')}"), **kw
+            )
         if status == ABORTED:  # Cancel-After passed while it was still waiting for an instance
-            raise ColdTimeoutError("prediction aborted: deadline passed before it started", **kw)
+            raise sdk.ColdTimeoutError(
+                "prediction aborted: deadline passed before it started", **kw
+            )
         if status == CANCELED:
             if deadline_passed:
-                raise RequestTimeoutError("prediction canceled at its Cancel-After deadline", **kw)
+                raise sdk.RequestTimeoutError(
+                    "prediction canceled at its Cancel-After deadline", **kw
+                )
             raise PredictionCanceledError("prediction canceled by someone else", **kw)

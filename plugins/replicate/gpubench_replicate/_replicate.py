@@ -23,35 +23,7 @@ from typing import Any, ClassVar, Literal, Self
 import httpx
 from pydantic import Field, model_validator
 
-from gpubench_sdk import (
-    BillingModel,
-    Capabilities,
-    ClientHTTPError,
-    ColdCheck,
-    ConfigError,
-    InvalidResponseError,
-    Job,
-    PollingOptions,
-    ProviderOptions,
-    Request,
-    Result,
-    SavedScaling,
-    ScalingSettings,
-    ServerHTTPError,
-    TransportError,
-    WarmBaseline,
-    describe_error,
-    first_byte_ns,
-    invalid_response,
-    json_object,
-    json_or_text,
-    raise_for_stream,
-    redact,
-    run_job,
-    scaling_fields,
-    sse_events,
-    with_capabilities,
-)
+import gpubench_sdk as sdk
 
 from . import _prediction as p
 
@@ -60,14 +32,14 @@ MAX_WAIT_S = 60  # Prefer: wait holds a request at most 60 s (and by default)
 CANCEL_AFTER_SLACK_S = 5.0  # past a Cancel-After deadline, how long to wait for its status
 _NAME = r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$"
 
-PUBLIC_MODEL_BILLING = BillingModel(
+PUBLIC_MODEL_BILLING = sdk.BillingModel(
     granularity_s=1.0,
     billed_phases=frozenset({"execution"}),
     billed_unit="request",
     source="https://replicate.com/pricing (read 2026-06): public models bill only the time "
     "the prediction runs (metrics.predict_time), per second by hardware",
 )
-PRIVATE_BILLING = BillingModel(
+PRIVATE_BILLING = sdk.BillingModel(
     granularity_s=1.0,
     billed_phases=frozenset({"cold_boot", "execution", "idle"}),
     source="https://replicate.com/pricing (read 2026-06): deployments and private models bill "
@@ -75,7 +47,7 @@ PRIVATE_BILLING = BillingModel(
 )
 
 
-class ReplicateOptions(PollingOptions):
+class ReplicateOptions(sdk.PollingOptions):
     """One Replicate target: exactly one of ``model``, ``version`` or ``deployment``."""
 
     model: str | None = Field(default=None, pattern=_NAME, description="'owner/name'")
@@ -133,14 +105,14 @@ class ReplicateProvider(p.PredictionProvider):
     """
 
     name = "replicate"
-    capabilities = Capabilities(
+    capabilities = sdk.Capabilities(
         streaming=True,
         cold_start_control=True,
         scaling_settings=True,
         server_timings=frozenset({"queue_ms", "execution_ms"}),
         billing=PRIVATE_BILLING,
     )
-    Options: ClassVar[type[ProviderOptions]] = ReplicateOptions
+    Options: ClassVar[type[sdk.ProviderOptions]] = ReplicateOptions
     options: ReplicateOptions
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -148,10 +120,10 @@ class ReplicateProvider(p.PredictionProvider):
         o = self.options
         if not (o.deployment or o.private):  # public models bill run time only
             # Per instance: the class declares the deployment rules, the most a target bills.
-            with_capabilities(self, billing=PUBLIC_MODEL_BILLING)
+            sdk.with_capabilities(self, billing=PUBLIC_MODEL_BILLING)
         # the median starting phase of the last 50 warm predictions
-        self._warm = WarmBaseline(o.cold_threshold_ms, o.cold_factor)
-        self._scaling = SavedScaling(self.get_scaling, self._patch_scaling)
+        self._warm = sdk.WarmBaseline(o.cold_threshold_ms, o.cold_factor)
+        self._scaling = sdk.SavedScaling(self.get_scaling, self._patch_scaling)
 
     @property
     def endpoint(self) -> str:
@@ -180,12 +152,12 @@ class ReplicateProvider(p.PredictionProvider):
 
     # ----- requests -------------------------------------------------------------------------
 
-    async def invoke(self, request: Request) -> Result:
+    async def invoke(self, request: sdk.Request) -> sdk.Result:
         o = self.options
         # With Cancel-After, Replicate ends the prediction at timeout_s itself: read how.
         timeout_s = o.timeout_s + (CANCEL_AFTER_SLACK_S if o.cancel_after else 0.0)
         job = _Prediction(self, request)
-        return await run_job(job, provider=self.name, timeout_s=timeout_s, polling=o.polling)
+        return await sdk.run_job(job, provider=self.name, timeout_s=timeout_s, polling=o.polling)
 
     def _url(self, prediction: dict[str, Any], kind: Literal["get", "cancel"]) -> httpx.URL:
         urls = prediction.get("urls")
@@ -205,47 +177,47 @@ class ReplicateProvider(p.PredictionProvider):
     def _deployment_url(self) -> httpx.URL:
         o = self.options
         if not o.deployment:
-            raise ConfigError(
+            raise sdk.ConfigError(
                 "deployment", None, "a deployment target: only deployments have scaling settings"
             )
         return self._api.join(f"deployments/{o.deployment}")
 
-    async def get_scaling(self) -> ScalingSettings:
+    async def get_scaling(self) -> sdk.ScalingSettings:
         """``current_release.configuration``'s ``min_instances``/``max_instances``; Replicate
         has no idle-timeout setting, so ``idle_timeout_s`` is None."""
         response = await self._send("GET", self._deployment_url())
-        body = json_object(response, provider=self.name)
+        body = sdk.json_object(response, provider=self.name)
         release = body.get("current_release")
         config = release.get("configuration") if isinstance(release, dict) else None
         if not isinstance(config, dict):
             problem = "deployment without current_release.configuration"
-            raise invalid_response(response, problem, provider=self.name)
+            raise sdk.invalid_response(response, problem, provider=self.name)
         lo, hi = config.get("min_instances"), config.get("max_instances")
         if not isinstance(lo, int) or not isinstance(hi, int):
             problem = "min_instances/max_instances are not integers"
-            raise invalid_response(response, problem, provider=self.name)
-        return ScalingSettings(min_workers=lo, max_workers=hi, idle_timeout_s=None)
+            raise sdk.invalid_response(response, problem, provider=self.name)
+        return sdk.ScalingSettings(min_workers=lo, max_workers=hi, idle_timeout_s=None)
 
-    async def set_scaling(self, settings: ScalingSettings) -> None:
+    async def set_scaling(self, settings: sdk.ScalingSettings) -> None:
         """PATCH the given instance bounds; restored in ``close()``."""
         if settings.idle_timeout_s is not None:
-            raise ConfigError(
+            raise sdk.ConfigError(
                 "scaling.idle_timeout_s",
                 settings.idle_timeout_s,
                 "None: Replicate deployments have no idle-timeout setting",
             )
         await self._scaling.change(settings)
 
-    async def _patch_scaling(self, settings: ScalingSettings) -> None:
-        changes = scaling_fields(settings, "min_instances", "max_instances")
+    async def _patch_scaling(self, settings: sdk.ScalingSettings) -> None:
+        changes = sdk.scaling_fields(settings, "min_instances", "max_instances")
         if not changes:
             return
         try:
             await self._send("PATCH", self._deployment_url(), changes)
-        except ClientHTTPError as exc:
-            raise ConfigError("scaling", changes, f"values Replicate accepts ({exc})") from exc
+        except sdk.ClientHTTPError as exc:
+            raise sdk.ConfigError("scaling", changes, f"values Replicate accepts ({exc})") from exc
 
-    async def ensure_cold(self, timeout_s: float) -> ColdCheck:
+    async def ensure_cold(self, timeout_s: float) -> sdk.ColdCheck:
         """Set ``min_instances`` 0 (deployments) and wait ``scale_down_wait_s``.
 
         Never *confirmed*: Replicate has no API that lists live instances, so whether the
@@ -255,24 +227,20 @@ class ReplicateProvider(p.PredictionProvider):
         o = self.options
         steps = []
         if o.deployment:
-            scaling = await self.get_scaling()
-            if scaling.min_workers:
-                await self.set_scaling(ScalingSettings(min_workers=0))
-                steps.append(f"min_instances {scaling.min_workers} -> 0")
-            else:
-                steps.append("min_instances already 0")
+            was = (await sdk.lower_min_workers(self)).min_workers
+            steps.append(f"min_instances {was} -> 0" if was else "min_instances already 0")
         wait_s = min(o.scale_down_wait_s, max(0.0, timeout_s - (time.monotonic() - started)))
         await asyncio.sleep(wait_s)
         steps.append(f"waited {wait_s:g} s of scale_down_wait_s={o.scale_down_wait_s:g}")
         how = "; ".join(steps) + " (no instance API: cold inferred, not confirmed)"
-        return ColdCheck(confirmed=False, waited_s=time.monotonic() - started, how=how)
+        return sdk.ColdCheck(confirmed=False, waited_s=time.monotonic() - started, how=how)
 
 
-class _Prediction(Job[dict[str, Any]]):
+class _Prediction(sdk.Job[dict[str, Any]]):
     """One prediction: created (held by ``Prefer: wait``, or then read as SSE from
     ``urls.stream``), polled at ``urls.get`` until it has ended, cancelled at ``urls.cancel``."""
 
-    def __init__(self, provider: ReplicateProvider, request: Request) -> None:
+    def __init__(self, provider: ReplicateProvider, request: sdk.Request) -> None:
         o = self.p = provider
         self.stream = request.stream
         self.body: dict[str, Any] = {"input": dict(request.payload)}
@@ -301,25 +269,25 @@ class _Prediction(Job[dict[str, Any]]):
         pv, urls = self.p, self.created.get("urls")
         stream_url = urls.get("stream") if isinstance(urls, dict) else None
         if not isinstance(stream_url, str):
-            raise InvalidResponseError(
+            raise sdk.InvalidResponseError(
                 "the model does not stream (no urls.stream)", provider=pv.name
             )
         headers = {**pv._headers, "Accept": "text/event-stream", "Cache-Control": "no-store"}
         try:
             async with pv.client.stream("GET", stream_url, headers=headers) as response:
-                await raise_for_stream(response, pv._http_error)
-                async for event, data, arrived_ns in sse_events(response):
+                await sdk.raise_for_stream(response, pv._http_error)
+                async for event, data, arrived_ns in sdk.sse_events(response):
                     if event == "output":
                         self.first_ns = self.first_ns or arrived_ns
-                        self.chunks.append(json_or_text(data))
+                        self.chunks.append(sdk.json_or_text(data))
                     elif event == "error":
-                        raise ServerHTTPError(
-                            redact(f"stream error: {data[:200]}"), provider=pv.name
+                        raise sdk.ServerHTTPError(
+                            sdk.redact(f"stream error: {data[:200]}"), provider=pv.name
                         )
                     elif event == "done":
                         break
         except httpx.HTTPError as exc:
-            raise TransportError(describe_error(exc), provider=pv.name) from exc
+            raise sdk.TransportError(sdk.describe_error(exc), provider=pv.name) from exc
 
     async def status(self) -> dict[str, Any]:
         self.response = await self.p._send("GET", self.p._url(self.created, "get"))
@@ -328,16 +296,16 @@ class _Prediction(Job[dict[str, Any]]):
     def finished(self, state: dict[str, Any]) -> bool:
         return state["status"] in p.TERMINAL_STATES
 
-    async def result(self, state: dict[str, Any]) -> Result:
+    async def result(self, state: dict[str, Any]) -> sdk.Result:
         o = self.p.options
         deadline_passed = time.monotonic() - self.began >= o.timeout_s - 0.5
         self.p._check_outcome(state, deadline_passed and o.cancel_after)
         queue_ms, execution_ms = p.phases_ms(state)
-        return Result(
+        return sdk.Result(
             output=self.chunks if self.stream else state.get("output"),
             http_status=200,
             request_id=state["id"],
-            first_byte_ns=self.first_ns if self.stream else first_byte_ns(self.response),
+            first_byte_ns=self.first_ns if self.stream else sdk.first_byte_ns(self.response),
             queue_ms=queue_ms,
             execution_ms=execution_ms,
             cold=self.p._infer_cold(queue_ms),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import re
 import time
@@ -12,38 +11,7 @@ import httpx
 from pydantic import Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
-from gpubench_sdk import (
-    BillingModel,
-    Capabilities,
-    CapabilityError,
-    ClientHTTPError,
-    ColdCheck,
-    ColdMark,
-    ConfigError,
-    FleetState,
-    InvalidResponseError,
-    Job,
-    Outcome,
-    PollingOptions,
-    Provider,
-    ProviderError,
-    ProviderOptions,
-    Request,
-    RequestTimeoutError,
-    Result,
-    SavedScaling,
-    ScalingSettings,
-    ServerHTTPError,
-    finite_number,
-    invalid_response,
-    json_object,
-    redact,
-    run_job,
-    scaling_fields,
-    scrub_url,
-    send_checked,
-    with_capabilities,
-)
+import gpubench_sdk as sdk
 from gpubench_sdk import first_byte_ns as arrived_ns
 
 from . import _protocol as rp
@@ -52,13 +20,13 @@ from . import _protocol as rp
 _ENDPOINT_PATH = re.compile(r"/v2/(?P<id>[A-Za-z0-9_-]+)/?$")
 
 
-class JobCancelledError(ProviderError):
+class JobCancelledError(sdk.ProviderError):
     """RunPod reports the job CANCELLED, though this client did not cancel it."""
 
-    outcome = Outcome.CANCELLED
+    outcome = sdk.Outcome.CANCELLED
 
 
-class RunPodOptions(PollingOptions):
+class RunPodOptions(sdk.PollingOptions):
     """Options of a RunPod target; ``api_key`` comes from ``api_key_env``/``api_key_file``."""
 
     base_url: str = Field(
@@ -109,7 +77,7 @@ class RunPodOptions(PollingOptions):
         return value
 
 
-class RunPodProvider(Provider):
+class RunPodProvider(sdk.Provider):
     """RunPod Serverless: ``/run`` + ``/status`` (or ``/runsync``), ``/stream``, ``/cancel``,
     ``/health`` and the REST control plane for scaling and confirmed cold starts.
 
@@ -123,13 +91,13 @@ class RunPodProvider(Provider):
     """
 
     name = "runpod"
-    capabilities = Capabilities(
+    capabilities = sdk.Capabilities(
         streaming=True,
         fleet_state=True,
         cold_start_control=True,
         scaling_settings=True,
         server_timings=frozenset({"queue_ms", "execution_ms"}),
-        billing=BillingModel(
+        billing=sdk.BillingModel(
             granularity_s=1.0,
             billed_phases=frozenset({"cold_boot", "execution", "idle"}),
             default_idle_timeout_s=float(rp.DEFAULT_IDLE_TIMEOUT_S),
@@ -137,7 +105,7 @@ class RunPodProvider(Provider):
             "worker start to stop: cold boot + execution + idle timeout; read 2026-06)",
         ),
     )
-    Options: ClassVar[type[ProviderOptions]] = RunPodOptions
+    Options: ClassVar[type[sdk.ProviderOptions]] = RunPodOptions
     options: RunPodOptions
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -151,7 +119,7 @@ class RunPodProvider(Provider):
             self.endpoint_id = named["id"]
         self._base = base
         if self.endpoint_id is None:  # job routes only: nothing names an endpoint to manage
-            with_capabilities(
+            sdk.with_capabilities(
                 self,
                 fleet_state=False,
                 cold_start_control=False,
@@ -159,15 +127,15 @@ class RunPodProvider(Provider):
                 server_timings=frozenset(),  # recorded if sent, but none is promised
                 billing=None,
             )
-        self._cold = ColdMark()
-        self._scaling = SavedScaling(self.get_scaling, self._patch_scaling)
+        self._cold = sdk.ColdMark()
+        self._scaling = sdk.SavedScaling(self.get_scaling, self._patch_scaling)
         self._poll_method = o.poll_method
         if o.poll_method == "auto":
             self._poll_method = "GET" if self.endpoint_id is not None else "POST"
 
     @property
     def endpoint(self) -> str:
-        return scrub_url(self._base)
+        return sdk.scrub_url(self._base)
 
     async def open(self) -> None:
         o = self.options
@@ -187,37 +155,37 @@ class RunPodProvider(Provider):
 
     # ----- requests -------------------------------------------------------------------------
 
-    async def invoke(self, request: Request) -> Result:
+    async def invoke(self, request: sdk.Request) -> sdk.Result:
         body: dict[str, Any] = {"input": dict(request.payload)}
         if self.options.execution_timeout_ms is not None:
             body["policy"] = {"executionTimeout": self.options.execution_timeout_ms}
         job = _StreamJob(self, body) if request.stream else _RunJob(self, body)
-        return await run_job(
+        return await sdk.run_job(
             job, provider=self.name, timeout_s=self.options.timeout_s, polling=self.options.polling
         )
 
-    def _result(self, job: dict[str, Any], arrived: int | None) -> Result:
+    def _result(self, job: dict[str, Any], arrived: int | None) -> sdk.Result:
         status = job["status"]
         job_id = str(job["id"])
         kw: dict[str, Any] = {"provider": self.name, "request_id": job_id}
         if status == rp.FAILED:
-            raise ServerHTTPError(redact(f"job FAILED: {job.get('error')}"), **kw)
+            raise sdk.ServerHTTPError(sdk.redact(f"job FAILED: {job.get('error')}"), **kw)
         if status == rp.TIMED_OUT:
-            raise RequestTimeoutError("job TIMED_OUT (executionTimeout policy)", **kw)
+            raise sdk.RequestTimeoutError("job TIMED_OUT (executionTimeout policy)", **kw)
         if status == rp.CANCELLED:
             raise JobCancelledError("job CANCELLED by the platform or another client", **kw)
-        delay_ms = finite_number(job.get("delayTime"))
+        delay_ms = sdk.finite_number(job.get("delayTime"))
         cold = delay_ms is not None and delay_ms >= self.options.cold_threshold_ms
         confirmed = False
         if self._cold.take():  # the fleet was verified empty just before: no guess needed
             cold, confirmed = True, True
-        return Result(
+        return sdk.Result(
             output=job.get("output"),
             http_status=200,
             request_id=job_id,
             first_byte_ns=arrived,
             queue_ms=delay_ms,
-            execution_ms=finite_number(job.get("executionTime")),
+            execution_ms=sdk.finite_number(job.get("executionTime")),
             cold=cold if delay_ms is not None or cold else None,
             cold_confirmed=confirmed,
             worker_id=job.get("workerId"),
@@ -228,7 +196,7 @@ class RunPodProvider(Provider):
         method = self._poll_method
         try:
             return await self._send(method, url)
-        except ClientHTTPError as exc:
+        except sdk.ClientHTTPError as exc:
             if exc.status_code != 405 or self.options.poll_method != "auto":
                 raise
         # 405: this server polls with the other method (runpod 1.12.0's local API server,
@@ -243,7 +211,7 @@ class RunPodProvider(Provider):
         """One request; a status >= 400 (RunPod's ``{"error"}``, FastAPI's ``{"detail"}`` from
         runpod's local API server shown), a timeout or a broken connection raises the core's
         ``ProviderError``, naming the call: a 404 from a wrong base URL explains itself."""
-        return await send_checked(
+        return await sdk.send_checked(
             self.client, method, url, provider=self.name, headers=self._headers, json=body
         )
 
@@ -251,14 +219,14 @@ class RunPodProvider(Provider):
 
     def _managed(self, capability: str) -> None:
         if self.endpoint_id is None:
-            raise CapabilityError(self.name, f"{capability} (needs an endpoint_id)")
+            raise sdk.CapabilityError(self.name, f"{capability} (needs an endpoint_id)")
 
-    async def state(self) -> FleetState:
+    async def state(self) -> sdk.FleetState:
         self._managed("fleet_state")
-        health = json_object(await self._send("GET", self._health_url), provider=self.name)
+        health = sdk.json_object(await self._send("GET", self._health_url), provider=self.name)
         workers = health.get("workers") or {}
         jobs = health.get("jobs") or {}
-        return FleetState(
+        return sdk.FleetState(
             ready=workers.get("idle", workers.get("ready")),
             busy=workers.get("running"),
             starting=workers.get("initializing"),
@@ -267,59 +235,46 @@ class RunPodProvider(Provider):
             detail=health,
         )
 
-    async def ensure_cold(self, timeout_s: float) -> ColdCheck:
+    async def ensure_cold(self, timeout_s: float) -> sdk.ColdCheck:
         """Set ``workersMin`` to 0, wait out ``idleTimeout`` and confirm through ``/health``
         that no worker is idle, starting or running (RunPod has no "scale to zero now")."""
         self._managed("cold_start_control")
         started = time.monotonic()
-        scaling = await self.get_scaling()
-        if scaling.min_workers:
-            await self.set_scaling(ScalingSettings(min_workers=0))
-        for delay_s in self.options.polling.delays():
+        scaling = await sdk.lower_min_workers(self)
+
+        async def look() -> tuple[bool, str]:
             fleet = await self.state()
-            waited_s = time.monotonic() - started
             if fleet.is_cold and not fleet.queued:
-                self._cold.expect()
-                how = f"workersMin=0, idleTimeout={scaling.idle_timeout_s:g}s; /health: 0 workers"
-                return ColdCheck(confirmed=True, waited_s=waited_s, how=how)
-            if waited_s >= timeout_s:
-                how = (
-                    f"timed out: {fleet.ready} idle, {fleet.busy} running, "
-                    f"{fleet.starting} starting"
-                )
-                return ColdCheck(confirmed=False, waited_s=waited_s, how=how)
-            await asyncio.sleep(delay_s)
-        raise AssertionError("unreachable")  # pragma: no cover - the delays never end
+                how = f"workersMin=0, idleTimeout={scaling.idle_timeout_s:g}s"
+                return True, f"{how}; /health: 0 workers"
+            return False, f"{fleet.ready} idle, {fleet.busy} running, {fleet.starting} starting"
 
-    async def get_scaling(self) -> ScalingSettings:
+        return await sdk.wait_cold(
+            look, timeout_s=timeout_s, poll=self.options.polling, started=started, mark=self._cold
+        )
+
+    async def get_scaling(self) -> sdk.ScalingSettings:
         self._managed("scaling_settings")
-        data = json_object(await self._send("GET", self._rest_endpoint), provider=self.name)
-        try:
-            return ScalingSettings(
-                min_workers=int(data["workersMin"]),
-                max_workers=int(data["workersMax"]),
-                idle_timeout_s=float(data["idleTimeout"]),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise InvalidResponseError(
-                f"endpoint lacks a scaling field: {exc}", provider=self.name
-            ) from exc
+        data = sdk.json_object(await self._send("GET", self._rest_endpoint), provider=self.name)
+        return sdk.read_scaling(
+            data, "workersMin", "workersMax", "idleTimeout", provider=self.name, where="endpoint"
+        )
 
-    async def set_scaling(self, settings: ScalingSettings) -> None:
+    async def set_scaling(self, settings: sdk.ScalingSettings) -> None:
         """PATCH the fields given (RunPod changes only those); restored in ``close()``."""
         await self._scaling.change(settings)
 
-    async def _patch_scaling(self, settings: ScalingSettings) -> None:
-        changes = scaling_fields(
+    async def _patch_scaling(self, settings: sdk.ScalingSettings) -> None:
+        changes = sdk.scaling_fields(
             settings, "workersMin", "workersMax", "idleTimeout", expected="whole seconds on RunPod"
         )
         try:
             await self._send("PATCH", self._rest_endpoint, changes)
-        except ClientHTTPError as exc:
-            raise ConfigError("scaling", changes, f"values RunPod accepts ({exc})") from exc
+        except sdk.ClientHTTPError as exc:
+            raise sdk.ConfigError("scaling", changes, f"values RunPod accepts ({exc})") from exc
 
 
-class _RunJob(Job[dict[str, Any]]):
+class _RunJob(sdk.Job[dict[str, Any]]):
     """``/run`` (or ``/runsync``, whose job may come back finished) + ``/status`` + ``/cancel``."""
 
     def __init__(self, provider: RunPodProvider, body: dict[str, Any]) -> None:
@@ -341,7 +296,7 @@ class _RunJob(Job[dict[str, Any]]):
     def finished(self, state: dict[str, Any]) -> bool:
         return state.get("status") in rp.TERMINAL_STATES
 
-    async def result(self, state: dict[str, Any]) -> Result:
+    async def result(self, state: dict[str, Any]) -> sdk.Result:
         return self.p._result(state, arrived_ns(self.response) if self.response else None)
 
     async def cancel(self) -> None:
@@ -362,20 +317,20 @@ class _StreamJob(_RunJob):
 
     async def status(self) -> dict[str, Any]:
         response = await self.p._poll(self.p._api.join(f"stream/{self.id}"))
-        data = json_object(response, provider=self.p.name)
+        data = sdk.json_object(response, provider=self.p.name)
         items = data.get("stream") or []
         if not isinstance(items, list):
-            raise invalid_response(response, "stream is not a list", provider=self.p.name)
+            raise sdk.invalid_response(response, "stream is not a list", provider=self.p.name)
         if items and self.first_ns is None:
             self.first_ns = arrived_ns(response)
         self.chunks += [item.get("output") if isinstance(item, dict) else item for item in items]
         return data
 
-    async def result(self, state: dict[str, Any]) -> Result:
+    async def result(self, state: dict[str, Any]) -> sdk.Result:
         final = {**state, "id": self.id}
         # /status adds delayTime/executionTime/workerId; a server that has forgotten the job
         # once streamed (runpod's local API server) answers another state, or an error.
-        with contextlib.suppress(ProviderError):
+        with contextlib.suppress(sdk.ProviderError):
             polled = _job_of(await self.p._poll(self.p._api.join(f"status/{self.id}")))
             if polled["status"] == final["status"]:
                 final = polled
@@ -386,8 +341,8 @@ class _StreamJob(_RunJob):
 
 def _job_of(response: httpx.Response) -> dict[str, Any]:
     """The job in an answer of /run, /runsync or /status, with a status RunPod defines."""
-    job = json_object(response, provider="runpod")
+    job = sdk.json_object(response, provider="runpod")
     if "id" not in job or job.get("status") not in rp.TERMINAL_STATES | rp.PENDING_STATES:
         problem = f"not a job: status {job.get('status')!r}"
-        raise invalid_response(response, problem, provider="runpod")
+        raise sdk.invalid_response(response, problem, provider="runpod")
     return job

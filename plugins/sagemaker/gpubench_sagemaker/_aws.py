@@ -15,20 +15,8 @@ import re
 import threading
 from typing import Any
 
-from gpubench_sdk import (
-    ClientHTTPError,
-    ColdTimeoutError,
-    ConfigError,
-    ProviderError,
-    RequestTimeoutError,
-    ServerHTTPError,
-    ThrottledError,
-    TransportError,
-    redact,
-    remember,
-    retry_after_s,
-    telemetry,
-)
+import gpubench_sdk as sdk
+from gpubench_sdk import telemetry
 
 PROVIDER = "sagemaker"
 # Error codes AWS uses for throttling across services (botocore's retry handler lists them:
@@ -65,18 +53,7 @@ _BOTO_LOGGERS = (
 )
 
 
-class _Scrub(logging.Filter):
-    """Masks remembered secrets in a record before any handler sees it."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        cleaned = redact(message)
-        if cleaned != message:
-            record.msg, record.args = cleaned, None
-        return True
-
-
-_SCRUB = _Scrub()
+_SCRUB = sdk.RedactingFilter()  # remembered secrets masked before any handler sees them
 
 
 def scrub_boto_logs() -> None:
@@ -113,9 +90,9 @@ def make_session(
         session = boto3.Session(**kw)
         credentials = session.get_credentials()
     except BotoCoreError as exc:
-        raise ConfigError("profile", profile, f"an AWS profile boto3 can load ({exc})") from exc
+        raise sdk.ConfigError("profile", profile, f"an AWS profile boto3 can load ({exc})") from exc
     if credentials is None:
-        raise ConfigError(
+        raise sdk.ConfigError(
             "credentials",
             None,
             "AWS credentials from boto3's chain (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, "
@@ -124,9 +101,9 @@ def make_session(
     frozen = credentials.get_frozen_credentials()
     for secret in (frozen.secret_key, frozen.token):
         if secret:
-            remember(secret)
+            sdk.remember(secret)
     if session.region_name is None:
-        raise ConfigError("region", None, "an AWS region (region = 'us-east-1' or AWS_REGION)")
+        raise sdk.ConfigError("region", None, "an AWS region (region = 'us-east-1' or AWS_REGION)")
     return session
 
 
@@ -181,7 +158,7 @@ def is_scaling_from_zero(exc: BaseException) -> bool:
     return code in ("ValidationError", "ValidationException") and bool(NO_CAPACITY.search(message))
 
 
-def map_error(exc: BaseException, operation: str) -> ProviderError | ConfigError:
+def map_error(exc: BaseException, operation: str) -> sdk.ProviderError | sdk.ConfigError:
     """botocore's errors in gpubench's taxonomy (the sagemaker-runtime error shapes are
     InternalFailure, ServiceUnavailable, ValidationError, ModelError, ModelNotReadyException,
     InternalDependencyException, ModelStreamError, InternalStreamFailure: botocore's
@@ -194,26 +171,26 @@ def map_error(exc: BaseException, operation: str) -> ProviderError | ConfigError
         status = int(meta.get("HTTPStatusCode") or 0) or None
         code = error_code(exc)
         detail = (response.get("Error") or {}).get("Message") or ""
-        message = redact(f"{operation}: {code or status}: {detail}".rstrip(": "))
+        message = sdk.redact(f"{operation}: {code or status}: {detail}".rstrip(": "))
         kw: dict[str, Any] = {"provider": PROVIDER, "status_code": status}
         if code in THROTTLING_CODES or (status == 429 and code != "ModelNotReadyException"):
             # botocore's headers; Retry-After in seconds or as an HTTP date (the core's parser)
-            wait_s = retry_after_s((meta.get("HTTPHeaders") or {}).get("retry-after"))
-            return ThrottledError(message, retry_after_s=wait_s, **kw)
+            wait_s = sdk.retry_after_s((meta.get("HTTPHeaders") or {}).get("retry-after"))
+            return sdk.ThrottledError(message, retry_after_s=wait_s, **kw)
         if is_scaling_from_zero(exc):
-            return ColdTimeoutError(message, **kw)
+            return sdk.ColdTimeoutError(message, **kw)
         if code in MODEL_FAILURES or (status is not None and status >= 500):
             # the container failed (ModelError is a 424; the stream errors come mid-answer,
             # under the 200 of the response): the model, not the client
-            return ServerHTTPError(message, **kw)
-        return ClientHTTPError(message, **kw)  # ValidationError, AccessDenied, bad signature
-    message = redact(f"{operation}: {type(exc).__name__}: {exc}")
+            return sdk.ServerHTTPError(message, **kw)
+        return sdk.ClientHTTPError(message, **kw)  # ValidationError, AccessDenied, bad signature
+    message = sdk.redact(f"{operation}: {type(exc).__name__}: {exc}")
     if isinstance(exc, bexc.NoCredentialsError | bexc.PartialCredentialsError):
-        return ConfigError("credentials", None, "AWS credentials (see the provider page)")
+        return sdk.ConfigError("credentials", None, "AWS credentials (see the provider page)")
     if isinstance(exc, bexc.ReadTimeoutError | bexc.ConnectTimeoutError | TimeoutError):
-        return RequestTimeoutError(message, provider=PROVIDER)
+        return sdk.RequestTimeoutError(message, provider=PROVIDER)
     if isinstance(exc, bexc.BotoCoreError | OSError):
         # EndpointConnectionError, ConnectionClosedError, ResponseStreamingError (a body cut
         # short), ProtocolError: the connection failed
-        return TransportError(message, provider=PROVIDER)
-    return TransportError(message, provider=PROVIDER)
+        return sdk.TransportError(message, provider=PROVIDER)
+    return sdk.TransportError(message, provider=PROVIDER)

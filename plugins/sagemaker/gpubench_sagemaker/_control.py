@@ -15,9 +15,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import anyio
-
-from gpubench_sdk import ColdCheck, ConfigError, FleetState, Polling
+from gpubench_sdk import ColdCheck, ConfigError, FleetState, Polling, wait_cold
 
 Call = Callable[..., Awaitable[Any]]
 POLL_S = 0.05
@@ -98,21 +96,23 @@ class Control:
             self._original_copies = int(runtime.get("DesiredCopyCount") or 0)
         if int(runtime.get("DesiredCopyCount") or 0) != 0:
             await self._set_copies(call, 0)
-        for delay_s in Polling(POLL_S, POLL_MAX_S).delays():
+
+        async def look() -> tuple[bool, str]:
             component = await self._component_config(call)
             copies = int((component.get("RuntimeConfig") or {}).get("CurrentCopyCount") or 0)
-            waited_s = time.monotonic() - started
             if copies == 0 and component.get("InferenceComponentStatus") in ("InService", None):
-                how = "CopyCount=0; DescribeInferenceComponent: CurrentCopyCount 0"
-                return ColdCheck(confirmed=True, waited_s=waited_s, how=how)
-            # answer inside timeout_s (the runner's deadline is the same number), leaving
-            # room for one more describe call
-            left_s = timeout_s - waited_s - TIMEOUT_MARGIN_S
-            if left_s <= delay_s:
-                how = f"timed out: CurrentCopyCount {copies}"
-                return ColdCheck(confirmed=False, waited_s=waited_s, how=how)
-            await anyio.sleep(delay_s)
-        raise AssertionError("unreachable")  # pragma: no cover - the delays never end
+                return True, "CopyCount=0; DescribeInferenceComponent: CurrentCopyCount 0"
+            return False, f"CurrentCopyCount {copies}"
+
+        # answer inside timeout_s (the runner's deadline is the same number), leaving room for
+        # the last describe call
+        return await wait_cold(
+            look,
+            timeout_s=timeout_s,
+            poll=Polling(POLL_S, POLL_MAX_S),
+            started=started,
+            margin_s=TIMEOUT_MARGIN_S,
+        )
 
     async def restore(self, call: Call) -> None:
         """Put the user's copy count back (called from ``close()``, shielded)."""

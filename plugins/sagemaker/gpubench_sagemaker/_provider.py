@@ -13,20 +13,7 @@ from typing import Any, ClassVar, TypeVar
 import anyio
 from pydantic import Field
 
-from gpubench_sdk import (
-    Capabilities,
-    ColdCheck,
-    ColdTimeoutError,
-    ConfigError,
-    FleetState,
-    InvalidResponseError,
-    Provider,
-    ProviderError,
-    ProviderOptions,
-    Request,
-    Result,
-    ServerHTTPError,
-)
+import gpubench_sdk as sdk
 from gpubench_sdk.cost import load_catalog
 
 from . import _aws
@@ -35,7 +22,7 @@ from ._control import Control
 T = TypeVar("T")
 
 
-class SageMakerOptions(ProviderOptions):
+class SageMakerOptions(sdk.ProviderOptions):
     """Options of a SageMaker target. Credentials come from boto3's chain unless
     ``aws_access_key_id`` is given with the secret in ``api_key_env``/``api_key_file``."""
 
@@ -66,7 +53,7 @@ class SageMakerOptions(ProviderOptions):
     cold_retry_max_s: float = Field(default=5.0, gt=0, description="retry delay cap")
 
 
-class SageMakerProvider(Provider):
+class SageMakerProvider(sdk.Provider):
     """AWS SageMaker: ``invoke_endpoint``, ``invoke_endpoint_with_response_stream`` (the first
     ``PayloadPart`` is the first byte; every part's arrival is a token time) and
     ``invoke_endpoint_async`` (S3 in and out); ``describe_endpoint`` for the fleet and the
@@ -79,13 +66,13 @@ class SageMakerProvider(Provider):
     """
 
     name = "sagemaker"
-    capabilities = Capabilities(
+    capabilities = sdk.Capabilities(
         streaming=True,
         fleet_state=True,
         cold_start_control=True,
         billing=load_catalog().billing_model("sagemaker"),
     )
-    Options: ClassVar[type[ProviderOptions]] = SageMakerOptions
+    Options: ClassVar[type[sdk.ProviderOptions]] = SageMakerOptions
     options: SageMakerOptions
 
     _control: Control | None = None
@@ -101,7 +88,7 @@ class SageMakerProvider(Provider):
         o = self.options
         secret = o.api_key.get_secret_value() if o.api_key is not None else None
         if (o.aws_access_key_id is None) != (secret is None):
-            raise ConfigError(
+            raise sdk.ConfigError(
                 "aws_access_key_id",
                 o.aws_access_key_id,
                 "both aws_access_key_id and api_key_env (the secret), or neither",
@@ -143,8 +130,7 @@ class SageMakerProvider(Provider):
         if control is None:
             return
         try:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(600):
-                await control.restore(self._call)
+            await sdk.shielded(control.restore(self._call), timeout_s=600)
         finally:
             for client in (self._runtime, control.client, self._s3):
                 if client is not None:
@@ -160,21 +146,21 @@ class SageMakerProvider(Provider):
     async def _call(self, operation: str, fn: Callable[..., T], *args: Any, **kw: Any) -> T:
         try:
             return await self._thread(fn, *args, **kw)
-        except (ProviderError, ConfigError):
+        except (sdk.ProviderError, sdk.ConfigError):
             raise
         except Exception as exc:
             raise _aws.map_error(exc, operation) from exc
 
     # ----- requests -------------------------------------------------------------------------
 
-    def _params(self, request: Request) -> dict[str, Any]:
+    def _params(self, request: sdk.Request) -> dict[str, Any]:
         o = self.options
         params: dict[str, Any] = {"EndpointName": o.endpoint_name, "ContentType": o.content_type}
         if o.inference_component:
             params["InferenceComponentName"] = o.inference_component
         return params
 
-    async def invoke(self, request: Request) -> Result:
+    async def invoke(self, request: sdk.Request) -> sdk.Result:
         """One request; while the endpoint scales out from zero, retried until ready."""
         body = json.dumps(dict(request.payload)).encode()
         started = time.monotonic()
@@ -185,7 +171,7 @@ class SageMakerProvider(Provider):
             try:
                 result = await self._invoke_once(request, body)
                 break
-            except ColdTimeoutError:
+            except sdk.ColdTimeoutError:
                 if time.monotonic() - started + delay_s > self.options.cold_wait_s:
                     raise
                 refused = True  # the service itself says no copy is up
@@ -200,7 +186,7 @@ class SageMakerProvider(Provider):
             result.setup_ms = (attempt_started - started) * 1e3
         return result
 
-    async def _invoke_once(self, request: Request, body: bytes) -> Result:
+    async def _invoke_once(self, request: sdk.Request, body: bytes) -> sdk.Result:
         if self.options.async_input_s3 is not None:
             return await self._invoke_async(body)
         if request.stream:
@@ -220,7 +206,7 @@ class SageMakerProvider(Provider):
         response["Body"] = response["Body"].read()
         return response
 
-    def _stream_blocking(self, params: dict[str, Any], body: bytes) -> Result:
+    def _stream_blocking(self, params: dict[str, Any], body: bytes) -> sdk.Result:
         response = self._runtime.invoke_endpoint_with_response_stream(
             **params, Body=body, Accept=self.options.accept
         )
@@ -241,20 +227,20 @@ class SageMakerProvider(Provider):
 
     def _result(
         self, response: dict[str, Any], arrived_ns: int | None, streamed: bool = False
-    ) -> Result:
+    ) -> sdk.Result:
         raw: bytes = response["Body"]
         content_type = str(response.get("ContentType") or self.options.accept)
         try:
             output: Any = _decode(raw, content_type, streamed)
         except ValueError as exc:
-            raise InvalidResponseError(
+            raise sdk.InvalidResponseError(
                 f"the {content_type} body does not parse: {exc}",
                 provider=self.name,
                 status_code=200,
             ) from exc
         meta = response.get("ResponseMetadata") or {}
         variant = response.get("InvokedProductionVariant")
-        return Result(
+        return sdk.Result(
             output=output,
             http_status=int(meta.get("HTTPStatusCode") or 200),
             request_id=meta.get("RequestId"),
@@ -262,7 +248,7 @@ class SageMakerProvider(Provider):
             detail={"invoked_production_variant": variant} if variant else None,
         )
 
-    async def _invoke_async(self, body: bytes) -> Result:
+    async def _invoke_async(self, body: bytes) -> sdk.Result:
         """Async inference: upload the input, ``invoke_endpoint_async``, then poll S3 until
         the output or failure object exists (https://docs.aws.amazon.com/sagemaker/latest/dg/
         async-inference-check-predictions.html)."""
@@ -293,7 +279,7 @@ class SageMakerProvider(Provider):
                     continue
                 data, arrived_ns = found
                 if kind == "failure":
-                    raise ServerHTTPError(
+                    raise sdk.ServerHTTPError(
                         f"async inference failed: {data[:200]!r}", provider=self.name
                     )
                 result = self._result({"Body": data, "ContentType": o.accept}, arrived_ns)
@@ -320,10 +306,10 @@ class SageMakerProvider(Provider):
             raise RuntimeError(f"{self!r} is not open: use 'async with provider:'")
         return self._control
 
-    async def state(self) -> FleetState:
+    async def state(self) -> sdk.FleetState:
         return await self._require_control().state(self._call)
 
-    async def ensure_cold(self, timeout_s: float) -> ColdCheck:
+    async def ensure_cold(self, timeout_s: float) -> sdk.ColdCheck:
         return await self._require_control().scale_to_zero(self._call, timeout_s)
 
 
