@@ -20,25 +20,22 @@ import json
 import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gpubench_sdk import ScalingSettings
-from gpubench_sdk.testing import EmulatorParser, JobStatus, KeyCheck, QueueEmulator, Reject
+from gpubench_sdk import testing as kit
 
 from . import _protocol as bt
-
-if TYPE_CHECKING:
-    from gpubench_sdk.testing import ASGIApp, Job, Request, SimulatedFleet
 
 DEFAULT_MODEL_ID = "emu1model"
 DEFAULT_DEPLOYMENT_ID = "emu1dep"
 _ASYNC_STATUS = {
-    JobStatus.QUEUED: bt.QUEUED,
-    JobStatus.RUNNING: bt.IN_PROGRESS,
-    JobStatus.COMPLETED: bt.SUCCEEDED,
-    JobStatus.FAILED: bt.FAILED,
-    JobStatus.TIMED_OUT: bt.FAILED,
-    JobStatus.CANCELLED: bt.CANCELED,
+    kit.JobStatus.QUEUED: bt.QUEUED,
+    kit.JobStatus.RUNNING: bt.IN_PROGRESS,
+    kit.JobStatus.COMPLETED: bt.SUCCEEDED,
+    kit.JobStatus.FAILED: bt.FAILED,
+    kit.JobStatus.TIMED_OUT: bt.FAILED,
+    kit.JobStatus.CANCELLED: bt.CANCELED,
 }
 RATE_LIMITS_PER_S = {
     "async_predict": bt.ASYNC_PREDICT_PER_S,
@@ -62,23 +59,23 @@ def _fault_body(status: int, message: str) -> tuple[bytes, str]:
 
 
 def make_app(
-    fleet: SimulatedFleet,
+    fleet: kit.SimulatedFleet,
     *,
     api_key: str | None = None,
     model_id: str = DEFAULT_MODEL_ID,
     deployment_id: str = DEFAULT_DEPLOYMENT_ID,
     environment: str = "production",
     rate_limits: Mapping[str, int] = RATE_LIMITS_PER_S,
-) -> ASGIApp:
+) -> kit.ASGIApp:
     """The emulator app for ``fleet``. With ``api_key`` every request must carry
     ``Authorization: Api-Key <key>`` (or ``Bearer <key>``); ``rate_limits`` caps
     ``async_predict`` and status reads per second (429 beyond, as Baseten does). A fleet with
     ``max_queue`` rejects predicts beyond it with 429 (backpressure ``REJECT_ON_FULL``)."""
     refused = "Authorization: Api-Key <BASETEN_API_KEY> is missing or wrong"
-    emu = QueueEmulator(
+    emu = kit.QueueEmulator(
         fleet,
         name="Baseten",
-        check=KeyCheck(api_key, schemes=("Api-Key", "Bearer"), message=refused),
+        check=kit.KeyCheck(api_key, schemes=("Api-Key", "Bearer"), message=refused),
         error_body=_error_body,
         fault_body=_fault_body,
         job_param="request_id",
@@ -87,47 +84,47 @@ def make_app(
         throttle_headers=_RETRY,
     )
     unknown, _ = _error_body(404, "no such async request", "client_error")
-    emu.missing = Reject(404, response=emu.reply(unknown, 404, media_type="application/json"))
+    emu.missing = kit.Reject(404, response=emu.reply(unknown, 404, media_type="application/json"))
     created = datetime.now(UTC).replace(microsecond=0)
     extra: dict[str, int] = dict(bt.AUTOSCALING_DEFAULTS)
 
-    def target_ok(request: Request) -> None:
+    def target_ok(request: kit.Request) -> None:
         params = request.path_params
         if (
             params.get("env", environment) != environment
             or params.get("dep", deployment_id) != deployment_id
         ):
-            raise Reject(404, "no such environment or deployment of this model")
+            raise kit.Reject(404, "no such environment or deployment of this model")
 
-    async def start(request: Request, async_call: bool) -> Job:
+    async def start(request: kit.Request, async_call: bool) -> kit.Job:
         target_ok(request)
         if async_call:
             emu.throttle("async_predict")
         body = await emu.read_json(request)
         if async_call:
             if not isinstance(body.get("model_input"), dict):
-                raise Reject(400, "model_input (an object) is required")
+                raise kit.Reject(400, "model_input (an object) is required")
             body = body["model_input"]
         full = "the deployment's queue is full: {exc}"
         tag = _ASYNC if async_call else None
         return emu.submit(body, full=full, headers=_RETRY, job_id=uuid.uuid4().hex, tag=tag)
 
-    def failure(job: Job) -> Reject:
+    def failure(job: kit.Job) -> kit.Reject:
         headers = {bt.REQUEST_ID_HEADER: job.id}
-        if job.status is JobStatus.TIMED_OUT:
-            return Reject(504, job.error or "predict timed out", headers)
-        return Reject(500, job.error or "the model raised", headers)
+        if job.status is kit.JobStatus.TIMED_OUT:
+            return kit.Reject(504, job.error or "predict timed out", headers)
+        return kit.Reject(500, job.error or "the model raised", headers)
 
-    async def predict(request: Request) -> Any:
+    async def predict(request: kit.Request) -> Any:
         job = await start(request, async_call=False)
         if job.input.get("chunks"):
             return await streamed(job)
         await job.done.wait()
-        if job.status is not JobStatus.COMPLETED:
+        if job.status is not kit.JobStatus.COMPLETED:
             raise failure(job)
         return emu.json(job.output, headers={bt.REQUEST_ID_HEADER: job.id})
 
-    async def streamed(job: Job) -> Any:
+    async def streamed(job: kit.Job) -> Any:
         if await emu.first_output(job) == "failed":
             raise failure(job)
 
@@ -138,20 +135,20 @@ def make_app(
             headers={bt.REQUEST_ID_HEADER: job.id},
         )
 
-    async def async_predict(request: Request) -> Any:
+    async def async_predict(request: kit.Request) -> Any:
         job = await start(request, async_call=True)
         return emu.json({"request_id": job.id}, 201)
 
     @emu.route("/async_request/{request_id}", fault="poll")
-    async def async_request(request: Request) -> Any:
+    async def async_request(request: kit.Request) -> Any:
         emu.throttle("async_request")
         job = emu.find(request, tag=_ASYNC)
-        at = {JobStatus.QUEUED: job.submitted_s, JobStatus.RUNNING: job.started_s}.get(
+        at = {kit.JobStatus.QUEUED: job.submitted_s, kit.JobStatus.RUNNING: job.started_s}.get(
             job.status, job.finished_s
         )
         errors = []
-        if job.status in (JobStatus.FAILED, JobStatus.TIMED_OUT):
-            timed_out = job.status is JobStatus.TIMED_OUT
+        if job.status in (kit.JobStatus.FAILED, kit.JobStatus.TIMED_OUT):
+            timed_out = job.status is kit.JobStatus.TIMED_OUT
             code = "MODEL_PREDICT_TIMEOUT" if timed_out else "MODEL_PREDICT_ERROR"
             errors.append({"code": code, "message": job.error or "the model raised"})
         return {"request_id": job.id, "model_id": model_id, "deployment_id": deployment_id,
@@ -160,23 +157,23 @@ def make_app(
                 "errors": errors}  # fmt: skip
 
     @emu.route("/async_request/{request_id}", "DELETE")
-    async def cancel(request: Request) -> Any:
+    async def cancel(request: kit.Request) -> Any:
         job = emu.find(request, tag=_ASYNC)
-        canceled = job.status is JobStatus.QUEUED and fleet.cancel(job.id)
+        canceled = job.status is kit.JobStatus.QUEUED and fleet.cancel(job.id)
         status = _ASYNC_STATUS[job.status]
         message = (
             "canceled" if canceled else f"request is {status}: only a QUEUED one can be canceled"
         )
         return {"request_id": job.id, "canceled": canceled, "message": message}
 
-    async def queue_status(request: Request) -> Any:
+    async def queue_status(request: kit.Request) -> Any:
         target_ok(request)
         states = [job.status for job in emu.jobs(tag=_ASYNC)]
         return {"model_id": model_id, "deployment_id": deployment_id,
-                "num_queued_requests": states.count(JobStatus.QUEUED),
-                "num_in_progress_requests": states.count(JobStatus.RUNNING)}  # fmt: skip
+                "num_queued_requests": states.count(kit.JobStatus.QUEUED),
+                "num_in_progress_requests": states.count(kit.JobStatus.RUNNING)}  # fmt: skip
 
-    async def wake(request: Request) -> Any:
+    async def wake(request: kit.Request) -> Any:
         target_ok(request)
         fleet.request_worker()
         return emu.reply(status=202)
@@ -193,15 +190,15 @@ def make_app(
         return {"min_replica": s.min_workers, "max_replica": s.max_workers,
                 "scale_down_delay": round(s.idle_timeout_s), **extra}  # fmt: skip
 
-    def deployment_ok(request: Request) -> None:
+    def deployment_ok(request: kit.Request) -> None:
         params = request.path_params
         if params["model"] != model_id or params["dep"] not in (deployment_id, environment):
-            raise Reject(404, "model or deployment not found")
+            raise kit.Reject(404, "model or deployment not found")
 
     deployment_path = "/v1/models/{model}/deployments/{dep}"
 
     @emu.route(deployment_path)
-    async def deployment(request: Request) -> Any:
+    async def deployment(request: kit.Request) -> Any:
         deployment_ok(request)
         c = fleet.counts()
         active = c.idle + c.running + c.initializing
@@ -226,12 +223,12 @@ def make_app(
         }
 
     @emu.route(deployment_path + "/autoscaling_settings", "PATCH")
-    async def autoscaling(request: Request) -> Any:
+    async def autoscaling(request: kit.Request) -> Any:
         deployment_ok(request)
         body = await emu.read_json(request)
         unknown = set(body) - set(bt.AUTOSCALING_RANGES)
         if unknown:
-            raise Reject(400, f"unknown fields: {sorted(unknown)}")
+            raise kit.Reject(400, f"unknown fields: {sorted(unknown)}")
         changes = {k: v for k, v in body.items() if v is not None}
         for field, value in changes.items():
             low, high = bt.AUTOSCALING_RANGES[field]
@@ -242,7 +239,7 @@ def make_app(
                 or (high is not None and value > high)
             ):
                 bounds = f"{low}..{high}" if high is not None else f">= {low}"
-                raise Reject(400, f"{field} must be an integer {bounds}")
+                raise kit.Reject(400, f"{field} must be an integer {bounds}")
         before = settings_body()
         emu.set_scaling(ScalingSettings(changes.get("min_replica"), changes.get("max_replica"),
                                         changes.get("scale_down_delay")))  # fmt: skip
@@ -255,7 +252,7 @@ def make_app(
 
 def main(argv: list[str] | None = None) -> None:
     """Serve an emulator until interrupted: ``python -m gpubench_baseten.emulator``."""
-    parser = EmulatorParser(
+    parser = kit.EmulatorParser(
         __doc__, port=8788, workers_flag="--max-replicas", idle_flag="--scale-down-delay-s"
     )
     parser.add_argument("--model-id", default=DEFAULT_MODEL_ID)

@@ -20,21 +20,11 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from gpubench_sdk.testing import (
-    EmulatorParser,
-    JobStatus,
-    KeyCheck,
-    QueueEmulator,
-    Reject,
-    sse_event,
-)
+from gpubench_sdk import testing as kit
 
 from . import _protocol as fal
-
-if TYPE_CHECKING:
-    from gpubench_sdk.testing import ASGIApp, Job, Request, SimulatedFleet
 
 RATE_WINDOW_S = 1.0
 _RETRY = {"Retry-After": "1"}
@@ -46,21 +36,21 @@ def _error_body(status: int, message: str) -> tuple[bytes, str]:
 
 
 def make_app(
-    fleet: SimulatedFleet,
+    fleet: kit.SimulatedFleet,
     *,
     api_key: str | None = None,
     submits_per_s: int | None = None,
     keepalive_s: float = 15.0,
-) -> ASGIApp:
+) -> kit.ASGIApp:
     """The emulator app for ``fleet``. With ``api_key`` every request must carry
     ``Authorization: Key <api_key>``; ``submits_per_s`` caps submits and direct calls per
     second (429 with ``Retry-After`` beyond); ``keepalive_s`` spaces the comment lines of an
     SSE status stream (fal: 15 s)."""
     refused = "Invalid or missing credentials: Authorization: Key <FAL_KEY>"
-    emu = QueueEmulator(
+    emu = kit.QueueEmulator(
         fleet,
         name="fal",
-        check=KeyCheck(api_key, schemes=("Key",), message=refused),
+        check=kit.KeyCheck(api_key, schemes=("Key",), message=refused),
         error_body=_error_body,
         fault=None,
         job_param="request_id",
@@ -70,7 +60,7 @@ def make_app(
         throttle_headers=_RETRY,
     )
 
-    def runner_logs(job: Job) -> list[dict[str, Any]]:
+    def runner_logs(job: kit.Job) -> list[dict[str, Any]]:
         """What a runner would log for the request: its start and its end, timestamped."""
         lines = []
         for at_s, message in (
@@ -84,45 +74,45 @@ def make_app(
                 )
         return lines
 
-    def status_body(request: Request, job: Job, with_logs: bool) -> dict[str, Any]:
+    def status_body(request: kit.Request, job: kit.Job, with_logs: bool) -> dict[str, Any]:
         own = f"{str(request.base_url).rstrip('/')}/queue/{emu.tag(job)}/requests/{job.id}"
         urls = {"response_url": own, "status_url": f"{own}/status", "cancel_url": f"{own}/cancel"}
         body: dict[str, Any] = {"request_id": job.id, **urls}
-        if job.status is JobStatus.QUEUED:
+        if job.status is kit.JobStatus.QUEUED:
             return {"status": fal.IN_QUEUE, "queue_position": emu.position(job), **body}
         job_logs = runner_logs(job) if with_logs else None
-        if job.status is JobStatus.RUNNING:
+        if job.status is kit.JobStatus.RUNNING:
             return {"status": fal.IN_PROGRESS, "logs": job_logs, **body}
         done: dict[str, Any] = {"status": fal.COMPLETED, "logs": job_logs, **body}
         if job.execution_ms is not None:
             done["metrics"] = {"inference_time": job.execution_ms / 1e3}
-        if job.status is not JobStatus.COMPLETED:
+        if job.status is not kit.JobStatus.COMPLETED:
             done["error"], done["error_type"] = failure(job)
         return done
 
-    def failure(job: Job) -> tuple[str, str]:
+    def failure(job: kit.Job) -> tuple[str, str]:
         if emu.ended_by(job):
             return _EXPIRED, fal.ERROR_TIMEOUT
-        if job.status is JobStatus.TIMED_OUT:
+        if job.status is kit.JobStatus.TIMED_OUT:
             return job.error or "request timed out", fal.ERROR_TIMEOUT
-        if job.status is JobStatus.CANCELLED:
+        if job.status is kit.JobStatus.CANCELLED:
             return "request cancelled", fal.ERROR_CANCELLED
         return job.error or "runner error", fal.ERROR_RUNNER
 
-    def result_of(job: Job) -> Any:
-        if job.status is not JobStatus.COMPLETED:
-            raise Reject(504 if job.status is JobStatus.TIMED_OUT else 500, failure(job)[0])
+    def result_of(job: kit.Job) -> Any:
+        if job.status is not kit.JobStatus.COMPLETED:
+            raise kit.Reject(504 if job.status is kit.JobStatus.TIMED_OUT else 500, failure(job)[0])
         return emu.json(job.output, headers={fal.REQUEST_ID_HEADER: job.id})
 
-    def find(request: Request) -> Job:
+    def find(request: kit.Request) -> kit.Job:
         params = request.path_params
         return emu.find(request, tag=f"{params['owner']}/{params['alias']}")
 
-    async def start(request: Request, app_path: str) -> Job:
+    async def start(request: kit.Request, app_path: str) -> kit.Job:
         """The job a submit or a direct call to ``app_path`` starts (or a ``Reject``)."""
         emu.throttle("submit")
         if app_path.count("/") < 1:
-            raise Reject(404, "Application not found: use <owner>/<app>")
+            raise kit.Reject(404, "Application not found: use <owner>/<app>")
         payload = await emu.read_json(request, status=422, empty={})
         start_timeout = request.headers.get(fal.REQUEST_TIMEOUT_HEADER)
         try:
@@ -130,7 +120,7 @@ def make_app(
         except ValueError:
             timeout_s = 0.0
         if timeout_s is not None and not timeout_s > fal.MIN_REQUEST_TIMEOUT_S:
-            raise Reject(422, f"{fal.REQUEST_TIMEOUT_HEADER} must be seconds > 1")
+            raise kit.Reject(422, f"{fal.REQUEST_TIMEOUT_HEADER} must be seconds > 1")
         full = "too many requests in the queue: {exc}"
         tag = fal.app_base(app_path)  # the app the request was sent to, for find
         job = emu.submit(payload, full=full, headers=_RETRY, job_id=str(uuid.uuid4()), tag=tag)
@@ -141,13 +131,13 @@ def make_app(
     requests = "/queue/{owner}/{alias}/requests/{request_id}"
 
     @emu.route(f"{requests}/status", fault="poll")
-    async def status(request: Request) -> Any:
+    async def status(request: kit.Request) -> Any:
         job = find(request)
         body = status_body(request, job, request.query_params.get("logs") in ("1", "true"))
         return emu.json(body, 200 if body["status"] == fal.COMPLETED else 202)
 
     @emu.route(f"{requests}/status/stream", fault="poll")
-    async def status_stream(request: Request) -> Any:
+    async def status_stream(request: kit.Request) -> Any:
         job = find(request)
         with_logs = request.query_params.get("logs") in ("1", "true")
 
@@ -159,7 +149,7 @@ def make_app(
                 key = (body["status"], body.get("queue_position"))
                 if key != last:
                     last, quiet_since = key, time.monotonic()
-                    yield sse_event(json.dumps(body))
+                    yield kit.sse_event(json.dumps(body))
                     if body["status"] == fal.COMPLETED:
                         return
                 elif time.monotonic() - quiet_since >= keepalive_s:
@@ -170,59 +160,59 @@ def make_app(
         return emu.stream(events())
 
     @emu.route(f"{requests}/cancel", "PUT", fault="control")
-    async def cancel(request: Request) -> Any:
+    async def cancel(request: kit.Request) -> Any:
         try:
             job = find(request)
-        except Reject:
+        except kit.Reject:
             return emu.json({"status": "NOT_FOUND"}, 404)
         if job.status.terminal:
             return emu.json({"status": "ALREADY_COMPLETED"}, 400)
         # a queued request is removed; a running one's runner is told to stop
-        queued = job.status is JobStatus.QUEUED
+        queued = job.status is kit.JobStatus.QUEUED
         fleet.cancel(job.id)
         return {"status": "OK"} if queued else emu.json({"status": "CANCELLATION_REQUESTED"}, 202)
 
     @emu.route(requests, fault="poll")
-    async def result(request: Request) -> Any:
+    async def result(request: kit.Request) -> Any:
         job = find(request)
         if not job.status.terminal:
-            raise Reject(400, "Request is still in progress")
+            raise kit.Reject(400, "Request is still in progress")
         return result_of(job)
 
     @emu.route("/queue/{app:path}", "POST", fault="submit")
-    async def submit(request: Request) -> Any:
+    async def submit(request: kit.Request) -> Any:
         # the status at submission (IN_QUEUE with its position) and the request's URLs
         job = await start(request, request.path_params["app"])
         return status_body(request, job, with_logs=False)
 
     @emu.route("/run/{app:path}", "POST", fault="submit")
-    async def run(request: Request) -> Any:
+    async def run(request: kit.Request) -> Any:
         app_path: str = request.path_params["app"]
         job = await start(request, app_path.removesuffix("/stream"))
         if app_path.endswith("/stream"):
             return await stream(request, job)
         if not await emu.hold(request, job):  # a hang-up cancels a direct call (fal docs)
-            raise Reject(499, "client closed the connection")
+            raise kit.Reject(499, "client closed the connection")
         if emu.ended_by(job):  # a timeout the caller set: fal marks it (fal_client won't retry)
-            raise Reject(504, failure(job)[0], {fal.REQUEST_TIMEOUT_TYPE_HEADER: "user"})
+            raise kit.Reject(504, failure(job)[0], {fal.REQUEST_TIMEOUT_TYPE_HEADER: "user"})
         return result_of(job)
 
-    async def stream(request: Request, job: Job) -> Any:
+    async def stream(request: kit.Request, job: kit.Job) -> Any:
         # The answer starts with the first piece of output (or the failure, as a status code).
         started = await emu.first_output(job, request)
         if started == "hung_up":
-            raise Reject(499, "client closed the connection")
+            raise kit.Reject(499, "client closed the connection")
         if started == "failed":
-            raise Reject(500, failure(job)[0])
+            raise kit.Reject(500, failure(job)[0])
 
         def closing(sent: int) -> list[bytes]:
-            if job.status is JobStatus.COMPLETED:
+            if job.status is kit.JobStatus.COMPLETED:
                 return []
-            return [sse_event(json.dumps({"detail": failure(job)[0]}), event="error")]
+            return [kit.sse_event(json.dumps({"detail": failure(job)[0]}), event="error")]
 
         return emu.stream_job(
             job,
-            lambda piece, _: sse_event(json.dumps(piece)),
+            lambda piece, _: kit.sse_event(json.dumps(piece)),
             end=closing,
             cancel_on_hang_up=True,  # the caller hung up mid-stream
             headers={fal.REQUEST_ID_HEADER: job.id},
@@ -234,7 +224,7 @@ def make_app(
 def main(argv: list[str] | None = None) -> None:
     """Serve an emulator until interrupted: ``python -m gpubench_fal.emulator``."""
     # fal's keep_alive: how long an idle runner stays up
-    args = EmulatorParser(__doc__, port=8787, idle_flag="--keep-alive-s").parse(argv)
+    args = kit.EmulatorParser(__doc__, port=8787, idle_flag="--keep-alive-s").parse(argv)
     args.serve(make_app(args.fleet(), api_key=args.api_key))
 
 

@@ -30,16 +30,13 @@ from __future__ import annotations
 import json
 import time
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from gpubench_sdk.testing import Emulator, EmulatorParser, JobStatus, KeyCheck, Reject, WallClock
+from gpubench_sdk import testing as kit
 
 from . import _cog
 from . import _prediction as p
 from ._emulation import prediction_body
-
-if TYPE_CHECKING:
-    from gpubench_sdk.testing import ASGIApp, Job, Request, SimulatedFleet, WorkerBill
 
 AT_CAPACITY = "At capacity - all prediction slots busy"
 SETUP_RUNNING = (
@@ -63,20 +60,20 @@ def cog_time(unix_s: float) -> str:
 
 
 def make_app(
-    fleet: SimulatedFleet,
+    fleet: kit.SimulatedFleet,
     *,
     api_key: str | None = None,
     behind_proxy: bool = False,
     reject_when_busy: bool = True,
     slot_release_s: float = 0.002,
     timestamps: bool = False,
-) -> ASGIApp:
+) -> kit.ASGIApp:
     """The emulator app for ``fleet`` (see the module docstring for the two deployments);
     ``timestamps`` adds ``created_at``/``started_at``/``completed_at`` to predictions, as Cog
     before 0.23 sent them."""
-    emu = Emulator(fleet, name="Cog", check=KeyCheck(api_key, bare=True), error_body=error_body,
-                   fault=None)  # fmt: skip
-    clock = WallClock()
+    emu = kit.Emulator(fleet, name="Cog", check=kit.KeyCheck(api_key, bare=True),
+                       error_body=error_body, fault=None)  # fmt: skip
+    clock = kit.WallClock()
     releasing: list[float] = []  # when each slot answered but not yet freed becomes free
     if not behind_proxy:  # the container starts (and runs setup) with the server
         emu.on_start.append(fleet.request_worker)
@@ -93,22 +90,22 @@ def make_app(
         taken = c.running + c.queued + still_releasing()
         if behind_proxy:
             if taken >= fleet.scaling.max_workers and reject_when_busy:
-                raise Reject(409, AT_CAPACITY)
+                raise kit.Reject(409, AT_CAPACITY)
             return
         if c.idle + c.running == 0:  # in setup, or no container: start one, like a platform
             fleet.request_worker()
-            raise Reject(503, SETUP_RUNNING)
+            raise kit.Reject(503, SETUP_RUNNING)
         if taken >= c.idle + c.running and reject_when_busy:
-            raise Reject(409, AT_CAPACITY)
+            raise kit.Reject(409, AT_CAPACITY)
 
-    def body_of(job: Job) -> dict[str, Any]:
+    def body_of(job: kit.Job) -> dict[str, Any]:
         """Cog 0.23's prediction: no input and no timestamps once it has ended."""
         full = prediction_body(job, clock)
         keep: tuple[str, ...] = ("id", "status", "output", "logs", "metrics")
         if timestamps:
             keep += ("created_at", "started_at", "completed_at")
         body = {k: full[k] for k in keep if full[k] is not None}
-        if job.status is JobStatus.FAILED:
+        if job.status is kit.JobStatus.FAILED:
             body["error"] = full["error"]
         if not job.status.terminal:
             body["input"] = full["input"]
@@ -117,15 +114,15 @@ def make_app(
 
     @emu.route("/predictions", "POST", fault="submit")
     @emu.route("/predictions/{prediction_id}", "PUT", fault="submit")
-    async def predict(request: Request) -> Any:
+    async def predict(request: kit.Request) -> Any:
         prediction_id = request.path_params.get("prediction_id")
         try:
             body = await emu.read_json(request, not_object=None, empty={})
-        except Reject:  # coglet answers a body it cannot parse in plain text
+        except kit.Reject:  # coglet answers a body it cannot parse in plain text
             text = b"Failed to parse the request body as JSON"
             return emu.reply(text, 400, media_type="text/plain")
         if not isinstance(body, dict):
-            raise Reject(422, "body must be a JSON object")
+            raise kit.Reject(422, "body must be a JSON object")
         given_id = body.get("id")
         if prediction_id is not None:
             if given_id is not None and given_id != prediction_id:
@@ -138,11 +135,11 @@ def make_app(
             given_id = prediction_id
         payload = body.get("input") or {}
         if not isinstance(payload, dict):
-            raise Reject(422, "input: a JSON object is required")
+            raise kit.Reject(422, "input: a JSON object is required")
         refuse()
         job_id = given_id if isinstance(given_id, str) and given_id else None
         if job_id is not None and fleet.job(job_id) is not None:
-            raise Reject(409, AT_CAPACITY)  # one id, one prediction
+            raise kit.Reject(409, AT_CAPACITY)  # one id, one prediction
         job = emu.submit(payload, full=AT_CAPACITY, status=409, job_id=job_id)
         if request.headers.get("prefer") == "respond-async":
             return emu.json({"id": job.id, "status": p.STARTING}, 202)
@@ -151,14 +148,14 @@ def make_app(
         return body_of(job)
 
     @emu.route("/predictions/{prediction_id}/cancel", "POST", fault="control")
-    async def cancel(request: Request) -> Any:
+    async def cancel(request: kit.Request) -> Any:
         job = fleet.job(request.path_params["prediction_id"])
         if job is None or job.status.terminal:
             return emu.json({}, 404)
         fleet.cancel(job.id)
         return {}
 
-    def setup_of(bill: WorkerBill) -> dict[str, Any]:
+    def setup_of(bill: kit.WorkerBill) -> dict[str, Any]:
         setup: dict[str, Any] = {"started_at": cog_time(clock.unix(bill.started_s))}
         if bill.boot_end_s is None:
             return {**setup, "status": p.STARTING}
@@ -166,12 +163,12 @@ def make_app(
         return {**setup, "completed_at": ended, "status": p.SUCCEEDED, "logs": ""}
 
     @emu.route("/health-check", fault="poll")
-    async def health(request: Request) -> Any:
+    async def health(request: kit.Request) -> Any:
         live = [b for b in fleet.billing.workers if b.stopped_s is None]
         if not live:
             # No container: a proxy has no backend to ask (a Kubernetes Service without ready
             # pods answers 503). Not waking one keeps fleet watching from warming it.
-            raise Reject(503, NO_CONTAINER)
+            raise kit.Reject(503, NO_CONTAINER)
         booted = [b for b in live if b.boot_end_s is not None]
         bill = max(booted, key=lambda b: b.boot_end_s or 0.0) if booted else live[-1]
         c = fleet.counts()
@@ -179,7 +176,7 @@ def make_app(
         return {"status": status, "setup": setup_of(bill), "version": VERSION}
 
     @emu.route("/", check=False)
-    async def index(request: Request) -> Any:
+    async def index(request: kit.Request) -> Any:
         return {
             "cog_version": "emulated",
             "docs_url": "/docs",
@@ -196,9 +193,9 @@ def make_app(
 
 def main(argv: list[str] | None = None) -> None:
     """Serve an emulator until interrupted: ``python -m gpubench_replicate.cog_emulator``."""
-    parser = EmulatorParser(__doc__, port=5000, cold_flag="--setup-s", workers_flag="--containers",
-                            max_workers=1,
-                            key_help="require this bearer token (a proxy's)")  # fmt: skip
+    parser = kit.EmulatorParser(__doc__, port=5000, cold_flag="--setup-s",
+                                workers_flag="--containers", max_workers=1,
+                                key_help="require this bearer token (a proxy's)")  # fmt: skip
     proxied = "containers behind a proxy that starts them on demand and holds requests"
     parser.add_argument("--proxy", action="store_true", help=proxied)
     args = parser.parse(argv)

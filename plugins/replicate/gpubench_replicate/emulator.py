@@ -19,23 +19,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from gpubench_sdk.testing import (
-    EmulatorParser,
-    KeyCheck,
-    QueueEmulator,
-    Reject,
-    scaling_patch,
-    sse_event,
-)
+from gpubench_sdk import testing as kit
 
 from . import _prediction as p
 from ._emulation import api_time, prediction_body
 from ._replicate import MAX_WAIT_S
-
-if TYPE_CHECKING:
-    from gpubench_sdk.testing import ASGIApp, Job, Request, SimulatedFleet
 
 DEFAULT_MODEL = "gpubench/echo"
 DEFAULT_VERSION = "5c7d5dc6dd8bf75c1acaa8565735e7986bc5b66206b55cca93cb72c9bf15ccaa"
@@ -77,7 +67,7 @@ def parse_duration_s(value: str) -> float | None:
 
 
 def make_app(
-    fleet: SimulatedFleet,
+    fleet: kit.SimulatedFleet,
     *,
     api_key: str | None = None,
     model: str = DEFAULT_MODEL,
@@ -85,13 +75,13 @@ def make_app(
     deployment: str = DEFAULT_DEPLOYMENT,
     hardware: str = "gpu-a100-large",
     wait_cap_s: float = MAX_WAIT_S,
-) -> ASGIApp:
+) -> kit.ASGIApp:
     """The emulator app for ``fleet``; ``wait_cap_s`` shortens how long ``Prefer: wait`` holds
     a create before answering with the incomplete prediction (the service's 60 s)."""
-    key = KeyCheck(api_key, schemes=("Bearer", "Token"),
+    key = kit.KeyCheck(api_key, schemes=("Bearer", "Token"),
                    message="You did not pass a valid authentication token")  # fmt: skip
     # unknown routes and methods answer the API's JSON problem, never Starlette's text
-    emu = QueueEmulator(
+    emu = kit.QueueEmulator(
         fleet,
         name="Replicate",
         check=key,
@@ -103,7 +93,7 @@ def make_app(
     created_at = api_time(emu.clock, 0.0)
     release = {"number": 1}
 
-    def body_of(job: Job, request: Request) -> dict[str, Any]:
+    def body_of(job: kit.Job, request: kit.Request) -> dict[str, Any]:
         base = str(request.base_url).rstrip("/")
         urls = {
             "get": f"{base}/v1/predictions/{job.id}",
@@ -115,30 +105,30 @@ def make_app(
             job, emu.clock, status=emu.ended_by(job), model=model, version=version, urls=urls
         )
 
-    def cancel_after(job: Job) -> str:
+    def cancel_after(job: kit.Job) -> str:
         """How a prediction ends at its ``Cancel-After`` deadline: ``aborted`` if never started."""
         return p.ABORTED if job.started_s is None else p.CANCELED
 
-    def owner_name(request: Request, expected: str) -> None:
+    def owner_name(request: kit.Request, expected: str) -> None:
         if f"{request.path_params['owner']}/{request.path_params['name']}" != expected:
-            raise Reject(404, "Not found.")
+            raise kit.Reject(404, "Not found.")
 
-    async def create(request: Request) -> Any:
+    async def create(request: kit.Request) -> Any:
         body = await emu.read_input(request, status=422, message="input: a JSON object is required")
         if request.url.path == "/v1/predictions" and body.get("version") != version:
-            raise Reject(422, f"version: {body.get('version')!r} does not exist")
+            raise kit.Reject(422, f"version: {body.get('version')!r} does not exist")
         wait_s: float | None = None
         prefer = request.headers.get("prefer")
         if prefer is not None:
             match = re.fullmatch(r"wait(?:=(\d+))?", prefer.strip())
             if match is None or not 1 <= int(match.group(1) or MAX_WAIT_S) <= MAX_WAIT_S:
-                raise Reject(400, f"Prefer: expected 'wait' or 'wait=1..{MAX_WAIT_S}'")
+                raise kit.Reject(400, f"Prefer: expected 'wait' or 'wait=1..{MAX_WAIT_S}'")
             wait_s = float(match.group(1) or MAX_WAIT_S)
         cancel_after_s = None
         if (raw := request.headers.get("cancel-after")) is not None:
             cancel_after_s = parse_duration_s(raw)
             if cancel_after_s is None or cancel_after_s <= 0:
-                raise Reject(400, "Cancel-After: expected a duration such as '1m' or '90s'")
+                raise kit.Reject(400, "Cancel-After: expected a duration such as '1m' or '90s'")
         job = emu.submit(body["input"], full=THROTTLED_DETAIL)
         if cancel_after_s is not None:
             emu.cancel_after(job, cancel_after_s, cancel_after)
@@ -147,53 +137,55 @@ def make_app(
         return emu.json(body_of(job, request), 201)
 
     @emu.route("/v1/models/{owner}/{name}/predictions", "POST", fault="submit")
-    async def create_on_model(request: Request) -> Any:
+    async def create_on_model(request: kit.Request) -> Any:
         owner_name(request, model)
         return await create(request)
 
     @emu.route("/v1/predictions", "POST", fault="submit")
-    async def create_on_version(request: Request) -> Any:
+    async def create_on_version(request: kit.Request) -> Any:
         return await create(request)
 
     @emu.route("/v1/deployments/{owner}/{name}/predictions", "POST", fault="submit")
-    async def create_on_deployment(request: Request) -> Any:
+    async def create_on_deployment(request: kit.Request) -> Any:
         owner_name(request, deployment)
         return await create(request)
 
     @emu.route("/v1/predictions/{prediction_id}", fault="poll")
-    async def get_prediction(request: Request) -> Any:
+    async def get_prediction(request: kit.Request) -> Any:
         return body_of(emu.find(request), request)
 
     @emu.route("/v1/predictions/{prediction_id}/cancel", "POST")
-    async def cancel(request: Request) -> Any:
+    async def cancel(request: kit.Request) -> Any:
         job = emu.find(request)
         fleet.cancel(job.id)
         return body_of(job, request)
 
     @emu.route("/stream/{prediction_id}", fault="poll")
-    async def stream(request: Request) -> Any:
+    async def stream(request: kit.Request) -> Any:
         job = emu.find(request)
 
         def output(piece: Any, event_id: int) -> bytes:
-            return sse_event(json.dumps(piece), event="output", event_id=event_id)
+            return kit.sse_event(json.dumps(piece), event="output", event_id=event_id)
 
         def closing(sent: int) -> Iterator[bytes]:
             status = body_of(job, request)["status"]
             if status == p.SUCCEEDED and sent == 0:
                 yield output(job.output, 1)
             if status == p.FAILED:
-                yield sse_event(json.dumps({"detail": job.error}), event="error", event_id=sent + 1)
+                yield kit.sse_event(
+                    json.dumps({"detail": job.error}), event="error", event_id=sent + 1
+                )
             reason = {} if status == p.SUCCEEDED else {"reason": status}
-            yield sse_event(json.dumps(reason), event="done", event_id=sent + 2)
+            yield kit.sse_event(json.dumps(reason), event="done", event_id=sent + 2)
 
         return emu.stream_job(job, output, end=closing, headers={"Cache-Control": "no-store"})
 
     @emu.route("/v1/deployments/{owner}/{name}", "GET", "PATCH")
-    async def deployment_route(request: Request) -> Any:
+    async def deployment_route(request: kit.Request) -> Any:
         owner_name(request, deployment)
         if request.method == "PATCH":
             fields = {"min_instances": "min_workers", "max_instances": "max_workers"}
-            emu.set_scaling(scaling_patch(await emu.read_json(request), fields))
+            emu.set_scaling(kit.scaling_patch(await emu.read_json(request), fields))
             release["number"] += 1
         s = fleet.scaling
         owner, name = deployment.split("/", 1)
@@ -207,17 +199,17 @@ def make_app(
         return {"owner": owner, "name": name, "current_release": current}
 
     @emu.route("/v1/models/{owner}/{name}")
-    async def model_route(request: Request) -> Any:
+    async def model_route(request: kit.Request) -> Any:
         owner_name(request, model)
         return model_body(model, version_body(version, created_at))
 
     @emu.route("/v1/models/{owner}/{name}/versions")
     @emu.route("/v1/models/{owner}/{name}/versions/{version_id}")
-    async def version_route(request: Request) -> Any:
+    async def version_route(request: kit.Request) -> Any:
         owner_name(request, model)
         wanted = request.path_params.get("version_id")
         if wanted not in (None, version):
-            raise Reject(404, "Not found.")
+            raise kit.Reject(404, "Not found.")
         body = version_body(version, created_at)
         if wanted is None:  # the list: one page
             return {"next": None, "previous": None, "results": [body]}
@@ -273,7 +265,7 @@ def model_body(model: str, latest_version: dict[str, Any]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> None:
     """Serve an emulator until interrupted: ``python -m gpubench_replicate.emulator``."""
-    parser = EmulatorParser(__doc__, port=8787, workers_flag="--max-instances",
+    parser = kit.EmulatorParser(__doc__, port=8787, workers_flag="--max-instances",
                             min_flag="--min-instances")  # fmt: skip
     args = parser.parse(argv)
     args.serve(make_app(args.fleet(), api_key=args.api_key))

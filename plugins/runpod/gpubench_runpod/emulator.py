@@ -15,36 +15,26 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from gpubench_sdk.testing import (
-    EmulatorParser,
-    JobStatus,
-    KeyCheck,
-    QueueEmulator,
-    Reject,
-    scaling_patch,
-)
+from gpubench_sdk import testing as kit
 
 from . import _protocol as rp
 
-if TYPE_CHECKING:
-    from gpubench_sdk.testing import ASGIApp, Job, Request, SimulatedFleet
-
 _STATUS = {
-    JobStatus.QUEUED: rp.IN_QUEUE,
-    JobStatus.RUNNING: rp.IN_PROGRESS,
-    JobStatus.COMPLETED: rp.COMPLETED,
-    JobStatus.FAILED: rp.FAILED,
-    JobStatus.CANCELLED: rp.CANCELLED,
-    JobStatus.TIMED_OUT: rp.TIMED_OUT,
+    kit.JobStatus.QUEUED: rp.IN_QUEUE,
+    kit.JobStatus.RUNNING: rp.IN_PROGRESS,
+    kit.JobStatus.COMPLETED: rp.COMPLETED,
+    kit.JobStatus.FAILED: rp.FAILED,
+    kit.JobStatus.CANCELLED: rp.CANCELLED,
+    kit.JobStatus.TIMED_OUT: rp.TIMED_OUT,
 }
 DEFAULT_ENDPOINT_ID = "emulated-endpoint"
 _SCALING = {"workersMin": "min_workers", "workersMax": "max_workers",
             "idleTimeout": "idle_timeout_s"}  # fmt: skip
 
 
-def job_body(job: Job) -> dict[str, Any]:
+def job_body(job: kit.Job) -> dict[str, Any]:
     """A job as RunPod's /status shows it: times in whole milliseconds, as the service sends."""
     body: dict[str, Any] = {"id": job.id, "status": _STATUS[job.status]}
     if job.queue_ms is not None:
@@ -53,7 +43,7 @@ def job_body(job: Job) -> dict[str, Any]:
         body["executionTime"] = round(job.execution_ms)
     if job.worker_id is not None:
         body["workerId"] = job.worker_id
-    if job.status is JobStatus.COMPLETED:
+    if job.status is kit.JobStatus.COMPLETED:
         # a generator handler's output is the list of what it yielded (return_aggregate_stream)
         body["output"] = job.result
     if job.error is not None:
@@ -62,27 +52,27 @@ def job_body(job: Job) -> dict[str, Any]:
 
 
 def make_app(
-    fleet: SimulatedFleet,
+    fleet: kit.SimulatedFleet,
     *,
     api_key: str | None = None,
     endpoint_id: str = DEFAULT_ENDPOINT_ID,
     runsync_cap_ms: int = rp.RUNSYNC_DEFAULT_WAIT_MS,
     rate_limits: Mapping[str, int] = rp.RATE_LIMITS_PER_WINDOW,
-) -> ASGIApp:
+) -> kit.ASGIApp:
     """The emulator app for ``fleet``. With ``api_key`` every request must carry it
     (``Authorization: Bearer <key>`` or the bare key); ``runsync_cap_ms`` shortens how long
     ``/runsync`` holds a request before answering with a pending job (the service's ~90 s);
     ``rate_limits`` caps each operation's requests per 10 s (429 beyond, as RunPod does)."""
     delivered: dict[str, int] = {}  # stream items already handed out per job (/stream drains)
-    key = KeyCheck(api_key, bare=True)
+    key = kit.KeyCheck(api_key, bare=True)
 
-    def check(request: Request) -> None:
+    def check(request: kit.Request) -> None:
         if request.path_params["endpoint_id"] != endpoint_id:
-            raise Reject(404, "endpoint not found")
+            raise kit.Reject(404, "endpoint not found")
         key(request)
         emu.throttle(request.url.path.split("/")[3] if request.url.path.count("/") >= 3 else "")
 
-    emu = QueueEmulator(
+    emu = kit.QueueEmulator(
         fleet,
         name="RunPod",
         check=check,
@@ -92,7 +82,7 @@ def make_app(
         throttled="rate limit exceeded for /{operation}",
     )
 
-    async def submit(request: Request) -> Job:
+    async def submit(request: kit.Request) -> kit.Job:
         body = await emu.read_input(request)
         policy = body.get("policy") or {}
         timeout_ms = policy.get("executionTimeout") if isinstance(policy, dict) else None
@@ -102,14 +92,16 @@ def make_app(
     prefix = "/v2/{endpoint_id}"
 
     @emu.route(f"{prefix}/run", "POST", fault="submit")
-    async def run(request: Request) -> Any:
+    async def run(request: kit.Request) -> Any:
         return {"id": (await submit(request)).id, "status": rp.IN_QUEUE}
 
     @emu.route(f"{prefix}/runsync", "POST", fault="submit")
-    async def runsync(request: Request) -> Any:
+    async def runsync(request: kit.Request) -> Any:
         wait = request.query_params.get("wait", str(rp.RUNSYNC_DEFAULT_WAIT_MS))
         if not wait.isdigit() or not rp.RUNSYNC_MIN_WAIT_MS <= int(wait) <= rp.RUNSYNC_MAX_WAIT_MS:
-            raise Reject(400, f"wait must be {rp.RUNSYNC_MIN_WAIT_MS}..{rp.RUNSYNC_MAX_WAIT_MS} ms")
+            raise kit.Reject(
+                400, f"wait must be {rp.RUNSYNC_MIN_WAIT_MS}..{rp.RUNSYNC_MAX_WAIT_MS} ms"
+            )
         job = await submit(request)
         await emu.wait(job, min(int(wait), runsync_cap_ms) / 1e3)
         return job_body(job)
@@ -117,11 +109,11 @@ def make_app(
     # GET only, as documented and as the official client (runpod 1.12.0, endpoint/runner.py)
     # polls; runpod's local API server is the one that wants POST.
     @emu.route(f"{prefix}/status/{{job_id}}", fault="poll")
-    async def status(request: Request) -> Any:
+    async def status(request: kit.Request) -> Any:
         return job_body(emu.find(request))
 
     @emu.route(f"{prefix}/stream/{{job_id}}", fault="poll")
-    async def stream(request: Request) -> Any:
+    async def stream(request: kit.Request) -> Any:
         job = emu.find(request)
         start = delivered.get(job.id, 0)
         items = list(job.stream[start:])
@@ -129,21 +121,21 @@ def make_app(
         return {"status": _STATUS[job.status], "stream": [{"output": item} for item in items]}
 
     @emu.route(f"{prefix}/cancel/{{job_id}}", "POST")
-    async def cancel(request: Request) -> Any:
+    async def cancel(request: kit.Request) -> Any:
         job = emu.find(request)
         # RunPod answers CANCELLED at once, also for a running job whose worker stops later
         cancelled = fleet.cancel(job.id)
         return {"id": job.id, "status": rp.CANCELLED if cancelled else _STATUS[job.status]}
 
     @emu.route(f"{prefix}/purge-queue", "POST")
-    async def purge_queue(request: Request) -> Any:
-        queued = [job for job in emu.jobs() if job.status is JobStatus.QUEUED]
+    async def purge_queue(request: kit.Request) -> Any:
+        queued = [job for job in emu.jobs() if job.status is kit.JobStatus.QUEUED]
         for job in queued:
             fleet.cancel(job.id)
         return {"removed": len(queued), "status": "completed"}
 
     @emu.route(f"{prefix}/health")
-    async def health(request: Request) -> Any:
+    async def health(request: kit.Request) -> Any:
         c = fleet.counts()
         jobs = {"completed": c.completed, "failed": c.failed + c.timed_out,
                 "inProgress": c.running, "inQueue": c.queued, "retried": 0}  # fmt: skip
@@ -152,9 +144,9 @@ def make_app(
         return {"jobs": jobs, "workers": workers}
 
     @emu.route("/v1/endpoints/{endpoint_id}", "GET", "PATCH")
-    async def endpoint(request: Request) -> Any:
+    async def endpoint(request: kit.Request) -> Any:
         if request.method == "PATCH":
-            emu.set_scaling(scaling_patch(await emu.read_json(request), _SCALING))
+            emu.set_scaling(kit.scaling_patch(await emu.read_json(request), _SCALING))
         s = fleet.scaling
         assert s.idle_timeout_s is not None
         return {"id": endpoint_id, "name": "gpubench emulator", "workersMin": s.min_workers,
@@ -166,7 +158,7 @@ def make_app(
 
 def main(argv: list[str] | None = None) -> None:
     """Serve an emulator until interrupted: ``python -m gpubench_runpod.emulator``."""
-    parser = EmulatorParser(__doc__, port=8686)
+    parser = kit.EmulatorParser(__doc__, port=8686)
     parser.add_argument("--endpoint-id", default=DEFAULT_ENDPOINT_ID)
     args = parser.parse(argv)
     args.serve(make_app(args.fleet(), api_key=args.api_key, endpoint_id=args.endpoint_id))
