@@ -396,11 +396,27 @@ def _report(result: RunResult, rules: Sequence[Threshold]) -> None:
         sys.exit(ExitCode.THRESHOLD_FAILED)
 
 
+def cold_start_mode_lines(store: Store, run: RunInfo) -> list[str]:
+    """Where a target's cold starts fall in more than one mode, one line saying each mode's
+    share and median: a median of such a mixture describes no real request."""
+    from ..metrics import run_cold_start_modes
+    from ..metrics._modes import MIN_SAMPLES, modes_line
+
+    lines = []
+    for target in run.targets:
+        modes = run_cold_start_modes(store, run, target=target.name)
+        if modes.n >= MIN_SAMPLES and len(modes.modes) > 1:
+            lines.append(modes_line(target.name, modes))
+    return lines
+
+
 def print_run(store: Store, run: RunInfo, status: str) -> None:
     """The summary table, then why requests failed (if any did), cost, probe results."""
     out.print(render(summarize(store, run), f"run {run.id} {run.name!r}: {status}"))
     groups = error_groups(store, run)
     for line in render_errors(groups) if groups else ():
+        out.print(escape(line), highlight=False, soft_wrap=True)
+    for line in cold_start_mode_lines(store, run):
         out.print(escape(line), highlight=False, soft_wrap=True)
     for i, sc in enumerate(run.scenarios):
         if sc.status == "deadline":

@@ -33,6 +33,7 @@ from ._frame import (
 from ._groups import LatencyGroup, by_prompt_length, by_shared_prefix, by_turn
 from ._histogram import LogHistogram, merge_histograms
 from ._keepwarm import KeepWarmCurve, idle_gaps_s, keep_warm_curve
+from ._modes import ColdStartMode, ColdStartModes, cold_start_modes, run_cold_start_modes
 from ._scoring import Criterion, ScoreRow, score
 from ._shapes import (
     MaxRateResult,
@@ -65,6 +66,8 @@ from ._variability import DayStats, Variability, daily_variability, holm_adjust
 __all__ = [
     "SLO",
     "BurstAnalysis",
+    "ColdStartMode",
+    "ColdStartModes",
     "ColdStartRate",
     "ColdStarts",
     "Comparison",
@@ -92,6 +95,7 @@ __all__ = [
     "by_prompt_length",
     "by_shared_prefix",
     "by_turn",
+    "cold_start_modes",
     "cold_start_rate",
     "cold_starts",
     "cold_starts_of",
@@ -116,6 +120,7 @@ __all__ = [
     "percentile",
     "quantile_ci",
     "run_burst",
+    "run_cold_start_modes",
     "run_cold_starts",
     "run_columns",
     "run_keep_warm",

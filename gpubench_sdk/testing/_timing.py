@@ -14,16 +14,19 @@ from .._base._errors import ConfigError
 
 @dataclass(frozen=True, slots=True)
 class Duration:
-    """A duration in seconds: fixed, uniform between two bounds, or lognormal.
+    """A duration in seconds: fixed, uniform between two bounds, lognormal, or a mixture.
 
-    Build one with ``Duration.fixed(0.3)``, ``Duration.uniform(0.2, 1.5)`` or
-    ``Duration.lognormal(median_s=0.5, sigma=0.4)``. Cold starts of real platforms are
-    right-skewed (a few slow boots behind a fast median), which the lognormal shape mimics.
+    Build one with ``Duration.fixed(0.3)``, ``Duration.uniform(0.2, 1.5)``,
+    ``Duration.lognormal(median_s=0.5, sigma=0.4)`` or ``Duration.mixture((0.8, fast), (0.2,
+    slow))``. Cold starts of real platforms are right-skewed (a few slow boots behind a fast
+    median), which the lognormal shape mimics; where a snapshot or cache is on some hosts and
+    not others (RunPod's FlashBoot, Modal's memory snapshots), they fall in modes: a mixture.
     """
 
-    kind: Literal["fixed", "uniform", "lognormal"]
+    kind: Literal["fixed", "uniform", "lognormal", "mixture"]
     a_s: float
     b_s: float = 0.0
+    parts: tuple[tuple[float, Duration], ...] = ()  # a mixture's (weight, duration)s
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.a_s) and self.a_s >= 0):
@@ -32,6 +35,10 @@ class Duration:
             raise ConfigError("duration.uniform.high_s", self.b_s, f"seconds >= low_s={self.a_s}")
         if self.kind == "lognormal" and not (math.isfinite(self.b_s) and self.b_s >= 0):
             raise ConfigError("duration.lognormal.sigma", self.b_s, "a spread >= 0")
+        if self.kind == "mixture" and not (
+            self.parts and all(math.isfinite(w) and w > 0 for w, _ in self.parts)
+        ):
+            raise ConfigError("duration.mixture", self.parts, "(weight > 0, Duration) parts")
 
     @classmethod
     def fixed(cls, seconds: float) -> Duration:
@@ -45,12 +52,21 @@ class Duration:
     def lognormal(cls, median_s: float, sigma: float) -> Duration:
         return cls("lognormal", median_s, sigma)
 
+    @classmethod
+    def mixture(cls, *parts: tuple[float, Duration]) -> Duration:
+        """Each draw from one of ``parts``, chosen by weight (weights need not sum to 1)."""
+        return cls("mixture", 0.0, parts=tuple(parts))
+
     def sample_s(self, rng: random.Random) -> float:
         """One draw, in seconds."""
         if self.kind == "fixed":
             return self.a_s
         if self.kind == "uniform":
             return rng.uniform(self.a_s, self.b_s)
+        if self.kind == "mixture":
+            weights = [w for w, _ in self.parts]
+            part = rng.choices([d for _, d in self.parts], weights)[0]
+            return part.sample_s(rng)
         if self.a_s == 0:
             return 0.0
         return rng.lognormvariate(math.log(self.a_s), self.b_s)
