@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from gpubench_sdk._contract._workload import _VOCABULARY  # the llm workload's own words
+
 OURS = """
 import resource, sys, time
 from gpubench_sdk._contract._dataset import DatasetOptions, load_sample
@@ -42,23 +44,6 @@ sample = random.Random(0).sample(chats, 1000)
 print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, len(data))
 """
 
-_WORDS = [
-    "the",
-    "model",
-    "reads",
-    "each",
-    "document",
-    "and",
-    "writes",
-    "a",
-    "short",
-    "summary",
-    "of",
-    "its",
-    "main",
-    "points",
-]
-
 
 def write(path: Path, size_mb: int, jsonl: bool) -> int:
     rng = random.Random(1)
@@ -68,8 +53,8 @@ def write(path: Path, size_mb: int, jsonl: bool) -> int:
         if not jsonl:
             fp.write("[\n")
         while written < target:
-            q = " ".join(rng.choices(_WORDS, k=rng.randint(5, 400)))
-            a = " ".join(rng.choices(_WORDS, k=rng.randint(5, 800)))
+            q = " ".join(rng.choices(_VOCABULARY, k=rng.randint(5, 400)))
+            a = " ".join(rng.choices(_VOCABULARY, k=rng.randint(5, 800)))
             rec = {"id": f"c{count}", "conversations": [{"from": "human", "value": q},
                                                         {"from": "gpt", "value": a}]}  # fmt: skip
             text = json.dumps(rec)
