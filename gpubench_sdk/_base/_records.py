@@ -32,7 +32,7 @@ def records(path: Path, field: str) -> Iterator[tuple[int, Mapping[str, Any]]]:
     a ConfigError on ``field`` (the plan's name for the path, e.g. ``replay.path``)."""
     suffix = path.suffix.lower()
     if suffix not in SUFFIXES:
-        raise ConfigError(field, str(path), "a .csv, .jsonl (.ndjson) or .json file")
+        raise ConfigError(field, str(path), "a .csv or .jsonl file (or .ndjson, .json)")
     n = 1
     try:
         with path.open(encoding="utf-8-sig", newline="") as fp:  # a spreadsheet's BOM too

@@ -108,6 +108,8 @@ def _seconds(sc: Any, n: int, each_s: float, gap_s: float) -> tuple[float | None
         return sc.n * (gap + (1 + sc.warm_after) * each_s), sc.n
     if kind == "concurrency":
         return sc.warmup_s + sc.duration_s + each_s, sc.concurrency
+    if kind == "users":  # no turn starts after duration_s; the last ones finish
+        return sc.duration_s + each_s, sc.users
     if kind == "sweep":  # the synchronous step, the throughput probe, then `rates` steps
         return (2 + sc.rates) * sc.duration_s + each_s, sc.max_concurrency
     if kind == "max_rate":  # the search's longest: every trial it may make, at trial_s each
