@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _scenario_fleet import FleetProvider, fleet_server
+from _scenario_fleet import FleetProvider, fleet_server, require_fair_measurement
 
 from gpubench_sdk import Burst, EchoProbe, Store, metrics, run
 from gpubench_sdk._cli._run import cold_start_mode_lines, print_run
@@ -82,6 +82,9 @@ async def test_a_fleet_of_two_cold_start_modes_is_reported_with_both(
             [Burst(total=48, concurrency=48), Burst(total=8, concurrency=4)],  # then 8 warm
             store=tmp_path / "modes.sqlite",
         )
+    # 48 requests at once beside the fleet in one process: on a starved machine the client's
+    # own delay joins every cold start, and the modes move with it (the check is of the fit)
+    require_fair_measurement(result)
     with Store(tmp_path / "modes.sqlite", readonly=True) as store:
         info = store.run(result.run_id)
         found = metrics.run_cold_start_modes(store, info, target="fleet")
