@@ -98,10 +98,12 @@ async def test_a_fleet_of_two_cold_start_modes_is_reported_with_both(
         return
     assert len(found.modes) == 2, found.text
     quick, long = found.modes
-    # each mode's median within its interval of the fleet's (plus the request's own handling)
-    assert quick.median_ci_ms[0] - 80 <= 300 <= quick.median_ci_ms[1] + 10
-    assert long.median_ci_ms[0] - 80 <= 1500 <= long.median_ci_ms[1] + 10
+    # A loaded machine adds its own delay to every measured cold start alike, so the modes
+    # are judged by what it cannot move: their shares, and the gap between their medians
+    # (the fleet's: 1.5 s - 0.3 s).
     assert quick.share_ci[0] <= 0.7 <= quick.share_ci[1]
+    assert 1050 <= long.median_ms - quick.median_ms <= 1350, found.text
+    assert quick.median_ms >= 280 and quick.median_ci_ms[0] <= quick.median_ms
     (line,) = lines
     assert line.startswith("fleet: 48 cold starts, 2 modes: ")
     assert line in printed
