@@ -232,12 +232,14 @@ def shape_summary(store: Store, run: int | str) -> list[str]:
     compare_prefix = 0 < float(workload.get("shared_prefix_share", 1.0)) < 1 and bool(
         workload.get("shared_prefix_tokens")
     )
+    needs_rows = compare_prefix or any(sc.kind == "users" for sc in info.scenarios)
+    rows = store.invocations(info.id) if needs_rows else []  # read once for every scenario
     for sidx, sc in enumerate(info.scenarios):
+        invs = [i for i in rows if i.scenario == sidx]
         if compare_prefix:
-            label = sc.params.get("name") or f"{sc.kind}-{sidx}"
-            lines += _prefix_lines(store, info.id, sidx, label)
+            lines += _prefix_lines(invs, sc.params.get("name") or f"{sc.kind}-{sidx}")
         if sc.kind == "users":
-            lines += _users_lines(store, info.id, sidx, sc.params.get("name") or f"users-{sidx}")
+            lines += _users_lines(invs, sc.params.get("name") or f"users-{sidx}")
             continue
         if sc.kind not in ("stages", "sweep", "max_rate"):
             continue
@@ -281,9 +283,8 @@ def _secs(value: float) -> str:
     return "-" if math.isnan(value) else f"{value:.2f} s"
 
 
-def _users_lines(store: Store, run_id: int, sidx: int, label: str) -> list[str]:
+def _users_lines(invs: list[Invocation], label: str) -> list[str]:
     """Per target: how TTFT grows over a session's turns, with the context each turn sent."""
-    invs = [i for i in store.invocations(run_id) if i.scenario == sidx]
     lines = []
     for target in dict.fromkeys(i.target for i in invs):
         turns = [g for g in by_turn(i for i in invs if i.target == target) if g.requests]
@@ -298,9 +299,8 @@ def _users_lines(store: Store, run_id: int, sidx: int, label: str) -> list[str]:
     return lines
 
 
-def _prefix_lines(store: Store, run_id: int, sidx: int, label: str) -> list[str]:
+def _prefix_lines(invs: list[Invocation], label: str) -> list[str]:
     """Per target: TTFT of the requests with the shared prefix against those without."""
-    invs = [i for i in store.invocations(run_id) if i.scenario == sidx]
     lines = []
     for target in dict.fromkeys(i.target for i in invs):
         groups = {g.key: g for g in by_shared_prefix(i for i in invs if i.target == target)}
