@@ -51,7 +51,7 @@ async def test_first_job_is_cold_then_the_worker_is_reused_warm() -> None:
 async def test_idle_workers_stop_after_the_timeout_but_not_below_min() -> None:
     async with SimulatedFleet(FAST) as fleet:
         await fleet.submit({}).done.wait()
-        assert fleet.counts().idle == 1
+        assert fleet.counts().idle == fleet.counts().ready == 1
         await settle(fleet, lambda c: c.workers == 0, 2)
         fleet.set_scaling(ScalingSettings(min_workers=1))
         await settle(fleet, lambda c: c.idle == 1)

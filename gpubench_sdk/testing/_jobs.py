@@ -123,6 +123,11 @@ class FleetCounts:
         return self.idle + self.initializing + self.running + self.throttled
 
     @property
+    def ready(self) -> int:
+        """Workers booted and able to take a job now (idle or running one)."""
+        return self.idle + self.running
+
+    @property
     def is_cold(self) -> bool:
         """No worker is up or coming up: the next job must wait for a boot."""
         return self.idle + self.initializing + self.running == 0
