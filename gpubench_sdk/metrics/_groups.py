@@ -38,6 +38,10 @@ class LatencyGroup:
     latency_p95_ms: float
     ttft_p50_ms: float
     ttft_p95_ms: float
+    cached_share: float = _NAN
+    """The share of the prompt tokens the server served from its prefix cache, over the
+    successful requests whose provider reported it (``detail["cached_tokens"]``); NaN where
+    none did."""
 
 
 def prompt_tokens(inv: Invocation) -> float:
@@ -129,6 +133,16 @@ def _groups(
                 latency_p95_ms=percentile(latency, 0.95),
                 ttft_p50_ms=percentile(ttft, 0.5),
                 ttft_p95_ms=percentile(ttft, 0.95),
+                cached_share=_cached_share(ok),
             )
         )
     return out
+
+
+def _cached_share(invocations: list[Invocation]) -> float:
+    cached = counted = 0
+    for inv in invocations:
+        n = (inv.detail or {}).get("cached_tokens")
+        if isinstance(n, int) and inv.input_units:
+            cached, counted = cached + n, counted + inv.input_units
+    return cached / counted if counted else _NAN

@@ -307,10 +307,13 @@ def _prefix_lines(invs: list[Invocation], label: str) -> list[str]:
         without, with_ = groups.get(0), groups.get(1)
         if not (without and with_ and without.requests and with_.requests):
             continue
-        lines.append(
+        line = (
             f"{label} on {target}: TTFT p50 {with_.ttft_p50_ms:.0f} ms with the shared prefix "
             f"({with_.requests} requests, prompt p50 {with_.prompt_tokens_p50:.0f} tokens), "
             f"{without.ttft_p50_ms:.0f} ms without ({without.requests}, "
             f"{without.prompt_tokens_p50:.0f} tokens)"
         )
+        if not math.isnan(with_.cached_share):  # the server said what its cache served
+            line += f"; {with_.cached_share:.0%} of the prefixed prompts' tokens were cached"
+        lines.append(line)
     return lines

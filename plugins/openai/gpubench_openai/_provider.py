@@ -57,7 +57,9 @@ class OpenAIProvider(sdk.Provider):
     chunk that carries generated text is recorded (``Result.token_times_ns``), so the store
     holds TTFT and every inter-token gap. Token counts come from ``usage`` (requested with
     ``stream_options.include_usage``); a server that sends none gets its chunks counted
-    instead, marked in ``Result.detail`` as ``{"output_tokens_from": "chunks"}``.
+    instead, marked in ``Result.detail`` as ``{"output_tokens_from": "chunks"}``. Prompt
+    tokens served from the server's prefix cache (``usage.prompt_tokens_details``) are stored
+    as ``{"cached_tokens": n}``.
     """
 
     name = "openai"
@@ -136,6 +138,7 @@ class OpenAIProvider(sdk.Provider):
             first_byte_ns=sdk.first_byte_ns(response),
             input_units=_count(usage, "prompt_tokens"),
             output_units=_count(usage, "completion_tokens"),
+            detail=_cached(usage),
         )
 
     async def _streamed(self, body: bytes) -> sdk.Result:
@@ -208,7 +211,7 @@ class OpenAIProvider(sdk.Provider):
         model: Any,
     ) -> sdk.Result:
         output_units = _count(usage, "completion_tokens")
-        detail = None
+        detail: dict[str, Any] | None = _cached(usage)
         if output_units is None:  # no usage chunk: count what streamed, and say so
             output_units = len(times)
             detail = {"output_tokens_from": "chunks"}
@@ -271,6 +274,15 @@ _JSON = "application/json"
 def _count(usage: dict[str, Any] | None, key: str) -> int | None:
     value = None if usage is None else usage.get(key)
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _cached(usage: dict[str, Any] | None) -> dict[str, int] | None:
+    """``{"cached_tokens": n}`` where ``usage.prompt_tokens_details`` says how many prompt
+    tokens the server's prefix cache served (OpenAI, vLLM with --enable-prompt-tokens-details,
+    llama.cpp's server); None where it does not say."""
+    details = None if usage is None else usage.get("prompt_tokens_details")
+    cached = _count(details, "cached_tokens") if isinstance(details, dict) else None
+    return None if cached is None else {"cached_tokens": cached}
 
 
 def _str(value: Any) -> str | None:

@@ -10,6 +10,13 @@ one to boot. Time to first token is then queue + cold start + prefill, prefill t
 come every ``1 / tokens_per_s`` seconds. The prefill is simulated as whole token intervals
 (the fleet streams evenly spaced chunks), so it is rounded up to one.
 
+With a ``PrefixCache`` (``--prefix-cache``), prompts are cached the way vLLM's automatic
+prefix caching does: in whole blocks of ``block_tokens``, each block known by its tokens and
+all before it, so a request reuses the longest run of leading blocks an earlier prompt
+computed, never its last token; only the rest is prefilled, and ``usage`` says how many were
+reused in ``prompt_tokens_details.cached_tokens``. The cache is the server's (one replica's):
+it empties when the fleet has scaled to zero, as a new replica starts with no KV cache.
+
 A body carrying ``sleep_ms`` (the testing kit's echo probe, sent as extra fields) runs as the
 kit defines: execution ``sleep_ms``, ``chunks`` tokens, the answer's text the job's ``echo``.
 Faults in ``fleet.faults`` hit the completion routes (route ``submit``). ``usage=False``
@@ -22,7 +29,8 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import AsyncIterator
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +61,44 @@ class ModelSpeed:
     default_max_tokens: int = 16
 
 
+class PrefixCache:
+    """vLLM's automatic prefix caching, on the emulator's tokens (a prompt's words).
+
+    Sources (read 2026-12): vLLM docs, "Automatic Prefix Caching" (design/prefix_caching.md):
+    the KV cache is kept in blocks (``--block-size``, 16 tokens by default on GPUs), a block is
+    identified by the hash of its parent block's hash and its own tokens, only full blocks are
+    cached, unused blocks are evicted least recently used first, and "when all tokens hit the
+    cache, we must recompute the last token to obtain logits". vLLM reports the reused count as
+    ``usage.prompt_tokens_details.cached_tokens`` (``--enable-prompt-tokens-details``), the field
+    OpenAI's API uses for its own prompt caching (API reference, the chat completion object).
+    """
+
+    def __init__(self, block_tokens: int = 16, capacity_blocks: int = 65_536) -> None:
+        if block_tokens < 1 or capacity_blocks < 1:
+            raise ValueError("block_tokens and capacity_blocks must be at least 1")
+        self.block_tokens, self.capacity_blocks = block_tokens, capacity_blocks
+        self._blocks: OrderedDict[int, None] = OrderedDict()  # block hash, least recent first
+
+    def reuse(self, tokens: Sequence[str]) -> int:
+        """How many leading ``tokens`` are served from the cache; this prompt's full blocks
+        are cached (or refreshed) for the requests after it."""
+        size, hits, parent, hitting = self.block_tokens, 0, 0, True
+        for start in range(0, len(tokens) - size + 1, size):
+            parent = hash((parent, tuple(tokens[start : start + size])))
+            # a hit needs every block before it to hit too, and leaves the last token to compute
+            hitting = hitting and parent in self._blocks and start + size < len(tokens)
+            if hitting:
+                hits = start + size
+            self._blocks[parent] = None
+            self._blocks.move_to_end(parent)
+        while len(self._blocks) > self.capacity_blocks:
+            self._blocks.popitem(last=False)
+        return hits
+
+    def clear(self) -> None:
+        self._blocks.clear()
+
+
 def error_body(status: int, message: str, kind: str, code: str | None = None) -> bytes:
     """OpenAI's error body: ``{"error": {"message", "type", "param", "code"}}``."""
     return json.dumps(
@@ -72,30 +118,40 @@ def make_app(
     model: str = DEFAULT_MODEL,
     speed: ModelSpeed | None = None,
     usage: bool = True,
+    prefix_cache: PrefixCache | None = None,
 ) -> kit.ASGIApp:
     """The emulator app for ``fleet``; with ``api_key`` every request must carry it
-    (``Authorization: Bearer <key>``)."""
+    (``Authorization: Bearer <key>``); with ``prefix_cache``, prompts' shared prefixes are
+    prefilled once."""
     pace = speed or ModelSpeed()
     created_s = int(time.time())  # the model's "created" in /v1/models
     itl_s = 1.0 / pace.tokens_per_s
     key = kit.KeyCheck(api_key, bare=True, message="Incorrect API key provided")
     emu = kit.Emulator(fleet, name="OpenAI", check=key, error_body=_render_error)
 
-    def job_input(body: dict[str, Any], chat: bool) -> tuple[dict[str, Any], int, int]:
-        """The fleet job for a request, how many leading chunks are prefill, prompt tokens."""
+    def job_input(body: dict[str, Any], chat: bool) -> tuple[dict[str, Any], int, dict[str, Any]]:
+        """The fleet job for a request, how many leading chunks are prefill, and its usage's
+        prompt counts."""
         if "sleep_ms" in body:  # the testing kit's echo probe
-            return {k: body[k] for k in _ECHO_KEYS if k in body}, 0, 0
+            return {k: body[k] for k in _ECHO_KEYS if k in body}, 0, {"prompt_tokens": 0}
         if chat:
             text = " ".join(
                 str(m.get("content", "")) for m in body.get("messages") or [] if isinstance(m, dict)
             )
         else:
             text = str(body.get("prompt", ""))
-        prompt_tokens = len(text.split())
+        tokens = text.split()
+        prompt: dict[str, Any] = {"prompt_tokens": len(tokens)}
+        cached = 0
+        if prefix_cache is not None:
+            if fleet.counts().workers == 0:  # scaled to zero: the next replica starts empty
+                prefix_cache.clear()
+            cached = prefix_cache.reuse(tokens)
+            prompt["prompt_tokens_details"] = {"cached_tokens": cached}
         n = body.get("max_tokens") or body.get("max_completion_tokens") or pace.default_max_tokens
-        prefill = math.ceil(prompt_tokens * pace.prefill_ms_per_token / 1e3 / itl_s)
+        prefill = math.ceil((len(tokens) - cached) * pace.prefill_ms_per_token / 1e3 / itl_s)
         total = prefill + int(n)
-        return {"sleep_ms": total * itl_s * 1e3, "chunks": total}, prefill, prompt_tokens
+        return {"sleep_ms": total * itl_s * 1e3, "chunks": total}, prefill, prompt
 
     def token_text(job: kit.Job, index: int) -> str:
         echo = job.input.get("echo")
@@ -111,7 +167,7 @@ def make_app(
         if chat and not isinstance(body.get("messages"), list):
             raise kit.Reject(400, "messages: field required")
         stream = bool(body.get("stream"))
-        payload, prefill, prompt_tokens = job_input(body, chat)
+        payload, prefill, prompt = job_input(body, chat)
         if stream and "sleep_ms" in body and not payload.get("chunks"):
             payload["chunks"] = 1
         job = emu.submit(payload, full="server busy: {exc}")
@@ -120,7 +176,7 @@ def make_app(
         if stream:
             opts = body.get("stream_options")
             want_usage = usage and isinstance(opts, dict) and bool(opts.get("include_usage"))
-            events = _events(job, chat, prefill, prompt_tokens, want_usage, kind)
+            events = _events(job, chat, prefill, prompt, want_usage, kind)
             # a client that disconnects aborts its request, as vLLM does
             return emu.sse(
                 events, end="[DONE]", headers=headers, on_close=lambda: fleet.cancel(job.id)
@@ -136,11 +192,11 @@ def make_app(
         answer: dict[str, Any] = {"id": job.id, "object": kind, "created": int(time.time()),
                                   "model": model, "choices": [choice]}  # fmt: skip
         if usage:
-            answer["usage"] = _usage(prompt_tokens, max(n, 1))
+            answer["usage"] = _usage(prompt, max(n, 1))
         return emu.json(answer, headers=headers)
 
     async def _events(
-        job: kit.Job, chat: bool, prefill: int, prompt_tokens: int, want_usage: bool, kind: str
+        job: kit.Job, chat: bool, prefill: int, prompt: dict[str, Any], want_usage: bool, kind: str
     ) -> AsyncIterator[Any]:
         # every chunk of one answer carries the same id and "created" (OpenAI, vLLM)
         base = {"id": job.id, "object": f"{kind}.chunk" if chat else kind,
@@ -168,7 +224,7 @@ def make_app(
             end: dict[str, Any] = {"delta": {}} if chat else {"text": ""}
             yield {**base, "choices": [{"index": 0, **end, "finish_reason": "length"}]}
             if want_usage:
-                yield {**base, "choices": [], "usage": _usage(prompt_tokens, n)}
+                yield {**base, "choices": [], "usage": _usage(prompt, n)}
 
     @emu.route("/v1/models")
     async def models(request: Request) -> Any:
@@ -183,12 +239,9 @@ def make_app(
     return emu.app()
 
 
-def _usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
-    return {
-        "prompt_tokens": prompt_tokens,
-        "completion_tokens": completion_tokens,
-        "total_tokens": prompt_tokens + completion_tokens,
-    }
+def _usage(prompt: dict[str, Any], completion_tokens: int) -> dict[str, Any]:
+    total = prompt["prompt_tokens"] + completion_tokens
+    return {**prompt, "completion_tokens": completion_tokens, "total_tokens": total}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -198,10 +251,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tokens-per-s", type=float, default=200.0)
     parser.add_argument("--prefill-ms-per-token", type=float, default=0.2)
     parser.add_argument("--no-usage", action="store_true", help="never send usage")
+    parser.add_argument("--prefix-cache", action="store_true", help="cache shared prefixes")
+    parser.add_argument("--block-tokens", type=int, default=16, help="prefix cache block")
     args = parser.parse(argv)
     speed = ModelSpeed(args.prefill_ms_per_token, args.tokens_per_s)
+    cache = PrefixCache(args.block_tokens) if args.prefix_cache else None
     app = make_app(args.fleet(), api_key=args.api_key, model=args.model, speed=speed,
-                   usage=not args.no_usage)  # fmt: skip
+                   usage=not args.no_usage, prefix_cache=cache)  # fmt: skip
     args.serve(app, path="/v1")
 
 
