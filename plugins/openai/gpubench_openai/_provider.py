@@ -117,13 +117,13 @@ class OpenAIProvider(sdk.Provider):
         )
         if response.status_code >= 400:
             raise self._http_error(response)
-        return self._complete(response, self._json(response.content, response.status_code))
+        return self._complete(response, sdk.json_object(response, provider=self.name))
 
     def _complete(self, response: httpx.Response, data: dict[str, Any]) -> sdk.Result:
         """A non-streamed answer (or a server that ignored ``stream: true``)."""
         choices = data.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-            raise self._invalid("no choices in the response", response.status_code)
+            raise self._invalid(response, "no choices in the response")
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else None
         output = {
             "text": oa.message_text(choices[0]),
@@ -144,11 +144,11 @@ class OpenAIProvider(sdk.Provider):
     async def _streamed(self, body: bytes) -> sdk.Result:
         headers = {**self._stream_headers, "Content-Type": _JSON}
         async with self.client.stream("POST", self._url, content=body, headers=headers) as resp:
-            status = resp.status_code
             await sdk.raise_for_stream(resp, self._http_error)
             if "text/event-stream" not in resp.headers.get("content-type", ""):
                 # the server ignored stream: true (or a proxy answered): read it as a whole
-                return self._complete(resp, self._json(await resp.aread(), status))
+                await resp.aread()
+                return self._complete(resp, sdk.json_object(resp, provider=self.name))
             parser = sdk.SSEParser()
             times: list[int] = []
             parts: list[str] = []
@@ -166,11 +166,11 @@ class OpenAIProvider(sdk.Provider):
                     try:
                         obj = loads(event)
                     except ValueError as exc:
-                        raise self._invalid(f"an SSE event is not JSON: {exc}", status) from exc
+                        raise self._invalid(resp, f"an SSE event is not JSON: {exc}") from exc
                     if not isinstance(obj, dict):
-                        raise self._invalid("an SSE event is not a JSON object", status)
+                        raise self._invalid(resp, "an SSE event is not a JSON object")
                     if obj.get("error") or obj.get("object") == "error":
-                        raise self._stream_error(obj, status)
+                        raise self._stream_error(obj, resp.status_code)
                     choices = obj.get("choices")
                     if choices:
                         choice = choices[0]
@@ -188,28 +188,16 @@ class OpenAIProvider(sdk.Provider):
                     break
             if not done:
                 where = "mid-event" if parser.pending else "without data: [DONE]"
-                raise self._invalid(f"the stream ended {where}", status)
+                raise self._invalid(resp, f"the stream ended {where}")
             if finish is None:
                 # OpenAI, vLLM, TGI, SGLang and llama.cpp all give the last choice chunk a
                 # finish_reason; llama-cpp-python (0.3) sends [DONE] without one when it cuts
                 # a stream short for the next request: a partial answer, not a success
                 raise self._invalid(
+                    resp,
                     "the stream ended (data: [DONE]) but no chunk had a finish_reason: "
                     "the server cut the answer short",
-                    status,
                 )
-        return self._streamed_result(resp, times, parts, usage, finish, chunk_id, model)
-
-    def _streamed_result(
-        self,
-        resp: httpx.Response,
-        times: list[int],
-        parts: list[str],
-        usage: dict[str, Any] | None,
-        finish: Any,
-        chunk_id: Any,
-        model: Any,
-    ) -> sdk.Result:
         output_units = _count(usage, "completion_tokens")
         detail: dict[str, Any] | None = _cached(usage)
         if output_units is None:  # no usage chunk: count what streamed, and say so
@@ -255,17 +243,8 @@ class OpenAIProvider(sdk.Provider):
             return sdk.ThrottledError(text, provider=self.name, status_code=429)
         return sdk.ServerHTTPError(text, provider=self.name, status_code=status)
 
-    def _json(self, content: bytes, status: int) -> dict[str, Any]:
-        try:
-            data = json.loads(content)
-        except ValueError as exc:
-            raise self._invalid("the response is not JSON", status) from exc
-        if not isinstance(data, dict):
-            raise self._invalid("the response is not a JSON object", status)
-        return data
-
-    def _invalid(self, message: str, status: int) -> sdk.InvalidResponseError:
-        return sdk.InvalidResponseError(message, provider=self.name, status_code=status)
+    def _invalid(self, response: httpx.Response, problem: str) -> sdk.InvalidResponseError:
+        return sdk.invalid_response(response, problem, provider=self.name)
 
 
 _JSON = "application/json"
