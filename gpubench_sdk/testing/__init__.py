@@ -9,7 +9,8 @@
   ``RateLimit``, ``scaling_patch``, ``follow``, ``watch`` and ``until`` for its handlers;
   ``sse_event`` (one server-sent event; ``Emulator.sse`` streams them), ``InFlight``
   (requests served now, against a cap) and ``Operations`` (a control plane's long-running
-  operations) for what its routes answer.
+  operations) for what its routes answer; ``PrefixCache`` (an LLM server's prompt prefix
+  cache, vLLM's rules) for an LLM emulator's prefill.
 - ``QueueEmulator``: an ``Emulator`` for a queue-style (job) API: it remembers the jobs it
   submitted and finds them by id, holds synchronous calls, waits for a stream's first output,
   ends jobs at deadlines and caps rates; ``WallClock`` (the fleet's times on the wall clock).
@@ -65,6 +66,7 @@ from ._faults import (
 from ._fleet import FleetConfig, SimulatedFleet, echo_handler, quick_fleet
 from ._harness import INSTALL_HINT, ServedApp, serve, serve_forever
 from ._jobs import FleetCounts, Job, JobStatus, JobTruth, QueueFull, WorkerState
+from ._prefix_cache import PrefixCache
 from ._queue import QueueEmulator, WallClock
 from ._routes import InFlight, Operations
 from ._timing import Duration, noise_tolerance_ms
@@ -104,6 +106,7 @@ __all__ = [
     "JobTruth",
     "KeyCheck",
     "Operations",
+    "PrefixCache",
     "ProviderConformance",
     "QueueEmulator",
     "QueueFull",

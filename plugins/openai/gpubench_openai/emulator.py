@@ -10,7 +10,7 @@ one to boot. Time to first token is then queue + cold start + prefill, prefill t
 come every ``1 / tokens_per_s`` seconds. The prefill is simulated as whole token intervals
 (the fleet streams evenly spaced chunks), so it is rounded up to one.
 
-With a ``PrefixCache`` (``--prefix-cache``), prompts are cached the way vLLM's automatic
+With the kit's ``PrefixCache`` (``--prefix-cache``), prompts are cached the way vLLM's automatic
 prefix caching does: in whole blocks of ``block_tokens``, each block known by its tokens and
 all before it, so a request reuses the longest run of leading blocks an earlier prompt
 computed, never its last token; only the rest is prefilled, and ``usage`` says how many were
@@ -29,8 +29,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections import OrderedDict
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -61,44 +60,6 @@ class ModelSpeed:
     default_max_tokens: int = 16
 
 
-class PrefixCache:
-    """vLLM's automatic prefix caching, on the emulator's tokens (a prompt's words).
-
-    Sources (read 2026-12): vLLM docs, "Automatic Prefix Caching" (design/prefix_caching.md):
-    the KV cache is kept in blocks (``--block-size``, 16 tokens by default on GPUs), a block is
-    identified by the hash of its parent block's hash and its own tokens, only full blocks are
-    cached, unused blocks are evicted least recently used first, and "when all tokens hit the
-    cache, we must recompute the last token to obtain logits". vLLM reports the reused count as
-    ``usage.prompt_tokens_details.cached_tokens`` (``--enable-prompt-tokens-details``), the field
-    OpenAI's API uses for its own prompt caching (API reference, the chat completion object).
-    """
-
-    def __init__(self, block_tokens: int = 16, capacity_blocks: int = 65_536) -> None:
-        if block_tokens < 1 or capacity_blocks < 1:
-            raise ValueError("block_tokens and capacity_blocks must be at least 1")
-        self.block_tokens, self.capacity_blocks = block_tokens, capacity_blocks
-        self._blocks: OrderedDict[int, None] = OrderedDict()  # block hash, least recent first
-
-    def reuse(self, tokens: Sequence[str]) -> int:
-        """How many leading ``tokens`` are served from the cache; this prompt's full blocks
-        are cached (or refreshed) for the requests after it."""
-        size, hits, parent, hitting = self.block_tokens, 0, 0, True
-        for start in range(0, len(tokens) - size + 1, size):
-            parent = hash((parent, tuple(tokens[start : start + size])))
-            # a hit needs every block before it to hit too, and leaves the last token to compute
-            hitting = hitting and parent in self._blocks and start + size < len(tokens)
-            if hitting:
-                hits = start + size
-            self._blocks[parent] = None
-            self._blocks.move_to_end(parent)
-        while len(self._blocks) > self.capacity_blocks:
-            self._blocks.popitem(last=False)
-        return hits
-
-    def clear(self) -> None:
-        self._blocks.clear()
-
-
 def error_body(status: int, message: str, kind: str, code: str | None = None) -> bytes:
     """OpenAI's error body: ``{"error": {"message", "type", "param", "code"}}``."""
     return json.dumps(
@@ -118,7 +79,7 @@ def make_app(
     model: str = DEFAULT_MODEL,
     speed: ModelSpeed | None = None,
     usage: bool = True,
-    prefix_cache: PrefixCache | None = None,
+    prefix_cache: kit.PrefixCache | None = None,
 ) -> kit.ASGIApp:
     """The emulator app for ``fleet``; with ``api_key`` every request must carry it
     (``Authorization: Bearer <key>``); with ``prefix_cache``, prompts' shared prefixes are
@@ -255,7 +216,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--block-tokens", type=int, default=16, help="prefix cache block")
     args = parser.parse(argv)
     speed = ModelSpeed(args.prefill_ms_per_token, args.tokens_per_s)
-    cache = PrefixCache(args.block_tokens) if args.prefix_cache else None
+    cache = kit.PrefixCache(args.block_tokens) if args.prefix_cache else None
     app = make_app(args.fleet(), api_key=args.api_key, model=args.model, speed=speed,
                    usage=not args.no_usage, prefix_cache=cache)  # fmt: skip
     args.serve(app, path="/v1")

@@ -1,4 +1,5 @@
-"""Prefix caching: the emulator's vLLM-style block cache, what the official client reads of
+"""Prefix caching: the emulator's vLLM-style block cache (the kit's ``PrefixCache``, whose own
+rules tests/test_testing_prefix_cache.py checks), what the official client reads of
 its ``usage``, the plugin's stored ``cached_tokens``, and the shared-prefix example run
 through the CLI, where the prefixed requests' TTFT stays near the short prompts' TTFT."""
 
@@ -11,10 +12,10 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
-from gpubench_openai.emulator import PrefixCache, make_app
+from gpubench_openai.emulator import make_app
 
 from gpubench_sdk import metrics
-from gpubench_sdk.testing import CliEndToEnd, quick_fleet, serve
+from gpubench_sdk.testing import CliEndToEnd, PrefixCache, quick_fleet, serve
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "shared_prefix_emulated.toml"
 KEY = "sk-prefix-cache-7d2e4b"
@@ -23,29 +24,6 @@ MODEL = "m"
 
 def words(n: int, start: int = 0) -> list[str]:
     return [f"w{i}" for i in range(start, start + n)]
-
-
-def test_whole_leading_blocks_are_reused_and_never_the_last_token() -> None:
-    cache = PrefixCache(block_tokens=4)
-    prompt = words(10)
-    assert cache.reuse(prompt) == 0  # nothing computed before
-    assert cache.reuse(prompt) == 8  # two full blocks; the rest is not a full block
-    assert cache.reuse(words(6) + ["other"] * 6) == 4  # the second block differs at its end
-    # a prompt that is all cached blocks recomputes its last token: the last block is redone
-    assert cache.reuse(words(8)) == 4
-    # a block is known by all before it: the same tokens after another beginning miss
-    assert cache.reuse(["x"] * 4 + words(4, 4)) == 0
-
-
-def test_least_recently_used_blocks_are_evicted_first() -> None:
-    cache = PrefixCache(block_tokens=2, capacity_blocks=3)
-    a, b = words(5), words(5, 100)
-    cache.reuse(a)  # blocks a1, a2
-    cache.reuse(b)  # b1, b2: a1 is evicted (capacity 3)
-    assert cache.reuse(b) == 4
-    assert cache.reuse(a) == 0  # its first block went, so nothing after it can hit
-    with pytest.raises(ValueError, match="block_tokens"):
-        PrefixCache(block_tokens=0)
 
 
 def chat(url: str, content: str) -> dict[str, object]:
