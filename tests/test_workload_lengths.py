@@ -21,7 +21,10 @@ from gpubench_sdk import (
     LLMCompletion,
     Request,
     Store,
+    build_report,
     draw_length,
+    metrics,
+    render_report,
 )
 from gpubench_sdk._scenarios._base import with_fields
 
@@ -168,7 +171,15 @@ def run_example(tmp_path: Path, processes: int, url: str) -> dict[int, tuple[int
     with Store(store) as s:
         (run,) = s.runs()
         invs = s.invocations(run.id)
+        report = build_report(s, [run.id])
     assert run.status == "completed" and len(invs) == 40
+    # the console and the report split latency by prompt length: the lengths vary here
+    assert "burst-0 on local: p50 latency / TTFT by prompt length: " in done.stdout
+    rows = report.tables["latency_groups"]
+    assert {r["grouping"] for r in rows} == {"prompt length"} and len(rows) >= 2
+    assert sum(r["requests"] + r["errors"] for r in rows) == 40
+    assert [r["group"] for r in rows] == [g.label for g in metrics.by_prompt_length(invs)]
+    assert "<h3>By prompt length</h3>" in render_report(report)
     out = {}
     for inv in invs:
         assert inv.detail is not None
@@ -236,3 +247,18 @@ def test_a_shared_prefix_leads_the_share_of_requests_it_is_given() -> None:
     everyone = LLMCompletion(prompt_tokens=8, shared_prefix_tokens=3)
     assert all(everyone.request(s).detail == {"shared_prefix": True, "requested": {
         "prompt_tokens": 11, "max_tokens": 64}} for s in range(20))  # fmt: skip
+
+
+def test_the_groupings_shown_follow_what_the_workload_varies() -> None:
+    assert metrics.groupings_of({"kind": "llm", "prompt_tokens": 64}) == []
+    assert metrics.groupings_of({"prompt_tokens": {"dist": "uniform", "min": 1, "max": 9}}) == [
+        "prompt length"
+    ]
+    assert metrics.groupings_of({"dataset": {"path": "chats.jsonl"}}) == ["prompt length"]
+    assert metrics.groupings_of({}, ["burst", "replay"]) == ["prompt length"]
+    assert metrics.groupings_of({"kind": "chat", "turns": 4}) == ["turn"]
+    assert metrics.groupings_of({"kind": "chat"}) == []  # one turn: nothing grows
+    prefix = {"shared_prefix_tokens": 512, "shared_prefix_share": 0.5}
+    assert metrics.groupings_of(prefix) == ["shared prefix"]
+    assert metrics.groupings_of({**prefix, "shared_prefix_share": 1.0}) == []  # all alike
+    assert set(metrics.GROUPINGS) == {"prompt length", "turn", "shared prefix"}

@@ -349,6 +349,29 @@ def _streaming(report: Report, store: Store, info: RunInfo) -> None:
             )
 
 
+def _latency_groups(report: Report, store: Store, info: RunInfo) -> None:
+    """Latency by what each request asked for, where the run's workload makes it differ
+    (``metrics.groupings_of``: prompt length, a conversation's turn, the shared prefix)."""
+    workload = info.config.get("workload") or {}
+    groupings = metrics.groupings_of(workload, (s.kind for s in info.scenarios))
+    if not groupings:
+        return
+    invs = store.invocations(info.id)
+    for sidx, scenario in enumerate(info.scenarios):
+        for t in info.targets:
+            mine = [i for i in invs if i.scenario == sidx and i.target == t.name]
+            key = {"run": info.id, "target": t.name, "scenario": scenario.key(sidx)}
+            for grouping in groupings:
+                groups = metrics.GROUPINGS[grouping](mine)
+                if len(groups) < 2:  # one group is the summary's row again
+                    continue
+                for g in groups:
+                    figures = dataclasses.asdict(g)
+                    del figures["key"]
+                    row = key | {"grouping": grouping, "group": figures.pop("label")} | figures
+                    report.table("latency_groups").append(clean(row))
+
+
 def _costs(report: Report, store: Store, info: RunInfo) -> None:
     """The estimated bill of each target whose plan names a price (the cost module's replay)."""
     from ..cost import load_catalog
@@ -391,5 +414,6 @@ PER_RUN: tuple[Callable[[Report, Store, RunInfo], None], ...] = (
     _cold_starts,
     _bursts,
     _streaming,
+    _latency_groups,
     _costs,
 )

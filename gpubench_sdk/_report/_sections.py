@@ -168,6 +168,31 @@ def streaming(report: Report) -> str:
     return "".join(parts)
 
 
+GROUP_COLUMNS = (
+    "target", "scenario", "group", "requests", "errors", "prompt_tokens_p50", "latency_p50_ms",
+    "latency_p95_ms", "ttft_p50_ms", "ttft_p95_ms", "cached_share", "run",
+)  # fmt: skip
+
+
+def latency_groups(report: Report) -> str:
+    """One table per grouping (prompt length, turn, shared prefix) the runs' workloads had."""
+    rows = report.tables.get("latency_groups", [])
+    if not rows:
+        return ""
+    parts = [
+        "<h2>Latency by what was asked: prompt length, turn, shared prefix</h2>",
+        "<p>A run whose requests differ in what they ask (drawn or dataset lengths, a "
+        "conversation's growing history, a shared prefix) split by the cause: successful "
+        "requests' p50 and p95 from the scheduled send; TTFT is the first streamed token, or "
+        "the first byte; cached share is what the server reported its prefix cache served.</p>",
+    ]
+    for grouping in dict.fromkeys(r["grouping"] for r in rows):
+        mine = [r for r in rows if r["grouping"] == grouping]
+        columns = [c for c in GROUP_COLUMNS if c != "cached_share" or any(r.get(c) for r in mine)]
+        parts.append(f"<h3>By {escape(grouping)}</h3>" + table(mine, columns))
+    return "".join(parts)
+
+
 def cost(report: Report) -> str:
     rows = report.tables.get("cost", [])
     if not rows:

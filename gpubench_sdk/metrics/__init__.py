@@ -30,7 +30,14 @@ from ._frame import (
     run_stream_metrics,
     run_throughput,
 )
-from ._groups import LatencyGroup, by_prompt_length, by_shared_prefix, by_turn
+from ._groups import (
+    GROUPINGS,
+    LatencyGroup,
+    by_prompt_length,
+    by_shared_prefix,
+    by_turn,
+    groupings_of,
+)
 from ._histogram import LogHistogram, merge_histograms
 from ._keepwarm import KeepWarmCurve, idle_gaps_s, keep_warm_curve
 from ._modes import ColdStartMode, ColdStartModes, cold_start_modes, run_cold_start_modes
@@ -64,6 +71,7 @@ from ._throughput import SLO, Throughput, meets_slo, throughput, windowed_rate
 from ._variability import DayStats, Variability, daily_variability, holm_adjust
 
 __all__ = [
+    "GROUPINGS",
     "SLO",
     "BurstAnalysis",
     "ColdStartMode",
@@ -104,6 +112,7 @@ __all__ = [
     "daily_cold_starts",
     "daily_variability",
     "error_rates",
+    "groupings_of",
     "holm_adjust",
     "idle_gaps_s",
     "keep_warm_curve",

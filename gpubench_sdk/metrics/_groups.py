@@ -14,8 +14,9 @@ what was counted (``input_units``). Percentiles are linear, over successful requ
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from .._base._types import Invocation, Phase
 from ._stats import percentile
@@ -146,3 +147,27 @@ def _cached_share(invocations: list[Invocation]) -> float:
         if isinstance(n, int) and inv.input_units:
             cached, counted = cached + n, counted + inv.input_units
     return cached / counted if counted else _NAN
+
+
+GROUPINGS: dict[str, Callable[[Iterable[Invocation]], list[LatencyGroup]]] = {
+    "prompt length": by_prompt_length,
+    "turn": by_turn,
+    "shared prefix": by_shared_prefix,
+}
+"""Each way of grouping a run's requests, by the name the console and the report give it."""
+
+
+def groupings_of(workload: Mapping[str, Any], scenario_kinds: Iterable[str] = ()) -> list[str]:
+    """The ``GROUPINGS`` worth showing for a run with this ``[workload]`` table (and these
+    scenario kinds): prompt length where lengths vary (a distribution, a dataset, a replayed
+    trace), turn for conversations, shared prefix where only a share of requests has one."""
+    found = []
+    lengths = workload.get("prompt_tokens")
+    if isinstance(lengths, Mapping) or workload.get("dataset") or "replay" in scenario_kinds:
+        found.append("prompt length")
+    if workload.get("kind") == "chat" and int(workload.get("turns", 1) or 1) > 1:
+        found.append("turn")
+    share = workload.get("shared_prefix_share", 1.0)
+    if workload.get("shared_prefix_tokens") and 0 < float(share) < 1:
+        found.append("shared prefix")
+    return found

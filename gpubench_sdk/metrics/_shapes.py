@@ -21,7 +21,7 @@ from .._base._types import Invocation
 from .._scenarios import SEQ_BLOCK
 from .._scenarios._slo import SLOVerdict, StepStats, slo_verdict, step_stats
 from .._store._store import Store
-from ._groups import by_shared_prefix, by_turn
+from ._groups import by_prompt_length, by_shared_prefix, by_turn, groupings_of
 
 NAN = math.nan
 
@@ -228,22 +228,16 @@ def shape_summary(store: Store, run: int | str) -> list[str]:
     console prints after the summary table."""
     info = store.run(run)
     lines = []
-    workload = info.config.get("workload") or {}
-    compare_prefix = 0 < float(workload.get("shared_prefix_share", 1.0)) < 1 and bool(
-        workload.get("shared_prefix_tokens")
-    )
-    needs_rows = compare_prefix or any(sc.kind == "users" for sc in info.scenarios)
-    rows = store.invocations(info.id) if needs_rows else []  # read once for every scenario
+    groupings = groupings_of(info.config.get("workload") or {}, (s.kind for s in info.scenarios))
+    rows = store.invocations(info.id) if groupings else []  # read once for every scenario
     for sidx, sc in enumerate(info.scenarios):
         invs = [i for i in rows if i.scenario == sidx]
-        if compare_prefix:
-            lines += _prefix_lines(invs, sc.params.get("name") or f"{sc.kind}-{sidx}")
-        if sc.kind == "users":
-            lines += _users_lines(invs, sc.params.get("name") or f"users-{sidx}")
-            continue
+        label = sc.params.get("name") or f"{sc.kind}-{sidx}"
+        for grouping, write in _GROUP_LINES.items():
+            if grouping in groupings:
+                lines += write(invs, label)
         if sc.kind not in ("stages", "sweep", "max_rate"):
             continue
-        label = sc.params.get("name") or f"{sc.kind}-{sidx}"
         for t in (t.name for t in info.targets):
             where = f"{label} on {t}"
             try:
@@ -283,7 +277,22 @@ def _secs(value: float) -> str:
     return "-" if math.isnan(value) else f"{value:.2f} s"
 
 
-def _users_lines(invs: list[Invocation], label: str) -> list[str]:
+def _length_lines(invs: list[Invocation], label: str) -> list[str]:
+    """Per target: latency and TTFT p50 in each prompt-length bucket that holds requests."""
+    lines = []
+    for target in dict.fromkeys(i.target for i in invs):
+        buckets = [g for g in by_prompt_length(i for i in invs if i.target == target) if g.requests]
+        if len(buckets) < 2:
+            continue
+        each = ", ".join(
+            f"{g.label} {g.latency_p50_ms:.0f} / {g.ttft_p50_ms:.0f} ms ({g.requests})"
+            for g in buckets
+        )
+        lines.append(f"{label} on {target}: p50 latency / TTFT by prompt length: {each}")
+    return lines
+
+
+def _turn_lines(invs: list[Invocation], label: str) -> list[str]:
     """Per target: how TTFT grows over a session's turns, with the context each turn sent."""
     lines = []
     for target in dict.fromkeys(i.target for i in invs):
@@ -317,3 +326,7 @@ def _prefix_lines(invs: list[Invocation], label: str) -> list[str]:
             line += f"; {with_.cached_share:.0%} of the prefixed prompts' tokens were cached"
         lines.append(line)
     return lines
+
+
+_GROUP_LINES = {"prompt length": _length_lines, "turn": _turn_lines, "shared prefix": _prefix_lines}
+"""What the console prints under the summary for each of ``groupings_of``'s groupings."""
