@@ -73,6 +73,7 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
         shielded,
         wait_cold,
     )
+    from ._contract._error_text import error_text
     from ._contract._input import InputMap
     from ._contract._jobs import Job, Polling, run_job
     from ._contract._kit import (
@@ -250,6 +251,7 @@ _EXPORTS: dict[str, str] = {
     "status_error": "._contract._kit",
     "with_capabilities": "._contract._kit",
     "compile_json_template": "._contract._template",
+    "error_text": "._contract._error_text",
     # The plugin kit: control-plane pieces
     "held_json_call": "._contract._control",
     "lower_min_workers": "._contract._control",
@@ -384,7 +386,8 @@ __all__ = [  # noqa: RUF022 - grouped by purpose; each comment says why the grou
     "Polling",
     "run_job",
     # The plugin kit: shared protocol pieces: small pieces several plugins need the same way
-    # (``_contract._kit``; JSON templates: ``_contract._template``).
+    # (``_contract._kit``; JSON templates: ``_contract._template``; error bodies' text:
+    # ``_contract._error_text``).
     "ColdMark",
     "PollingOptions",
     "SavedScaling",
@@ -402,6 +405,7 @@ __all__ = [  # noqa: RUF022 - grouped by purpose; each comment says why the grou
     "status_error",
     "with_capabilities",
     "compile_json_template",
+    "error_text",
     # The plugin kit: control-plane pieces: a provider's scaling read, ensure_cold's first step
     # and wait, a restore that outlives a cancelled run, a held JSON call judged cold
     # (``_contract._control``).

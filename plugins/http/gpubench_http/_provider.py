@@ -178,8 +178,8 @@ class HTTPProvider(sdk.Provider):
     def _http_error(self, response: sdk.CallResponse) -> sdk.ProviderError:
         """The core's error for a status >= 400 (a 429's ``Retry-After`` read in seconds or as
         an HTTP date), showing the answer's own ``error``, ``detail`` or ``message`` text where
-        it has one, else the start of its body."""
-        detail = _error_text(response)
+        it has one (FastAPI's 422 list as ``loc: msg`` per field), else the start of its body."""
+        detail = sdk.error_text(response)
         return sdk.status_error(response.as_httpx(), provider=self.name, detail=detail)
 
     def _invalid(self, message: str, status: int) -> sdk.InvalidResponseError:
@@ -206,26 +206,3 @@ def _ms(raw: Any, scale: float) -> float | None:
 
 def _str(value: Any) -> str | None:
     return None if value is None else str(value)
-
-
-def _error_text(response: sdk.CallResponse) -> str | None:
-    """The message of a JSON error body (``{"error": ...}``, FastAPI's ``{"detail": ...}``,
-    ``{"message": ...}``) when it is text, or FastAPI's validation list (a 422's ``detail``:
-    ``[{"loc": [...], "msg": ...}]``, https://fastapi.tiangolo.com/tutorial/handling-errors/)
-    as ``loc: msg`` per field; else ``None`` (the body itself is shown)."""
-    try:
-        data = response.json()
-    except ValueError:
-        return None
-    if not isinstance(data, dict):
-        return None
-    detail = data.get("error") or data.get("detail") or data.get("message")
-    if (
-        isinstance(detail, list)
-        and detail
-        and all(isinstance(d, dict) and isinstance(d.get("msg"), str) for d in detail)
-    ):
-        return "; ".join(
-            f"{'.'.join(str(part) for part in d.get('loc') or ())}: {d['msg']}" for d in detail
-        )
-    return detail if isinstance(detail, str) else None

@@ -211,26 +211,12 @@ class InferlessProvider(sdk.Provider):
 
     def _http_error(self, response: httpx.Response) -> sdk.ProviderError:
         """The core's error for a status >= 400 (as_provider_error: the call named, a 429's
-        ``Retry-After`` in seconds or as an HTTP date), showing KServe's error text."""
-        try:
-            detail = _error_text(response.json())
-        except ValueError:
-            detail = None
+        ``Retry-After`` in seconds or as an HTTP date), showing KServe's ``{"error"}`` text, or
+        FastAPI's 422 ``{"detail": [{"loc", "msg"}]}`` (kserve's answer to a body that is not
+        v2) as ``inputs.0.shape: Field required``: the field named, from the first entry (kserve
+        adds a second, about the binary form nobody sent)."""
+        detail = sdk.error_text(response, first_only=True, hide_loc=_REQUEST_LOC)
         return sdk.status_error(response, provider=self.name, detail=detail)
 
 
-def _error_text(data: Any) -> str | None:
-    """KServe's ``{"error"}``, or FastAPI's 422 ``{"detail": [{"loc", "msg"}]}`` (kserve's
-    answer to a body that is not v2) as ``inputs.0.shape: Field required``: the field named."""
-    if not isinstance(data, dict):
-        return None
-    if isinstance(data.get("error"), str):
-        return str(data["error"])
-    detail = data.get("detail")
-    if isinstance(detail, list) and detail and all(isinstance(d, dict) for d in detail):
-        first = detail[0]  # kserve adds a second, about the binary form nobody sent
-        loc = [
-            str(part) for part in first.get("loc", []) if part not in ("body", "InferenceRequest")
-        ]
-        return f"{'.'.join(loc)}: {first.get('msg')}"
-    return None
+_REQUEST_LOC = ("body", "InferenceRequest")  # where in the request, not which field
