@@ -97,6 +97,7 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     from ._contract._lengths import Length, LengthDistribution, draw_length
     from ._contract._provider import Provider, ProviderOptions
     from ._contract._template import compile_json_template
+    from ._contract._times import iso_seconds, span_ms
     from ._contract._workload import (
         EchoProbe,
         ImageGeneration,
@@ -252,6 +253,8 @@ _EXPORTS: dict[str, str] = {
     "with_capabilities": "._contract._kit",
     "compile_json_template": "._contract._template",
     "error_text": "._contract._error_text",
+    "iso_seconds": "._contract._times",
+    "span_ms": "._contract._times",
     # The plugin kit: control-plane pieces
     "held_json_call": "._contract._control",
     "lower_min_workers": "._contract._control",
@@ -387,7 +390,7 @@ __all__ = [  # noqa: RUF022 - grouped by purpose; each comment says why the grou
     "run_job",
     # The plugin kit: shared protocol pieces: small pieces several plugins need the same way
     # (``_contract._kit``; JSON templates: ``_contract._template``; error bodies' text:
-    # ``_contract._error_text``).
+    # ``_contract._error_text``; server timestamps: ``_contract._times``).
     "ColdMark",
     "PollingOptions",
     "SavedScaling",
@@ -406,6 +409,8 @@ __all__ = [  # noqa: RUF022 - grouped by purpose; each comment says why the grou
     "with_capabilities",
     "compile_json_template",
     "error_text",
+    "iso_seconds",
+    "span_ms",
     # The plugin kit: control-plane pieces: a provider's scaling read, ensure_cold's first step
     # and wait, a restore that outlives a cancelled run, a held JSON call judged cold
     # (``_contract._control``).

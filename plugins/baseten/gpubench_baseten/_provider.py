@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from datetime import datetime
+from functools import partial
 from typing import Any, ClassVar, Literal, Self
 
 import httpx
@@ -199,14 +199,12 @@ class BasetenProvider(sdk.Provider):
         byte, each network read a chunk."""
         chunks: list[str] = []
         times: list[int] = []
-        # A status >= 400, a timeout or a broken connection escapes to the invoke boundary,
-        # which makes it the core's ProviderError (as_provider_error).
+        # A timeout or a broken connection escapes to the invoke boundary, which makes it the
+        # core's ProviderError (as_provider_error); a status >= 400 is one with its body's start.
         async with self.client.stream(
             "POST", self._predict, json=dict(request.payload), headers=self._headers
         ) as response:
-            if response.is_error:
-                await response.aread()  # its start goes into the error's message
-                response.raise_for_status()
+            await sdk.raise_for_stream(response, partial(sdk.status_error, provider=self.name))
             async for text in response.aiter_text():
                 if text:
                     times.append(time.perf_counter_ns())
@@ -298,7 +296,7 @@ class _AsyncRequest(sdk.Job[dict[str, Any]]):
 
     def __init__(self, provider: BasetenProvider, body: dict[str, Any]) -> None:
         self.p, self.body = provider, body
-        self.progress_at: datetime | None = None
+        self.progress_at: float | None = None  # Unix seconds
 
     async def submit(self) -> None:
         response = await self.p._send("POST", self.p._async_predict, self.body)
@@ -316,7 +314,7 @@ class _AsyncRequest(sdk.Job[dict[str, Any]]):
             problem = f"not an async request status: {state!r}"
             raise sdk.invalid_response(self.response, problem, provider=self.p.name)
         if state == bt.IN_PROGRESS and self.progress_at is None:
-            self.progress_at = _timestamp(status.get("status_at"))
+            self.progress_at = sdk.iso_seconds(status.get("status_at"))
         return status
 
     def finished(self, state: dict[str, Any]) -> bool:
@@ -330,33 +328,18 @@ class _AsyncRequest(sdk.Job[dict[str, Any]]):
             raise sdk.ServerHTTPError(f"async request FAILED: {errors}", **kw)
         if status in (bt.CANCELED, bt.EXPIRED):
             raise RequestCanceledError(f"async request {status} {errors}".strip(), **kw)
-        created, ended = _timestamp(state.get("created_at")), _timestamp(state.get("status_at"))
-        queue_ms = _ms(created, self.progress_at)
+        queue_ms = sdk.span_ms(sdk.iso_seconds(state.get("created_at")), self.progress_at)
+        ended = sdk.iso_seconds(state.get("status_at"))
         return sdk.Result(
             output=None,  # Baseten keeps no async output: it went to the webhook, if any
             http_status=self.response.status_code,
             request_id=self.id,
             first_byte_ns=sdk.first_byte_ns(self.response),
             queue_ms=queue_ms,
-            execution_ms=_ms(self.progress_at, ended),
+            execution_ms=sdk.span_ms(self.progress_at, ended),
             cold=None if queue_ms is None else queue_ms >= self.p.options.cold_threshold_ms,
             detail={"status": status, "webhook_status": state.get("webhook_status")},
         )
 
     async def cancel(self) -> None:
         await self.p._send("DELETE", self.url)
-
-
-def _timestamp(value: Any) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
-def _ms(start: datetime | None, end: datetime | None) -> float | None:
-    if start is None or end is None:
-        return None
-    return max(0.0, (end - start).total_seconds() * 1e3)
