@@ -98,10 +98,8 @@ class HTTPProvider(sdk.Provider):
         super().__init__(options, **kw)
         o = self.options
         # What this target can do depends on its options: the instance says so to the runner.
-        self.capabilities = sdk.Capabilities(  # type: ignore[misc]
-            fleet_state=o.health_url is not None,
-            server_timings=frozenset(t.field for t in o.timings),
-        )
+        timings = frozenset(t.field for t in o.timings)
+        sdk.with_capabilities(self, fleet_state=o.health_url is not None, server_timings=timings)
 
     def auth_headers(self) -> dict[str, str]:
         return sdk.key_headers(self.options.api_key, self.options.auth_scheme)
