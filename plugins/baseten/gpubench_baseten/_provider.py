@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from functools import partial
@@ -15,7 +16,6 @@ import gpubench_sdk as sdk
 from gpubench_sdk.cost import load_catalog
 
 from . import _protocol as bt
-from ._admin import DeploymentAdmin, changes_of, scaling_of
 
 
 class RequestCanceledError(sdk.ProviderError):
@@ -144,11 +144,7 @@ class BasetenProvider(sdk.Provider):
         deployment = o.deployment_id or (
             o.environment if o.environment in ("production", "development") else None
         )
-        self._admin = (
-            None
-            if deployment is None
-            else DeploymentAdmin(self._send, o.api_url, o.model_id, deployment)
-        )
+        self._admin = None if deployment is None else DeploymentAdmin(self, deployment)
         for_the_run = {
             "concurrency_target": o.concurrency_target,
             "scale_down_delay": o.scale_down_delay_s,
@@ -251,11 +247,28 @@ class BasetenProvider(sdk.Provider):
         return await admin.state(queue)
 
     async def get_scaling(self) -> sdk.ScalingSettings:
-        return scaling_of(await self._admin_or_fail("scaling_settings").settings())
+        settings = await self._admin_or_fail("scaling_settings").settings()
+        return sdk.read_scaling(
+            settings,
+            "min_replica",
+            "max_replica",
+            "scale_down_delay",
+            idle_default=bt.DEFAULT_SCALE_DOWN_DELAY_S,
+            provider=self.name,
+            where="autoscaling_settings",
+        )
 
     async def set_scaling(self, settings: sdk.ScalingSettings) -> None:
         """PATCH the fields given; restored in ``close()``."""
-        await self._change(changes_of(settings))
+        changes = sdk.scaling_fields(
+            settings,
+            "min_replica",
+            "max_replica",
+            "scale_down_delay",
+            idle_range=(0, bt.MAX_SCALE_DOWN_DELAY_S),
+            expected=f"whole seconds 0..{bt.MAX_SCALE_DOWN_DELAY_S} (Baseten's scale_down_delay)",
+        )
+        await self._change(changes)
 
     async def _change(self, changes: dict[str, int]) -> None:
         """PATCH ``changes``, first remembering each field's value before this run changed it
@@ -343,3 +356,70 @@ class _AsyncRequest(sdk.Job[dict[str, Any]]):
 
     async def cancel(self) -> None:
         await self.p._send("DELETE", self.url)
+
+
+_SETTLE_TIMEOUT_S = 30.0  # how long a QUEUED settings change may take to show
+
+
+class DeploymentAdmin:
+    """Baseten's management API for one deployment: its replicas and status (``GET
+    /v1/models/{model}/deployments/{dep}``) and its ``autoscaling_settings``."""
+
+    def __init__(self, provider: BasetenProvider, deployment: str) -> None:
+        o = provider.options
+        self._send = provider._send
+        self.url = httpx.URL(
+            f"{o.api_url.rstrip('/')}/v1/models/{o.model_id}/deployments/{deployment}"
+        )
+        self._settings_url = httpx.URL(f"{self.url}/autoscaling_settings")
+
+    async def deployment(self) -> dict[str, Any]:
+        return sdk.json_object(await self._send("GET", self.url), provider="baseten")
+
+    async def settings(self) -> dict[str, Any]:
+        data = await self.deployment()
+        settings = data.get("autoscaling_settings")
+        if not isinstance(settings, dict):
+            raise sdk.InvalidResponseError(
+                f"deployment {data.get('id')!r} has no autoscaling_settings (status "
+                f"{data.get('status')!r}): it has not finished deploying",
+                provider="baseten",
+            )
+        return settings
+
+    async def patch(self, changes: dict[str, int]) -> str:
+        """PATCH the given fields (Baseten changes only those); wait for a QUEUED change."""
+        try:
+            answer = sdk.json_object(
+                await self._send("PATCH", self._settings_url, changes), provider="baseten"
+            )
+        except sdk.ClientHTTPError as exc:
+            raise sdk.ConfigError("scaling", changes, f"values Baseten accepts ({exc})") from exc
+        status = str(answer.get("status"))
+        if status == "QUEUED":  # applied later (e.g. while the deployment updates): wait for it
+            deadline = time.monotonic() + _SETTLE_TIMEOUT_S
+            while time.monotonic() < deadline:
+                current = await self.settings()
+                if all(current.get(k) == v for k, v in changes.items()):
+                    break
+                await asyncio.sleep(0.5)
+        return status
+
+    async def state(self, queue: dict[str, Any] | None) -> sdk.FleetState:
+        """Replicas up (Baseten counts them without telling idle from busy) and, from the async
+        queue status, requests waiting."""
+        data = await self.deployment()
+        active = data.get("active_replica_count")
+        if not isinstance(active, int):
+            raise sdk.InvalidResponseError(
+                "deployment lacks active_replica_count", provider="baseten"
+            )
+        starting = data.get("status") in bt.STARTING_STATES
+        queued = queue.get("num_queued_requests") if queue else None
+        return sdk.FleetState(
+            ready=0 if starting else active,
+            busy=None,
+            starting=active if starting else 0,
+            queued=queued if isinstance(queued, int) else None,
+            detail={"status": data.get("status"), "active_replica_count": active, **(queue or {})},
+        )
