@@ -75,6 +75,7 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     )
     from ._contract._error_text import error_text
     from ._contract._input import InputMap
+    from ._contract._job_state import job_state
     from ._contract._jobs import Job, Polling, run_job
     from ._contract._kit import (
         ColdMark,
@@ -234,6 +235,7 @@ _EXPORTS: dict[str, str] = {
     "Job": "._contract._jobs",
     "Polling": "._contract._jobs",
     "run_job": "._contract._jobs",
+    "job_state": "._contract._job_state",
     # The plugin kit: shared protocol pieces
     "ColdMark": "._contract._kit",
     "PollingOptions": "._contract._kit",
@@ -388,6 +390,7 @@ __all__ = [  # noqa: RUF022 - grouped by purpose; each comment says why the grou
     "Job",
     "Polling",
     "run_job",
+    "job_state",
     # The plugin kit: shared protocol pieces: small pieces several plugins need the same way
     # (``_contract._kit``; JSON templates: ``_contract._template``; error bodies' text:
     # ``_contract._error_text``; server timestamps: ``_contract._times``).

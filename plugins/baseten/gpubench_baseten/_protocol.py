@@ -56,6 +56,7 @@ CANCELED: Final = "CANCELED"
 WEBHOOK_FAILED: Final = "WEBHOOK_FAILED"
 PENDING_STATES: Final = frozenset({QUEUED, IN_PROGRESS})
 TERMINAL_STATES: Final = frozenset({SUCCEEDED, FAILED, EXPIRED, CANCELED, WEBHOOK_FAILED})
+STATES: Final = PENDING_STATES | TERMINAL_STATES
 
 # Deployment statuses that mean replicas are coming up rather than serving.
 SCALED_TO_ZERO: Final = "SCALED_TO_ZERO"

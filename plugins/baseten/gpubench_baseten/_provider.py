@@ -321,12 +321,9 @@ class _AsyncRequest(sdk.Job[dict[str, Any]]):
 
     async def status(self) -> dict[str, Any]:
         self.response = await self.p._send("GET", self.url)
-        status = sdk.json_object(self.response, provider=self.p.name)
-        state = status.get("status")
-        if state not in bt.PENDING_STATES | bt.TERMINAL_STATES:
-            problem = f"not an async request status: {state!r}"
-            raise sdk.invalid_response(self.response, problem, provider=self.p.name)
-        if state == bt.IN_PROGRESS and self.progress_at is None:
+        what = "an async request"
+        status = sdk.job_state(self.response, bt.STATES, provider=self.p.name, what=what)
+        if status["status"] == bt.IN_PROGRESS and self.progress_at is None:
             self.progress_at = sdk.iso_seconds(status.get("status_at"))
         return status
 

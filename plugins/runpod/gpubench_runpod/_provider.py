@@ -341,8 +341,4 @@ class _StreamJob(_RunJob):
 
 def _job_of(response: httpx.Response) -> dict[str, Any]:
     """The job in an answer of /run, /runsync or /status, with a status RunPod defines."""
-    job = sdk.json_object(response, provider="runpod")
-    if "id" not in job or job.get("status") not in rp.TERMINAL_STATES | rp.PENDING_STATES:
-        problem = f"not a job: status {job.get('status')!r}"
-        raise sdk.invalid_response(response, problem, provider="runpod")
-    return job
+    return sdk.job_state(response, rp.STATES, provider="runpod", id_key="id")
