@@ -258,8 +258,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model-id", default=DEFAULT_MODEL_ID)
     parser.add_argument("--deployment-id", default=DEFAULT_DEPLOYMENT_ID)
     args = parser.parse(argv)
-    args.serve(make_app(args.fleet(), api_key=args.api_key, model_id=args.model_id,
-                        deployment_id=args.deployment_id))  # fmt: skip
+    args.serve(make_app(args.fleet(), api_key=args.api_key, **args.own()))
 
 
 if __name__ == "__main__":

@@ -18,21 +18,8 @@ import math
 from collections.abc import Mapping
 from typing import Any, Final, Literal, get_args
 
-DataType = Literal[
-    "BOOL",
-    "UINT8",
-    "UINT16",
-    "UINT32",
-    "UINT64",
-    "INT8",
-    "INT16",
-    "INT32",
-    "INT64",
-    "FP16",
-    "FP32",
-    "FP64",
-    "BYTES",
-]
+Integer = Literal["UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64"]
+DataType = Literal["BOOL", Integer, "FP16", "FP32", "FP64", "BYTES"]  # nested Literals flatten
 DATATYPES: Final = frozenset(get_args(DataType))
 
 

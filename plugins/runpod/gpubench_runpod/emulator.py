@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = kit.EmulatorParser(__doc__, port=8686)
     parser.add_argument("--endpoint-id", default=DEFAULT_ENDPOINT_ID)
     args = parser.parse(argv)
-    args.serve(make_app(args.fleet(), api_key=args.api_key, endpoint_id=args.endpoint_id))
+    args.serve(make_app(args.fleet(), api_key=args.api_key, **args.own()))
 
 
 if __name__ == "__main__":
