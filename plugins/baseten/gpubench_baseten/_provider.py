@@ -140,7 +140,7 @@ class BasetenProvider(sdk.Provider):
         self._async_predict = httpx.URL(self._route("async_predict"))
         self._queue_status = httpx.URL(self._route("async_queue_status"))
         self._headers = {**o.headers, **self.auth_headers()}
-        self._cold = sdk.ColdMark()
+        self._cold = sdk.ColdMark(o.predict_cold_threshold_ms)
         deployment = o.deployment_id or (
             o.environment if o.environment in ("production", "development") else None
         )
@@ -180,10 +180,9 @@ class BasetenProvider(sdk.Provider):
             result = sdk.json_result(
                 response, provider=self.name, problem=problem, request_id=request_id
             )
-        threshold = self.options.predict_cold_threshold_ms
-        if threshold is not None and result.first_byte_ns is not None:
-            result.cold = (result.first_byte_ns - started) / 1e6 >= threshold
-        return self._confirm(result)
+        # confirmed after ensure_cold, else inferred from predict_cold_threshold_ms, else unknown
+        result.cold, result.cold_confirmed = self._cold.judge(started, result.first_byte_ns)
+        return result
 
     def _confirm(self, result: sdk.Result) -> sdk.Result:
         if self._cold.take():  # the deployment was verified scaled to zero just before
