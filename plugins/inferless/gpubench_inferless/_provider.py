@@ -124,15 +124,11 @@ class InferlessProvider(sdk.Provider):
                 raise ValueError("not a JSON object")
             outputs = kserve.decode_tensors(data.get("outputs"))
         except ValueError as exc:
-            raise sdk.InvalidResponseError(
-                f"not a KServe v2 response: {exc}",
-                provider=self.name,
-                status_code=response.status_code,
-            ) from exc
+            problem = f"not a KServe v2 response: {exc}"
+            raise sdk.invalid_response(response, problem, provider=self.name) from exc
         if o.output_name is not None and o.output_name not in outputs:
-            raise sdk.InvalidResponseError(
-                f"no output {o.output_name!r} among {sorted(outputs)}", provider=self.name
-            )
+            problem = f"no output {o.output_name!r} among {sorted(outputs)}"
+            raise sdk.invalid_response(response, problem, provider=self.name)
         output = outputs if o.output_name is None else outputs[o.output_name]
         request_id = str(data.get("id") or request_id)
         return self._result(output, response, request_id, sdk.first_byte_ns(response), send_ns, [])
