@@ -73,7 +73,9 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
         shielded,
         wait_cold,
     )
+    from ._contract._error_text import error_text
     from ._contract._input import InputMap
+    from ._contract._job_state import job_state
     from ._contract._jobs import Job, Polling, run_job
     from ._contract._kit import (
         ColdMark,
@@ -95,6 +97,8 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     )
     from ._contract._lengths import Length, LengthDistribution, draw_length
     from ._contract._provider import Provider, ProviderOptions
+    from ._contract._template import compile_json_template
+    from ._contract._times import iso_seconds, span_ms
     from ._contract._workload import (
         EchoProbe,
         ImageGeneration,
@@ -231,6 +235,7 @@ _EXPORTS: dict[str, str] = {
     "Job": "._contract._jobs",
     "Polling": "._contract._jobs",
     "run_job": "._contract._jobs",
+    "job_state": "._contract._job_state",
     # The plugin kit: shared protocol pieces
     "ColdMark": "._contract._kit",
     "PollingOptions": "._contract._kit",
@@ -248,6 +253,10 @@ _EXPORTS: dict[str, str] = {
     "send_checked": "._contract._kit",
     "status_error": "._contract._kit",
     "with_capabilities": "._contract._kit",
+    "compile_json_template": "._contract._template",
+    "error_text": "._contract._error_text",
+    "iso_seconds": "._contract._times",
+    "span_ms": "._contract._times",
     # The plugin kit: control-plane pieces
     "held_json_call": "._contract._control",
     "lower_min_workers": "._contract._control",
@@ -381,8 +390,10 @@ __all__ = [  # noqa: RUF022 - grouped by purpose; each comment says why the grou
     "Job",
     "Polling",
     "run_job",
+    "job_state",
     # The plugin kit: shared protocol pieces: small pieces several plugins need the same way
-    # (``_contract._kit``).
+    # (``_contract._kit``; JSON templates: ``_contract._template``; error bodies' text:
+    # ``_contract._error_text``; server timestamps: ``_contract._times``).
     "ColdMark",
     "PollingOptions",
     "SavedScaling",
@@ -399,6 +410,10 @@ __all__ = [  # noqa: RUF022 - grouped by purpose; each comment says why the grou
     "send_checked",
     "status_error",
     "with_capabilities",
+    "compile_json_template",
+    "error_text",
+    "iso_seconds",
+    "span_ms",
     # The plugin kit: control-plane pieces: a provider's scaling read, ensure_cold's first step
     # and wait, a restore that outlives a cancelled run, a held JSON call judged cold
     # (``_contract._control``).

@@ -10,9 +10,7 @@ same mapped input.
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -21,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 from .._base._errors import ConfigError
 from .._base._secrets import SENSITIVE
 from .._base._types import Request
+from ._template import PLACEHOLDER, compile_json_template, placeholders
 
 if TYPE_CHECKING:
     from ._workload import Workload
@@ -42,7 +41,6 @@ __all__ = ["InputMap", "check_inputs"]
 
 Payload = Mapping[str, Any]
 _Render = Callable[[Payload], Any]
-_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
 
 
 class InputMap(BaseModel):
@@ -91,7 +89,7 @@ class InputMap(BaseModel):
                     "in the endpoint's own configuration"
                 )
         if self.template is not None:
-            self._render = _compile(self.template, "template")
+            self._render = compile_json_template(self.template, _field)
         return self
 
     def apply(self, payload: Payload) -> dict[str, Any]:
@@ -124,7 +122,7 @@ class InputMap(BaseModel):
                     f"{field}.rename.{name}", new, "a name the request does not already use"
                 )
         if self.template is not None:
-            for where, name in _placeholders(self.template, f"{field}.template"):
+            for where, name in placeholders(self.template, f"{field}.template"):
                 if name not in sample:
                     raise ConfigError(where, f"{{{name}}}", f"a placeholder naming {have}")
 
@@ -141,74 +139,19 @@ def check_inputs(targets: Iterable[_Target], workload: Workload) -> None:
         mapping.check(sample, f"targets[{target.name}].input")
 
 
-def _compile(template: Any, field: str) -> _Render:
-    if isinstance(template, str):
-        return _compile_string(template, field)
-    if isinstance(template, Mapping):
-        parts = [(str(k), _compile(v, f"{field}.{k}")) for k, v in template.items()]
-        return lambda payload: {k: render(payload) for k, render in parts}
-    if isinstance(template, list):
-        items = [_compile(v, f"{field}[{i}]") for i, v in enumerate(template)]
-        return lambda payload: [render(payload) for render in items]
-    if template is None or isinstance(template, bool | int | float):
-        return lambda payload: template
-    raise ConfigError(field, template, "a JSON value (object, array, string, number, bool, null)")
+def _field(name: str, text: str, field: str) -> Callable[[Payload], Any]:
+    """The template's reader of the payload field ``name``."""
+    if not name:
+        raise ConfigError(field, text, "a field name inside the braces, e.g. {prompt}")
 
+    def lookup(payload: Payload) -> Any:
+        try:
+            return payload[name]
+        except KeyError:
+            have = f"a field of the request ({sorted(payload)})"
+            raise ConfigError(field, f"{{{name}}}", have) from None
 
-def _pieces(text: str, field: str) -> list[str | tuple[str]]:
-    """``text`` split into literal strings and ``(name,)`` placeholders."""
-    pieces: list[str | tuple[str]] = []
-    pos = 0
-    for match in _PLACEHOLDER.finditer(text):
-        pieces.append(text[pos : match.start()])
-        token = match.group(0)
-        if token in ("{{", "}}"):
-            pieces.append(token[0])
-        else:
-            name = match.group(1).strip()
-            if not name:
-                raise ConfigError(field, text, "a field name inside the braces, e.g. {prompt}")
-            pieces.append((name,))
-        pos = match.end()
-    rest = text[pos:]
-    if "{" in rest or "}" in rest:
-        raise ConfigError(field, text, "balanced braces: a {field}, or {{ and }} for literals")
-    pieces.append(rest)
-    return [p for p in pieces if p != ""]
-
-
-def _compile_string(text: str, field: str) -> _Render:
-    pieces = _pieces(text, field)
-    if len(pieces) == 1 and isinstance(pieces[0], tuple):
-        (name,) = pieces[0]  # exactly one placeholder: the value keeps its own JSON type
-        return lambda payload: _lookup(payload, name, field)
-    if all(isinstance(p, str) for p in pieces):
-        literal = "".join(p for p in pieces if isinstance(p, str))
-        return lambda payload: literal
-    return lambda payload: "".join(
-        p if isinstance(p, str) else _text(_lookup(payload, p[0], field)) for p in pieces
-    )
-
-
-def _lookup(payload: Payload, name: str, field: str) -> Any:
-    try:
-        return payload[name]
-    except KeyError:
-        have = f"a field of the request ({sorted(payload)})"
-        raise ConfigError(field, f"{{{name}}}", have) from None
-
-
-def _placeholders(template: Any, field: str) -> Iterator[tuple[str, str]]:
-    if isinstance(template, str):
-        for piece in _pieces(template, field):
-            if isinstance(piece, tuple):
-                yield field, piece[0]
-    elif isinstance(template, Mapping):
-        for k, v in template.items():
-            yield from _placeholders(v, f"{field}.{k}")
-    elif isinstance(template, list):
-        for i, v in enumerate(template):
-            yield from _placeholders(v, f"{field}[{i}]")
+    return lookup
 
 
 def _constants(value: Any, field: str) -> list[tuple[str, str]]:
@@ -216,7 +159,7 @@ def _constants(value: Any, field: str) -> list[tuple[str, str]]:
     found: list[tuple[str, str]] = []
     if isinstance(value, Mapping):
         for k, v in value.items():
-            if isinstance(v, str) and not _PLACEHOLDER.search(v):
+            if isinstance(v, str) and not PLACEHOLDER.search(v):
                 found.append((f"{field}.{k}", str(k)))
             else:
                 found += _constants(v, f"{field}.{k}")
@@ -224,7 +167,3 @@ def _constants(value: Any, field: str) -> list[tuple[str, str]]:
         for i, v in enumerate(value):
             found += _constants(v, f"{field}[{i}]")
     return found
-
-
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value)

@@ -39,6 +39,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from pydantic import BaseModel, ConfigDict, Field
+
 API_URL: Final = "https://api.baseten.co"
 REQUEST_ID_HEADER: Final = "x-baseten-request-id"
 
@@ -56,6 +58,7 @@ CANCELED: Final = "CANCELED"
 WEBHOOK_FAILED: Final = "WEBHOOK_FAILED"
 PENDING_STATES: Final = frozenset({QUEUED, IN_PROGRESS})
 TERMINAL_STATES: Final = frozenset({SUCCEEDED, FAILED, EXPIRED, CANCELED, WEBHOOK_FAILED})
+STATES: Final = PENDING_STATES | TERMINAL_STATES
 
 # Deployment statuses that mean replicas are coming up rather than serving.
 SCALED_TO_ZERO: Final = "SCALED_TO_ZERO"
@@ -70,19 +73,25 @@ MAX_AUTOSCALING_WINDOW_S: Final = 3600
 ASYNC_PREDICT_PER_S: Final = 200
 ASYNC_STATUS_PER_S: Final = 20
 
-# The autoscaling fields a PATCH may carry, with their bounds (high None: unbounded), from the
-# SDK's UpdateAutoscalingSettings and the autoscaling docs; and the documented defaults of
+
+# The autoscaling fields a PATCH may carry, each an integer (not a bool) within its bounds, from
+# the SDK's UpdateAutoscalingSettings and the autoscaling docs; and the documented defaults of
 # those the emulator's fleet does not simulate.
-AUTOSCALING_RANGES: Final[dict[str, tuple[int, int | None]]] = {
-    "min_replica": (0, None),
-    "max_replica": (1, None),
-    "scale_down_delay": (0, MAX_SCALE_DOWN_DELAY_S),
-    "autoscaling_window": (MIN_AUTOSCALING_WINDOW_S, MAX_AUTOSCALING_WINDOW_S),
-    "concurrency_target": (1, None),
-    "target_utilization_percentage": (1, 100),
-    "target_in_flight_tokens": (1, None),
-    "max_scale_down_rate": (1, 50),
-}
+class AutoscalingPatch(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    min_replica: int | None = Field(None, ge=0)
+    max_replica: int | None = Field(None, ge=1)
+    scale_down_delay: int | None = Field(None, ge=0, le=MAX_SCALE_DOWN_DELAY_S)
+    autoscaling_window: int | None = Field(
+        None, ge=MIN_AUTOSCALING_WINDOW_S, le=MAX_AUTOSCALING_WINDOW_S
+    )
+    concurrency_target: int | None = Field(None, ge=1)
+    target_utilization_percentage: int | None = Field(None, ge=1, le=100)
+    target_in_flight_tokens: int | None = Field(None, ge=1)
+    max_scale_down_rate: int | None = Field(None, ge=1, le=50)
+
+
 AUTOSCALING_DEFAULTS: Final = {
     "autoscaling_window": 60,
     "concurrency_target": 1,

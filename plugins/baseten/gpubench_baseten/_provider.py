@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
-from datetime import datetime
+from functools import partial
 from typing import Any, ClassVar, Literal, Self
 
 import httpx
@@ -15,7 +16,6 @@ import gpubench_sdk as sdk
 from gpubench_sdk.cost import load_catalog
 
 from . import _protocol as bt
-from ._admin import DeploymentAdmin, changes_of, scaling_of
 
 
 class RequestCanceledError(sdk.ProviderError):
@@ -140,15 +140,11 @@ class BasetenProvider(sdk.Provider):
         self._async_predict = httpx.URL(self._route("async_predict"))
         self._queue_status = httpx.URL(self._route("async_queue_status"))
         self._headers = {**o.headers, **self.auth_headers()}
-        self._cold = sdk.ColdMark()
+        self._cold = sdk.ColdMark(o.predict_cold_threshold_ms)
         deployment = o.deployment_id or (
             o.environment if o.environment in ("production", "development") else None
         )
-        self._admin = (
-            None
-            if deployment is None
-            else DeploymentAdmin(self._send, o.api_url, o.model_id, deployment)
-        )
+        self._admin = None if deployment is None else DeploymentAdmin(self, deployment)
         for_the_run = {
             "concurrency_target": o.concurrency_target,
             "scale_down_delay": o.scale_down_delay_s,
@@ -184,10 +180,9 @@ class BasetenProvider(sdk.Provider):
             result = sdk.json_result(
                 response, provider=self.name, problem=problem, request_id=request_id
             )
-        threshold = self.options.predict_cold_threshold_ms
-        if threshold is not None and result.first_byte_ns is not None:
-            result.cold = (result.first_byte_ns - started) / 1e6 >= threshold
-        return self._confirm(result)
+        # confirmed after ensure_cold, else inferred from predict_cold_threshold_ms, else unknown
+        result.cold, result.cold_confirmed = self._cold.judge(started, result.first_byte_ns)
+        return result
 
     def _confirm(self, result: sdk.Result) -> sdk.Result:
         if self._cold.take():  # the deployment was verified scaled to zero just before
@@ -199,14 +194,12 @@ class BasetenProvider(sdk.Provider):
         byte, each network read a chunk."""
         chunks: list[str] = []
         times: list[int] = []
-        # A status >= 400, a timeout or a broken connection escapes to the invoke boundary,
-        # which makes it the core's ProviderError (as_provider_error).
+        # A timeout or a broken connection escapes to the invoke boundary, which makes it the
+        # core's ProviderError (as_provider_error); a status >= 400 is one with its body's start.
         async with self.client.stream(
             "POST", self._predict, json=dict(request.payload), headers=self._headers
         ) as response:
-            if response.is_error:
-                await response.aread()  # its start goes into the error's message
-                response.raise_for_status()
+            await sdk.raise_for_stream(response, partial(sdk.status_error, provider=self.name))
             async for text in response.aiter_text():
                 if text:
                     times.append(time.perf_counter_ns())
@@ -253,11 +246,28 @@ class BasetenProvider(sdk.Provider):
         return await admin.state(queue)
 
     async def get_scaling(self) -> sdk.ScalingSettings:
-        return scaling_of(await self._admin_or_fail("scaling_settings").settings())
+        settings = await self._admin_or_fail("scaling_settings").settings()
+        return sdk.read_scaling(
+            settings,
+            "min_replica",
+            "max_replica",
+            "scale_down_delay",
+            idle_default=bt.DEFAULT_SCALE_DOWN_DELAY_S,
+            provider=self.name,
+            where="autoscaling_settings",
+        )
 
     async def set_scaling(self, settings: sdk.ScalingSettings) -> None:
         """PATCH the fields given; restored in ``close()``."""
-        await self._change(changes_of(settings))
+        changes = sdk.scaling_fields(
+            settings,
+            "min_replica",
+            "max_replica",
+            "scale_down_delay",
+            idle_range=(0, bt.MAX_SCALE_DOWN_DELAY_S),
+            expected=f"whole seconds 0..{bt.MAX_SCALE_DOWN_DELAY_S} (Baseten's scale_down_delay)",
+        )
+        await self._change(changes)
 
     async def _change(self, changes: dict[str, int]) -> None:
         """PATCH ``changes``, first remembering each field's value before this run changed it
@@ -298,7 +308,7 @@ class _AsyncRequest(sdk.Job[dict[str, Any]]):
 
     def __init__(self, provider: BasetenProvider, body: dict[str, Any]) -> None:
         self.p, self.body = provider, body
-        self.progress_at: datetime | None = None
+        self.progress_at: float | None = None  # Unix seconds
 
     async def submit(self) -> None:
         response = await self.p._send("POST", self.p._async_predict, self.body)
@@ -310,13 +320,10 @@ class _AsyncRequest(sdk.Job[dict[str, Any]]):
 
     async def status(self) -> dict[str, Any]:
         self.response = await self.p._send("GET", self.url)
-        status = sdk.json_object(self.response, provider=self.p.name)
-        state = status.get("status")
-        if state not in bt.PENDING_STATES | bt.TERMINAL_STATES:
-            problem = f"not an async request status: {state!r}"
-            raise sdk.invalid_response(self.response, problem, provider=self.p.name)
-        if state == bt.IN_PROGRESS and self.progress_at is None:
-            self.progress_at = _timestamp(status.get("status_at"))
+        what = "an async request"
+        status = sdk.job_state(self.response, bt.STATES, provider=self.p.name, what=what)
+        if status["status"] == bt.IN_PROGRESS and self.progress_at is None:
+            self.progress_at = sdk.iso_seconds(status.get("status_at"))
         return status
 
     def finished(self, state: dict[str, Any]) -> bool:
@@ -330,15 +337,15 @@ class _AsyncRequest(sdk.Job[dict[str, Any]]):
             raise sdk.ServerHTTPError(f"async request FAILED: {errors}", **kw)
         if status in (bt.CANCELED, bt.EXPIRED):
             raise RequestCanceledError(f"async request {status} {errors}".strip(), **kw)
-        created, ended = _timestamp(state.get("created_at")), _timestamp(state.get("status_at"))
-        queue_ms = _ms(created, self.progress_at)
+        queue_ms = sdk.span_ms(sdk.iso_seconds(state.get("created_at")), self.progress_at)
+        ended = sdk.iso_seconds(state.get("status_at"))
         return sdk.Result(
             output=None,  # Baseten keeps no async output: it went to the webhook, if any
             http_status=self.response.status_code,
             request_id=self.id,
             first_byte_ns=sdk.first_byte_ns(self.response),
             queue_ms=queue_ms,
-            execution_ms=_ms(self.progress_at, ended),
+            execution_ms=sdk.span_ms(self.progress_at, ended),
             cold=None if queue_ms is None else queue_ms >= self.p.options.cold_threshold_ms,
             detail={"status": status, "webhook_status": state.get("webhook_status")},
         )
@@ -347,16 +354,68 @@ class _AsyncRequest(sdk.Job[dict[str, Any]]):
         await self.p._send("DELETE", self.url)
 
 
-def _timestamp(value: Any) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
+_SETTLE_TIMEOUT_S = 30.0  # how long a QUEUED settings change may take to show
 
 
-def _ms(start: datetime | None, end: datetime | None) -> float | None:
-    if start is None or end is None:
-        return None
-    return max(0.0, (end - start).total_seconds() * 1e3)
+class DeploymentAdmin:
+    """Baseten's management API for one deployment: its replicas and status (``GET
+    /v1/models/{model}/deployments/{dep}``) and its ``autoscaling_settings``."""
+
+    def __init__(self, provider: BasetenProvider, deployment: str) -> None:
+        o = provider.options
+        self._send = provider._send
+        self.url = httpx.URL(
+            f"{o.api_url.rstrip('/')}/v1/models/{o.model_id}/deployments/{deployment}"
+        )
+        self._settings_url = httpx.URL(f"{self.url}/autoscaling_settings")
+
+    async def deployment(self) -> dict[str, Any]:
+        return sdk.json_object(await self._send("GET", self.url), provider="baseten")
+
+    async def settings(self) -> dict[str, Any]:
+        data = await self.deployment()
+        settings = data.get("autoscaling_settings")
+        if not isinstance(settings, dict):
+            raise sdk.InvalidResponseError(
+                f"deployment {data.get('id')!r} has no autoscaling_settings (status "
+                f"{data.get('status')!r}): it has not finished deploying",
+                provider="baseten",
+            )
+        return settings
+
+    async def patch(self, changes: dict[str, int]) -> str:
+        """PATCH the given fields (Baseten changes only those); wait for a QUEUED change."""
+        try:
+            answer = sdk.json_object(
+                await self._send("PATCH", self._settings_url, changes), provider="baseten"
+            )
+        except sdk.ClientHTTPError as exc:
+            raise sdk.ConfigError("scaling", changes, f"values Baseten accepts ({exc})") from exc
+        status = str(answer.get("status"))
+        if status == "QUEUED":  # applied later (e.g. while the deployment updates): wait for it
+            deadline = time.monotonic() + _SETTLE_TIMEOUT_S
+            while time.monotonic() < deadline:
+                current = await self.settings()
+                if all(current.get(k) == v for k, v in changes.items()):
+                    break
+                await asyncio.sleep(0.5)
+        return status
+
+    async def state(self, queue: dict[str, Any] | None) -> sdk.FleetState:
+        """Replicas up (Baseten counts them without telling idle from busy) and, from the async
+        queue status, requests waiting."""
+        data = await self.deployment()
+        active = data.get("active_replica_count")
+        if not isinstance(active, int):
+            raise sdk.InvalidResponseError(
+                "deployment lacks active_replica_count", provider="baseten"
+            )
+        starting = data.get("status") in bt.STARTING_STATES
+        queued = queue.get("num_queued_requests") if queue else None
+        return sdk.FleetState(
+            ready=0 if starting else active,
+            busy=None,
+            starting=active if starting else 0,
+            queued=queued if isinstance(queued, int) else None,
+            detail={"status": data.get("status"), "active_replica_count": active, **(queue or {})},
+        )

@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic import ValidationError
+
 from gpubench_sdk import ScalingSettings
 from gpubench_sdk import testing as kit
 
@@ -100,11 +102,10 @@ def make_app(
         target_ok(request)
         if async_call:
             emu.throttle("async_predict")
-        body = await emu.read_json(request)
-        if async_call:
-            if not isinstance(body.get("model_input"), dict):
-                raise kit.Reject(400, "model_input (an object) is required")
-            body = body["model_input"]
+            required = "model_input (an object) is required"
+            body = (await emu.read_input(request, "model_input", message=required))["model_input"]
+        else:
+            body = await emu.read_json(request)
         full = "the deployment's queue is full: {exc}"
         tag = _ASYNC if async_call else None
         return emu.submit(body, full=full, headers=_RETRY, job_id=uuid.uuid4().hex, tag=tag)
@@ -225,21 +226,12 @@ def make_app(
     @emu.route(deployment_path + "/autoscaling_settings", "PATCH")
     async def autoscaling(request: kit.Request) -> Any:
         deployment_ok(request)
-        body = await emu.read_json(request)
-        unknown = set(body) - set(bt.AUTOSCALING_RANGES)
-        if unknown:
-            raise kit.Reject(400, f"unknown fields: {sorted(unknown)}")
-        changes = {k: v for k, v in body.items() if v is not None}
-        for field, value in changes.items():
-            low, high = bt.AUTOSCALING_RANGES[field]
-            if (
-                not isinstance(value, int)
-                or isinstance(value, bool)
-                or value < low
-                or (high is not None and value > high)
-            ):
-                bounds = f"{low}..{high}" if high is not None else f">= {low}"
-                raise kit.Reject(400, f"{field} must be an integer {bounds}")
+        try:
+            patch = bt.AutoscalingPatch.model_validate(await emu.read_json(request))
+        except ValidationError as exc:
+            fields = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+            raise kit.Reject(400, fields) from None
+        changes = patch.model_dump(exclude_none=True)
         before = settings_body()
         emu.set_scaling(ScalingSettings(changes.get("min_replica"), changes.get("max_replica"),
                                         changes.get("scale_down_delay")))  # fmt: skip
@@ -258,8 +250,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model-id", default=DEFAULT_MODEL_ID)
     parser.add_argument("--deployment-id", default=DEFAULT_DEPLOYMENT_ID)
     args = parser.parse(argv)
-    args.serve(make_app(args.fleet(), api_key=args.api_key, model_id=args.model_id,
-                        deployment_id=args.deployment_id))  # fmt: skip
+    args.serve(make_app(args.fleet(), api_key=args.api_key, **args.own()))
 
 
 if __name__ == "__main__":

@@ -5,17 +5,18 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Literal, Self
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 import gpubench_sdk as sdk
 
 from ._template import Render, compile_path, compile_template
 
 Auth = Literal["bearer", "api-key", "key", "modal", "none"]
-_TIMING_FIELDS = ("queue_ms", "execution_ms", "setup_ms")
+_HTTP_URL = r"^https?://"
 
 
 class Timing(BaseModel):
@@ -27,14 +28,26 @@ class Timing(BaseModel):
     header: str | None = None
     json_path: str | None = None
     unit: Literal["ms", "s"] = "ms"
+    _path: Callable[[Any], Any] | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _one_source(self) -> Self:
         if (self.header is None) == (self.json_path is None):
             raise ValueError(f"timing {self.field}: give exactly one of header or json_path")
         if self.json_path is not None:
-            compile_path(self.json_path, f"timings.{self.field}.json_path")
+            self._path = compile_path(self.json_path, f"timings.{self.field}.json_path")
         return self
+
+    def read(self, headers: Mapping[str, str], document: Any) -> float | None:
+        """The time in ms, or None where the answer lacks it or it is not a finite number >= 0
+        (a missing timing is not a failed request)."""
+        path = self._path  # set exactly when the time is read from the JSON body
+        try:
+            raw: Any = path(document) if path is not None else headers.get(str(self.header))
+            value = float(raw) * (1000.0 if self.unit == "s" else 1.0)
+        except (LookupError, TypeError, ValueError):
+            return None
+        return value if math.isfinite(value) and value >= 0 else None
 
 
 class HTTPOptions(sdk.ProviderOptions):
@@ -44,7 +57,7 @@ class HTTPOptions(sdk.ProviderOptions):
     ``modal`` (``Modal-Key`` and ``Modal-Secret`` from a key written ``<key>:<secret>``), or
     ``none``."""
 
-    url: str = Field(description="the endpoint to call")
+    url: str = Field(pattern=_HTTP_URL, description="the endpoint to call")
     method: Literal["POST", "PUT", "GET"] = "POST"
     auth_scheme: Auth = Field(default="bearer", description="how the API key is sent")
     body: Any = Field(default="{payload}", description="the JSON body template")
@@ -53,16 +66,11 @@ class HTTPOptions(sdk.ProviderOptions):
     request_id_path: str | None = Field(default=None, description="JSON path of a request id")
     timings: list[Timing] = Field(default_factory=list)
     health_url: str | None = Field(
-        default=None, description="GET it for readiness: 2xx = ready, anything else = not"
+        default=None,
+        pattern=_HTTP_URL,
+        description="GET it for readiness: 2xx = ready, anything else = not",
     )
     _render: Render = PrivateAttr()
-
-    @field_validator("url", "health_url")
-    @classmethod
-    def _http_url(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("http://", "https://")):
-            raise ValueError(f"must start with http:// or https://, got {value!r}")
-        return value
 
     @model_validator(mode="after")
     def _compile(self) -> Self:
@@ -98,10 +106,8 @@ class HTTPProvider(sdk.Provider):
         super().__init__(options, **kw)
         o = self.options
         # What this target can do depends on its options: the instance says so to the runner.
-        self.capabilities = sdk.Capabilities(  # type: ignore[misc]
-            fleet_state=o.health_url is not None,
-            server_timings=frozenset(t.field for t in o.timings),
-        )
+        timings = frozenset(t.field for t in o.timings)
+        sdk.with_capabilities(self, fleet_state=o.health_url is not None, server_timings=timings)
 
     def auth_headers(self) -> dict[str, str]:
         return sdk.key_headers(self.options.api_key, self.options.auth_scheme)
@@ -114,15 +120,6 @@ class HTTPProvider(sdk.Provider):
         self._call = sdk.PreparedCall(self.client, o.method, o.url, headers=headers)
         self._read_output = compile_path(o.output_path, "output_path")
         self._read_id = compile_path(o.request_id_path, "") if o.request_id_path else None
-        self._timings = [
-            (
-                t.field,
-                t.header,
-                compile_path(t.json_path, "") if t.json_path else None,
-                1000.0 if t.unit == "s" else 1.0,
-            )
-            for t in o.timings
-        ]
 
     async def invoke(self, request: sdk.Request) -> sdk.Result:
         o = self.options
@@ -156,9 +153,8 @@ class HTTPProvider(sdk.Provider):
             request_id=request_id,
             first_byte_ns=response.first_byte_ns,
         )
-        for field, header, path, scale in self._timings:
-            raw = response.headers.get(header) if header else _maybe(path, document)
-            setattr(result, field, _ms(raw, scale))
+        for timing in o.timings:
+            setattr(result, timing.field, timing.read(response.headers, document))
         return result
 
     async def state(self) -> sdk.FleetState:
@@ -178,8 +174,8 @@ class HTTPProvider(sdk.Provider):
     def _http_error(self, response: sdk.CallResponse) -> sdk.ProviderError:
         """The core's error for a status >= 400 (a 429's ``Retry-After`` read in seconds or as
         an HTTP date), showing the answer's own ``error``, ``detail`` or ``message`` text where
-        it has one, else the start of its body."""
-        detail = _error_text(response)
+        it has one (FastAPI's 422 list as ``loc: msg`` per field), else the start of its body."""
+        detail = sdk.error_text(response)
         return sdk.status_error(response.as_httpx(), provider=self.name, detail=detail)
 
     def _invalid(self, message: str, status: int) -> sdk.InvalidResponseError:
@@ -189,43 +185,5 @@ class HTTPProvider(sdk.Provider):
 _JSON = "application/json"
 
 
-def _maybe(path: Any, document: Any) -> Any:
-    try:
-        return path(document) if path is not None else None
-    except LookupError:
-        return None  # a missing timing is not a failed request
-
-
-def _ms(raw: Any, scale: float) -> float | None:
-    try:
-        value = float(raw) * scale
-    except (TypeError, ValueError):
-        return None
-    return value if math.isfinite(value) and value >= 0 else None
-
-
 def _str(value: Any) -> str | None:
     return None if value is None else str(value)
-
-
-def _error_text(response: sdk.CallResponse) -> str | None:
-    """The message of a JSON error body (``{"error": ...}``, FastAPI's ``{"detail": ...}``,
-    ``{"message": ...}``) when it is text, or FastAPI's validation list (a 422's ``detail``:
-    ``[{"loc": [...], "msg": ...}]``, https://fastapi.tiangolo.com/tutorial/handling-errors/)
-    as ``loc: msg`` per field; else ``None`` (the body itself is shown)."""
-    try:
-        data = response.json()
-    except ValueError:
-        return None
-    if not isinstance(data, dict):
-        return None
-    detail = data.get("error") or data.get("detail") or data.get("message")
-    if (
-        isinstance(detail, list)
-        and detail
-        and all(isinstance(d, dict) and isinstance(d.get("msg"), str) for d in detail)
-    ):
-        return "; ".join(
-            f"{'.'.join(str(part) for part in d.get('loc') or ())}: {d['msg']}" for d in detail
-        )
-    return detail if isinstance(detail, str) else None

@@ -6,7 +6,8 @@ longer string is formatted into it as text (``"doc-{seq}"``). ``{{`` and ``}}`` 
 braces. Variables: ``seq`` (the request's sequence number), ``prompt`` (the payload's
 ``prompt``), ``max_tokens`` (the request's output limit), ``payload`` (the workload's whole
 payload) and ``payload.NAME`` (one of its fields). Templates are compiled once, at config time,
-so a typo fails before anything is sent, naming the field and the variables that exist.
+by the core's ``compile_json_template`` (the input map's compiler too), so a typo fails before
+anything is sent, naming the field and the variables that exist.
 
 A JSON path is ``$`` followed by ``.name`` or ``[index]`` steps: ``$.metrics.predict_time``,
 ``$.outputs[0].data``. Nothing else of JSONPath (filters, wildcards) is needed to point at one
@@ -16,15 +17,14 @@ value.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
-from gpubench_sdk import ConfigError, Request
+from gpubench_sdk import ConfigError, Request, compile_json_template
 
 __all__ = ["VARIABLES", "compile_path", "compile_template"]
 
 VARIABLES = ("seq", "prompt", "max_tokens", "payload", "payload.<field>")
-_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
 _NAME = re.compile(r"^(seq|prompt|max_tokens|payload(\.[A-Za-z_][A-Za-z0-9_-]*)?)$")
 _STEP = re.compile(r"\.([A-Za-z_][A-Za-z0-9_-]*)|\[(\d+)\]")
 
@@ -34,41 +34,7 @@ Render = Callable[[Request], Any]
 def compile_template(template: Any, field: str = "body") -> Render:
     """A function building a request's body from ``template``; ``ConfigError`` names ``field``
     (e.g. ``body.inputs``) for an unknown variable or an unbalanced brace."""
-    if isinstance(template, str):
-        return _compile_string(template, field)
-    if isinstance(template, Mapping):
-        parts = [(str(k), compile_template(v, f"{field}.{k}")) for k, v in template.items()]
-        return lambda request: {k: render(request) for k, render in parts}
-    if isinstance(template, list):
-        items = [compile_template(v, f"{field}[{i}]") for i, v in enumerate(template)]
-        return lambda request: [render(request) for render in items]
-    if template is None or isinstance(template, bool | int | float):
-        return lambda request: template
-    raise ConfigError(field, template, "a JSON value (object, array, string, number, bool, null)")
-
-
-def _compile_string(text: str, field: str) -> Render:
-    pieces: list[str | Render] = []
-    pos = 0
-    for match in _PLACEHOLDER.finditer(text):
-        pieces.append(text[pos : match.start()])
-        token = match.group(0)
-        if token in ("{{", "}}"):
-            pieces.append(token[0])
-        else:
-            pieces.append(_variable(match.group(1).strip(), text, field))
-        pos = match.end()
-    rest = text[pos:]
-    if "{" in rest or "}" in rest:
-        raise ConfigError(field, text, "balanced braces: a {variable}, or {{ and }} for literals")
-    pieces.append(rest)
-    pieces = [p for p in pieces if p != ""]
-    if len(pieces) == 1 and callable(pieces[0]):
-        return pieces[0]  # exactly one placeholder: keep the value's own JSON type
-    if all(isinstance(p, str) for p in pieces):
-        literal = "".join(p for p in pieces if isinstance(p, str))
-        return lambda request: literal
-    return lambda request: "".join(p if isinstance(p, str) else _text(p(request)) for p in pieces)
+    return compile_json_template(template, _variable, field)
 
 
 def _variable(name: str, text: str, field: str) -> Render:
@@ -93,12 +59,6 @@ def _variable(name: str, text: str, field: str) -> Render:
             ) from None
 
     return lookup
-
-
-def _text(value: Any) -> str:
-    import json
-
-    return value if isinstance(value, str) else json.dumps(value)
 
 
 def compile_path(path: str, field: str) -> Callable[[Any], Any]:

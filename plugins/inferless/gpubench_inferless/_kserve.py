@@ -16,23 +16,12 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from typing import Any, Final, Literal, get_args
+from typing import Annotated, Any, Final, Literal, get_args
 
-DataType = Literal[
-    "BOOL",
-    "UINT8",
-    "UINT16",
-    "UINT32",
-    "UINT64",
-    "INT8",
-    "INT16",
-    "INT32",
-    "INT64",
-    "FP16",
-    "FP32",
-    "FP64",
-    "BYTES",
-]
+from pydantic import BaseModel, Field, ValidationError
+
+Integer = Literal["UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64"]
+DataType = Literal["BOOL", Integer, "FP16", "FP32", "FP64", "BYTES"]  # nested Literals flatten
 DATATYPES: Final = frozenset(get_args(DataType))
 
 
@@ -101,12 +90,18 @@ def decode_tensors(tensors: Any) -> dict[str, Any]:
     return values
 
 
-_TENSOR_FIELDS: Final[tuple[tuple[str, type], ...]] = (
-    ("name", str),
-    ("shape", list),
-    ("datatype", str),
-    ("data", list),
-)
+class _Tensor(BaseModel):  # kserve's InferInput: each field required
+    name: str
+    shape: list[Annotated[int, Field(strict=True, ge=0)]]
+    datatype: str
+    data: list[Any]
+
+
+class InferenceRequest(BaseModel):
+    """A v2 inference request as kserve's pydantic model reads it (extra fields ignored)."""
+
+    id: str | None = None
+    inputs: list[_Tensor]
 
 
 def request_problem(body: Any) -> tuple[int, Any] | None:
@@ -117,36 +112,18 @@ def request_problem(body: Any) -> tuple[int, Any] | None:
     ``{"detail": [{"type", "loc", "msg"}]}``; an unknown datatype is 400 ``{"error"}``; data
     that does not fill its ``shape`` is refused too (400 here; kserve fails it with a 500,
     Triton with a 400)."""
-
-    def invalid(loc: list[Any], kind: str, msg: str) -> tuple[int, Any]:
-        return 422, {"detail": [{"type": kind, "loc": ["body", *loc], "msg": msg}]}
-
-    if not isinstance(body, dict):
-        return invalid([], "model_attributes_type", "Input should be a valid dictionary")
-    if "id" in body and body["id"] is not None and not isinstance(body["id"], str):
-        return invalid(["id"], "string_type", "Input should be a valid string")
-    inputs = body.get("inputs")
-    if not isinstance(inputs, list):
-        kind = "missing" if inputs is None else "list_type"
-        return invalid(["inputs"], kind, "Field required" if inputs is None else "not a list")
-    for i, t in enumerate(inputs):
-        if not isinstance(t, dict):
-            return invalid(["inputs", i], "model_type", "Input should be a valid dictionary")
-        for field, expected in _TENSOR_FIELDS:
-            if field not in t:
-                return invalid(["inputs", i, field], "missing", "Field required")
-            if not isinstance(t[field], expected):
-                msg = f"Input should be a valid {expected.__name__}"
-                return invalid(["inputs", i, field], f"{expected.__name__}_type", msg)
-        shape = t["shape"]
-        if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
-            return invalid(["inputs", i, "shape"], "int_type", "dimensions must be integers >= 0")
-        if t["datatype"] not in DATATYPES:
+    try:
+        request = InferenceRequest.model_validate(body)
+    except ValidationError as exc:  # FastAPI's 422: pydantic's own errors, under "body"
+        errors = exc.errors(include_url=False, include_context=False, include_input=False)
+        return 422, {"detail": [{**e, "loc": ["body", *e["loc"]]} for e in errors]}
+    for t in request.inputs:
+        if t.datatype not in DATATYPES:
             return 400, {"error": "invalid datatype in the input"}
-        size = _flat_size(t["data"])
-        if size != math.prod(shape):
-            why = f"cannot reshape array of size {size} into shape {tuple(shape)}"
-            return 400, {"error": f"input {t['name']!r}: {why}"}
+        size = _flat_size(t.data)
+        if size != math.prod(t.shape):
+            why = f"cannot reshape array of size {size} into shape {tuple(t.shape)}"
+            return 400, {"error": f"input {t.name!r}: {why}"}
     return None
 
 

@@ -124,113 +124,80 @@ class InferlessProvider(sdk.Provider):
                 raise ValueError("not a JSON object")
             outputs = kserve.decode_tensors(data.get("outputs"))
         except ValueError as exc:
-            raise sdk.InvalidResponseError(
-                f"not a KServe v2 response: {exc}",
-                provider=self.name,
-                status_code=response.status_code,
-            ) from exc
+            problem = f"not a KServe v2 response: {exc}"
+            raise sdk.invalid_response(response, problem, provider=self.name) from exc
         if o.output_name is not None and o.output_name not in outputs:
-            raise sdk.InvalidResponseError(
-                f"no output {o.output_name!r} among {sorted(outputs)}", provider=self.name
-            )
+            problem = f"no output {o.output_name!r} among {sorted(outputs)}"
+            raise sdk.invalid_response(response, problem, provider=self.name)
         output = outputs if o.output_name is None else outputs[o.output_name]
         request_id = str(data.get("id") or request_id)
-        arrived = sdk.first_byte_ns(response)
-        return self._result(
-            output, response.status_code, request_id, arrived, send_ns, time.perf_counter_ns(), []
-        )
+        return self._result(output, response, request_id, sdk.first_byte_ns(response), send_ns, [])
 
     async def _stream(self, body: dict[str, Any], send_ns: int) -> sdk.Result:
         """SSE: each ``data:`` event is one piece of output (JSON where it parses)."""
         chunks: list[Any] = []
         times: list[int] = []
-        try:
-            async with self.client.stream(
-                "POST", self._url, json=body, headers=self._stream_headers
-            ) as response:
-                await sdk.raise_for_stream(response, self._http_error)
-                if not response.headers.get("content-type", "").startswith("text/event-stream"):
-                    # the model does not stream: its answer is one plain KServe response
-                    await response.aread()
-                    return self._answer(response, str(body["id"]), send_ns)
-                async for _, data, at_ns in sdk.sse_events(response):
-                    chunk = sdk.json_or_text(data)
-                    if isinstance(chunk, dict) and "error" in chunk:
-                        raise sdk.ServerHTTPError(
-                            sdk.redact(f"stream error: {str(chunk['error'])[:200]}"),
-                            provider=self.name,
-                            status_code=response.status_code,
-                        )
-                    if isinstance(chunk, dict) and "outputs" in chunk:
-                        with contextlib.suppress(ValueError):  # a KServe response per event
-                            chunk = kserve.decode_tensors(chunk["outputs"])
-                    chunks.append(chunk)
-                    times.append(at_ns)
-        except httpx.TimeoutException as exc:
-            raise sdk.RequestTimeoutError(sdk.describe_error(exc), provider=self.name) from exc
-        except httpx.HTTPError as exc:
-            raise sdk.TransportError(sdk.describe_error(exc), provider=self.name) from exc
+        # A timeout or broken connection leaves through invoke's boundary as the core's
+        # ProviderError (as_provider_error), naming the call.
+        async with self.client.stream(
+            "POST", self._url, json=body, headers=self._stream_headers
+        ) as response:
+            await sdk.raise_for_stream(response, self._http_error)
+            if not response.headers.get("content-type", "").startswith("text/event-stream"):
+                # the model does not stream: its answer is one plain KServe response
+                await response.aread()
+                return self._answer(response, str(body["id"]), send_ns)
+            async for _, data, at_ns in sdk.sse_events(response):
+                chunk = sdk.json_or_text(data)
+                if isinstance(chunk, dict) and "error" in chunk:
+                    raise sdk.ServerHTTPError(
+                        sdk.redact(f"stream error: {str(chunk['error'])[:200]}"),
+                        provider=self.name,
+                        status_code=response.status_code,
+                    )
+                if isinstance(chunk, dict) and "outputs" in chunk:
+                    with contextlib.suppress(ValueError):  # a KServe response per event
+                        chunk = kserve.decode_tensors(chunk["outputs"])
+                chunks.append(chunk)
+                times.append(at_ns)
         first = times[0] if times else sdk.first_byte_ns(response)
-        end_ns = time.perf_counter_ns()
-        return self._result(
-            chunks, response.status_code, str(body["id"]), first, send_ns, end_ns, times
-        )
+        return self._result(chunks, response, str(body["id"]), first, send_ns, times)
 
     def _result(
         self,
         output: Any,
-        status: int,
+        response: httpx.Response,
         request_id: str,
         first_ns: int | None,
         send_ns: int,
-        end_ns: int,
         times: list[int],
     ) -> sdk.Result:
+        """Cold when the wait is at least ``cold_threshold_ms`` and ``cold_factor`` x the warm
+        median; the estimate is the excess over that median (none before any warm request)."""
         # Streamed, the wait for the first event is what a cold start lengthens; else the whole.
-        waited_ms = ((first_ns if times and first_ns else end_ns) - send_ns) / 1e6
-        cold, estimate_ms = self._infer_cold(waited_ms)
-        detail = None if estimate_ms is None else {"cold_start_estimate_ms": estimate_ms}
+        waited_ms = ((first_ns if times and first_ns else time.perf_counter_ns()) - send_ns) / 1e6
+        median_ms = self._warm.median_ms  # before a warm wait joins it
+        cold = self._warm.cold(waited_ms)
+        estimate = {"cold_start_estimate_ms": max(0.0, waited_ms - (median_ms or 0.0))}
         return sdk.Result(
             output=output,
-            http_status=status,
+            http_status=response.status_code,
             request_id=request_id,
             first_byte_ns=first_ns,
             cold=cold,
             cold_confirmed=False,  # an inference from latency, never a fact
             token_times_ns=times or None,
-            detail=detail,
+            detail=estimate if cold and median_ms is not None else None,
         )
-
-    def _infer_cold(self, waited_ms: float) -> tuple[bool, float | None]:
-        """Cold when at least ``cold_threshold_ms`` and ``cold_factor`` x the warm median;
-        the estimate is the excess over that median (``None`` before any warm request)."""
-        median_ms = self._warm.median_ms
-        if not self._warm.cold(waited_ms):
-            return False, None
-        return True, None if median_ms is None else max(0.0, waited_ms - median_ms)
 
     def _http_error(self, response: httpx.Response) -> sdk.ProviderError:
         """The core's error for a status >= 400 (as_provider_error: the call named, a 429's
-        ``Retry-After`` in seconds or as an HTTP date), showing KServe's error text."""
-        try:
-            detail = _error_text(response.json())
-        except ValueError:
-            detail = None
+        ``Retry-After`` in seconds or as an HTTP date), showing KServe's ``{"error"}`` text, or
+        FastAPI's 422 ``{"detail": [{"loc", "msg"}]}`` (kserve's answer to a body that is not
+        v2) as ``inputs.0.shape: Field required``: the field named, from the first entry (kserve
+        adds a second, about the binary form nobody sent)."""
+        detail = sdk.error_text(response, first_only=True, hide_loc=_REQUEST_LOC)
         return sdk.status_error(response, provider=self.name, detail=detail)
 
 
-def _error_text(data: Any) -> str | None:
-    """KServe's ``{"error"}``, or FastAPI's 422 ``{"detail": [{"loc", "msg"}]}`` (kserve's
-    answer to a body that is not v2) as ``inputs.0.shape: Field required``: the field named."""
-    if not isinstance(data, dict):
-        return None
-    if isinstance(data.get("error"), str):
-        return str(data["error"])
-    detail = data.get("detail")
-    if isinstance(detail, list) and detail and all(isinstance(d, dict) for d in detail):
-        first = detail[0]  # kserve adds a second, about the binary form nobody sent
-        loc = [
-            str(part) for part in first.get("loc", []) if part not in ("body", "InferenceRequest")
-        ]
-        return f"{'.'.join(loc)}: {first.get('msg')}"
-    return None
+_REQUEST_LOC = ("body", "InferenceRequest")  # where in the request, not which field

@@ -92,17 +92,15 @@ def make_app(
         outputs = kserve.encode_outputs(job.output)
         return {"model_name": model, "model_version": version, "id": job.id, "outputs": outputs}
 
-    @emu.route("/v2", check=False)
-    async def server_metadata(request: Request) -> Any:
-        return {"name": "gpubench-inferless-emulator", "extensions": []}
+    def server_route(path: str, answer: dict[str, Any]) -> None:
+        async def server_state(request: Request) -> Any:
+            return answer
 
-    @emu.route("/v2/health/live", check=False)
-    async def live(request: Request) -> Any:
-        return {"live": True}
+        emu.route(path, check=False)(server_state)
 
-    @emu.route("/v2/health/ready", check=False)
-    async def ready(request: Request) -> Any:
-        return {"ready": True}  # the gateway is; replicas start on demand
+    server_route("/v2", {"name": "gpubench-inferless-emulator", "extensions": []})
+    server_route("/v2/health/live", {"live": True})
+    server_route("/v2/health/ready", {"ready": True})  # the gateway is; replicas start on demand
 
     @emu.route(models + "/ready", check=False)
     @emu.route(models + "/versions/{version}/ready", check=False)

@@ -24,6 +24,7 @@ CANCELLED: Final = "CANCELLED"
 TIMED_OUT: Final = "TIMED_OUT"
 PENDING_STATES: Final = frozenset({IN_QUEUE, IN_PROGRESS, RUNNING})
 TERMINAL_STATES: Final = frozenset({COMPLETED, FAILED, CANCELLED, TIMED_OUT})
+STATES: Final = PENDING_STATES | TERMINAL_STATES
 
 # /runsync holds the request at most this long by default, then answers with a job still
 # IN_QUEUE/IN_PROGRESS that must be polled; ``?wait=`` moves it within these bounds (ms).

@@ -175,10 +175,9 @@ class RunPodProvider(sdk.Provider):
         if status == rp.CANCELLED:
             raise JobCancelledError("job CANCELLED by the platform or another client", **kw)
         delay_ms = sdk.finite_number(job.get("delayTime"))
-        cold = delay_ms is not None and delay_ms >= self.options.cold_threshold_ms
-        confirmed = False
-        if self._cold.take():  # the fleet was verified empty just before: no guess needed
-            cold, confirmed = True, True
+        # The fleet verified empty just before (ensure_cold) makes it a fact, not a guess.
+        confirmed = bool(self._cold.take())
+        cold = confirmed or (delay_ms is not None and delay_ms >= self.options.cold_threshold_ms)
         return sdk.Result(
             output=job.get("output"),
             http_status=200,
@@ -341,8 +340,4 @@ class _StreamJob(_RunJob):
 
 def _job_of(response: httpx.Response) -> dict[str, Any]:
     """The job in an answer of /run, /runsync or /status, with a status RunPod defines."""
-    job = sdk.json_object(response, provider="runpod")
-    if "id" not in job or job.get("status") not in rp.TERMINAL_STATES | rp.PENDING_STATES:
-        problem = f"not a job: status {job.get('status')!r}"
-        raise sdk.invalid_response(response, problem, provider="runpod")
-    return job
+    return sdk.job_state(response, rp.STATES, provider="runpod", id_key="id")

@@ -37,17 +37,12 @@ _SCALING = {"workersMin": "min_workers", "workersMax": "max_workers",
 def job_body(job: kit.Job) -> dict[str, Any]:
     """A job as RunPod's /status shows it: times in whole milliseconds, as the service sends."""
     body: dict[str, Any] = {"id": job.id, "status": _STATUS[job.status]}
-    if job.queue_ms is not None:
-        body["delayTime"] = round(job.queue_ms)
-    if job.execution_ms is not None:
-        body["executionTime"] = round(job.execution_ms)
-    if job.worker_id is not None:
-        body["workerId"] = job.worker_id
+    times = {"delayTime": job.queue_ms, "executionTime": job.execution_ms}
+    body |= {name: round(ms) for name, ms in times.items() if ms is not None}
+    body |= {k: v for k, v in (("workerId", job.worker_id), ("error", job.error)) if v is not None}
     if job.status is kit.JobStatus.COMPLETED:
         # a generator handler's output is the list of what it yielded (return_aggregate_stream)
         body["output"] = job.result
-    if job.error is not None:
-        body["error"] = job.error
     return body
 
 
@@ -161,7 +156,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = kit.EmulatorParser(__doc__, port=8686)
     parser.add_argument("--endpoint-id", default=DEFAULT_ENDPOINT_ID)
     args = parser.parse(argv)
-    args.serve(make_app(args.fleet(), api_key=args.api_key, endpoint_id=args.endpoint_id))
+    args.serve(make_app(args.fleet(), api_key=args.api_key, **args.own()))
 
 
 if __name__ == "__main__":
