@@ -27,12 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 from gpubench_sdk import testing as kit
 
+from ._provider import CALL_ID_HEADER, CALL_ID_PARAM, LONG_REQUEST_S
+
 if TYPE_CHECKING:
     from starlette.requests import Request
-
-LONG_REQUEST_S = 150.0  # https://modal.com/docs/guide/webhook-timeouts
-CALL_ID_PARAM = "__modal_function_call_id"
-CALL_ID_HEADER = "Modal-Function-Call-Id"
 
 
 def modal_http(status: int, message: str) -> tuple[bytes, str]:
