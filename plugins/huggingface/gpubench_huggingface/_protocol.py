@@ -47,7 +47,7 @@ SCALED_TO_ZERO: Final = "scaledToZero"
 STATES: Final = frozenset(
     {PENDING, INITIALIZING, UPDATING, UPDATE_FAILED, RUNNING, PAUSED, FAILED, SCALED_TO_ZERO}
 )
-BROKEN_STATES: Final = frozenset({FAILED, UPDATE_FAILED})
+STUCK_STATES: Final = frozenset({PAUSED, FAILED, UPDATE_FAILED})  # requests do not start these
 
 SCALE_UP_TIMEOUT_HEADER: Final = "X-Scale-Up-Timeout"
 SECONDS_PER_MINUTE: Final = 60.0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import math
 import time
 from typing import Any, ClassVar, Literal, Self
@@ -81,18 +80,6 @@ class HuggingFaceOptions(sdk.ProviderOptions):
         return self
 
 
-@dataclasses.dataclass(slots=True)
-class _Reply:
-    output: Any
-    status: int
-    headers_ns: int | None
-    timings: dict[str, float]
-    request_id: str | None = None
-    input_units: int | None = None
-    output_units: int | None = None
-    token_times_ns: list[int] = dataclasses.field(default_factory=list)
-
-
 class HuggingFaceProvider(sdk.Provider):
     """Hugging Face Inference Endpoints (dedicated): the toolkit body or TGI's ``/generate`` and
     ``/generate_stream``, the cold proxy's 503s (retried, timed) or ``X-Scale-Up-Timeout``
@@ -167,23 +154,19 @@ class HuggingFaceProvider(sdk.Provider):
 
     async def invoke(self, request: sdk.Request) -> sdk.Result:
         o = self.options
-        streamed = request.stream or o.route == "generate_stream"
-        if streamed:
-            url, body = self._routes["generate_stream"], hf.tgi_body(request.payload)
-        elif o.route == "generate":
-            url, body = self._routes["generate"], hf.tgi_body(request.payload)
-        else:
-            url, body = self._routes["toolkit"], hf.toolkit_body(request.payload)
+        route = "generate_stream" if request.stream else o.route
+        build = hf.toolkit_body if route == "toolkit" else hf.tgi_body
+        url, body = self._routes[route], build(request.payload)
         first_send_ns = time.perf_counter_ns()
         initializing = False
         retries = 0
         while True:
             send_ns = time.perf_counter_ns()
             try:
-                if streamed:
-                    reply = await self._stream(url, body)
+                if route == "generate_stream":
+                    result, headers_ns = await self._stream(url, body)
                 else:
-                    reply = await self._post(url, body, send_ns)
+                    result, headers_ns = await self._post(url, body, send_ns)
                 break
             except sdk.ServerHTTPError as exc:
                 if exc.status_code not in o.initializing_statuses or not o.retry_while_initializing:
@@ -200,38 +183,15 @@ class HuggingFaceProvider(sdk.Provider):
                         status_code=exc.status_code,
                     ) from exc
                 await asyncio.sleep(o.retry_interval_s)
-        return self._result(reply, first_send_ns, send_ns, initializing)
-
-    def _result(
-        self, reply: _Reply, first_send_ns: int, send_ns: int, initializing: bool
-    ) -> sdk.Result:
-        t = reply.timings
-        end_ns = time.perf_counter_ns()
-        headers_ns = reply.headers_ns if reply.headers_ns is not None else end_ns
-        cold, confirmed, setup_ms = self._judge.verdict(
+        if headers_ns is None:
+            headers_ns = time.perf_counter_ns()
+        result.cold, result.cold_confirmed, result.setup_ms = self._judge.verdict(
             initializing,
             to_ready_ms=(headers_ns - first_send_ns) / 1e6,
             to_answer_ms=(headers_ns - send_ns) / 1e6,
-            server_ms=t.get("total_ms"),
+            server_ms=(result.detail or {}).get("total_ms"),  # TGI's x-total-time
         )
-        first = reply.token_times_ns[0] if reply.token_times_ns else reply.headers_ns
-        # TGI's other phases, kept with the request (queue and inference have their own fields)
-        detail = {k: v for k, v in t.items() if k not in ("queue_ms", "inference_ms")}
-        return sdk.Result(
-            output=reply.output,
-            http_status=reply.status,
-            request_id=reply.request_id,
-            first_byte_ns=first,
-            queue_ms=t.get("queue_ms"),
-            execution_ms=t.get("inference_ms", t.get("compute_ms")),
-            setup_ms=setup_ms,
-            cold=cold,
-            cold_confirmed=confirmed,
-            input_units=reply.input_units,
-            output_units=reply.output_units,
-            token_times_ns=reply.token_times_ns or None,
-            detail=detail or None,
-        )
+        return result
 
     async def _refuse_if_stuck(self, exc: sdk.ServerHTTPError) -> None:
         """A paused or failed endpoint also answers 503, but no wait will make it ready: with
@@ -242,14 +202,17 @@ class HuggingFaceProvider(sdk.Provider):
             state = (await self.endpoint_status()).state
         except sdk.ProviderError:
             return  # the API's own trouble must not fail a request that may still succeed
-        if state == hf.PAUSED or state in hf.BROKEN_STATES:
+        if state in hf.STUCK_STATES:
             raise sdk.ServerHTTPError(
                 f"endpoint is {state}: requests do not start it ({exc})",
                 provider=self.name,
                 status_code=exc.status_code,
             ) from exc
 
-    async def _post(self, url: httpx.URL, body: dict[str, Any], send_ns: int) -> _Reply:
+    async def _post(
+        self, url: httpx.URL, body: dict[str, Any], send_ns: int
+    ) -> tuple[sdk.Result, int | None]:
+        """The answer, and when its headers came."""
         response = await self._send("POST", url, body, self._invoke_headers)
         headers = response.headers
         arrived = sdk.first_byte_ns(response)
@@ -265,60 +228,60 @@ class HuggingFaceProvider(sdk.Provider):
         else:
             output = hf.toolkit_output(data)
         to_first_byte_ms = None if arrived is None else (arrived - send_ns) / 1e6
-        return _Reply(
+        t = hf.timings_ms(headers, to_first_byte_ms)
+        # TGI's other phases, kept with the request (queue and inference have their own fields)
+        detail = {k: v for k, v in t.items() if k not in ("queue_ms", "inference_ms")}
+        result = sdk.Result(
             output=output,
-            status=response.status_code,
-            headers_ns=arrived,
-            timings=hf.timings_ms(headers, to_first_byte_ms),
+            http_status=response.status_code,
             request_id=headers.get("x-request-id"),
+            first_byte_ns=arrived,
+            queue_ms=t.get("queue_ms"),
+            execution_ms=t.get("inference_ms", t.get("compute_ms")),
             input_units=prompt,
             output_units=generated if isinstance(generated, int) else None,
+            detail=detail or None,
         )
+        return result, arrived
 
-    async def _stream(self, url: httpx.URL, body: dict[str, Any]) -> _Reply:
-        """TGI's SSE token events: each token's arrival time; the last event's text/details."""
-        texts: list[str] = []
+    async def _stream(self, url: httpx.URL, body: dict[str, Any]) -> tuple[sdk.Result, int | None]:
+        """TGI's SSE token events: each token's arrival time; the last event's text/details.
+        A timeout or a broken stream leaves ``invoke`` as the core maps it."""
         times: list[int] = []
         final: dict[str, Any] | None = None
-        try:
-            async with self.client.stream(
-                "POST", url, json=body, headers=self._invoke_headers
-            ) as response:
-                await sdk.raise_for_stream(response, self._http_error)
-                arrived = sdk.first_byte_ns(response)
-                async for _, data, at_ns in sdk.sse_events(response):
-                    event = sdk.json_event(data, provider=self.name)
-                    if "error" in event:
-                        raise HandlerError(
-                            sdk.redact(f"stream error: {str(event['error'])[:200]}"),
-                            provider=self.name,
-                            status_code=response.status_code,
-                        )
-                    token = event.get("token")
-                    if isinstance(token, dict) and not token.get("special"):
-                        texts.append(str(token.get("text", "")))
-                        times.append(at_ns)
-                    if event.get("generated_text") is not None:
-                        final = event
-        except httpx.TimeoutException as exc:
-            raise sdk.RequestTimeoutError(sdk.describe_error(exc), provider=self.name) from exc
-        except httpx.HTTPError as exc:
-            raise sdk.TransportError(sdk.describe_error(exc), provider=self.name) from exc
+        async with self.client.stream(
+            "POST", url, json=body, headers=self._invoke_headers
+        ) as response:
+            await sdk.raise_for_stream(response, self._http_error)
+            arrived = sdk.first_byte_ns(response)
+            async for _, data, at_ns in sdk.sse_events(response):
+                event = sdk.json_event(data, provider=self.name)
+                if "error" in event:
+                    raise HandlerError(
+                        sdk.redact(f"stream error: {str(event['error'])[:200]}"),
+                        provider=self.name,
+                        status_code=response.status_code,
+                    )
+                token = event.get("token")
+                if isinstance(token, dict) and not token.get("special"):
+                    times.append(at_ns)
+                if event.get("generated_text") is not None:
+                    final = event
         if final is None:
             raise sdk.InvalidResponseError(
                 "the stream ended before its final event", provider=self.name
             )
         details = final.get("details") or {}
         generated = details.get("generated_tokens", len(times))
-        return _Reply(
+        result = sdk.Result(
             output=final["generated_text"],
-            status=response.status_code,
-            headers_ns=arrived,
-            timings={},
+            http_status=response.status_code,
             request_id=response.headers.get("x-request-id"),
+            first_byte_ns=times[0] if times else arrived,
             output_units=generated if isinstance(generated, int) else None,
-            token_times_ns=times,
+            token_times_ns=times or None,
         )
+        return result, arrived
 
     # ----- HTTP and error mapping -------------------------------------------------------------
 
@@ -381,7 +344,7 @@ class HuggingFaceProvider(sdk.Provider):
         API reports ``scaledToZero`` with no ready replica."""
         started = time.monotonic()
         status = await self.endpoint_status()
-        if status.state == hf.PAUSED or status.state in hf.BROKEN_STATES:
+        if status.state in hf.STUCK_STATES:
             how = f"endpoint is {status.state}: requests would not start it; resume or fix it"
             return sdk.ColdCheck(confirmed=False, waited_s=time.monotonic() - started, how=how)
         if status.scaling.min_workers:
