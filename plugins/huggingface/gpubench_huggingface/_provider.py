@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import math
+import statistics
 import time
+from collections import deque
 from typing import Any, ClassVar, Literal, Self
 
 import httpx
@@ -13,16 +15,14 @@ from pydantic import Field, model_validator
 import gpubench_sdk as sdk
 from gpubench_sdk.cost import load_catalog
 
-from . import _management as mgmt
 from . import _protocol as hf
-from ._cold import ColdJudge
-from ._errors import HandlerError, http_error
 
 # Per minute while initializing or running, never while paused or scaled to zero; the rules
 # and their sources live in the cost catalog (gpubench_sdk/cost/data/prices.json).
 BILLING = load_catalog().billing_model("huggingface")
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 STATE_CHECK_EVERY = 20  # while retrying 503s, ask the management API about every N retries
+WARM_WINDOW = 50  # warm send-to-headers times the running median is taken over
 
 
 class HuggingFaceOptions(sdk.ProviderOptions):
@@ -257,7 +257,7 @@ class HuggingFaceProvider(sdk.Provider):
             async for _, data, at_ns in sdk.sse_events(response):
                 event = sdk.json_event(data, provider=self.name)
                 if "error" in event:
-                    raise HandlerError(
+                    raise hf.HandlerError(
                         sdk.redact(f"stream error: {str(event['error'])[:200]}"),
                         provider=self.name,
                         status_code=response.status_code,
@@ -300,7 +300,7 @@ class HuggingFaceProvider(sdk.Provider):
 
     def _http_error(self, response: httpx.Response) -> sdk.ProviderError:
         toolkit = response.request.url == self._routes.get("toolkit")
-        return http_error(response, self.name, toolkit)
+        return hf.http_error(response, self.name, toolkit)
 
     # ----- the management API -----------------------------------------------------------------
 
@@ -309,24 +309,24 @@ class HuggingFaceProvider(sdk.Provider):
             raise sdk.ConfigError("namespace", None, "namespace and endpoint_name (management API)")
         return self._api
 
-    async def endpoint_status(self) -> mgmt.EndpointStatus:
+    async def endpoint_status(self) -> hf.EndpointStatus:
         """``GET /endpoint/{namespace}/{name}``: state, replicas, URL and scaling."""
         response = await self._send("GET", self._require_api())
-        return mgmt.parse_endpoint(_json(response, self.name), self.options.minute_s, self.name)
+        return hf.parse_endpoint(_json(response, self.name), self.options.minute_s, self.name)
 
-    async def _action(self, action: str) -> mgmt.EndpointStatus:
+    async def _action(self, action: str) -> hf.EndpointStatus:
         response = await self._send("POST", httpx.URL(f"{self._require_api()}/{action}"))
-        return mgmt.parse_endpoint(_json(response, self.name), self.options.minute_s, self.name)
+        return hf.parse_endpoint(_json(response, self.name), self.options.minute_s, self.name)
 
-    async def scale_to_zero(self) -> mgmt.EndpointStatus:
+    async def scale_to_zero(self) -> hf.EndpointStatus:
         """Ask HF to scale the endpoint to zero now (the next request cold-starts it)."""
         return await self._action("scale-to-zero")
 
-    async def pause(self) -> mgmt.EndpointStatus:
+    async def pause(self) -> hf.EndpointStatus:
         """Pause the endpoint: not billed, and requests do not wake it (``resume`` does)."""
         return await self._action("pause")
 
-    async def resume(self) -> mgmt.EndpointStatus:
+    async def resume(self) -> hf.EndpointStatus:
         """Resume a paused endpoint; one already running (HF: 400 "already running") is left
         as it is, as ``huggingface_hub``'s ``resume_inference_endpoint(running_ok=True)``."""
         try:
@@ -351,19 +351,19 @@ class HuggingFaceProvider(sdk.Provider):
             await self.set_scaling(sdk.ScalingSettings(min_workers=0))
         if not status.is_scaled_to_zero:
             status = await self.scale_to_zero()
-        in_hand: mgmt.EndpointStatus | None = status  # the first look needs no call
+        in_hand: hf.EndpointStatus | None = status  # the first look needs no call
 
         async def look() -> tuple[bool, str]:
             nonlocal in_hand
             status, in_hand = in_hand or await self.endpoint_status(), None
             if status.is_scaled_to_zero:
-                self._judge.expect_cold()
                 how = f"minReplica=0, scale-to-zero; API: {hf.SCALED_TO_ZERO}"
                 return True, f"{how}, 0 ready replicas"
             return False, f"state {status.state}, {status.ready_replicas} ready replicas"
 
+        poll_s = self.options.poll_interval_s
         return await sdk.wait_cold(
-            look, timeout_s=timeout_s, poll=self.options.poll_interval_s, started=started
+            look, timeout_s=timeout_s, poll=poll_s, started=started, mark=self._judge.mark
         )
 
     async def get_scaling(self) -> sdk.ScalingSettings:
@@ -371,15 +371,63 @@ class HuggingFaceProvider(sdk.Provider):
 
     async def set_scaling(self, settings: sdk.ScalingSettings) -> None:
         """``PUT`` the knobs given (``scaleToZeroTimeout`` in whole minutes); restored on close."""
-        mgmt.scaling_payload(settings, self.options.minute_s)  # refuse bad values before saving
+        hf.scaling_payload(settings, self.options.minute_s)  # refuse bad values before saving
         await self._scaling.change(settings)
 
     async def _put_scaling(self, settings: sdk.ScalingSettings) -> None:
-        payload = mgmt.scaling_payload(settings, self.options.minute_s)
+        payload = hf.scaling_payload(settings, self.options.minute_s)
         try:
             await self._send("PUT", self._require_api(), payload)
         except sdk.ClientHTTPError as exc:
-            raise mgmt.refused_scaling(exc, payload) from exc
+            wanted = payload["compute"]["scaling"]
+            raise sdk.ConfigError("scaling", wanted, f"values HF accepts ({exc})") from exc
+
+
+class ColdJudge:
+    """Whether a request met a cold endpoint, and how long it waited for a replica: facts
+    first (the proxy's 503s, a verified ``scaledToZero``: ``ensure_cold`` tells ``mark``), then
+    TGI's own total, then a warm baseline."""
+
+    def __init__(self, threshold_ms: float, factor: float, holds: bool) -> None:
+        self.threshold_ms = threshold_ms
+        self.factor = factor
+        self.holds = holds  # the proxy holds cold requests (X-Scale-Up-Timeout)
+        self._warm_ms: deque[float] = deque(maxlen=WARM_WINDOW)
+        self.mark = sdk.ColdMark()
+
+    def verdict(
+        self,
+        initializing: bool,
+        *,
+        to_ready_ms: float,
+        to_answer_ms: float,
+        server_ms: float | None,
+    ) -> tuple[bool | None, bool, float | None]:
+        """``(cold, confirmed, setup_ms)`` for a request that got an answer.
+
+        ``initializing``: the proxy answered 503 first. ``to_ready_ms`` runs from the first
+        send, ``to_answer_ms`` from the last, to the answer's headers; ``server_ms`` is TGI's
+        ``x-total-time``. The time to ready is ``to_ready_ms`` less the server's own time
+        (``server_ms``, else the warm median of send-to-headers, else nothing). A stream's
+        headers come before its tokens, so its figures exclude them.
+        """
+        cold_next = self.mark.take() is not None
+        median_ms = statistics.median(self._warm_ms) if self._warm_ms else None
+        own_ms = server_ms if server_ms is not None else median_ms
+        if initializing or cold_next:
+            ready_ms = max(0.0, to_ready_ms - (own_ms or 0.0))
+            return True, True, ready_ms if initializing or own_ms is not None else None
+        if server_ms is not None:  # TGI's total: the rest of the wait is the proxy's hold
+            cold = to_answer_ms - server_ms >= self.threshold_ms
+        elif not self.holds:
+            cold = False  # a replica answered at once: without one the proxy would have 503'd
+        else:
+            slow = to_answer_ms >= self.factor * (median_ms or 0.0)
+            cold = to_answer_ms >= self.threshold_ms and slow
+        if cold:
+            return True, False, max(0.0, to_answer_ms - (own_ms or 0.0))
+        self._warm_ms.append(to_answer_ms)
+        return False, False, None
 
 
 def _json(response: httpx.Response, provider: str) -> Any:
