@@ -43,12 +43,7 @@ class EndpointAPI:
     no minimum and no idle time, and the user's settings wait in ``saved``."""
 
     def __init__(
-        self,
-        fleet: SimulatedFleet,
-        *,
-        namespace: str,
-        name: str,
-        minute_s: float,
+        self, fleet: SimulatedFleet, *, namespace: str, name: str, minute_s: float
     ) -> None:
         self.fleet = fleet
         self.namespace, self.name = namespace, name
@@ -65,7 +60,7 @@ class EndpointAPI:
         counts = self.fleet.counts()
         if self.paused:
             return hf.PAUSED
-        if counts.idle + counts.running:
+        if counts.ready:
             return hf.RUNNING
         if counts.workers:
             return hf.INITIALIZING
@@ -88,7 +83,7 @@ class EndpointAPI:
             "private": None,
             "state": state,
             "message": _MESSAGES.get(state, state),
-            "readyReplica": counts.idle + counts.running,
+            "readyReplica": counts.ready,
             "targetReplica": counts.workers,
         }
         if state != hf.PAUSED:  # a paused endpoint has no URL to call

@@ -15,12 +15,22 @@ true`` and otherwise answers ``[GenerateResponse]``.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Literal
 
 from gpubench_sdk.testing import Job, JobStatus, SimulatedFleet, follow
 
 REVISION = "0123456789abcdef0123456789abcdef01234567"  # the emulated model's commit
+
+_POSITIVE = (lambda value: value > 0, "must be strictly positive")
+# What TGI accepts of each number it validates, and its words when refused, in its order
+_RULES: dict[str, tuple[Callable[[float], bool], str]] = {
+    "temperature": _POSITIVE,
+    "repetition_penalty": _POSITIVE,
+    "top_p": (lambda value: 0 < value < 1, "must be > 0.0 and < 1.0"),
+    "top_k": _POSITIVE,
+    "max_new_tokens": _POSITIVE,
+}
 
 
 def validation_error(parameters: Any) -> str | None:
@@ -28,25 +38,16 @@ def validation_error(parameters: Any) -> str | None:
     and wording of text-generation-inference ``router/src/validation.rs``)."""
     if not isinstance(parameters, dict):
         return None if parameters is None else "`parameters` must be an object"
-
-    def number(name: str) -> float | None:
+    for name, (accepted, refused) in _RULES.items():
         value = parameters.get(name)
-        return float(value) if isinstance(value, int | float) else None
-
-    temperature, top_p = number("temperature"), number("top_p")
-    top_k, max_new = number("top_k"), number("max_new_tokens")
-    repetition = number("repetition_penalty")
-    if temperature is not None and temperature <= 0:
-        return "`temperature` must be strictly positive"
-    if repetition is not None and repetition <= 0:
-        return "`repetition_penalty` must be strictly positive"
-    if top_p is not None and not 0 < top_p < 1:
-        return "`top_p` must be > 0.0 and < 1.0"
-    if top_k is not None and top_k <= 0:
-        return "`top_k` must be strictly positive"
-    if max_new is not None and max_new <= 0:
-        return "`max_new_tokens` must be strictly positive"
+        if isinstance(value, int | float) and not accepted(float(value)):
+            return f"`{name}` {refused}"
     return None
+
+
+def failure(job: Job) -> str:
+    """What a generation that did not complete says: its error, else how it ended."""
+    return job.error or f"request {job.status.value}"
 
 
 class TgiShapes:
@@ -92,30 +93,21 @@ class TgiShapes:
         output = job.output
         return output if isinstance(output, str) else json.dumps(output)
 
-    def root_output(self, job: Job, tgi: bool, details: bool) -> Any:
-        """``POST /``: a text ``inputs`` gets ``[GenerateResponse]`` (TGI's ``compat_generate``;
-        the toolkit's text-generation pipeline answers the same list); an object ``inputs`` the
-        custom handler's own answer."""
-        return [self.generate_output(job, details)] if tgi else job.output
+    @staticmethod
+    def _details(generated: int) -> dict[str, Any]:
+        """What a ``GenerateResponse``'s and a last ``StreamResponse``'s ``details`` share."""
+        return {"finish_reason": "length", "generated_tokens": max(1, generated), "seed": None}
 
     def generate_output(self, job: Job, details: bool) -> dict[str, Any]:
         answer: dict[str, Any] = {"generated_text": self.generated_text(job)}
         if details:
             tokens = [self._token(i) for i in range(len(job.stream))]
-            answer["details"] = {
-                "finish_reason": "length",
-                "generated_tokens": max(1, len(tokens)),
-                "seed": None,
-                "prefill": [],
-                "tokens": tokens,
-            }
+            answer["details"] = {**self._details(len(tokens)), "prefill": [], "tokens": tokens}
         return answer
 
     def _boot_end_s(self, job: Job) -> float | None:
-        for bill in self.fleet.billing.workers:
-            if bill.worker_id == job.worker_id:
-                return bill.boot_end_s
-        return None
+        bills = self.fleet.billing.workers
+        return next((bill.boot_end_s for bill in bills if bill.worker_id == job.worker_id), None)
 
     def headers(self, job: Job) -> dict[str, str]:
         """TGI's timing headers (whole ms, as ``as_millis`` writes them). TGI sees a request
@@ -159,17 +151,12 @@ class TgiShapes:
             pending = {"index": sent, "token": token, "generated_text": None, "details": None}
             sent += 1
         if job.status is not JobStatus.COMPLETED:
-            yield {"error": job.error or f"request {job.status.value}", "error_type": "generation"}
+            yield {"error": failure(job), "error_type": "generation"}
             return
         if pending is None:  # nothing generated: only the end-of-sequence token
             token = {"id": 2, "text": "</s>", "logprob": -0.1, "special": True}
             pending = {"index": 0, "token": token, "generated_text": None, "details": None}
         final = {**pending, "generated_text": self.generated_text(job)}
         if details:
-            final["details"] = {
-                "finish_reason": "length",
-                "generated_tokens": max(1, sent),
-                "seed": None,
-                "input_length": self.prompt_tokens(job),
-            }
+            final["details"] = {**self._details(sent), "input_length": self.prompt_tokens(job)}
         yield final

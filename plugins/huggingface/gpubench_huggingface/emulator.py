@@ -35,7 +35,7 @@ from gpubench_sdk import testing as kit
 
 from . import _protocol as hf
 from ._emulated_endpoints import EndpointAPI
-from ._emulated_tgi import REVISION, TgiShapes, validation_error
+from ._emulated_tgi import REVISION, TgiShapes, failure, validation_error
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -94,16 +94,16 @@ def make_app(
             raise kit.Reject(503, "endpoint is paused")
         if in_flight.full:
             raise tgi_error(429, "Model is overloaded", "overloaded")
-        counts = fleet.counts()
+        ready = fleet.counts().ready
         wait = request.headers.get(hf.SCALE_UP_TIMEOUT_HEADER.lower(), "")
-        if counts.idle + counts.running == 0 and not wait.isdigit():
+        if not ready and not wait.isdigit():
             fleet.request_worker()  # the 503 still wakes a replica up
             raise kit.Reject(initializing_status, "Service Unavailable: no replica is ready yet")
         try:
             job = emu.submit(payload, full="Model is overloaded: {exc}")
         except kit.Reject as full:
             raise tgi_error(429, full.message, "overloaded") from None
-        if counts.idle + counts.running == 0:
+        if not ready:
             # the proxy holds the request until a replica is ready, at most ``wait`` seconds
             await kit.watch(request, job, timeout_s=int(wait), started=True)
             if job.started_s is None:
@@ -113,7 +113,7 @@ def make_app(
 
     async def run(request: Request, body: dict[str, Any], tgi: bool) -> kit.Job:
         def failed(job: kit.Job) -> kit.Reject:
-            message = job.error or f"request {job.status.value}"
+            message = failure(job)
             return tgi_error(424, message, "generation") if tgi else kit.Reject(400, message)
 
         job = await admit(request, shapes.payload(body))
@@ -142,8 +142,12 @@ def make_app(
         if tgi and body.get("stream") is True:
             return await stream(request, body)
         job = await run(request, body, tgi=tgi)
-        answer = shapes.root_output(job, tgi, wants_details(body))
-        return emu.json(answer, headers=shapes.headers(job) if tgi else {"x-request-id": job.id})
+        if not tgi:  # the custom handler's own answer
+            return emu.json(job.output, headers={"x-request-id": job.id})
+        # [GenerateResponse], as TGI's compat_generate (and the toolkit's text-generation
+        # pipeline) answer
+        answer = [shapes.generate_output(job, wants_details(body))]
+        return emu.json(answer, headers=shapes.headers(job))
 
     @emu.route("/generate", "POST", fault="submit", check=False)
     async def generate(request: Request) -> Any:
@@ -159,8 +163,7 @@ def make_app(
 
     @emu.route("/health", check=False)
     async def health(request: Request) -> Any:
-        counts = fleet.counts()
-        return emu.reply(status=200 if counts.idle + counts.running else initializing_status)
+        return emu.reply(status=200 if fleet.counts().ready else initializing_status)
 
     @emu.route("/info", check=False)
     async def info(request: Request) -> Any:
