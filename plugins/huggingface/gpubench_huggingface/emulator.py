@@ -83,10 +83,6 @@ def make_app(
             raise tgi_error(422, refused, "validation")
         return body
 
-    def wants_details(body: dict[str, Any]) -> bool:
-        parameters = body.get("parameters")
-        return isinstance(parameters, dict) and parameters.get("details") is True
-
     async def admit(request: Request, payload: dict[str, Any]) -> kit.Job:
         """HF's proxy, then TGI's admission: paused, cold (503 or hold), overloaded."""
         key(request)  # after the body is read, as the proxy does
@@ -111,55 +107,43 @@ def make_app(
                 raise kit.Reject(503, "Service Unavailable: scale-up timeout reached")
         return job
 
-    async def run(request: Request, body: dict[str, Any], tgi: bool) -> kit.Job:
+    async def generate(request: Request) -> Any:
+        """TGI's ``/generate``, ``/generate_stream`` (SSE) and ``POST /``: TGI's
+        ``compat_generate`` for a text ``inputs`` (``"stream": true`` streams), else the
+        toolkit's custom handler (``{"inputs": {...}}``), which answers 400 on a failure."""
+        path = request.url.path
+        body = await body_of(request, tgi=path != "/")
+        tgi = isinstance(body["inputs"], str)
+        parameters = body.get("parameters")
+        details = isinstance(parameters, dict) and parameters.get("details") is True
+        job = await admit(request, shapes.payload(body))
+        if path == "/generate_stream" or (path == "/" and tgi and body.get("stream") is True):
+            in_flight.enter()
+
+            def close() -> None:
+                in_flight.leave()
+                fleet.cancel(job.id)  # if the client hung up: TGI stops generating
+
+            events = shapes.stream_events(job, details)
+            headers = {"x-request-id": job.id, "x-compute-type": "gpu+optimized",
+                       "x-accel-buffering": "no"}  # fmt: skip
+            return emu.sse(events, compact=True, headers=headers, on_close=close)
+
         def failed(job: kit.Job) -> kit.Reject:
             message = failure(job)
             return tgi_error(424, message, "generation") if tgi else kit.Reject(400, message)
 
-        job = await admit(request, shapes.payload(body))
         with in_flight:
-            return await emu.finished(request, job, failed)
-
-    async def stream(request: Request, body: dict[str, Any]) -> Any:
-        job = await admit(request, shapes.payload(body))
-        in_flight.enter()
-        events = shapes.stream_events(job, wants_details(body))
-
-        def close() -> None:
-            in_flight.leave()
-            fleet.cancel(job.id)  # if the client hung up: TGI stops generating
-
-        headers = {"x-request-id": job.id, "x-compute-type": "gpu+optimized",
-                   "x-accel-buffering": "no"}  # fmt: skip
-        return emu.sse(events, compact=True, headers=headers, on_close=close)
-
-    @emu.route("/", "POST", fault="submit", check=False)
-    async def root(request: Request) -> Any:
-        """TGI's ``compat_generate`` for a text ``inputs`` (``stream`` honoured), else the
-        toolkit's custom handler (``{"inputs": {...}}``), which answers 400 on a failure."""
-        body = await body_of(request, tgi=False)
-        tgi = isinstance(body["inputs"], str)
-        if tgi and body.get("stream") is True:
-            return await stream(request, body)
-        job = await run(request, body, tgi=tgi)
+            job = await emu.finished(request, job, failed)
         if not tgi:  # the custom handler's own answer
             return emu.json(job.output, headers={"x-request-id": job.id})
-        # [GenerateResponse], as TGI's compat_generate (and the toolkit's text-generation
-        # pipeline) answer
-        answer = [shapes.generate_output(job, wants_details(body))]
-        return emu.json(answer, headers=shapes.headers(job))
+        answer = shapes.generate_output(job, details)
+        # POST / answers [GenerateResponse], as compat_generate and the toolkit's
+        # text-generation pipeline do
+        return emu.json([answer] if path == "/" else answer, headers=shapes.headers(job))
 
-    @emu.route("/generate", "POST", fault="submit", check=False)
-    async def generate(request: Request) -> Any:
-        body = await body_of(request, tgi=True)
-        job = await run(request, body, tgi=True)
-        return emu.json(
-            shapes.generate_output(job, wants_details(body)), headers=shapes.headers(job)
-        )
-
-    @emu.route("/generate_stream", "POST", fault="submit", check=False)
-    async def generate_stream(request: Request) -> Any:
-        return await stream(request, await body_of(request, tgi=True))
+    for path in ("/", "/generate", "/generate_stream"):
+        emu.route(path, "POST", fault="submit", check=False)(generate)
 
     @emu.route("/health", check=False)
     async def health(request: Request) -> Any:
