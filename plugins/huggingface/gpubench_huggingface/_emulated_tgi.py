@@ -18,6 +18,7 @@ import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Literal
 
+from gpubench_sdk import json_or_text
 from gpubench_sdk.testing import Job, JobStatus, SimulatedFleet, follow
 
 REVISION = "0123456789abcdef0123456789abcdef01234567"  # the emulated model's commit
@@ -68,15 +69,8 @@ class TgiShapes:
     def payload(self, body: dict[str, Any]) -> dict[str, Any]:
         inputs = body["inputs"]
         parameters = body.get("parameters") or {}
-        payload: dict[str, Any]
-        if isinstance(inputs, dict):
-            payload = dict(inputs)
-        else:
-            try:
-                decoded = json.loads(inputs) if isinstance(inputs, str) else None
-            except ValueError:
-                decoded = None
-            payload = dict(decoded) if isinstance(decoded, dict) else {"prompt": inputs}
+        decoded = json_or_text(inputs) if isinstance(inputs, str) else inputs
+        payload = dict(decoded) if isinstance(decoded, dict) else {"prompt": inputs}
         tokens = parameters.get("max_new_tokens") if isinstance(parameters, dict) else None
         if isinstance(tokens, int) and tokens > 0:
             payload.setdefault("chunks", tokens)
