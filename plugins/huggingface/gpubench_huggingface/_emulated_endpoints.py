@@ -23,11 +23,11 @@ from gpubench_sdk import ScalingSettings
 from gpubench_sdk.testing import Emulator, Reject, SimulatedFleet, until
 
 from . import _protocol as hf
-from ._emulated_tgi import REVISION
 
 if TYPE_CHECKING:
     from starlette.requests import Request
 
+REVISION = "0123456789abcdef0123456789abcdef01234567"  # the emulated model's commit
 CREATED_AT = "2026-01-01T00:00:00.000Z"
 _USER = {"id": "6630e5f1d0c8a5b3e1f2a3b4", "name": "gpubench"}
 _MESSAGES = {
