@@ -73,6 +73,7 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
         shielded,
         wait_cold,
     )
+    from ._contract._inferred_cold import ColdThresholdOptions
     from ._contract._input import InputMap
     from ._contract._jobs import Job, Polling, run_job
     from ._contract._kit import (
@@ -233,6 +234,7 @@ _EXPORTS: dict[str, str] = {
     "run_job": "._contract._jobs",
     # The plugin kit: shared protocol pieces
     "ColdMark": "._contract._kit",
+    "ColdThresholdOptions": "._contract._inferred_cold",
     "PollingOptions": "._contract._kit",
     "SavedScaling": "._contract._kit",
     "WarmBaseline": "._contract._kit",
@@ -384,6 +386,7 @@ __all__ = [  # noqa: RUF022 - grouped by purpose; each comment says why the grou
     # The plugin kit: shared protocol pieces: small pieces several plugins need the same way
     # (``_contract._kit``).
     "ColdMark",
+    "ColdThresholdOptions",
     "PollingOptions",
     "SavedScaling",
     "WarmBaseline",

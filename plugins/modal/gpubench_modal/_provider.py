@@ -41,20 +41,16 @@ _REDIRECTS = (301, 302, 303, 307, 308)
 _STREAMED = ("text/event-stream", "application/x-ndjson", "text/plain")
 
 
-class ModalOptions(sdk.ProviderOptions):
+class ModalOptions(sdk.ColdThresholdOptions):
     """Options of a Modal web endpoint. ``api_key`` (from ``api_key_env``/``api_key_file``)
-    is a Proxy Auth Token written ``<token id>:<token secret>`` (``wk-...:ws-...``)."""
+    is a Proxy Auth Token written ``<token id>:<token secret>`` (``wk-...:ws-...``);
+    ``cold_threshold_ms`` is the kit's (``ColdThresholdOptions``)."""
 
     url: str = Field(description="the endpoint, e.g. https://ws--app-fn.modal.run/generate")
     max_redirects: int = Field(
         default=40,
         ge=0,
         description="result-URL redirects followed (150 s each: 40 is 100 min)",
-    )
-    cold_threshold_ms: float | None = Field(
-        default=None,
-        gt=0,
-        description="infer 'cold' when the first byte takes longer (None: no guess)",
     )
     gpu: str | None = Field(
         default=None, description="the function's GPU type, kept with the run (e.g. 'L40S')"
@@ -93,7 +89,7 @@ class ModalProvider(sdk.Provider):
 
     async def open(self) -> None:
         self._headers = {**self.options.headers, **self.auth_headers()}
-        self._cold = sdk.ColdMark(self.options.cold_threshold_ms)  # no ensure_cold: inferred only
+        self._cold = self.options.cold_mark()  # no ensure_cold: inferred only
 
     async def invoke(self, request: sdk.Request) -> sdk.Result:
         o = self.options
