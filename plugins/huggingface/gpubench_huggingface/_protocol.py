@@ -72,10 +72,9 @@ COMPUTE_TIME_HEADER: Final = "x-compute-time"
 
 
 def _float(value: str | None) -> float | None:
-    if value is None:
-        return None
+    """A header's number: finite and not negative, else None (absent or unreadable too)."""
     try:
-        number = float(value)
+        number = float(value or "")  # no header: "" does not parse either
     except ValueError:
         return None
     return number if math.isfinite(number) and number >= 0 else None
@@ -135,10 +134,7 @@ def toolkit_body(payload: Mapping[str, Any]) -> dict[str, Any]:
     becomes the prompt with TGI-style parameters; anything else is the handler's ``inputs``.
     """
     if "inputs" in payload:
-        body = {"inputs": payload["inputs"]}
-        if "parameters" in payload:
-            body["parameters"] = payload["parameters"]
-        return body
+        return {key: payload[key] for key in ("inputs", "parameters") if key in payload}
     if isinstance(payload.get("prompt"), str):
         return {"inputs": payload["prompt"], "parameters": generation_parameters(payload)}
     return {"inputs": dict(payload)}

@@ -137,11 +137,8 @@ class HuggingFaceProvider(sdk.Provider):
                 raise sdk.ConfigError("url", None, "an endpoint URL: the API shows none (paused?)")
         base_url = url.rstrip("/")
         # Built once: parsing URL strings on every request is measurable at high rates.
-        self._routes = {
-            "toolkit": httpx.URL(base_url + "/"),
-            "generate": httpx.URL(base_url + "/generate"),
-            "generate_stream": httpx.URL(base_url + "/generate_stream"),
-        }
+        paths = {"toolkit": "/", "generate": "/generate", "generate_stream": "/generate_stream"}
+        self._routes = {route: httpx.URL(base_url + path) for route, path in paths.items()}
         self._invoke_headers = dict(self._headers)
         if o.hold_while_scaling:
             hold_s = o.scale_up_timeout_s or math.ceil(o.timeout_s)

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from gpubench_sdk import json_or_text
@@ -81,6 +82,7 @@ def failure(job: kit.Job) -> str:
     return job.error or f"request {job.status.value}"
 
 
+@dataclass
 class TgiShapes:
     """Turns request bodies into fleet payloads and finished jobs into TGI/toolkit answers.
 
@@ -89,15 +91,9 @@ class TgiShapes:
     ``max_new_tokens`` makes that many tokens, ``time_per_token_ms`` each.
     """
 
-    def __init__(
-        self,
-        fleet: kit.SimulatedFleet,
-        compute_time_unit: Literal["s", "ms"],
-        time_per_token_ms: float,
-    ) -> None:
-        self.fleet = fleet
-        self.compute_time_unit = compute_time_unit
-        self.time_per_token_ms = time_per_token_ms
+    fleet: kit.SimulatedFleet
+    compute_time_unit: Literal["s", "ms"]
+    time_per_token_ms: float
 
     def payload(self, body: dict[str, Any]) -> dict[str, Any]:
         inputs = body["inputs"]
