@@ -48,9 +48,7 @@ class ModalOptions(sdk.ColdThresholdOptions):
 
     url: str = Field(description="the endpoint, e.g. https://ws--app-fn.modal.run/generate")
     max_redirects: int = Field(
-        default=40,
-        ge=0,
-        description="result-URL redirects followed (150 s each: 40 is 100 min)",
+        default=40, ge=0, description="result-URL redirects followed (150 s each: 40 is 100 min)"
     )
     gpu: str | None = Field(
         default=None, description="the function's GPU type, kept with the run (e.g. 'L40S')"
