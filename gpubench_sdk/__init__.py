@@ -74,6 +74,7 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
         wait_cold,
     )
     from ._contract._error_text import error_text
+    from ._contract._inferred_cold import ColdThresholdOptions
     from ._contract._input import InputMap
     from ._contract._job_state import job_state
     from ._contract._jobs import Job, Polling, run_job
@@ -238,6 +239,7 @@ _EXPORTS: dict[str, str] = {
     "job_state": "._contract._job_state",
     # The plugin kit: shared protocol pieces
     "ColdMark": "._contract._kit",
+    "ColdThresholdOptions": "._contract._inferred_cold",
     "PollingOptions": "._contract._kit",
     "SavedScaling": "._contract._kit",
     "WarmBaseline": "._contract._kit",
@@ -395,6 +397,7 @@ __all__ = [  # noqa: RUF022 - grouped by purpose; each comment says why the grou
     # (``_contract._kit``; JSON templates: ``_contract._template``; error bodies' text:
     # ``_contract._error_text``; server timestamps: ``_contract._times``).
     "ColdMark",
+    "ColdThresholdOptions",
     "PollingOptions",
     "SavedScaling",
     "WarmBaseline",

@@ -4,9 +4,7 @@ Registered as ``huggingface`` on the ``gpubench.providers`` entry point. The emu
 its tests lives in ``gpubench_huggingface.emulator`` (needs ``gpubench-sdk[testing]``).
 """
 
-from ._errors import HandlerError
-from ._management import EndpointStatus
-from ._protocol import compute_time_ms
+from ._protocol import EndpointStatus, HandlerError, compute_time_ms
 from ._provider import BILLING, HuggingFaceOptions, HuggingFaceProvider
 
 __all__ = [

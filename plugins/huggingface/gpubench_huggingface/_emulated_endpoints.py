@@ -23,11 +23,11 @@ from gpubench_sdk import ScalingSettings
 from gpubench_sdk.testing import Emulator, Reject, SimulatedFleet, until
 
 from . import _protocol as hf
-from ._emulated_tgi import REVISION
 
 if TYPE_CHECKING:
     from starlette.requests import Request
 
+REVISION = "0123456789abcdef0123456789abcdef01234567"  # the emulated model's commit
 CREATED_AT = "2026-01-01T00:00:00.000Z"
 _USER = {"id": "6630e5f1d0c8a5b3e1f2a3b4", "name": "gpubench"}
 _MESSAGES = {
@@ -43,12 +43,7 @@ class EndpointAPI:
     no minimum and no idle time, and the user's settings wait in ``saved``."""
 
     def __init__(
-        self,
-        fleet: SimulatedFleet,
-        *,
-        namespace: str,
-        name: str,
-        minute_s: float,
+        self, fleet: SimulatedFleet, *, namespace: str, name: str, minute_s: float
     ) -> None:
         self.fleet = fleet
         self.namespace, self.name = namespace, name
@@ -65,7 +60,7 @@ class EndpointAPI:
         counts = self.fleet.counts()
         if self.paused:
             return hf.PAUSED
-        if counts.idle + counts.running:
+        if counts.ready:
             return hf.RUNNING
         if counts.workers:
             return hf.INITIALIZING
@@ -88,7 +83,7 @@ class EndpointAPI:
             "private": None,
             "state": state,
             "message": _MESSAGES.get(state, state),
-            "readyReplica": counts.idle + counts.running,
+            "readyReplica": counts.ready,
             "targetReplica": counts.workers,
         }
         if state != hf.PAUSED:  # a paused endpoint has no URL to call
@@ -165,9 +160,7 @@ class EndpointAPI:
                 update = await emu.read_json(
                     request, invalid=_NOT_AN_UPDATE, not_object=_NOT_AN_UPDATE
                 )
-                refused = self._update(update)
-                if refused is not None:
-                    raise Reject(400, refused)
+                self._update(update)
                 self.updated_at = "2026-01-01T00:00:01.000Z"
             return self.body(request)
 
@@ -195,18 +188,18 @@ class EndpointAPI:
         emu.route(base, "GET", "PUT", fault="control", check=False)(endpoint)
         emu.route(base + "/{action}", "POST", fault="control", check=False)(action)
 
-    def _update(self, update: dict[str, Any]) -> str | None:
-        """Merge ``update`` (only the fields sent change); a message when it is refused."""
+    def _update(self, update: dict[str, Any]) -> None:
+        """Merge ``update`` (only the fields sent change); ``Reject(400)`` when it is refused."""
         compute = update.get("compute") or {}
         scaling = compute.get("scaling") or {} if isinstance(compute, dict) else {}
         if not isinstance(scaling, dict):
-            return "compute.scaling must be an object"
+            raise Reject(400, "compute.scaling must be an object")
         fields = {"minReplica": "min_workers", "maxReplica": "max_workers"}
         changes = {name: scaling[f] for f, name in fields.items() if f in scaling}
         if "scaleToZeroTimeout" in scaling:
             changes["idle_timeout_s"] = scaling["scaleToZeroTimeout"] * self.minute_s
         if any(not isinstance(v, int | float) or v < 0 for v in changes.values()):
-            return f"invalid scaling: {scaling}"
+            raise Reject(400, f"invalid scaling: {scaling}")
         wanted = dataclasses.replace(self.user_scaling(), **changes)
         try:
             if self.saved:
@@ -216,12 +209,11 @@ class EndpointAPI:
             else:
                 self.fleet.set_scaling(wanted)
         except ValueError as exc:
-            return f"invalid scaling: {exc}"
+            raise Reject(400, f"invalid scaling: {exc}") from None
         for section in ("model", "compute", "route"):
             given = update.get(section)
             if isinstance(given, dict):
                 self.extra[section].update({k: v for k, v in given.items() if k != "scaling"})
-        return None
 
 
 _NOT_AN_UPDATE = "body must be a JSON object of the fields to update"

@@ -1,4 +1,6 @@
-"""Hugging Face Inference Endpoints: the names, units and bodies shared by provider and emulator.
+"""Hugging Face Inference Endpoints: the names, units and bodies shared by provider and emulator,
+and the provider's readers of the answers: errors into gpubench's taxonomy, the management API's
+endpoint object into ``EndpointStatus`` (``FleetState``, ``ScalingSettings``).
 
 Sources (read 2026-11):
 
@@ -32,7 +34,12 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Final
+
+import httpx
+
+import gpubench_sdk as sdk
 
 MANAGEMENT_URL: Final = "https://api.endpoints.huggingface.cloud/v2"
 
@@ -47,10 +54,12 @@ SCALED_TO_ZERO: Final = "scaledToZero"
 STATES: Final = frozenset(
     {PENDING, INITIALIZING, UPDATING, UPDATE_FAILED, RUNNING, PAUSED, FAILED, SCALED_TO_ZERO}
 )
-BROKEN_STATES: Final = frozenset({FAILED, UPDATE_FAILED})
+STUCK_STATES: Final = frozenset({PAUSED, FAILED, UPDATE_FAILED})  # requests do not start these
 
 SCALE_UP_TIMEOUT_HEADER: Final = "X-Scale-Up-Timeout"
 SECONDS_PER_MINUTE: Final = 60.0
+# compute.scaling's fields for min_workers, max_workers and idle_timeout_s (in minutes)
+SCALING_FIELDS: Final = ("minReplica", "maxReplica", "scaleToZeroTimeout")
 
 TIMING_HEADERS_MS: Final = {
     "x-total-time": "total_ms",
@@ -63,10 +72,9 @@ COMPUTE_TIME_HEADER: Final = "x-compute-time"
 
 
 def _float(value: str | None) -> float | None:
-    if value is None:
-        return None
+    """A header's number: finite and not negative, else None (absent or unreadable too)."""
     try:
-        number = float(value)
+        number = float(value or "")  # no header: "" does not parse either
     except ValueError:
         return None
     return number if math.isfinite(number) and number >= 0 else None
@@ -126,10 +134,7 @@ def toolkit_body(payload: Mapping[str, Any]) -> dict[str, Any]:
     becomes the prompt with TGI-style parameters; anything else is the handler's ``inputs``.
     """
     if "inputs" in payload:
-        body = {"inputs": payload["inputs"]}
-        if "parameters" in payload:
-            body["parameters"] = payload["parameters"]
-        return body
+        return {key: payload[key] for key in ("inputs", "parameters") if key in payload}
     if isinstance(payload.get("prompt"), str):
         return {"inputs": payload["prompt"], "parameters": generation_parameters(payload)}
     return {"inputs": dict(payload)}
@@ -165,3 +170,113 @@ def toolkit_output(data: Any) -> Any:
         if all(isinstance(t, str) for t in texts):
             return "".join(str(t) for t in texts)
     return data
+
+
+# ----- errors: HTTP answers mapped into gpubench's taxonomy, by the protocol that sent them -----
+
+
+class HandlerError(sdk.ServerHTTPError):
+    """The model failed on a well-formed request: TGI's 424 generation error, or the toolkit's
+    400 ``{"error"}`` (it answers every handler exception so). ``status_code`` is kept."""
+
+
+def http_error(response: httpx.Response, provider: str, toolkit: bool) -> sdk.ProviderError:
+    """The error for a 4xx/5xx answer; ``toolkit``: it came from the toolkit's ``POST /``.
+
+    The core's (``as_provider_error``: the call named, a 429's ``Retry-After`` read in seconds
+    or as an HTTP date), showing TGI's and the toolkit's ``{"error"}`` text; a client error that
+    is really the model failing becomes ``HandlerError``."""
+    data = sdk.json_or_text(response.text)
+    fields = data if isinstance(data, dict) else {}
+    detail, error_type = fields.get("error"), fields.get("error_type")
+    text = detail if isinstance(detail, str) else None
+    error = sdk.status_error(response, provider=provider, detail=text)
+    status = response.status_code
+    if isinstance(error, sdk.ClientHTTPError) and (
+        status == 424 or error_type == "generation" or (status == 400 and toolkit and text)
+    ):
+        message = str(error).removeprefix(f"[{provider}] ")
+        return HandlerError(message, provider=provider, status_code=status)
+    return error
+
+
+# ----- the management API's endpoint object, in gpubench's terms ------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointStatus:
+    """What the management API says of an endpoint at one moment."""
+
+    state: str
+    ready_replicas: int | None
+    target_replicas: int | None
+    url: str | None
+    scaling: sdk.ScalingSettings
+    raw: dict[str, Any]
+
+    @property
+    def is_scaled_to_zero(self) -> bool:
+        return self.state == SCALED_TO_ZERO and not self.ready_replicas
+
+    def fleet_state(self) -> sdk.FleetState:
+        """Ready replicas serve requests (idle or busy: the API does not tell them apart);
+        replicas targeted but not ready are starting."""
+        ready, target = self.ready_replicas, self.target_replicas
+        starting = None if ready is None or target is None else max(0, target - ready)
+        detail = {
+            "state": self.state,
+            "readyReplica": ready,
+            "targetReplica": target,
+            "minReplica": self.scaling.min_workers,
+            "maxReplica": self.scaling.max_workers,
+        }
+        return sdk.FleetState(ready=ready, starting=starting, detail=detail)
+
+
+def parse_endpoint(body: Any, minute_s: float, provider: str) -> EndpointStatus:
+    """An endpoint object as ``EndpointStatus``; ``InvalidResponseError`` if it is not one."""
+
+    def invalid(why: str) -> sdk.InvalidResponseError:
+        return sdk.InvalidResponseError(f"management API: {why}", provider=provider)
+
+    if not isinstance(body, dict):
+        raise invalid("the endpoint is not a JSON object")
+    status = body.get("status")
+    if not isinstance(status, dict) or status.get("state") not in STATES:
+        state = status.get("state") if isinstance(status, dict) else None
+        raise invalid(f"unknown status.state {state!r}")
+    scaling = (body.get("compute") or {}).get("scaling")
+    if not isinstance(scaling, dict):
+        raise invalid("no compute.scaling")
+    settings = sdk.read_scaling(
+        scaling,
+        *SCALING_FIELDS,
+        provider=provider,
+        where="management API: compute.scaling",
+        idle_unit_s=minute_s,
+        idle_default=None,
+    )
+    return EndpointStatus(
+        state=status["state"],
+        ready_replicas=_count(status.get("readyReplica")),
+        target_replicas=_count(status.get("targetReplica")),
+        url=status.get("url") if isinstance(status.get("url"), str) else None,
+        scaling=settings,
+        raw=body,
+    )
+
+
+def scaling_payload(settings: sdk.ScalingSettings, minute_s: float) -> dict[str, Any]:
+    """The ``PUT`` body changing only the given knobs; ``ConfigError`` for what HF refuses."""
+    scaling = sdk.scaling_fields(
+        settings,
+        *SCALING_FIELDS,
+        idle_unit_s=minute_s,
+        idle_range=(0, None),
+        expected=f"whole minutes of {minute_s:g} s on Hugging Face (scaleToZeroTimeout)",
+    )
+    return {"compute": {"scaling": scaling}}
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import math
+import statistics
 import time
+from collections import deque
 from typing import Any, ClassVar, Literal, Self
 
 import httpx
@@ -14,16 +15,14 @@ from pydantic import Field, model_validator
 import gpubench_sdk as sdk
 from gpubench_sdk.cost import load_catalog
 
-from . import _management as mgmt
 from . import _protocol as hf
-from ._cold import ColdJudge
-from ._errors import HandlerError, http_error
 
 # Per minute while initializing or running, never while paused or scaled to zero; the rules
 # and their sources live in the cost catalog (gpubench_sdk/cost/data/prices.json).
 BILLING = load_catalog().billing_model("huggingface")
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 STATE_CHECK_EVERY = 20  # while retrying 503s, ask the management API about every N retries
+WARM_WINDOW = 50  # warm send-to-headers times the running median is taken over
 
 
 class HuggingFaceOptions(sdk.ProviderOptions):
@@ -79,18 +78,6 @@ class HuggingFaceOptions(sdk.ProviderOptions):
         if self.url is None and self.namespace is None:
             raise ValueError("set url, or namespace and endpoint_name to look the URL up")
         return self
-
-
-@dataclasses.dataclass(slots=True)
-class _Reply:
-    output: Any
-    status: int
-    headers_ns: int | None
-    timings: dict[str, float]
-    request_id: str | None = None
-    input_units: int | None = None
-    output_units: int | None = None
-    token_times_ns: list[int] = dataclasses.field(default_factory=list)
 
 
 class HuggingFaceProvider(sdk.Provider):
@@ -150,11 +137,8 @@ class HuggingFaceProvider(sdk.Provider):
                 raise sdk.ConfigError("url", None, "an endpoint URL: the API shows none (paused?)")
         base_url = url.rstrip("/")
         # Built once: parsing URL strings on every request is measurable at high rates.
-        self._routes = {
-            "toolkit": httpx.URL(base_url + "/"),
-            "generate": httpx.URL(base_url + "/generate"),
-            "generate_stream": httpx.URL(base_url + "/generate_stream"),
-        }
+        paths = {"toolkit": "/", "generate": "/generate", "generate_stream": "/generate_stream"}
+        self._routes = {route: httpx.URL(base_url + path) for route, path in paths.items()}
         self._invoke_headers = dict(self._headers)
         if o.hold_while_scaling:
             hold_s = o.scale_up_timeout_s or math.ceil(o.timeout_s)
@@ -167,23 +151,19 @@ class HuggingFaceProvider(sdk.Provider):
 
     async def invoke(self, request: sdk.Request) -> sdk.Result:
         o = self.options
-        streamed = request.stream or o.route == "generate_stream"
-        if streamed:
-            url, body = self._routes["generate_stream"], hf.tgi_body(request.payload)
-        elif o.route == "generate":
-            url, body = self._routes["generate"], hf.tgi_body(request.payload)
-        else:
-            url, body = self._routes["toolkit"], hf.toolkit_body(request.payload)
+        route = "generate_stream" if request.stream else o.route
+        build = hf.toolkit_body if route == "toolkit" else hf.tgi_body
+        url, body = self._routes[route], build(request.payload)
         first_send_ns = time.perf_counter_ns()
         initializing = False
         retries = 0
         while True:
             send_ns = time.perf_counter_ns()
             try:
-                if streamed:
-                    reply = await self._stream(url, body)
+                if route == "generate_stream":
+                    result, headers_ns = await self._stream(url, body)
                 else:
-                    reply = await self._post(url, body, send_ns)
+                    result, headers_ns = await self._post(url, body, send_ns)
                 break
             except sdk.ServerHTTPError as exc:
                 if exc.status_code not in o.initializing_statuses or not o.retry_while_initializing:
@@ -200,38 +180,15 @@ class HuggingFaceProvider(sdk.Provider):
                         status_code=exc.status_code,
                     ) from exc
                 await asyncio.sleep(o.retry_interval_s)
-        return self._result(reply, first_send_ns, send_ns, initializing)
-
-    def _result(
-        self, reply: _Reply, first_send_ns: int, send_ns: int, initializing: bool
-    ) -> sdk.Result:
-        t = reply.timings
-        end_ns = time.perf_counter_ns()
-        headers_ns = reply.headers_ns if reply.headers_ns is not None else end_ns
-        cold, confirmed, setup_ms = self._judge.verdict(
+        if headers_ns is None:
+            headers_ns = time.perf_counter_ns()
+        result.cold, result.cold_confirmed, result.setup_ms = self._judge.verdict(
             initializing,
             to_ready_ms=(headers_ns - first_send_ns) / 1e6,
             to_answer_ms=(headers_ns - send_ns) / 1e6,
-            server_ms=t.get("total_ms"),
+            server_ms=(result.detail or {}).get("total_ms"),  # TGI's x-total-time
         )
-        first = reply.token_times_ns[0] if reply.token_times_ns else reply.headers_ns
-        # TGI's other phases, kept with the request (queue and inference have their own fields)
-        detail = {k: v for k, v in t.items() if k not in ("queue_ms", "inference_ms")}
-        return sdk.Result(
-            output=reply.output,
-            http_status=reply.status,
-            request_id=reply.request_id,
-            first_byte_ns=first,
-            queue_ms=t.get("queue_ms"),
-            execution_ms=t.get("inference_ms", t.get("compute_ms")),
-            setup_ms=setup_ms,
-            cold=cold,
-            cold_confirmed=confirmed,
-            input_units=reply.input_units,
-            output_units=reply.output_units,
-            token_times_ns=reply.token_times_ns or None,
-            detail=detail or None,
-        )
+        return result
 
     async def _refuse_if_stuck(self, exc: sdk.ServerHTTPError) -> None:
         """A paused or failed endpoint also answers 503, but no wait will make it ready: with
@@ -242,14 +199,17 @@ class HuggingFaceProvider(sdk.Provider):
             state = (await self.endpoint_status()).state
         except sdk.ProviderError:
             return  # the API's own trouble must not fail a request that may still succeed
-        if state == hf.PAUSED or state in hf.BROKEN_STATES:
+        if state in hf.STUCK_STATES:
             raise sdk.ServerHTTPError(
                 f"endpoint is {state}: requests do not start it ({exc})",
                 provider=self.name,
                 status_code=exc.status_code,
             ) from exc
 
-    async def _post(self, url: httpx.URL, body: dict[str, Any], send_ns: int) -> _Reply:
+    async def _post(
+        self, url: httpx.URL, body: dict[str, Any], send_ns: int
+    ) -> tuple[sdk.Result, int | None]:
+        """The answer, and when its headers came."""
         response = await self._send("POST", url, body, self._invoke_headers)
         headers = response.headers
         arrived = sdk.first_byte_ns(response)
@@ -265,60 +225,60 @@ class HuggingFaceProvider(sdk.Provider):
         else:
             output = hf.toolkit_output(data)
         to_first_byte_ms = None if arrived is None else (arrived - send_ns) / 1e6
-        return _Reply(
+        t = hf.timings_ms(headers, to_first_byte_ms)
+        # TGI's other phases, kept with the request (queue and inference have their own fields)
+        detail = {k: v for k, v in t.items() if k not in ("queue_ms", "inference_ms")}
+        result = sdk.Result(
             output=output,
-            status=response.status_code,
-            headers_ns=arrived,
-            timings=hf.timings_ms(headers, to_first_byte_ms),
+            http_status=response.status_code,
             request_id=headers.get("x-request-id"),
+            first_byte_ns=arrived,
+            queue_ms=t.get("queue_ms"),
+            execution_ms=t.get("inference_ms", t.get("compute_ms")),
             input_units=prompt,
             output_units=generated if isinstance(generated, int) else None,
+            detail=detail or None,
         )
+        return result, arrived
 
-    async def _stream(self, url: httpx.URL, body: dict[str, Any]) -> _Reply:
-        """TGI's SSE token events: each token's arrival time; the last event's text/details."""
-        texts: list[str] = []
+    async def _stream(self, url: httpx.URL, body: dict[str, Any]) -> tuple[sdk.Result, int | None]:
+        """TGI's SSE token events: each token's arrival time; the last event's text/details.
+        A timeout or a broken stream leaves ``invoke`` as the core maps it."""
         times: list[int] = []
         final: dict[str, Any] | None = None
-        try:
-            async with self.client.stream(
-                "POST", url, json=body, headers=self._invoke_headers
-            ) as response:
-                await sdk.raise_for_stream(response, self._http_error)
-                arrived = sdk.first_byte_ns(response)
-                async for _, data, at_ns in sdk.sse_events(response):
-                    event = sdk.json_event(data, provider=self.name)
-                    if "error" in event:
-                        raise HandlerError(
-                            sdk.redact(f"stream error: {str(event['error'])[:200]}"),
-                            provider=self.name,
-                            status_code=response.status_code,
-                        )
-                    token = event.get("token")
-                    if isinstance(token, dict) and not token.get("special"):
-                        texts.append(str(token.get("text", "")))
-                        times.append(at_ns)
-                    if event.get("generated_text") is not None:
-                        final = event
-        except httpx.TimeoutException as exc:
-            raise sdk.RequestTimeoutError(sdk.describe_error(exc), provider=self.name) from exc
-        except httpx.HTTPError as exc:
-            raise sdk.TransportError(sdk.describe_error(exc), provider=self.name) from exc
+        async with self.client.stream(
+            "POST", url, json=body, headers=self._invoke_headers
+        ) as response:
+            await sdk.raise_for_stream(response, self._http_error)
+            arrived = sdk.first_byte_ns(response)
+            async for _, data, at_ns in sdk.sse_events(response):
+                event = sdk.json_event(data, provider=self.name)
+                if "error" in event:
+                    raise hf.HandlerError(
+                        sdk.redact(f"stream error: {str(event['error'])[:200]}"),
+                        provider=self.name,
+                        status_code=response.status_code,
+                    )
+                token = event.get("token")
+                if isinstance(token, dict) and not token.get("special"):
+                    times.append(at_ns)
+                if event.get("generated_text") is not None:
+                    final = event
         if final is None:
             raise sdk.InvalidResponseError(
                 "the stream ended before its final event", provider=self.name
             )
         details = final.get("details") or {}
         generated = details.get("generated_tokens", len(times))
-        return _Reply(
+        result = sdk.Result(
             output=final["generated_text"],
-            status=response.status_code,
-            headers_ns=arrived,
-            timings={},
+            http_status=response.status_code,
             request_id=response.headers.get("x-request-id"),
+            first_byte_ns=times[0] if times else arrived,
             output_units=generated if isinstance(generated, int) else None,
-            token_times_ns=times,
+            token_times_ns=times or None,
         )
+        return result, arrived
 
     # ----- HTTP and error mapping -------------------------------------------------------------
 
@@ -337,7 +297,7 @@ class HuggingFaceProvider(sdk.Provider):
 
     def _http_error(self, response: httpx.Response) -> sdk.ProviderError:
         toolkit = response.request.url == self._routes.get("toolkit")
-        return http_error(response, self.name, toolkit)
+        return hf.http_error(response, self.name, toolkit)
 
     # ----- the management API -----------------------------------------------------------------
 
@@ -346,24 +306,24 @@ class HuggingFaceProvider(sdk.Provider):
             raise sdk.ConfigError("namespace", None, "namespace and endpoint_name (management API)")
         return self._api
 
-    async def endpoint_status(self) -> mgmt.EndpointStatus:
+    async def endpoint_status(self) -> hf.EndpointStatus:
         """``GET /endpoint/{namespace}/{name}``: state, replicas, URL and scaling."""
         response = await self._send("GET", self._require_api())
-        return mgmt.parse_endpoint(_json(response, self.name), self.options.minute_s, self.name)
+        return hf.parse_endpoint(_json(response, self.name), self.options.minute_s, self.name)
 
-    async def _action(self, action: str) -> mgmt.EndpointStatus:
+    async def _action(self, action: str) -> hf.EndpointStatus:
         response = await self._send("POST", httpx.URL(f"{self._require_api()}/{action}"))
-        return mgmt.parse_endpoint(_json(response, self.name), self.options.minute_s, self.name)
+        return hf.parse_endpoint(_json(response, self.name), self.options.minute_s, self.name)
 
-    async def scale_to_zero(self) -> mgmt.EndpointStatus:
+    async def scale_to_zero(self) -> hf.EndpointStatus:
         """Ask HF to scale the endpoint to zero now (the next request cold-starts it)."""
         return await self._action("scale-to-zero")
 
-    async def pause(self) -> mgmt.EndpointStatus:
+    async def pause(self) -> hf.EndpointStatus:
         """Pause the endpoint: not billed, and requests do not wake it (``resume`` does)."""
         return await self._action("pause")
 
-    async def resume(self) -> mgmt.EndpointStatus:
+    async def resume(self) -> hf.EndpointStatus:
         """Resume a paused endpoint; one already running (HF: 400 "already running") is left
         as it is, as ``huggingface_hub``'s ``resume_inference_endpoint(running_ok=True)``."""
         try:
@@ -381,26 +341,26 @@ class HuggingFaceProvider(sdk.Provider):
         API reports ``scaledToZero`` with no ready replica."""
         started = time.monotonic()
         status = await self.endpoint_status()
-        if status.state == hf.PAUSED or status.state in hf.BROKEN_STATES:
+        if status.state in hf.STUCK_STATES:
             how = f"endpoint is {status.state}: requests would not start it; resume or fix it"
             return sdk.ColdCheck(confirmed=False, waited_s=time.monotonic() - started, how=how)
         if status.scaling.min_workers:
             await self.set_scaling(sdk.ScalingSettings(min_workers=0))
         if not status.is_scaled_to_zero:
             status = await self.scale_to_zero()
-        in_hand: mgmt.EndpointStatus | None = status  # the first look needs no call
+        in_hand: hf.EndpointStatus | None = status  # the first look needs no call
 
         async def look() -> tuple[bool, str]:
             nonlocal in_hand
             status, in_hand = in_hand or await self.endpoint_status(), None
             if status.is_scaled_to_zero:
-                self._judge.expect_cold()
                 how = f"minReplica=0, scale-to-zero; API: {hf.SCALED_TO_ZERO}"
                 return True, f"{how}, 0 ready replicas"
             return False, f"state {status.state}, {status.ready_replicas} ready replicas"
 
+        poll_s = self.options.poll_interval_s
         return await sdk.wait_cold(
-            look, timeout_s=timeout_s, poll=self.options.poll_interval_s, started=started
+            look, timeout_s=timeout_s, poll=poll_s, started=started, mark=self._judge.mark
         )
 
     async def get_scaling(self) -> sdk.ScalingSettings:
@@ -408,15 +368,63 @@ class HuggingFaceProvider(sdk.Provider):
 
     async def set_scaling(self, settings: sdk.ScalingSettings) -> None:
         """``PUT`` the knobs given (``scaleToZeroTimeout`` in whole minutes); restored on close."""
-        mgmt.scaling_payload(settings, self.options.minute_s)  # refuse bad values before saving
+        hf.scaling_payload(settings, self.options.minute_s)  # refuse bad values before saving
         await self._scaling.change(settings)
 
     async def _put_scaling(self, settings: sdk.ScalingSettings) -> None:
-        payload = mgmt.scaling_payload(settings, self.options.minute_s)
+        payload = hf.scaling_payload(settings, self.options.minute_s)
         try:
             await self._send("PUT", self._require_api(), payload)
         except sdk.ClientHTTPError as exc:
-            raise mgmt.refused_scaling(exc, payload) from exc
+            wanted = payload["compute"]["scaling"]
+            raise sdk.ConfigError("scaling", wanted, f"values HF accepts ({exc})") from exc
+
+
+class ColdJudge:
+    """Whether a request met a cold endpoint, and how long it waited for a replica: facts
+    first (the proxy's 503s, a verified ``scaledToZero``: ``ensure_cold`` tells ``mark``), then
+    TGI's own total, then a warm baseline."""
+
+    def __init__(self, threshold_ms: float, factor: float, holds: bool) -> None:
+        self.threshold_ms = threshold_ms
+        self.factor = factor
+        self.holds = holds  # the proxy holds cold requests (X-Scale-Up-Timeout)
+        self._warm_ms: deque[float] = deque(maxlen=WARM_WINDOW)
+        self.mark = sdk.ColdMark()
+
+    def verdict(
+        self,
+        initializing: bool,
+        *,
+        to_ready_ms: float,
+        to_answer_ms: float,
+        server_ms: float | None,
+    ) -> tuple[bool | None, bool, float | None]:
+        """``(cold, confirmed, setup_ms)`` for a request that got an answer.
+
+        ``initializing``: the proxy answered 503 first. ``to_ready_ms`` runs from the first
+        send, ``to_answer_ms`` from the last, to the answer's headers; ``server_ms`` is TGI's
+        ``x-total-time``. The time to ready is ``to_ready_ms`` less the server's own time
+        (``server_ms``, else the warm median of send-to-headers, else nothing). A stream's
+        headers come before its tokens, so its figures exclude them.
+        """
+        cold_next = self.mark.take() is not None
+        median_ms = statistics.median(self._warm_ms) if self._warm_ms else None
+        own_ms = server_ms if server_ms is not None else median_ms
+        if initializing or cold_next:
+            ready_ms = max(0.0, to_ready_ms - (own_ms or 0.0))
+            return True, True, ready_ms if initializing or own_ms is not None else None
+        if server_ms is not None:  # TGI's total: the rest of the wait is the proxy's hold
+            cold = to_answer_ms - server_ms >= self.threshold_ms
+        elif not self.holds:
+            cold = False  # a replica answered at once: without one the proxy would have 503'd
+        else:
+            slow = to_answer_ms >= self.factor * (median_ms or 0.0)
+            cold = to_answer_ms >= self.threshold_ms and slow
+        if cold:
+            return True, False, max(0.0, to_answer_ms - (own_ms or 0.0))
+        self._warm_ms.append(to_answer_ms)
+        return False, False, None
 
 
 def _json(response: httpx.Response, provider: str) -> Any:

@@ -22,6 +22,14 @@ when ``parameters.details`` asks, ``GET /health`` and ``GET /info``; ``POST /`` 
 - a client that hangs up cancels its request (TGI drops the generation);
 - ``minute_s``: how long one ``scaleToZeroTimeout`` minute lasts here (tests run faster).
 
+The model server's answers are built from a simulated fleet's job (sources in ``_protocol``; the
+shapes checked against ``huggingface_hub``'s ``TextGenerationOutput`` and
+``TextGenerationStreamOutput``, which parse them). TGI's bodies (text-generation-inference
+``router/src/lib.rs``): ``GenerateResponse`` is ``{"generated_text", "details"?}``, ``details``
+as ``{"finish_reason", "generated_tokens", "seed", "prefill", "tokens"}``; a ``StreamResponse``
+event is ``{"index", "token", "generated_text", "details"}``, the last one carrying the text
+and, when asked, ``{"finish_reason", "generated_tokens", "seed", "input_length"}``.
+
 Faults in ``fleet.faults`` apply to inference (route ``submit``) and management (``control``)
 requests. Run ``python -m gpubench_huggingface.emulator --port 8687`` to serve one by hand.
 Needs the testing extra (``pip install 'gpubench-sdk[testing]'``).
@@ -29,13 +37,16 @@ Needs the testing extra (``pip install 'gpubench-sdk[testing]'``).
 
 from __future__ import annotations
 
+import json
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from gpubench_sdk import json_or_text
 from gpubench_sdk import testing as kit
 
 from . import _protocol as hf
-from ._emulated_endpoints import EndpointAPI
-from ._emulated_tgi import REVISION, TgiShapes, validation_error
+from ._emulated_endpoints import REVISION, EndpointAPI
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -43,6 +54,135 @@ if TYPE_CHECKING:
 DEFAULT_NAMESPACE = "gpubench"
 DEFAULT_ENDPOINT_NAME = "emulated-endpoint"
 _AXUM_422 = "Failed to deserialize the JSON body into the target type: inputs: missing"
+_POSITIVE = (lambda value: value > 0, "must be strictly positive")
+# What TGI accepts of each number it validates, and its words when refused, in its order
+_RULES: dict[str, tuple[Callable[[float], bool], str]] = {
+    "temperature": _POSITIVE,
+    "repetition_penalty": _POSITIVE,
+    "top_p": (lambda value: 0 < value < 1, "must be > 0.0 and < 1.0"),
+    "top_k": _POSITIVE,
+    "max_new_tokens": _POSITIVE,
+}
+
+
+def validation_error(parameters: Any) -> str | None:
+    """TGI's 422 ``validation`` message for parameters it refuses, else ``None`` (the rules
+    and wording of text-generation-inference ``router/src/validation.rs``)."""
+    if not isinstance(parameters, dict):
+        return None if parameters is None else "`parameters` must be an object"
+    for name, (accepted, refused) in _RULES.items():
+        value = parameters.get(name)
+        if isinstance(value, int | float) and not accepted(float(value)):
+            return f"`{name}` {refused}"
+    return None
+
+
+def failure(job: kit.Job) -> str:
+    """What a generation that did not complete says: its error, else how it ended."""
+    return job.error or f"request {job.status.value}"
+
+
+@dataclass
+class TgiShapes:
+    """Turns request bodies into fleet payloads and finished jobs into TGI/toolkit answers.
+
+    A text ``inputs`` is a prompt; JSON text or an object is the fleet payload itself (so the
+    echo probe's ``sleep_ms``/``chunks`` reach the fleet through TGI's text-only ``inputs``).
+    ``max_new_tokens`` makes that many tokens, ``time_per_token_ms`` each.
+    """
+
+    fleet: kit.SimulatedFleet
+    compute_time_unit: Literal["s", "ms"]
+    time_per_token_ms: float
+
+    def payload(self, body: dict[str, Any]) -> dict[str, Any]:
+        inputs = body["inputs"]
+        parameters = body.get("parameters") or {}
+        decoded = json_or_text(inputs) if isinstance(inputs, str) else inputs
+        payload = dict(decoded) if isinstance(decoded, dict) else {"prompt": inputs}
+        tokens = parameters.get("max_new_tokens") if isinstance(parameters, dict) else None
+        if isinstance(tokens, int) and tokens > 0:
+            payload.setdefault("chunks", tokens)
+            payload.setdefault("sleep_ms", tokens * self.time_per_token_ms)
+        return payload
+
+    @staticmethod
+    def _token(index: int) -> dict[str, Any]:
+        return {"id": 100 + index, "text": f" tok{index}", "logprob": -0.1, "special": False}
+
+    def generated_text(self, job: kit.Job) -> str:
+        if job.stream:
+            return "".join(self._token(i)["text"] for i in range(len(job.stream)))
+        output = job.output
+        return output if isinstance(output, str) else json.dumps(output)
+
+    @staticmethod
+    def _details(generated: int) -> dict[str, Any]:
+        """What a ``GenerateResponse``'s and a last ``StreamResponse``'s ``details`` share."""
+        return {"finish_reason": "length", "generated_tokens": max(1, generated), "seed": None}
+
+    def generate_output(self, job: kit.Job, details: bool) -> dict[str, Any]:
+        answer: dict[str, Any] = {"generated_text": self.generated_text(job)}
+        if details:
+            tokens = [self._token(i) for i in range(len(job.stream))]
+            answer["details"] = {**self._details(len(tokens)), "prefill": [], "tokens": tokens}
+        return answer
+
+    def _boot_end_s(self, job: kit.Job) -> float | None:
+        bills = self.fleet.billing.workers
+        return next((bill.boot_end_s for bill in bills if bill.worker_id == job.worker_id), None)
+
+    def headers(self, job: kit.Job) -> dict[str, str]:
+        """TGI's timing headers (whole ms, as ``as_millis`` writes them). TGI sees a request
+        only once a replica is up: time the proxy held it is in none of them."""
+        assert job.started_s is not None and job.finished_s is not None
+        boot_end_s = self._boot_end_s(job)
+        seen_s = max(job.submitted_s, boot_end_s or job.submitted_s)
+        total_ms = (job.finished_s - seen_s) * 1e3
+        inference_ms = (job.finished_s - job.started_s) * 1e3
+        generated = max(1, len(job.stream))
+        seconds = self.compute_time_unit == "s"
+        compute = repr(total_ms / 1e3) if seconds else str(int(total_ms))
+        return {
+            "x-request-id": job.id,
+            "x-compute-type": "gpu+optimized",
+            "x-compute-time": compute,
+            "x-total-time": str(int(total_ms)),
+            "x-validation-time": "0",
+            "x-queue-time": str(int((job.started_s - seen_s) * 1e3)),
+            "x-inference-time": str(int(inference_ms)),
+            "x-time-per-token": str(int(inference_ms / generated)),
+            "x-prompt-tokens": str(self.prompt_tokens(job)),
+            "x-generated-tokens": str(generated),
+        }
+
+    @staticmethod
+    def prompt_tokens(job: kit.Job) -> int:
+        prompt = job.input.get("prompt")
+        return len(prompt.split()) if isinstance(prompt, str) else 1
+
+    async def stream_events(self, job: kit.Job, details: bool) -> AsyncIterator[dict[str, Any]]:
+        """One event per token as the fleet produces it; the last token's event carries
+        ``generated_text`` (and ``details`` when asked), held back until the job ends, as TGI
+        does. A failed generation ends with TGI's ``{"error", "error_type"}`` event."""
+        sent = 0
+        pending: dict[str, Any] | None = None
+        async for _ in kit.follow(job, 0.002):
+            if pending is not None:
+                yield pending
+            token = self._token(sent)
+            pending = {"index": sent, "token": token, "generated_text": None, "details": None}
+            sent += 1
+        if job.status is not kit.JobStatus.COMPLETED:
+            yield {"error": failure(job), "error_type": "generation"}
+            return
+        if pending is None:  # nothing generated: only the end-of-sequence token
+            token = {"id": 2, "text": "</s>", "logprob": -0.1, "special": True}
+            pending = {"index": 0, "token": token, "generated_text": None, "details": None}
+        final = {**pending, "generated_text": self.generated_text(job)}
+        if details:
+            final["details"] = {**self._details(sent), "input_length": self.prompt_tokens(job)}
+        yield final
 
 
 def make_app(
@@ -83,10 +223,6 @@ def make_app(
             raise tgi_error(422, refused, "validation")
         return body
 
-    def wants_details(body: dict[str, Any]) -> bool:
-        parameters = body.get("parameters")
-        return isinstance(parameters, dict) and parameters.get("details") is True
-
     async def admit(request: Request, payload: dict[str, Any]) -> kit.Job:
         """HF's proxy, then TGI's admission: paused, cold (503 or hold), overloaded."""
         key(request)  # after the body is read, as the proxy does
@@ -94,16 +230,16 @@ def make_app(
             raise kit.Reject(503, "endpoint is paused")
         if in_flight.full:
             raise tgi_error(429, "Model is overloaded", "overloaded")
-        counts = fleet.counts()
+        ready = fleet.counts().ready
         wait = request.headers.get(hf.SCALE_UP_TIMEOUT_HEADER.lower(), "")
-        if counts.idle + counts.running == 0 and not wait.isdigit():
+        if not ready and not wait.isdigit():
             fleet.request_worker()  # the 503 still wakes a replica up
             raise kit.Reject(initializing_status, "Service Unavailable: no replica is ready yet")
         try:
             job = emu.submit(payload, full="Model is overloaded: {exc}")
         except kit.Reject as full:
             raise tgi_error(429, full.message, "overloaded") from None
-        if counts.idle + counts.running == 0:
+        if not ready:
             # the proxy holds the request until a replica is ready, at most ``wait`` seconds
             await kit.watch(request, job, timeout_s=int(wait), started=True)
             if job.started_s is None:
@@ -111,56 +247,47 @@ def make_app(
                 raise kit.Reject(503, "Service Unavailable: scale-up timeout reached")
         return job
 
-    async def run(request: Request, body: dict[str, Any], tgi: bool) -> kit.Job:
+    async def generate(request: Request) -> Any:
+        """TGI's ``/generate``, ``/generate_stream`` (SSE) and ``POST /``: TGI's
+        ``compat_generate`` for a text ``inputs`` (``"stream": true`` streams), else the
+        toolkit's custom handler (``{"inputs": {...}}``), which answers 400 on a failure."""
+        path = request.url.path
+        body = await body_of(request, tgi=path != "/")
+        tgi = isinstance(body["inputs"], str)
+        parameters = body.get("parameters")
+        details = isinstance(parameters, dict) and parameters.get("details") is True
+        job = await admit(request, shapes.payload(body))
+        if path == "/generate_stream" or (path == "/" and tgi and body.get("stream") is True):
+            in_flight.enter()
+
+            def close() -> None:
+                in_flight.leave()
+                fleet.cancel(job.id)  # if the client hung up: TGI stops generating
+
+            events = shapes.stream_events(job, details)
+            headers = {"x-request-id": job.id, "x-compute-type": "gpu+optimized",
+                       "x-accel-buffering": "no"}  # fmt: skip
+            return emu.sse(events, compact=True, headers=headers, on_close=close)
+
         def failed(job: kit.Job) -> kit.Reject:
-            message = job.error or f"request {job.status.value}"
+            message = failure(job)
             return tgi_error(424, message, "generation") if tgi else kit.Reject(400, message)
 
-        job = await admit(request, shapes.payload(body))
         with in_flight:
-            return await emu.finished(request, job, failed)
+            job = await emu.finished(request, job, failed)
+        if not tgi:  # the custom handler's own answer
+            return emu.json(job.output, headers={"x-request-id": job.id})
+        answer = shapes.generate_output(job, details)
+        # POST / answers [GenerateResponse], as compat_generate and the toolkit's
+        # text-generation pipeline do
+        return emu.json([answer] if path == "/" else answer, headers=shapes.headers(job))
 
-    async def stream(request: Request, body: dict[str, Any]) -> Any:
-        job = await admit(request, shapes.payload(body))
-        in_flight.enter()
-        events = shapes.stream_events(job, wants_details(body))
-
-        def close() -> None:
-            in_flight.leave()
-            fleet.cancel(job.id)  # if the client hung up: TGI stops generating
-
-        headers = {"x-request-id": job.id, "x-compute-type": "gpu+optimized",
-                   "x-accel-buffering": "no"}  # fmt: skip
-        return emu.sse(events, compact=True, headers=headers, on_close=close)
-
-    @emu.route("/", "POST", fault="submit", check=False)
-    async def root(request: Request) -> Any:
-        """TGI's ``compat_generate`` for a text ``inputs`` (``stream`` honoured), else the
-        toolkit's custom handler (``{"inputs": {...}}``), which answers 400 on a failure."""
-        body = await body_of(request, tgi=False)
-        tgi = isinstance(body["inputs"], str)
-        if tgi and body.get("stream") is True:
-            return await stream(request, body)
-        job = await run(request, body, tgi=tgi)
-        answer = shapes.root_output(job, tgi, wants_details(body))
-        return emu.json(answer, headers=shapes.headers(job) if tgi else {"x-request-id": job.id})
-
-    @emu.route("/generate", "POST", fault="submit", check=False)
-    async def generate(request: Request) -> Any:
-        body = await body_of(request, tgi=True)
-        job = await run(request, body, tgi=True)
-        return emu.json(
-            shapes.generate_output(job, wants_details(body)), headers=shapes.headers(job)
-        )
-
-    @emu.route("/generate_stream", "POST", fault="submit", check=False)
-    async def generate_stream(request: Request) -> Any:
-        return await stream(request, await body_of(request, tgi=True))
+    for path in ("/", "/generate", "/generate_stream"):
+        emu.route(path, "POST", fault="submit", check=False)(generate)
 
     @emu.route("/health", check=False)
     async def health(request: Request) -> Any:
-        counts = fleet.counts()
-        return emu.reply(status=200 if counts.idle + counts.running else initializing_status)
+        return emu.reply(status=200 if fleet.counts().ready else initializing_status)
 
     @emu.route("/info", check=False)
     async def info(request: Request) -> Any:

@@ -13,7 +13,9 @@ Protocol facts, with their sources:
 - Each answer carries the function call's id in ``Modal-Function-Call-Id`` (a header Modal's
   edge adds; seen in responses in the wild, not documented as an API): the request id.
 - A streamed answer (``Request.stream``: ``Accept: text/event-stream``) is read piece by piece,
-  each with its arrival time (https://modal.com/docs/guide/streaming-endpoints).
+  each with its arrival time: Modal passes a ``StreamingResponse`` through as the app writes
+  it, server-sent events (one piece per ``data:`` event, the HTML spec's framing) or
+  newline-delimited pieces (NDJSON, plain text) (https://modal.com/docs/guide/streaming-endpoints).
 - Nothing in the answer says whether a container was started for it: Modal's control plane
   (``min_containers``, ``scaledown_window``, container lists) is reachable only through the
   ``modal`` client's gRPC API. A cold start is inferred from ``cold_threshold_ms``.
@@ -22,6 +24,7 @@ Protocol facts, with their sources:
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator
 from typing import Any, ClassVar, Self
 from urllib.parse import parse_qs, urlsplit
 
@@ -31,28 +34,21 @@ from pydantic import Field, model_validator
 import gpubench_sdk as sdk
 from gpubench_sdk.cost import load_catalog
 
-from ._stream import pieces
-
-CALL_ID_HEADER = "modal-function-call-id"
+CALL_ID_HEADER = "Modal-Function-Call-Id"
 CALL_ID_PARAM = "__modal_function_call_id"
 LONG_REQUEST_S = 150.0  # https://modal.com/docs/guide/webhook-timeouts
 _REDIRECTS = (301, 302, 303, 307, 308)
+_STREAMED = ("text/event-stream", "application/x-ndjson", "text/plain")
 
 
-class ModalOptions(sdk.ProviderOptions):
+class ModalOptions(sdk.ColdThresholdOptions):
     """Options of a Modal web endpoint. ``api_key`` (from ``api_key_env``/``api_key_file``)
-    is a Proxy Auth Token written ``<token id>:<token secret>`` (``wk-...:ws-...``)."""
+    is a Proxy Auth Token written ``<token id>:<token secret>`` (``wk-...:ws-...``);
+    ``cold_threshold_ms`` is the kit's (``ColdThresholdOptions``)."""
 
     url: str = Field(description="the endpoint, e.g. https://ws--app-fn.modal.run/generate")
     max_redirects: int = Field(
-        default=40,
-        ge=0,
-        description="result-URL redirects followed (150 s each: 40 is 100 min)",
-    )
-    cold_threshold_ms: float | None = Field(
-        default=None,
-        gt=0,
-        description="infer 'cold' when the first byte takes longer (None: no guess)",
+        default=40, ge=0, description="result-URL redirects followed (150 s each: 40 is 100 min)"
     )
     gpu: str | None = Field(
         default=None, description="the function's GPU type, kept with the run (e.g. 'L40S')"
@@ -91,7 +87,7 @@ class ModalProvider(sdk.Provider):
 
     async def open(self) -> None:
         self._headers = {**self.options.headers, **self.auth_headers()}
-        self._cold = sdk.ColdMark(self.options.cold_threshold_ms)  # no ensure_cold: inferred only
+        self._cold = self.options.cold_mark()  # no ensure_cold: inferred only
 
     async def invoke(self, request: sdk.Request) -> sdk.Result:
         o = self.options
@@ -100,49 +96,45 @@ class ModalProvider(sdk.Provider):
             headers = {**headers, "Accept": "text/event-stream"}
         sent_ns = time.perf_counter_ns()
         call_id: str | None = None
-        response = await self._send(
-            self.client.build_request("POST", o.url, json=dict(request.payload), headers=headers),
-            call_id=None,
-            stream=request.stream,
-        )
-        redirects = 0
-        while response.status_code in _REDIRECTS:
-            await response.aclose()
-            location = response.headers.get("location")
-            if not location:
-                raise sdk.InvalidResponseError(
-                    f"HTTP {response.status_code} without a Location",
-                    provider=self.name,
-                    status_code=response.status_code,
-                    request_id=call_id,
-                )
-            target = response.url.join(location)
-            call_id = _call_id(target) or call_id
-            if redirects >= o.max_redirects:
-                raise sdk.RequestTimeoutError(
-                    f"still running after {redirects} result-URL redirects "
-                    f"(max_redirects = {o.max_redirects})",
-                    provider=self.name,
-                    request_id=call_id,
-                )
-            redirects += 1
-            # RFC 9110: a 303 is followed with GET; Modal refuses another POST there
-            response = await self._send(
-                self.client.build_request("GET", target, headers=headers),
-                call_id=call_id,
-                stream=request.stream,
-            )
-        call_id = response.headers.get(CALL_ID_HEADER) or call_id
         try:
-            if response.status_code >= 400:
-                await self._read(response, call_id)
-                raise self._http_error(response, call_id)
-            if request.stream:
-                output, times = await self._pieces(response, call_id)
-            else:
-                output, times = self._document(response, call_id), []
-        finally:
-            await response.aclose()
+            post = self.client.build_request(
+                "POST", o.url, json=dict(request.payload), headers=headers
+            )
+            response = await self.client.send(post, stream=request.stream, follow_redirects=False)
+            redirects = 0
+            while response.status_code in _REDIRECTS:
+                await response.aclose()
+                location = response.headers.get("location")
+                if not location:
+                    raise sdk.InvalidResponseError(
+                        f"HTTP {response.status_code} without a Location",
+                        provider=self.name,
+                        status_code=response.status_code,
+                    )
+                target = response.url.join(location)
+                call_id = _call_id(target) or call_id
+                if redirects >= o.max_redirects:
+                    raise sdk.RequestTimeoutError(
+                        f"still running after {redirects} result-URL redirects "
+                        f"(max_redirects = {o.max_redirects})",
+                        provider=self.name,
+                    )
+                redirects += 1
+                # RFC 9110: a 303 is followed with GET; Modal refuses another POST there
+                get = self.client.build_request("GET", target, headers=headers)
+                response = await self.client.send(
+                    get, stream=request.stream, follow_redirects=False
+                )
+            call_id = response.headers.get(CALL_ID_HEADER) or call_id
+            try:
+                output, times = await self._output(response, request.stream)
+            finally:
+                await response.aclose()
+        except Exception as exc:  # once the call has an id, every failure names it
+            error = sdk.as_provider_error(exc, provider=self.name, request_id=call_id)
+            if error is exc:  # a ProviderError already: raised as it is, its causes kept
+                raise
+            raise error from exc
         arrived_ns = sdk.first_byte_ns(response)
         cold, _ = self._cold.judge(sent_ns, arrived_ns)
         return sdk.Result(
@@ -154,53 +146,28 @@ class ModalProvider(sdk.Provider):
             token_times_ns=times or None,
         )
 
-    async def _send(
-        self, request: httpx.Request, *, call_id: str | None, stream: bool
-    ) -> httpx.Response:
-        try:
-            return await self.client.send(request, stream=stream, follow_redirects=False)
-        except httpx.HTTPError as exc:
-            raise self._transport_error(exc, call_id) from exc
-
-    async def _read(self, response: httpx.Response, call_id: str | None) -> None:
-        try:
-            await response.aread()
-        except httpx.HTTPError as exc:
-            raise self._transport_error(exc, call_id) from exc
-
-    async def _pieces(self, response: httpx.Response, call_id: str | None) -> tuple[Any, list[int]]:
-        """A streamed answer piece by piece; one that is not a stream is read whole."""
+    async def _output(self, response: httpx.Response, stream: bool) -> tuple[Any, list[int]]:
+        """The answer's output, and each piece's arrival time where it was streamed (SSE,
+        NDJSON or plain text, asked for with ``stream``); a status >= 400 is raised."""
         kind = response.headers.get("content-type", "")
-        if not kind.startswith(("text/event-stream", "application/x-ndjson", "text/plain")):
-            await self._read(response, call_id)
-            return self._document(response, call_id), []
-        output: list[Any] = []
-        times: list[int] = []
+        if stream and response.status_code < 400 and kind.startswith(_STREAMED):
+            pieces = [piece async for piece in _pieces(response)]
+            return [output for output, _ in pieces], [at_ns for _, at_ns in pieces]
+        await response.aread()
+        if response.status_code >= 400:
+            raise self._http_error(response)
         try:
-            async for piece, at_ns in pieces(response):
-                output.append(piece)
-                times.append(at_ns)
-        except httpx.HTTPError as exc:
-            raise self._transport_error(exc, call_id) from exc
-        return output, times
-
-    def _document(self, response: httpx.Response, call_id: str | None) -> Any:
-        try:
-            return response.json()
+            return response.json(), []
         except ValueError as exc:
-            if "json" in response.headers.get("content-type", ""):
+            if "json" in kind:
                 raise sdk.InvalidResponseError(
                     "the answer says JSON but does not parse",
                     provider=self.name,
                     status_code=response.status_code,
-                    request_id=call_id,
                 ) from exc
-            return response.text
+            return response.text, []
 
-    def _transport_error(self, exc: httpx.HTTPError, call_id: str | None) -> sdk.ProviderError:
-        return sdk.as_provider_error(exc, provider=self.name, request_id=call_id)
-
-    def _http_error(self, response: httpx.Response, call_id: str | None) -> sdk.ProviderError:
+    def _http_error(self, response: httpx.Response) -> sdk.ProviderError:
         """The core's error for a status >= 400 (as_provider_error: the call named, a 429's
         ``Retry-After`` in seconds or as an HTTP date), naming the function call; a 401 for
         missing proxy credentials says how to give the token."""
@@ -208,7 +175,20 @@ class ModalProvider(sdk.Provider):
         if response.status_code == 401 and "proxy authorization" in response.text:
             detail = f"{response.text.strip()[:200]} (give a Proxy Auth Token as"
             detail += " '<token id>:<token secret>' in api_key_env)"
-        return sdk.status_error(response, provider=self.name, request_id=call_id, detail=detail)
+        return sdk.status_error(response, provider=self.name, detail=detail)
+
+
+async def _pieces(response: httpx.Response) -> AsyncIterator[tuple[Any, int]]:
+    """``(piece, arrived_ns)``: JSON where it parses, else the text. Server-sent events are one
+    piece per event (``sse_events``, timed by the network read); NDJSON and plain text one
+    per line."""
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        async for _, data, arrived_ns in sdk.sse_events(response):
+            yield sdk.json_or_text(data), arrived_ns
+        return
+    async for line in response.aiter_lines():
+        if line := line.rstrip("\r"):
+            yield sdk.json_or_text(line), time.perf_counter_ns()
 
 
 def _call_id(url: httpx.URL) -> str | None:

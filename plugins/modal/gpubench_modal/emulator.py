@@ -27,12 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 from gpubench_sdk import testing as kit
 
+from ._provider import CALL_ID_HEADER, CALL_ID_PARAM, LONG_REQUEST_S
+
 if TYPE_CHECKING:
     from starlette.requests import Request
-
-LONG_REQUEST_S = 150.0  # https://modal.com/docs/guide/webhook-timeouts
-CALL_ID_PARAM = "__modal_function_call_id"
-CALL_ID_HEADER = "Modal-Function-Call-Id"
 
 
 def modal_http(status: int, message: str) -> tuple[bytes, str]:
@@ -42,6 +40,16 @@ def modal_http(status: int, message: str) -> tuple[bytes, str]:
 
 def _fault_route(scope: Any) -> str:
     return "poll" if CALL_ID_PARAM.encode() in scope.get("query_string", b"") else "submit"
+
+
+async def _yielded(job: kit.Job) -> AsyncIterator[Any]:
+    """What the function yields, as it yields it."""
+    async for piece in kit.follow(job, 0.002):
+        yield piece
+    if job.status is not kit.JobStatus.COMPLETED:
+        # a function that raises mid-stream: the response was already started, so the server
+        # can only cut the connection (the chunked body never ends)
+        raise RuntimeError(f"function call {job.id} failed mid-stream: {job.error}")
 
 
 def make_app(
@@ -57,17 +65,6 @@ def make_app(
     emu = kit.Emulator(fleet, name="Modal", check=key, error_body=modal_http,
                        fault_body=kit.json_error, fault=_fault_route)  # fmt: skip
 
-    def event_stream(job: kit.Job) -> Any:
-        async def pieces() -> AsyncIterator[Any]:
-            async for piece in kit.follow(job, 0.002):
-                yield piece
-            if job.status is not kit.JobStatus.COMPLETED:
-                # a function that raises mid-stream: the response was already started, so the
-                # server can only cut the connection (the chunked body never ends)
-                raise RuntimeError(f"function call {job.id} failed mid-stream: {job.error}")
-
-        return emu.sse(pieces(), headers={CALL_ID_HEADER: job.id})
-
     async def answer(request: Request, job: kit.Job, *, cancel_on_hangup: bool) -> Any:
         # the app streams (SSE) what the function yields, when asked for a stream
         streamed = "text/event-stream" in request.headers.get("accept", "") and bool(
@@ -76,7 +73,7 @@ def make_app(
         seen = await kit.watch(request, job, timeout_s=redirect_after_s, started=streamed)
         headers = {CALL_ID_HEADER: job.id}
         if streamed and seen == "done":
-            return event_stream(job)  # the function runs: its pieces go out as they come
+            return emu.sse(_yielded(job), headers=headers)  # its pieces go out as they come
         if not job.done.is_set():
             if seen == "hung_up":
                 if cancel_on_hangup:
