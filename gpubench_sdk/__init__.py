@@ -66,6 +66,7 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     from ._base._validate import validate_options
     from ._contract._capabilities import BillingModel, Capabilities
     from ._contract._chat import LLMChat
+    from ._contract._cloud import SavedSettings, sdk_error, sdk_errors
     from ._contract._control import (
         held_json_call,
         lower_min_workers,
@@ -249,6 +250,9 @@ _EXPORTS: dict[str, str] = {
     "status_error": "._contract._kit",
     "with_capabilities": "._contract._kit",
     # The plugin kit: control-plane pieces
+    "SavedSettings": "._contract._cloud",
+    "sdk_error": "._contract._cloud",
+    "sdk_errors": "._contract._cloud",
     "held_json_call": "._contract._control",
     "lower_min_workers": "._contract._control",
     "read_scaling": "._contract._control",
@@ -407,6 +411,11 @@ __all__ = [  # noqa: RUF022 - grouped by purpose; each comment says why the grou
     "read_scaling",
     "shielded",
     "wait_cold",
+    # The plugin kit: a cloud SDK's control plane: its exceptions as gpubench's errors, the
+    # user's settings of any shape put back on close (``_contract._cloud``).
+    "SavedSettings",
+    "sdk_error",
+    "sdk_errors",
     # The error tree: every error gpubench raises, rooted at ``GpubenchError`` (docs/errors.md).
     "CapabilityError",
     "ClientHTTPError",
