@@ -85,7 +85,7 @@ class CloudRunOptions(sdk.ProviderOptions):
 
 
 @dataclass(frozen=True, slots=True)
-class _SavedSettings:
+class _UserSettings:
     """The user's settings before ``ensure_cold`` changed them, put back by ``close()``."""
 
     min_instances: int
@@ -121,7 +121,7 @@ class CloudRunProvider(sdk.Provider):
         self._token_source = token_source or google_id_token
         self._admin: ServiceAdmin | None = None
         self._id_token: CachedIdToken | None = None
-        self._saved: _SavedSettings | None = None
+        self._saved = sdk.SavedSettings[_UserSettings](self._put_back)
         self._cold = sdk.ColdMark(self.options.cold_threshold_ms)
         self.service_info: ServiceInfo | None = None
 
@@ -158,18 +158,17 @@ class CloudRunProvider(sdk.Provider):
             self._id_token = CachedIdToken(self._token_source, o.audience or base)
 
     async def close(self) -> None:
-        admin, self._admin = self._admin, None
+        admin = self._admin
         if admin is None:
             return
         try:  # the user's settings, even when the run was cancelled
-            await sdk.shielded(self._restore(admin), timeout_s=RESTORE_TIMEOUT_S)
+            await sdk.shielded(self._saved.restore(), timeout_s=RESTORE_TIMEOUT_S)
         finally:
+            self._admin = None
             admin.close()
 
-    async def _restore(self, admin: ServiceAdmin) -> None:
-        saved, self._saved = self._saved, None
-        if saved is None:
-            return
+    async def _put_back(self, saved: _UserSettings) -> None:
+        admin = self._require_admin()
         service = await admin.get()
         service.template.scaling.min_instance_count = saved.min_instances
         service.template.labels.clear()
@@ -225,17 +224,13 @@ class CloudRunProvider(sdk.Provider):
         started = time.monotonic()
         service = await admin.get()
         template = service.template
-        if self._saved is None:
-            self._saved = _SavedSettings(
-                int(template.scaling.min_instance_count), dict(template.labels)
-            )
-        changed = False
-        if template.scaling.min_instance_count != 0:
-            template.scaling.min_instance_count = 0
-            changed = True
+        self._saved.keep(
+            _UserSettings(int(template.scaling.min_instance_count), dict(template.labels))
+        )
+        changed = template.scaling.min_instance_count != 0 or o.roll_revision
+        template.scaling.min_instance_count = 0
         if o.roll_revision:
             template.labels[ROLL_LABEL] = uuid.uuid4().hex[:12]
-            changed = True
         if changed:
             service = await admin.update(service)
         ready = time.monotonic()
