@@ -19,7 +19,8 @@
   ``EmulatorParser``: that command line's shared options (listen address, required key, the
   fleet's cold start, worker cap and idle timeout); ``hold``: keep a request open while its job
   runs, cancelling the job if the client hangs up; ``fleet_lifespan``: the app's lifespan that
-  runs the fleet while the app is served.
+  runs the fleet while the app is served; ``throwaway_tls``: a CA and a loopback certificate
+  for serving HTTPS (``serve(app, tls=...)``), where an SDK sends no credentials over HTTP.
 - ``ProviderConformance``: the test suite a plugin subclasses in five lines;
   ``fleet_fixture`` and ``served_fixture``: a protocol test module's ``fleet`` and ``served``
   fixtures, each in one assignment; ``quick_fleet``: a fleet with fixed cold starts, in a call.
@@ -68,6 +69,7 @@ from ._jobs import FleetCounts, Job, JobStatus, JobTruth, QueueFull, WorkerState
 from ._queue import QueueEmulator, WallClock
 from ._routes import InFlight, Operations
 from ._timing import Duration, noise_tolerance_ms
+from ._tls import throwaway_tls
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -132,6 +134,7 @@ __all__ = [
     "served_fixture",
     "span_attributes",
     "sse_event",
+    "throwaway_tls",
     "until",
     "watch",
 ]
