@@ -77,27 +77,32 @@ class Replicas:
 def app_info(app: Any) -> AppInfo:
     """Read a ``models.ContainerApp`` (field names: the SDK's models, ARM's camelCase JSON)."""
     props = app.properties
-    template = props.template if props is not None else None
-    scale = template.scale if template is not None else None
-    containers = (template.containers if template is not None else None) or []
+    scale = _at(props, "template", "scale")
+    containers = _at(props, "template", "containers") or []
     resources = containers[0].resources if containers else None
-    ingress = props.configuration.ingress if props and props.configuration else None
-    rules = tuple(r.as_dict() for r in (scale.rules or [])) if scale is not None else ()
+    ingress = _at(props, "configuration", "ingress")
     return AppInfo(
         id=str(app.id or ""),
         location=app.location,
-        fqdn=ingress.fqdn if ingress is not None else None,
-        workload_profile=props.workload_profile_name if props is not None else None,
+        fqdn=_at(ingress, "fqdn"),
+        workload_profile=_at(props, "workload_profile_name"),
         min_replicas=_or(scale, "min_replicas", DEFAULT_MIN_REPLICAS),
         max_replicas=_or(scale, "max_replicas", DEFAULT_MAX_REPLICAS),
         cooldown_s=_or(scale, "cooldown_period", DEFAULT_COOLDOWN_S),
-        polling_interval_s=scale.polling_interval if scale is not None else None,
-        rules=rules,
-        cpu=resources.cpu if resources is not None else None,
-        memory=resources.memory if resources is not None else None,
-        latest_revision=props.latest_revision_name if props is not None else None,
-        latest_ready_revision=props.latest_ready_revision_name if props is not None else None,
+        polling_interval_s=_at(scale, "polling_interval"),
+        rules=tuple(r.as_dict() for r in (_at(scale, "rules") or [])),
+        cpu=_at(resources, "cpu"),
+        memory=_at(resources, "memory"),
+        latest_revision=_at(props, "latest_revision_name"),
+        latest_ready_revision=_at(props, "latest_ready_revision_name"),
     )
+
+
+def _at(model: Any, *path: str) -> Any:
+    """``model.a.b...``, or None from the first step that is None (the SDK's optional parts)."""
+    for name in path:
+        model = None if model is None else getattr(model, name)
+    return model
 
 
 def _or(scale: Any, name: str, default: int) -> int:
