@@ -167,9 +167,8 @@ class SageMakerProvider(sdk.Provider):
         """One request; while the endpoint scales out from zero, retried until ready."""
         body = json.dumps(dict(request.payload)).encode()
         started = time.monotonic()
-        delay_s = 0.05
         refused = False
-        while True:
+        for delay_s in sdk.Polling(0.05, self.options.cold_retry_max_s, backoff=2.0).delays():
             attempt_started = time.monotonic()
             try:
                 result = await self._invoke_once(request, body)
@@ -179,7 +178,6 @@ class SageMakerProvider(sdk.Provider):
                     raise
                 refused = True  # the service itself says no copy is up
                 await anyio.sleep(delay_s)
-                delay_s = min(delay_s * 2, self.options.cold_retry_max_s)
         # SageMaker routes only to copies that are up, so a request that was not refused is
         # warm (even right after ensure_cold: a copy came back meanwhile); one that was
         # refused waited for a copy to boot and load the model
