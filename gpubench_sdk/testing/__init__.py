@@ -8,8 +8,9 @@
   fault routes, the error body (``Reject``), the install hint and the lifespan built in;
   ``RateLimit``, ``scaling_patch``, ``follow``, ``watch`` and ``until`` for its handlers;
   ``sse_event`` (one server-sent event; ``Emulator.sse`` streams them), ``InFlight``
-  (requests served now, against a cap) and ``Operations`` (a control plane's long-running
-  operations) for what its routes answer.
+  (requests served now, against a cap), ``Operations`` (a control plane's long-running
+  operations) and ``merge_patch`` (RFC 7396, how a ``PATCH`` changes a resource) for what its
+  routes answer.
 - ``QueueEmulator``: an ``Emulator`` for a queue-style (job) API: it remembers the jobs it
   submitted and finds them by id, holds synchronous calls, waits for a stream's first output,
   ends jobs at deadlines and caps rates; ``WallClock`` (the fleet's times on the wall clock).
@@ -66,6 +67,7 @@ from ._faults import (
 from ._fleet import FleetConfig, SimulatedFleet, echo_handler, quick_fleet
 from ._harness import INSTALL_HINT, ServedApp, serve, serve_forever
 from ._jobs import FleetCounts, Job, JobStatus, JobTruth, QueueFull, WorkerState
+from ._patch import merge_patch
 from ._queue import QueueEmulator, WallClock
 from ._routes import InFlight, Operations
 from ._timing import Duration, noise_tolerance_ms
@@ -124,6 +126,7 @@ __all__ = [
     "follow",
     "hold",
     "json_error",
+    "merge_patch",
     "noise_tolerance_ms",
     "otlp_receiver",
     "plain_text",

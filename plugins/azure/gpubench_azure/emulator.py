@@ -148,7 +148,9 @@ def make_app(
         properties = patch.get("properties") if isinstance(patch, dict) else None
         template = properties.get("template") if isinstance(properties, dict) else None
         if template is not None:
-            new = _merge({**copy.deepcopy(state["template"]), "scale": scale_of_fleet()}, template)
+            new = kit.merge_patch(
+                {**copy.deepcopy(state["template"]), "scale": scale_of_fleet()}, template
+            )
             scale = new.get("scale") or {}
             low, high = scale.get("minReplicas", 0), scale.get("maxReplicas", 10)
             if not (isinstance(low, int) and isinstance(high, int) and 0 <= low <= high):
@@ -229,19 +231,6 @@ def make_app(
     emu.calls(check=ingress_key)
 
     return emu.app()
-
-
-def _merge(target: Any, patch: Any) -> Any:
-    """RFC 7396 JSON merge patch: objects merge, ``null`` removes, anything else replaces."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    merged = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            merged.pop(key, None)
-        else:
-            merged[key] = _merge(merged.get(key), value)
-    return merged
 
 
 def main(argv: list[str] | None = None) -> None:
