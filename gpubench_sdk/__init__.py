@@ -74,6 +74,7 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
         shielded,
         wait_cold,
     )
+    from ._contract._ingress import IngressOptions
     from ._contract._input import InputMap
     from ._contract._jobs import Job, Polling, run_job
     from ._contract._kit import (
@@ -251,6 +252,7 @@ _EXPORTS: dict[str, str] = {
     "with_capabilities": "._contract._kit",
     # The plugin kit: control-plane pieces
     "SavedSettings": "._contract._cloud",
+    "IngressOptions": "._contract._ingress",
     "sdk_error": "._contract._cloud",
     "sdk_errors": "._contract._cloud",
     "held_json_call": "._contract._control",
@@ -416,6 +418,8 @@ __all__ = [  # noqa: RUF022 - grouped by purpose; each comment says why the grou
     "SavedSettings",
     "sdk_error",
     "sdk_errors",
+    # ... and the options of a service invoked by a held POST to its own URL (``_ingress``).
+    "IngressOptions",
     # The error tree: every error gpubench raises, rooted at ``GpubenchError`` (docs/errors.md).
     "CapabilityError",
     "ClientHTTPError",

@@ -8,7 +8,6 @@ import ssl
 import time
 from typing import Any, ClassVar, Literal, Self
 
-import httpx
 from pydantic import Field, model_validator
 
 import gpubench_sdk as sdk
@@ -28,7 +27,7 @@ TIMEOUT_MARGIN_S = 0.05
 FUNCTIONS_KEY_HEADER = "x-functions-key"
 
 
-class AzureOptions(sdk.ProviderOptions):
+class AzureOptions(sdk.IngressOptions):
     """Options of an Azure Container Apps target.
 
     ``app`` (the resource id) turns on Resource Manager: the ingress URL is read from it,
@@ -41,7 +40,6 @@ class AzureOptions(sdk.ProviderOptions):
         "Microsoft.App/containerApps/A",
     )
     url: str | None = Field(default=None, description="ingress URL (default: https://FQDN)")
-    path: str = Field(default="/", pattern=r"^/", description="path the payload is POSTed to")
     region: str | None = Field(
         default=None, description="the app's location; checked against Resource Manager's"
     )
@@ -72,10 +70,6 @@ class AzureOptions(sdk.ProviderOptions):
         ge=1,
         description="set an HTTP scale rule with this concurrentRequests (restored in close)",
     )
-    cold_threshold_ms: float | None = Field(
-        default=None, gt=0, description="infer 'cold' when the first byte takes longer"
-    )
-    request_id_header: str = Field(default="x-request-id")
 
     @model_validator(mode="after")
     def _check_target(self) -> Self:
@@ -166,7 +160,7 @@ class AzureProvider(sdk.Provider):
         url = self._url()
         if not url:
             raise sdk.ConfigError("url", None, "the ingress URL: the app has no ingress FQDN")
-        self._invoke_url = httpx.URL(url.rstrip("/") + o.path)
+        self._invoke_url = o.invoke_url(url)
 
     def _check_region(self, info: AppInfo) -> None:
         wanted, actual = self.options.region, info.location

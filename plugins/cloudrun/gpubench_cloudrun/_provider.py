@@ -30,7 +30,7 @@ RESTORE_TIMEOUT_S = 600.0  # a revision roll takes seconds to minutes
 TIMEOUT_MARGIN_S = 0.05
 
 
-class CloudRunOptions(sdk.ProviderOptions):
+class CloudRunOptions(sdk.IngressOptions):
     """Options of a Cloud Run target.
 
     ``service`` (``projects/P/locations/L/services/S``) turns on the Admin API: the URL is read
@@ -43,7 +43,6 @@ class CloudRunOptions(sdk.ProviderOptions):
         description="full resource name: projects/P/locations/L/services/S",
     )
     url: str | None = Field(default=None, description="the service URL (default: its uri)")
-    path: str = Field(default="/", pattern=r"^/", description="path the payload is POSTed to")
     auth_mode: Literal["google", "token", "none"] | None = Field(
         default=None,
         description="'google': ID tokens from google-auth (default); 'token': api_key is an "
@@ -65,14 +64,6 @@ class CloudRunOptions(sdk.ProviderOptions):
         default=DEFAULT_IDLE_RECLAIM_S,
         ge=0,
         description="how long ensure_cold waits for idle instances to be reclaimed",
-    )
-    cold_threshold_ms: float | None = Field(
-        default=None,
-        gt=0,
-        description="infer 'cold' when the first byte takes longer (None: no guess)",
-    )
-    request_id_header: str = Field(
-        default="x-request-id", description="response header carrying the request id"
     )
 
     @model_validator(mode="after")
@@ -152,10 +143,9 @@ class CloudRunProvider(sdk.Provider):
         url = o.url or (self.service_info.uri if self.service_info else None)
         if not url:
             raise sdk.ConfigError("url", url, "the service URL: the service reports no uri yet")
-        base = url.rstrip("/")
-        self._invoke_url = httpx.URL(base + o.path)
+        self._invoke_url = o.invoke_url(url)
         if self.invoker_auth == "google":
-            self._id_token = CachedIdToken(self._token_source, o.audience or base)
+            self._id_token = CachedIdToken(self._token_source, o.audience or url.rstrip("/"))
 
     async def close(self) -> None:
         admin = self._admin
