@@ -66,6 +66,7 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     from ._base._validate import validate_options
     from ._contract._capabilities import BillingModel, Capabilities
     from ._contract._chat import LLMChat
+    from ._contract._cloud import SavedSettings, sdk_error, sdk_errors
     from ._contract._control import (
         held_json_call,
         lower_min_workers,
@@ -75,6 +76,7 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     )
     from ._contract._error_text import error_text
     from ._contract._inferred_cold import ColdThresholdOptions
+    from ._contract._ingress import IngressOptions
     from ._contract._input import InputMap
     from ._contract._job_state import job_state
     from ._contract._jobs import Job, Polling, run_job
@@ -260,6 +262,10 @@ _EXPORTS: dict[str, str] = {
     "iso_seconds": "._contract._times",
     "span_ms": "._contract._times",
     # The plugin kit: control-plane pieces
+    "SavedSettings": "._contract._cloud",
+    "IngressOptions": "._contract._ingress",
+    "sdk_error": "._contract._cloud",
+    "sdk_errors": "._contract._cloud",
     "held_json_call": "._contract._control",
     "lower_min_workers": "._contract._control",
     "read_scaling": "._contract._control",
@@ -425,6 +431,13 @@ __all__ = [  # noqa: RUF022 - grouped by purpose; each comment says why the grou
     "read_scaling",
     "shielded",
     "wait_cold",
+    # The plugin kit: a cloud SDK's control plane: its exceptions as gpubench's errors, the
+    # user's settings of any shape put back on close (``_contract._cloud``).
+    "SavedSettings",
+    "sdk_error",
+    "sdk_errors",
+    # ... and the options of a service invoked by a held POST to its own URL (``_ingress``).
+    "IngressOptions",
     # The error tree: every error gpubench raises, rooted at ``GpubenchError`` (docs/errors.md).
     "CapabilityError",
     "ClientHTTPError",

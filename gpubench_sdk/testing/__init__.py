@@ -8,9 +8,10 @@
   fault routes, the error body (``Reject``), the install hint and the lifespan built in;
   ``RateLimit``, ``scaling_patch``, ``follow``, ``watch`` and ``until`` for its handlers;
   ``sse_event`` (one server-sent event; ``Emulator.sse`` streams them), ``InFlight``
-  (requests served now, against a cap) and ``Operations`` (a control plane's long-running
-  operations) for what its routes answer; ``PrefixCache`` (an LLM server's prompt prefix
-  cache, vLLM's rules) for an LLM emulator's prefill.
+  (requests served now, against a cap), ``Operations`` (a control plane's long-running
+  operations) and ``merge_patch`` (RFC 7396, how a ``PATCH`` changes a resource) for what its
+  routes answer; ``PrefixCache`` (an LLM server's prompt prefix cache, vLLM's rules) for an
+  LLM emulator's prefill.
 - ``QueueEmulator``: an ``Emulator`` for a queue-style (job) API: it remembers the jobs it
   submitted and finds them by id, holds synchronous calls, waits for a stream's first output,
   ends jobs at deadlines and caps rates; ``WallClock`` (the fleet's times on the wall clock).
@@ -20,7 +21,8 @@
   ``EmulatorParser``: that command line's shared options (listen address, required key, the
   fleet's cold start, worker cap and idle timeout); ``hold``: keep a request open while its job
   runs, cancelling the job if the client hangs up; ``fleet_lifespan``: the app's lifespan that
-  runs the fleet while the app is served.
+  runs the fleet while the app is served; ``throwaway_tls``: a CA and a loopback certificate
+  for serving HTTPS (``serve(app, tls=...)``), where an SDK sends no credentials over HTTP.
 - ``ProviderConformance``: the test suite a plugin subclasses in five lines;
   ``fleet_fixture`` and ``served_fixture``: a protocol test module's ``fleet`` and ``served``
   fixtures, each in one assignment; ``quick_fleet``: a fleet with fixed cold starts, in a call.
@@ -66,10 +68,12 @@ from ._faults import (
 from ._fleet import FleetConfig, SimulatedFleet, echo_handler, quick_fleet
 from ._harness import INSTALL_HINT, ServedApp, serve, serve_forever
 from ._jobs import FleetCounts, Job, JobStatus, JobTruth, QueueFull, WorkerState
+from ._patch import merge_patch
 from ._prefix_cache import PrefixCache
 from ._queue import QueueEmulator, WallClock
 from ._routes import InFlight, Operations
 from ._timing import Duration, noise_tolerance_ms
+from ._tls import throwaway_tls
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -125,6 +129,7 @@ __all__ = [
     "follow",
     "hold",
     "json_error",
+    "merge_patch",
     "noise_tolerance_ms",
     "otlp_receiver",
     "plain_text",
@@ -135,6 +140,7 @@ __all__ = [
     "served_fixture",
     "span_attributes",
     "sse_event",
+    "throwaway_tls",
     "until",
     "watch",
 ]

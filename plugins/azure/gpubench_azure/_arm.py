@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import gpubench_sdk as sdk
@@ -33,6 +33,11 @@ DEFAULT_MIN_REPLICAS = 0
 DEFAULT_MAX_REPLICAS = 10
 DEFAULT_COOLDOWN_S = 300
 GPUBENCH_RULE = "gpubench-http"  # the HTTP scale rule gpubench writes (http_concurrency)
+# what a 401/403 from Resource Manager adds to its error
+ROLE_HINT = (
+    "the caller needs a role that may read and write Microsoft.App/containerApps,"
+    " e.g. Contributor on the app: see docs/providers/azure.md"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,21 +58,6 @@ class AppInfo:
     latest_revision: str | None
     latest_ready_revision: str | None
 
-    def detail(self) -> dict[str, Any]:
-        return {
-            "app": self.id,
-            "location": self.location,
-            "workload_profile": self.workload_profile,
-            "min_replicas": self.min_replicas,
-            "max_replicas": self.max_replicas,
-            "cooldown_period_s": self.cooldown_s,
-            "polling_interval_s": self.polling_interval_s,
-            "scale_rules": [dict(r) for r in self.rules],
-            "cpu": self.cpu,
-            "memory": self.memory,
-            "latest_ready_revision": self.latest_ready_revision,
-        }
-
 
 @dataclass(frozen=True, slots=True)
 class Replicas:
@@ -77,7 +67,7 @@ class Replicas:
     running: int
     provisioning: int
     names: tuple[str, ...] = ()
-    revisions: tuple[str, ...] = field(default=())
+    revisions: tuple[str, ...] = ()
 
     @property
     def none(self) -> bool:
@@ -87,27 +77,32 @@ class Replicas:
 def app_info(app: Any) -> AppInfo:
     """Read a ``models.ContainerApp`` (field names: the SDK's models, ARM's camelCase JSON)."""
     props = app.properties
-    template = props.template if props is not None else None
-    scale = template.scale if template is not None else None
-    containers = (template.containers if template is not None else None) or []
+    scale = _at(props, "template", "scale")
+    containers = _at(props, "template", "containers") or []
     resources = containers[0].resources if containers else None
-    ingress = props.configuration.ingress if props and props.configuration else None
-    rules = tuple(r.as_dict() for r in (scale.rules or [])) if scale is not None else ()
+    ingress = _at(props, "configuration", "ingress")
     return AppInfo(
         id=str(app.id or ""),
         location=app.location,
-        fqdn=ingress.fqdn if ingress is not None else None,
-        workload_profile=props.workload_profile_name if props is not None else None,
+        fqdn=_at(ingress, "fqdn"),
+        workload_profile=_at(props, "workload_profile_name"),
         min_replicas=_or(scale, "min_replicas", DEFAULT_MIN_REPLICAS),
         max_replicas=_or(scale, "max_replicas", DEFAULT_MAX_REPLICAS),
         cooldown_s=_or(scale, "cooldown_period", DEFAULT_COOLDOWN_S),
-        polling_interval_s=scale.polling_interval if scale is not None else None,
-        rules=rules,
-        cpu=resources.cpu if resources is not None else None,
-        memory=resources.memory if resources is not None else None,
-        latest_revision=props.latest_revision_name if props is not None else None,
-        latest_ready_revision=props.latest_ready_revision_name if props is not None else None,
+        polling_interval_s=_at(scale, "polling_interval"),
+        rules=tuple(r.as_dict() for r in (_at(scale, "rules") or [])),
+        cpu=_at(resources, "cpu"),
+        memory=_at(resources, "memory"),
+        latest_revision=_at(props, "latest_revision_name"),
+        latest_ready_revision=_at(props, "latest_ready_revision_name"),
     )
+
+
+def _at(model: Any, *path: str) -> Any:
+    """``model.a.b...``, or None from the first step that is None (the SDK's optional parts)."""
+    for name in path:
+        model = None if model is None else getattr(model, name)
+    return model
 
 
 def _or(scale: Any, name: str, default: int) -> int:
@@ -185,12 +180,8 @@ class ContainerAppAdmin:
         self._poll_s = poll_interval_s
 
     async def get(self) -> Any:
-        try:
+        with sdk.sdk_errors(map_arm_error):
             return await self._client.container_apps.get(self.group, self.app)
-        except sdk.ConfigError:
-            raise
-        except Exception as exc:
-            raise map_arm_error(exc) from exc
 
     async def info(self) -> AppInfo:
         return app_info(await self.get())
@@ -201,20 +192,16 @@ class ContainerAppAdmin:
         # a JSON merge patch: the SDK takes it as JSON (its ContainerApp TypedDict), whose
         # typing requires `location`, which a patch of the scale alone has no need of
         body: Any = {"properties": {"template": {"scale": dict(scale)}}}
-        try:
+        with sdk.sdk_errors(map_arm_error):
             poller = await self._client.container_apps.begin_update(
                 self.group, self.app, body, polling_interval=self._poll_s
             )
             return app_info(await poller.result())
-        except sdk.ConfigError:
-            raise
-        except Exception as exc:
-            raise map_arm_error(exc) from exc
 
     async def replicas(self) -> Replicas:
         """The replicas of every active revision (after a change, the old revision's replicas
         drain while the new one starts: both count)."""
-        try:
+        with sdk.sdk_errors(map_arm_error):
             active = [
                 r.name
                 async for r in self._client.container_apps_revisions.list_revisions(
@@ -222,24 +209,13 @@ class ContainerAppAdmin:
                 )
                 if r.name and r.properties is not None and r.properties.active
             ]
-            running = provisioning = 0
-            names: list[str] = []
+            listed: list[Any] = []
             for revision in active:
-                listed = await self._client.container_apps_revision_replicas.list_replicas(
-                    self.group, self.app, revision
-                )
-                for replica in listed.value:
-                    state = replica.properties.running_state if replica.properties else None
-                    if state == "Running":
-                        running += 1
-                    else:
-                        provisioning += 1
-                    names.append(str(replica.name))
-        except sdk.ConfigError:
-            raise
-        except Exception as exc:
-            raise map_arm_error(exc) from exc
-        return Replicas(running, provisioning, tuple(names), tuple(str(r) for r in active))
+                replicas = self._client.container_apps_revision_replicas
+                listed += (await replicas.list_replicas(self.group, self.app, revision)).value
+        running = sum(1 for r in listed if r.properties and r.properties.running_state == "Running")
+        names = tuple(str(r.name) for r in listed)
+        return Replicas(running, len(listed) - running, names, tuple(str(r) for r in active))
 
     async def close(self) -> None:
         await self._client.close()
@@ -251,17 +227,14 @@ def map_arm_error(exc: BaseException) -> sdk.ProviderError:
     (connect, TLS) and ``ServiceResponseError`` (a broken answer) carry none."""
     from azure.core import exceptions as aexc
 
-    if isinstance(exc, sdk.ProviderError):
-        return exc
-    message = sdk.redact(f"Azure Resource Manager: {type(exc).__name__}: {exc}")
+    status = None
     if isinstance(exc, aexc.HttpResponseError) and exc.status_code is not None:
         status = int(exc.status_code)
-        if status in (401, 403):
-            message += (
-                " (the caller needs a role that may read and write Microsoft.App/containerApps,"
-                " e.g. Contributor on the app: see docs/providers/azure.md)"
-            )
-        return sdk.error_for_status(message, status, provider=PROVIDER)
-    if isinstance(exc, TimeoutError | aexc.ServiceResponseTimeoutError):
-        return sdk.RequestTimeoutError(message, provider=PROVIDER)
-    return sdk.TransportError(message, provider=PROVIDER)
+    return sdk.sdk_error(
+        exc,
+        provider=PROVIDER,
+        service="Azure Resource Manager",
+        status=status,
+        timed_out=isinstance(exc, TimeoutError | aexc.ServiceResponseTimeoutError),
+        hint=ROLE_HINT if status in (401, 403) else None,
+    )

@@ -6,10 +6,8 @@ from __future__ import annotations
 import re
 import ssl
 import time
-from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Self
 
-import httpx
 from pydantic import Field, model_validator
 
 import gpubench_sdk as sdk
@@ -29,7 +27,7 @@ TIMEOUT_MARGIN_S = 0.05
 FUNCTIONS_KEY_HEADER = "x-functions-key"
 
 
-class AzureOptions(sdk.ProviderOptions):
+class AzureOptions(sdk.IngressOptions):
     """Options of an Azure Container Apps target.
 
     ``app`` (the resource id) turns on Resource Manager: the ingress URL is read from it,
@@ -42,7 +40,6 @@ class AzureOptions(sdk.ProviderOptions):
         "Microsoft.App/containerApps/A",
     )
     url: str | None = Field(default=None, description="ingress URL (default: https://FQDN)")
-    path: str = Field(default="/", pattern=r"^/", description="path the payload is POSTed to")
     region: str | None = Field(
         default=None, description="the app's location; checked against Resource Manager's"
     )
@@ -73,10 +70,6 @@ class AzureOptions(sdk.ProviderOptions):
         ge=1,
         description="set an HTTP scale rule with this concurrentRequests (restored in close)",
     )
-    cold_threshold_ms: float | None = Field(
-        default=None, gt=0, description="infer 'cold' when the first byte takes longer"
-    )
-    request_id_header: str = Field(default="x-request-id")
 
     @model_validator(mode="after")
     def _check_target(self) -> Self:
@@ -91,13 +84,6 @@ class AzureOptions(sdk.ProviderOptions):
         if self.auth_mode in ("bearer", "functions-key") and self.api_key is None:
             raise sdk.ConfigError("api_key_env", None, f"a key for auth_mode = {self.auth_mode!r}")
         return self
-
-
-@dataclass(frozen=True, slots=True)
-class _Saved:
-    """The app's scale before gpubench changed it (ARM JSON), put back by ``close()``."""
-
-    scale: dict[str, Any]
 
 
 class AzureProvider(sdk.Provider):
@@ -122,16 +108,21 @@ class AzureProvider(sdk.Provider):
     def __init__(self, options: sdk.ProviderOptions | None = None, **kw: Any) -> None:
         super().__init__(options, **kw)
         self._admin: ContainerAppAdmin | None = None
-        self._saved: _Saved | None = None
+        # the app's scale before gpubench changed it (ARM JSON), put back by close()
+        self._saved = sdk.SavedSettings[dict[str, Any]](
+            lambda scale: self._require_admin().update_scale(scale)
+        )
         self._cold = sdk.ColdMark(self.options.cold_threshold_ms)
         self._in_flight = 0
         self.app_info: AppInfo | None = None
 
+    def _url(self) -> str | None:
+        fqdn = self.app_info.fqdn if self.app_info else None
+        return self.options.url or (f"https://{fqdn}" if fqdn else None)
+
     @property
     def endpoint(self) -> str | None:
-        url = self.options.url or (
-            f"https://{self.app_info.fqdn}" if self.app_info and self.app_info.fqdn else None
-        )
+        url = self._url()
         return sdk.scrub_url(url).split("?", 1)[0] if url else self.options.app
 
     async def __aenter__(self) -> Self:
@@ -166,11 +157,10 @@ class AzureProvider(sdk.Provider):
             except BaseException:
                 await self.close()
                 raise
-        fqdn = self.app_info.fqdn if self.app_info else None
-        url = o.url or (f"https://{fqdn}" if fqdn else None)
+        url = self._url()
         if not url:
             raise sdk.ConfigError("url", None, "the ingress URL: the app has no ingress FQDN")
-        self._invoke_url = httpx.URL(url.rstrip("/") + o.path)
+        self._invoke_url = o.invoke_url(url)
 
     def _check_region(self, info: AppInfo) -> None:
         wanted, actual = self.options.region, info.location
@@ -182,26 +172,22 @@ class AzureProvider(sdk.Provider):
             )
 
     async def close(self) -> None:
-        admin, self._admin = self._admin, None
+        admin = self._admin
         if admin is None:
             return
-        saved, self._saved = self._saved, None
-        try:
-            if saved is not None:  # the user's settings, even when the run was cancelled
-                await sdk.shielded(admin.update_scale(saved.scale), timeout_s=RESTORE_TIMEOUT_S)
+        try:  # the user's settings, even when the run was cancelled
+            await sdk.shielded(self._saved.restore(), timeout_s=RESTORE_TIMEOUT_S)
         finally:
+            self._admin = None
             await sdk.shielded(admin.close())
 
     # ----- requests -------------------------------------------------------------------------
 
     def auth_headers(self) -> dict[str, str]:
         o = self.options
-        if o.api_key is None or o.auth_mode == "none":
-            return {}
-        key = o.api_key.get_secret_value()
-        if o.auth_mode == "functions-key":
-            return {FUNCTIONS_KEY_HEADER: key}
-        return {"Authorization": f"Bearer {key}"}
+        if o.auth_mode == "functions-key" and o.api_key is not None:
+            return {FUNCTIONS_KEY_HEADER: o.api_key.get_secret_value()}
+        return sdk.key_headers(o.api_key, "none" if o.auth_mode == "none" else "bearer")
 
     async def invoke(self, request: sdk.Request) -> sdk.Result:
         headers = {**self.options.headers, **self.auth_headers()}
@@ -236,16 +222,15 @@ class AzureProvider(sdk.Provider):
     async def _set_scale(self, scale: dict[str, Any]) -> AppInfo:
         """Patch the scale, saving the user's first (all of it: rules are replaced whole)."""
         admin = self._require_admin()
-        if self._saved is None:
-            info = self.app_info or await admin.info()
-            self._saved = _Saved(
-                {
-                    "minReplicas": info.min_replicas,
-                    "maxReplicas": info.max_replicas,
-                    "cooldownPeriod": info.cooldown_s,
-                    "rules": [dict(r) for r in info.rules],
-                }
-            )
+        info = self.app_info or await admin.info()
+        self._saved.keep(
+            {
+                "minReplicas": info.min_replicas,
+                "maxReplicas": info.max_replicas,
+                "cooldownPeriod": info.cooldown_s,
+                "rules": [dict(r) for r in info.rules],
+            }
+        )
         self.app_info = await admin.update_scale(scale)
         return self.app_info
 

@@ -15,8 +15,8 @@ routes ``azure-mgmt-appcontainers`` calls, and the app's ingress, in one ASGI ap
 timeout. Workers booting (or waiting for GPU capacity) are listed as ``NotRunning`` replicas,
 the others as ``Running``. Faults apply to the ingress (route ``submit``) and Resource Manager
 (``control``). The Azure SDK sends bearer tokens only over HTTPS: serve it with TLS
-(``make_tls`` writes a throwaway CA and certificate; ``python -m gpubench_azure.emulator
---tls-dir DIR`` does it and prints the ``https://`` URL).
+(the kit's ``throwaway_tls`` writes a throwaway CA and certificate; ``python -m
+gpubench_azure.emulator --tls-dir DIR`` does it and prints the ``https://`` URL).
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ import copy
 import datetime as dt
 import json
 import uuid
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpubench_sdk import ScalingSettings
@@ -54,26 +53,6 @@ def arm_error_body(status: int, message: str) -> tuple[bytes, str]:
     """ARM's error shape (azure-core reads ``error.code`` and ``error.message``)."""
     code = _CODES.get(status, "InternalServerError" if status >= 500 else "BadRequest")
     return json.dumps({"error": {"code": code, "message": message}}).encode(), "application/json"
-
-
-def make_tls(directory: str | Path) -> tuple[str, str, str]:
-    """A throwaway CA and a certificate for 127.0.0.1/localhost signed by it, written to
-    ``directory``: returns (CA bundle, certificate chain, private key) paths. Needs trustme."""
-    try:
-        import trustme
-    except ImportError as exc:
-        raise ImportError(f"the emulator's TLS needs trustme: {kit.INSTALL_HINT}") from exc
-    root = Path(directory)
-    root.mkdir(parents=True, exist_ok=True)
-    ca = trustme.CA()
-    cert = ca.issue_cert("127.0.0.1", "localhost")
-    paths = root / "ca.pem", root / "server.pem", root / "server.key"
-    ca.cert_pem.write_to_path(str(paths[0]))
-    cert.private_key_pem.write_to_path(str(paths[2]))
-    with paths[1].open("wb") as chain:
-        for blob in cert.cert_chain_pems:
-            chain.write(blob.bytes())
-    return str(paths[0]), str(paths[1]), str(paths[2])
 
 
 def make_app(
@@ -169,7 +148,9 @@ def make_app(
         properties = patch.get("properties") if isinstance(patch, dict) else None
         template = properties.get("template") if isinstance(properties, dict) else None
         if template is not None:
-            new = _merge({**copy.deepcopy(state["template"]), "scale": scale_of_fleet()}, template)
+            new = kit.merge_patch(
+                {**copy.deepcopy(state["template"]), "scale": scale_of_fleet()}, template
+            )
             scale = new.get("scale") or {}
             low, high = scale.get("minReplicas", 0), scale.get("maxReplicas", 10)
             if not (isinstance(low, int) and isinstance(high, int) and 0 <= low <= high):
@@ -223,10 +204,9 @@ def make_app(
         if name != state["revisions"][-1]["name"]:
             return {"value": []}  # inactive: no replicas
         counts = fleet.counts()
-        up = counts.idle + counts.running
         listed = [
-            replica_body(name, i, running=i < up)
-            for i in range(up + counts.initializing + counts.throttled)
+            replica_body(name, i, running=i < counts.ready)
+            for i in range(counts.ready + counts.initializing + counts.throttled)
         ]
         return {"value": listed}
 
@@ -253,19 +233,6 @@ def make_app(
     return emu.app()
 
 
-def _merge(target: Any, patch: Any) -> Any:
-    """RFC 7396 JSON merge patch: objects merge, ``null`` removes, anything else replaces."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    merged = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            merged.pop(key, None)
-        else:
-            merged[key] = _merge(merged.get(key), value)
-    return merged
-
-
 def main(argv: list[str] | None = None) -> None:
     """Serve an emulator until interrupted: ``python -m gpubench_azure.emulator``."""
     parser = kit.EmulatorParser(
@@ -280,7 +247,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse(argv)
     app = make_app(args.fleet(), api_key=args.api_key, **args.own(exclude=("tls_dir",)))
-    args.serve(app, tls=make_tls(args.tls_dir)[1:] if args.tls_dir else None)
+    args.serve(app, tls=kit.throwaway_tls(args.tls_dir)[1:] if args.tls_dir else None)
 
 
 if __name__ == "__main__":

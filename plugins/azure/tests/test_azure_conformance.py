@@ -9,9 +9,16 @@ from typing import Any
 
 import pytest
 from gpubench_azure import AzureProvider
-from gpubench_azure.emulator import DEFAULT_APP, make_app, make_tls
+from gpubench_azure.emulator import DEFAULT_APP, make_app
 
-from gpubench_sdk.testing import ASGIApp, ProviderConformance, ServedApp, SimulatedFleet, serve
+from gpubench_sdk.testing import (
+    ASGIApp,
+    ProviderConformance,
+    ServedApp,
+    SimulatedFleet,
+    serve,
+    throwaway_tls,
+)
 
 ARM_TOKEN_ENV = "GPUBENCH_TEST_AZURE_ARM_TOKEN"
 ARM_TOKEN = "arm-token-conformance-51c7"
@@ -19,7 +26,7 @@ ARM_TOKEN = "arm-token-conformance-51c7"
 
 @pytest.fixture(scope="module")
 def tls(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, str]:
-    return make_tls(tmp_path_factory.mktemp("tls"))
+    return throwaway_tls(tmp_path_factory.mktemp("tls"))
 
 
 class TestAzureConformance(ProviderConformance):

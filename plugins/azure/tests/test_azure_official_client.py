@@ -22,7 +22,7 @@ from azure.core.credentials import AccessToken
 from azure.mgmt.appcontainers import ContainerAppsAPIClient as SyncClient
 from azure.mgmt.appcontainers.aio import ContainerAppsAPIClient
 from gpubench_azure._arm import app_info
-from gpubench_azure.emulator import DEFAULT_APP, SUBSCRIPTION, make_app, make_tls
+from gpubench_azure.emulator import DEFAULT_APP, SUBSCRIPTION, make_app
 
 from gpubench_sdk.testing import (
     Fault,
@@ -30,6 +30,7 @@ from gpubench_sdk.testing import (
     SimulatedFleet,
     fleet_fixture,
     serve,
+    throwaway_tls,
 )
 
 ARM_TOKEN = "arm-token-9d1c7b3e5f"
@@ -56,7 +57,7 @@ class AsyncToken(Token):
 
 @pytest.fixture(scope="module")
 def tls(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, str]:
-    return make_tls(tmp_path_factory.mktemp("tls"))
+    return throwaway_tls(tmp_path_factory.mktemp("tls"))
 
 
 fleet = fleet_fixture(2.5, max_workers=3)

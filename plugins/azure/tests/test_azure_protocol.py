@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from gpubench_azure import AzureProvider
-from gpubench_azure.emulator import DEFAULT_APP, make_app, make_tls
+from gpubench_azure.emulator import DEFAULT_APP, make_app
 
 from gpubench_sdk import ClientHTTPError, ConfigError, Request, ScalingSettings, ThrottledError
 from gpubench_sdk.testing import (
@@ -19,6 +19,7 @@ from gpubench_sdk.testing import (
     SimulatedFleet,
     fleet_fixture,
     serve,
+    throwaway_tls,
 )
 
 TOKEN_ENV = "GPUBENCH_TEST_AZURE_PROTOCOL_TOKEN"
@@ -28,7 +29,7 @@ KEY = "ingress-key-protocol-4d1b"
 
 @pytest.fixture(scope="module")
 def tls(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, str]:
-    return make_tls(tmp_path_factory.mktemp("tls"))
+    return throwaway_tls(tmp_path_factory.mktemp("tls"))
 
 
 @pytest.fixture(autouse=True)

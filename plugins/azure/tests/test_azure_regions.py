@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gpubench_azure.emulator import SUBSCRIPTION, make_app, make_tls
+from gpubench_azure.emulator import SUBSCRIPTION, make_app
 
 from gpubench_sdk import ConfigError, Outcome, RunConfig, Store, build_run
-from gpubench_sdk.testing import quick_fleet, serve
+from gpubench_sdk.testing import quick_fleet, serve, throwaway_tls
 
 TOKEN_ENV = "GPUBENCH_TEST_AZURE_REGIONS_TOKEN"
 
@@ -41,7 +41,7 @@ def test_each_region_reaches_its_own_app_and_a_wrong_one_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(TOKEN_ENV, "arm-regions-6a2f")
-    ca, cert, key = make_tls(tmp_path / "tls")
+    ca, cert, key = throwaway_tls(tmp_path / "tls")
     fleet = quick_fleet(0.05, max_workers=1)
     # one emulated app, in eastus: the plan fans out to it and to a westus3 app
     with serve(make_app(fleet, arm_token="arm-regions-6a2f"), tls=(cert, key)) as served:

@@ -22,11 +22,12 @@ import gpubench_sdk as sdk
 T = TypeVar("T")
 PROVIDER = "cloudrun"
 GPU_LIMIT = "nvidia.com/gpu"  # containers[].resources.limits key for GPUs (Cloud Run GPU docs)
+ROLE_HINT = "the caller needs roles/run.developer on the service: see the docs"  # a 401/403's
 
 
 @dataclass(frozen=True, slots=True)
 class ServiceInfo:
-    """What the Admin API says about a service: scaling, GPU and revisions (as stored detail).
+    """What the Admin API says about a service: scaling, GPU and revisions.
 
     ``max_instances`` 0 means "not set" (proto3 omits zero: Cloud Run's default applies).
     """
@@ -42,20 +43,6 @@ class ServiceInfo:
     gpu_zonal_redundancy_disabled: bool
     latest_ready_revision: str | None
     revisions: tuple[str, ...] = ()
-
-    def detail(self) -> dict[str, Any]:
-        return {
-            "service": self.name,
-            "min_instance_count": self.min_instances,
-            "max_instance_count": self.max_instances,
-            "accelerator": self.accelerator,
-            "gpu_limit": self.gpus,
-            "cpu_limit": self.cpu,
-            "memory_limit": self.memory,
-            "gpu_zonal_redundancy_disabled": self.gpu_zonal_redundancy_disabled,
-            "latest_ready_revision": self.latest_ready_revision,
-            "revisions": list(self.revisions),
-        }
 
 
 def service_info(service: Any, revisions: tuple[str, ...] = ()) -> ServiceInfo:
@@ -108,14 +95,10 @@ class ServiceAdmin:
         self._limiter = anyio.CapacityLimiter(2)
 
     async def _call(self, fn: Callable[..., T], *args: Any, **kw: Any) -> T:
-        try:
+        with sdk.sdk_errors(map_admin_error):
             return await anyio.to_thread.run_sync(
                 functools.partial(fn, *args, **kw), limiter=self._limiter
             )
-        except sdk.ProviderError:
-            raise
-        except Exception as exc:
-            raise map_admin_error(exc) from exc
 
     async def get(self) -> Any:
         return await self._call(self._services.get_service, name=self.name, timeout=self._timeout_s)
@@ -151,12 +134,15 @@ def map_admin_error(exc: BaseException) -> sdk.ProviderError:
     ``requests`` (the REST transport) or google-auth."""
     from google.api_core import exceptions as gexc
 
-    message = sdk.redact(f"Cloud Run Admin API: {type(exc).__name__}: {exc}")
+    status = None
     if isinstance(exc, gexc.GoogleAPICallError) and isinstance(exc.code, int):
         status = exc.code
-        if isinstance(exc, gexc.PermissionDenied | gexc.Unauthenticated):
-            message += " (the caller needs roles/run.developer on the service: see the docs)"
-        return sdk.error_for_status(message, status, provider=PROVIDER)
-    if isinstance(exc, gexc.RetryError | gexc.DeadlineExceeded | TimeoutError):
-        return sdk.RequestTimeoutError(message, provider=PROVIDER)
-    return sdk.TransportError(message, provider=PROVIDER)
+    denied = isinstance(exc, gexc.PermissionDenied | gexc.Unauthenticated)  # 403, 401
+    return sdk.sdk_error(
+        exc,
+        provider=PROVIDER,
+        service="Cloud Run Admin API",
+        status=status,
+        timed_out=isinstance(exc, gexc.RetryError | gexc.DeadlineExceeded | TimeoutError),
+        hint=ROLE_HINT if denied else None,
+    )

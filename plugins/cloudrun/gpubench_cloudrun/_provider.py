@@ -30,7 +30,7 @@ RESTORE_TIMEOUT_S = 600.0  # a revision roll takes seconds to minutes
 TIMEOUT_MARGIN_S = 0.05
 
 
-class CloudRunOptions(sdk.ProviderOptions):
+class CloudRunOptions(sdk.IngressOptions):
     """Options of a Cloud Run target.
 
     ``service`` (``projects/P/locations/L/services/S``) turns on the Admin API: the URL is read
@@ -43,7 +43,6 @@ class CloudRunOptions(sdk.ProviderOptions):
         description="full resource name: projects/P/locations/L/services/S",
     )
     url: str | None = Field(default=None, description="the service URL (default: its uri)")
-    path: str = Field(default="/", pattern=r"^/", description="path the payload is POSTed to")
     auth_mode: Literal["google", "token", "none"] | None = Field(
         default=None,
         description="'google': ID tokens from google-auth (default); 'token': api_key is an "
@@ -66,14 +65,6 @@ class CloudRunOptions(sdk.ProviderOptions):
         ge=0,
         description="how long ensure_cold waits for idle instances to be reclaimed",
     )
-    cold_threshold_ms: float | None = Field(
-        default=None,
-        gt=0,
-        description="infer 'cold' when the first byte takes longer (None: no guess)",
-    )
-    request_id_header: str = Field(
-        default="x-request-id", description="response header carrying the request id"
-    )
 
     @model_validator(mode="after")
     def _check_target(self) -> Self:
@@ -85,7 +76,7 @@ class CloudRunOptions(sdk.ProviderOptions):
 
 
 @dataclass(frozen=True, slots=True)
-class _SavedSettings:
+class _UserSettings:
     """The user's settings before ``ensure_cold`` changed them, put back by ``close()``."""
 
     min_instances: int
@@ -121,7 +112,7 @@ class CloudRunProvider(sdk.Provider):
         self._token_source = token_source or google_id_token
         self._admin: ServiceAdmin | None = None
         self._id_token: CachedIdToken | None = None
-        self._saved: _SavedSettings | None = None
+        self._saved = sdk.SavedSettings[_UserSettings](self._put_back)
         self._cold = sdk.ColdMark(self.options.cold_threshold_ms)
         self.service_info: ServiceInfo | None = None
 
@@ -152,24 +143,22 @@ class CloudRunProvider(sdk.Provider):
         url = o.url or (self.service_info.uri if self.service_info else None)
         if not url:
             raise sdk.ConfigError("url", url, "the service URL: the service reports no uri yet")
-        base = url.rstrip("/")
-        self._invoke_url = httpx.URL(base + o.path)
+        self._invoke_url = o.invoke_url(url)
         if self.invoker_auth == "google":
-            self._id_token = CachedIdToken(self._token_source, o.audience or base)
+            self._id_token = CachedIdToken(self._token_source, o.audience or url.rstrip("/"))
 
     async def close(self) -> None:
-        admin, self._admin = self._admin, None
+        admin = self._admin
         if admin is None:
             return
         try:  # the user's settings, even when the run was cancelled
-            await sdk.shielded(self._restore(admin), timeout_s=RESTORE_TIMEOUT_S)
+            await sdk.shielded(self._saved.restore(), timeout_s=RESTORE_TIMEOUT_S)
         finally:
+            self._admin = None
             admin.close()
 
-    async def _restore(self, admin: ServiceAdmin) -> None:
-        saved, self._saved = self._saved, None
-        if saved is None:
-            return
+    async def _put_back(self, saved: _UserSettings) -> None:
+        admin = self._require_admin()
         service = await admin.get()
         service.template.scaling.min_instance_count = saved.min_instances
         service.template.labels.clear()
@@ -225,17 +214,13 @@ class CloudRunProvider(sdk.Provider):
         started = time.monotonic()
         service = await admin.get()
         template = service.template
-        if self._saved is None:
-            self._saved = _SavedSettings(
-                int(template.scaling.min_instance_count), dict(template.labels)
-            )
-        changed = False
-        if template.scaling.min_instance_count != 0:
-            template.scaling.min_instance_count = 0
-            changed = True
+        self._saved.keep(
+            _UserSettings(int(template.scaling.min_instance_count), dict(template.labels))
+        )
+        changed = template.scaling.min_instance_count != 0 or o.roll_revision
+        template.scaling.min_instance_count = 0
         if o.roll_revision:
             template.labels[ROLL_LABEL] = uuid.uuid4().hex[:12]
-            changed = True
         if changed:
             service = await admin.update(service)
         ready = time.monotonic()

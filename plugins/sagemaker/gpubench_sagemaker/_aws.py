@@ -184,13 +184,9 @@ def map_error(exc: BaseException, operation: str) -> sdk.ProviderError | sdk.Con
             # under the 200 of the response): the model, not the client
             return sdk.ServerHTTPError(message, **kw)
         return sdk.ClientHTTPError(message, **kw)  # ValidationError, AccessDenied, bad signature
-    message = sdk.redact(f"{operation}: {type(exc).__name__}: {exc}")
     if isinstance(exc, bexc.NoCredentialsError | bexc.PartialCredentialsError):
         return sdk.ConfigError("credentials", None, "AWS credentials (see the provider page)")
-    if isinstance(exc, bexc.ReadTimeoutError | bexc.ConnectTimeoutError | TimeoutError):
-        return sdk.RequestTimeoutError(message, provider=PROVIDER)
-    if isinstance(exc, bexc.BotoCoreError | OSError):
-        # EndpointConnectionError, ConnectionClosedError, ResponseStreamingError (a body cut
-        # short), ProtocolError: the connection failed
-        return sdk.TransportError(message, provider=PROVIDER)
-    return sdk.TransportError(message, provider=PROVIDER)
+    # no answer: a timeout, or the connection failed (EndpointConnectionError,
+    # ConnectionClosedError, ResponseStreamingError: a body cut short, ProtocolError)
+    timed_out = isinstance(exc, bexc.ReadTimeoutError | bexc.ConnectTimeoutError | TimeoutError)
+    return sdk.sdk_error(exc, provider=PROVIDER, service=operation, timed_out=timed_out)

@@ -1,5 +1,15 @@
 """``SageMakerProvider``: SageMaker real-time endpoints (and their inference components)
-through boto3, run in worker threads so the event loop never blocks."""
+through boto3, run in worker threads so the event loop never blocks.
+
+The control plane for a benchmark: fleet state from ``describe_endpoint`` and the inference
+component, scale to zero by copy count, and the user's copy count put back. API fields:
+DescribeEndpoint ``ProductionVariants[].CurrentInstanceCount`` / ``DesiredInstanceCount``;
+DescribeInferenceComponent ``RuntimeConfig.CurrentCopyCount`` / ``DesiredCopyCount`` and
+``InferenceComponentStatus``; UpdateInferenceComponentRuntimeConfig
+``DesiredRuntimeConfig.CopyCount`` (botocore data/sagemaker/2017-07-24/service-2.json).
+Scaling to zero needs an endpoint with inference components and managed instance scaling
+(MinInstanceCount 0): https://docs.aws.amazon.com/sagemaker/latest/dg/endpoint-auto-scaling-zero-instances.html
+"""
 
 from __future__ import annotations
 
@@ -17,9 +27,10 @@ import gpubench_sdk as sdk
 from gpubench_sdk.cost import load_catalog
 
 from . import _aws
-from ._control import Control
 
 T = TypeVar("T")
+COLD_POLL = sdk.Polling(0.05, 5.0)  # DescribeInferenceComponent while the copies go
+COLD_MARGIN_S = 1.0  # room for the last describe call inside ensure_cold's timeout
 
 
 class SageMakerOptions(sdk.ProviderOptions):
@@ -75,7 +86,7 @@ class SageMakerProvider(sdk.Provider):
     Options: ClassVar[type[sdk.ProviderOptions]] = SageMakerOptions
     options: SageMakerOptions
 
-    _control: Control | None = None
+    _control: Any = None  # the sagemaker (control plane) client, once open
 
     @property
     def endpoint(self) -> str:
@@ -94,23 +105,21 @@ class SageMakerProvider(sdk.Provider):
                 "both aws_access_key_id and api_key_env (the secret), or neither",
             )
         self._limiter = anyio.CapacityLimiter(o.max_concurrency)
-        session = await anyio.to_thread.run_sync(
-            functools.partial(
-                _aws.make_session,
-                region=o.region,
-                profile=o.profile,
-                access_key_id=o.aws_access_key_id,
-                secret_access_key=secret,
-            )
+        self._saved = sdk.SavedSettings[int](self._set_copies)  # the user's copy count
+        # resolving credentials and building botocore clients (service models loaded from
+        # disk) block: not on the loop
+        self._runtime, self._control, self._s3 = await anyio.to_thread.run_sync(
+            self._make_clients, secret
         )
-        # building botocore clients loads service models from disk: not on the loop
-        self._runtime, control, self._s3 = await anyio.to_thread.run_sync(
-            self._make_clients, session
-        )
-        self._control = Control(control, o.endpoint_name, o.inference_component)
 
-    def _make_clients(self, session: Any) -> tuple[Any, Any, Any]:
+    def _make_clients(self, secret: str | None) -> tuple[Any, Any, Any]:
         o = self.options
+        session = _aws.make_session(
+            region=o.region,
+            profile=o.profile,
+            access_key_id=o.aws_access_key_id,
+            secret_access_key=secret,
+        )
         config = _aws.client_config(o.max_concurrency, o.timeout_s)
         runtime = session.client("sagemaker-runtime", endpoint_url=o.runtime_url, config=config)
         control = session.client("sagemaker", endpoint_url=o.control_url, config=config)
@@ -126,34 +135,28 @@ class SageMakerProvider(sdk.Provider):
         return runtime, control, s3
 
     async def close(self) -> None:
-        control, self._control = self._control, None
+        control = self._control
         if control is None:
             return
         try:
-            await sdk.shielded(control.restore(self._call), timeout_s=600)
+            await sdk.shielded(self._saved.restore(), timeout_s=600)
         finally:
-            for client in (self._runtime, control.client, self._s3):
+            self._control = None
+            for client in (self._runtime, control, self._s3):
                 if client is not None:
                     client.close()  # the connection pools
 
-    async def _thread(self, fn: Callable[..., T], *args: Any, **kw: Any) -> T:
-        # abandon_on_cancel: a cancelled run does not wait for a call boto3 cannot interrupt
-        # (SageMaker has no API to cancel a real-time invocation either)
-        return await anyio.to_thread.run_sync(
-            functools.partial(fn, *args, **kw), abandon_on_cancel=True, limiter=self._limiter
-        )
-
     async def _call(self, operation: str, fn: Callable[..., T], *args: Any, **kw: Any) -> T:
-        try:
-            return await self._thread(fn, *args, **kw)
-        except (sdk.ProviderError, sdk.ConfigError):
-            raise
-        except Exception as exc:
-            raise _aws.map_error(exc, operation) from exc
+        with sdk.sdk_errors(lambda exc: _aws.map_error(exc, operation)):
+            # abandon_on_cancel: a cancelled run does not wait for a call boto3 cannot
+            # interrupt (SageMaker has no API to cancel a real-time invocation either)
+            return await anyio.to_thread.run_sync(
+                functools.partial(fn, *args, **kw), abandon_on_cancel=True, limiter=self._limiter
+            )
 
     # ----- requests -------------------------------------------------------------------------
 
-    def _params(self, request: sdk.Request) -> dict[str, Any]:
+    def _params(self) -> dict[str, Any]:
         o = self.options
         params: dict[str, Any] = {"EndpointName": o.endpoint_name, "ContentType": o.content_type}
         if o.inference_component:
@@ -164,9 +167,8 @@ class SageMakerProvider(sdk.Provider):
         """One request; while the endpoint scales out from zero, retried until ready."""
         body = json.dumps(dict(request.payload)).encode()
         started = time.monotonic()
-        delay_s = 0.05
         refused = False
-        while True:
+        for delay_s in sdk.Polling(0.05, self.options.cold_retry_max_s, backoff=2.0).delays():
             attempt_started = time.monotonic()
             try:
                 result = await self._invoke_once(request, body)
@@ -176,7 +178,6 @@ class SageMakerProvider(sdk.Provider):
                     raise
                 refused = True  # the service itself says no copy is up
                 await anyio.sleep(delay_s)
-                delay_s = min(delay_s * 2, self.options.cold_retry_max_s)
         # SageMaker routes only to copies that are up, so a request that was not refused is
         # warm (even right after ensure_cold: a copy came back meanwhile); one that was
         # refused waited for a copy to boot and load the model
@@ -193,10 +194,10 @@ class SageMakerProvider(sdk.Provider):
             return await self._call(
                 "InvokeEndpointWithResponseStream",
                 self._stream_blocking,
-                self._params(request),
+                self._params(),
                 body,
             )
-        params = {**self._params(request), "Body": body, "Accept": self.options.accept}
+        params = {**self._params(), "Body": body, "Accept": self.options.accept}
         response = await self._call("InvokeEndpoint", self._invoke_blocking, params)
         return self._result(response, response.pop("_first_byte_ns"))
 
@@ -301,16 +302,84 @@ class SageMakerProvider(sdk.Provider):
 
     # ----- control --------------------------------------------------------------------------
 
-    def _require_control(self) -> Control:
+    def _require_control(self) -> Any:
         if self._control is None:
             raise RuntimeError(f"{self!r} is not open: use 'async with provider:'")
         return self._control
 
+    async def _component(self) -> dict[str, Any]:
+        described: dict[str, Any] = await self._call(
+            "DescribeInferenceComponent",
+            self._require_control().describe_inference_component,
+            InferenceComponentName=self.options.inference_component,
+        )
+        return described
+
+    async def _set_copies(self, copies: int) -> None:
+        await self._call(
+            "UpdateInferenceComponentRuntimeConfig",
+            self._require_control().update_inference_component_runtime_config,
+            InferenceComponentName=self.options.inference_component,
+            DesiredRuntimeConfig={"CopyCount": copies},
+        )
+
     async def state(self) -> sdk.FleetState:
-        return await self._require_control().state(self._call)
+        """Instances (or model copies, with a component) that are up: SageMaker does not say
+        which are busy, so ``busy`` stays unknown."""
+        endpoint: dict[str, Any] = await self._call(
+            "DescribeEndpoint",
+            self._require_control().describe_endpoint,
+            EndpointName=self.options.endpoint_name,
+        )
+        variants = endpoint.get("ProductionVariants") or []
+        current = sum(int(v.get("CurrentInstanceCount") or 0) for v in variants)
+        desired = sum(int(v.get("DesiredInstanceCount") or 0) for v in variants)
+        detail: dict[str, Any] = {
+            "endpoint_status": endpoint.get("EndpointStatus"),
+            "current_instance_count": current,
+            "desired_instance_count": desired,
+            "variants": [v.get("VariantName") for v in variants],
+        }
+        if self.options.inference_component is None:
+            return sdk.FleetState(ready=current, starting=max(0, desired - current), detail=detail)
+        component = await self._component()
+        runtime = component.get("RuntimeConfig") or {}
+        copies = int(runtime.get("CurrentCopyCount") or 0)
+        wanted = int(runtime.get("DesiredCopyCount") or 0)
+        detail.update(
+            component_status=component.get("InferenceComponentStatus"),
+            current_copy_count=copies,
+            desired_copy_count=wanted,
+        )
+        return sdk.FleetState(ready=copies, starting=max(0, wanted - copies), detail=detail)
 
     async def ensure_cold(self, timeout_s: float) -> sdk.ColdCheck:
-        return await self._require_control().scale_to_zero(self._call, timeout_s)
+        """Copy count 0, then wait until the component reports no copy: confirmed by the
+        service's own count."""
+        if self.options.inference_component is None:
+            raise sdk.ConfigError(
+                "inference_component",
+                None,
+                "an inference component: only endpoints with inference components scale to zero",
+            )
+        started = time.monotonic()
+        runtime = (await self._component()).get("RuntimeConfig") or {}
+        wanted = int(runtime.get("DesiredCopyCount") or 0)
+        self._saved.keep(wanted)
+        if wanted != 0:
+            await self._set_copies(0)
+
+        async def look() -> tuple[bool, str]:
+            component = await self._component()
+            copies = int((component.get("RuntimeConfig") or {}).get("CurrentCopyCount") or 0)
+            if copies == 0 and component.get("InferenceComponentStatus") in ("InService", None):
+                return True, "CopyCount=0; DescribeInferenceComponent: CurrentCopyCount 0"
+            return False, f"CurrentCopyCount {copies}"
+
+        # answer inside timeout_s (the runner's deadline is the same number)
+        return await sdk.wait_cold(
+            look, timeout_s=timeout_s, poll=COLD_POLL, started=started, margin_s=COLD_MARGIN_S
+        )
 
 
 def _decode(raw: bytes, content_type: str, streamed: bool) -> Any:

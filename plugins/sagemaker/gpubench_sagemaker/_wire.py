@@ -30,8 +30,10 @@ def _header(name: str, value: str) -> bytes:
     )
 
 
-def event_message(headers: Mapping[str, str], payload: bytes) -> bytes:
-    """One event-stream message."""
+def event_message(kind: str, name: str, content_type: str, payload: bytes) -> bytes:
+    """One event-stream message: an ``event`` named ``name`` (``:event-type``), or an
+    ``exception`` (``:exception-type``), its payload of ``content_type``."""
+    headers = {":message-type": kind, f":{kind}-type": name, ":content-type": content_type}
     head = b"".join(_header(k, v) for k, v in headers.items())
     total = 12 + len(head) + len(payload) + 4
     prelude = struct.pack("!II", total, len(head))
@@ -42,22 +44,13 @@ def event_message(headers: Mapping[str, str], payload: bytes) -> bytes:
 
 def payload_part(data: bytes) -> bytes:
     """A ``PayloadPart`` event: its ``Bytes`` member is the event payload."""
-    headers = {
-        ":message-type": "event",
-        ":event-type": "PayloadPart",
-        ":content-type": "application/octet-stream",
-    }
-    return event_message(headers, data)
+    return event_message("event", "PayloadPart", "application/octet-stream", data)
 
 
 def stream_exception(kind: str, message: str) -> bytes:
     """A modelled stream error (``ModelStreamError``, ``InternalStreamFailure``)."""
-    headers = {
-        ":message-type": "exception",
-        ":exception-type": kind,
-        ":content-type": "application/json",
-    }
-    return event_message(headers, json.dumps({"Message": message}).encode())
+    body = json.dumps({"Message": message}).encode()
+    return event_message("exception", kind, "application/json", body)
 
 
 _AUTH = re.compile(

@@ -88,10 +88,6 @@ def make_app(
                        "does not match the signature you provided.")  # fmt: skip
         return body
 
-    def copies_up() -> int:
-        c = fleet.counts()
-        return c.idle + c.running
-
     def scale_out_from_zero() -> None:
         if fleet.scaling.min_workers == 0 and not scaling_out:
 
@@ -110,7 +106,7 @@ def make_app(
         if inference_component is not None:
             if component != inference_component:
                 raise fail(400, "ValidationError", f"Inference Component {component} not found.")
-            if copies_up() == 0:
+            if fleet.counts().ready == 0:
                 no_capacity_failures[0] += 1
                 scale_out_from_zero()
                 raise fail(400, "ValidationError", NO_CAPACITY_MESSAGE)
@@ -161,7 +157,7 @@ def make_app(
         c = fleet.counts()
         scaling = {"Status": "ENABLED", "MinInstanceCount": 0,
                    "MaxInstanceCount": fleet.scaling.max_workers}  # fmt: skip
-        variant = {"VariantName": VARIANT, "CurrentInstanceCount": c.idle + c.running,
+        variant = {"VariantName": VARIANT, "CurrentInstanceCount": c.ready,
                    "DesiredInstanceCount": c.workers,
                    "ManagedInstanceScaling": scaling}  # fmt: skip
         return {"EndpointName": endpoint_name, "EndpointArn": arn("endpoint", endpoint_name),
@@ -175,7 +171,10 @@ def make_app(
             where = arn("inference-component", str(name))
             raise LookupError(f'Could not find inference component "{where}".')
         # every member botocore's DescribeInferenceComponentOutput requires, and what we read
-        runtime = {"DesiredCopyCount": fleet.scaling.min_workers, "CurrentCopyCount": copies_up()}
+        runtime = {
+            "DesiredCopyCount": fleet.scaling.min_workers,
+            "CurrentCopyCount": fleet.counts().ready,
+        }
         return {
             "InferenceComponentName": inference_component,
             "InferenceComponentArn": arn("inference-component", inference_component),
