@@ -95,6 +95,7 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     )
     from ._contract._lengths import Length, LengthDistribution, draw_length
     from ._contract._provider import Provider, ProviderOptions
+    from ._contract._sender import Sender
     from ._contract._workload import (
         EchoProbe,
         ImageGeneration,
@@ -248,6 +249,7 @@ _EXPORTS: dict[str, str] = {
     "send_checked": "._contract._kit",
     "status_error": "._contract._kit",
     "with_capabilities": "._contract._kit",
+    "Sender": "._contract._sender",
     # The plugin kit: control-plane pieces
     "held_json_call": "._contract._control",
     "lower_min_workers": "._contract._control",
@@ -399,6 +401,7 @@ __all__ = [  # noqa: RUF022 - grouped by purpose; each comment says why the grou
     "send_checked",
     "status_error",
     "with_capabilities",
+    "Sender",
     # The plugin kit: control-plane pieces: a provider's scaling read, ensure_cold's first step
     # and wait, a restore that outlives a cancelled run, a held JSON call judged cold
     # (``_contract._control``).
