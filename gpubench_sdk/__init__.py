@@ -95,6 +95,7 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     )
     from ._contract._lengths import Length, LengthDistribution, draw_length
     from ._contract._provider import Provider, ProviderOptions
+    from ._contract._reading_errors import error_text, reclassified
     from ._contract._sender import Sender
     from ._contract._workload import (
         EchoProbe,
@@ -250,6 +251,8 @@ _EXPORTS: dict[str, str] = {
     "status_error": "._contract._kit",
     "with_capabilities": "._contract._kit",
     "Sender": "._contract._sender",
+    "error_text": "._contract._reading_errors",
+    "reclassified": "._contract._reading_errors",
     # The plugin kit: control-plane pieces
     "held_json_call": "._contract._control",
     "lower_min_workers": "._contract._control",
@@ -402,6 +405,8 @@ __all__ = [  # noqa: RUF022 - grouped by purpose; each comment says why the grou
     "status_error",
     "with_capabilities",
     "Sender",
+    "error_text",
+    "reclassified",
     # The plugin kit: control-plane pieces: a provider's scaling read, ensure_cold's first step
     # and wait, a restore that outlives a cancelled run, a held JSON call judged cold
     # (``_contract._control``).
