@@ -74,7 +74,7 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
         shielded,
         wait_cold,
     )
-    from ._contract._error_text import error_text
+    from ._contract._error_text import error_text, reclassified
     from ._contract._inferred_cold import ColdThresholdOptions
     from ._contract._ingress import IngressOptions
     from ._contract._input import InputMap
@@ -100,6 +100,7 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     )
     from ._contract._lengths import Length, LengthDistribution, draw_length
     from ._contract._provider import Provider, ProviderOptions
+    from ._contract._sender import Sender
     from ._contract._template import compile_json_template
     from ._contract._times import iso_seconds, span_ms
     from ._contract._workload import (
@@ -261,6 +262,8 @@ _EXPORTS: dict[str, str] = {
     "error_text": "._contract._error_text",
     "iso_seconds": "._contract._times",
     "span_ms": "._contract._times",
+    "Sender": "._contract._sender",
+    "reclassified": "._contract._error_text",
     # The plugin kit: control-plane pieces
     "SavedSettings": "._contract._cloud",
     "IngressOptions": "._contract._ingress",
@@ -423,6 +426,8 @@ __all__ = [  # noqa: RUF022 - grouped by purpose; each comment says why the grou
     "error_text",
     "iso_seconds",
     "span_ms",
+    "Sender",
+    "reclassified",
     # The plugin kit: control-plane pieces: a provider's scaling read, ensure_cold's first step
     # and wait, a restore that outlives a cancelled run, a held JSON call judged cold
     # (``_contract._control``).

@@ -69,3 +69,10 @@ def app_base(app_id: str) -> str:
     parts = app_id.strip("/").split("/")
     keep = 3 if parts[0] in NAMESPACES else 2
     return "/".join(parts[:keep])
+
+
+def request_urls(requests_url: str, request_id: str) -> dict[str, str]:
+    """A queued request's documented ``response_url``, ``status_url`` and ``cancel_url``, under
+    ``requests_url`` (``.../{owner}/{alias}/requests``)."""
+    own = f"{requests_url}/{request_id}"
+    return {"response_url": own, "status_url": f"{own}/status", "cancel_url": f"{own}/cancel"}

@@ -116,22 +116,12 @@ class FalProvider(sdk.Provider):
         self._submit_url = httpx.URL(f"{o.queue_url.rstrip('/')}/{o.app_id}")
         self._run = httpx.URL(f"{o.run_url.rstrip('/')}/{o.app_id}")
         self._requests = f"{o.queue_url.rstrip('/')}/{fal.app_base(o.app_id)}/requests"
-        self._headers = {**o.headers, **self.auth_headers()}
+        self._logs = {"logs": "1"} if o.logs else {}  # the query of both status reads
+        headers = {**o.headers, **self.auth_headers()}
         if o.start_timeout_s is not None:
-            self._headers[fal.REQUEST_TIMEOUT_HEADER] = str(o.start_timeout_s)
-
-    async def _send(self, method: str, url: httpx.URL | str, body: Any = None) -> httpx.Response:
-        """One request; a status >= 400 (fal's ``{"detail"}`` shown: ``_http_error``), a
-        timeout or a broken connection raises the core's ``ProviderError``."""
-        return await sdk.send_checked(
-            self.client,
-            method,
-            url,
-            provider=self.name,
-            headers=self._headers,
-            json=body,
-            error=_http_error,
-        )
+            headers[fal.REQUEST_TIMEOUT_HEADER] = str(o.start_timeout_s)
+        # fal's {"detail"} shown on a status >= 400 (_http_error)
+        self._send = sdk.Sender(self.client, self.name, headers, _http_error)
 
     # ----- requests -------------------------------------------------------------------------
 
@@ -149,12 +139,7 @@ class FalProvider(sdk.Provider):
 
     def _urls(self, submitted: dict[str, Any], request_id: str) -> dict[str, str]:
         """The URLs fal answered with (its docs say to use them), else the documented ones."""
-        own = f"{self._requests}/{request_id}"
-        fallback = {
-            "response_url": own,
-            "status_url": f"{own}/status",
-            "cancel_url": f"{own}/cancel",
-        }
+        fallback = fal.request_urls(self._requests, request_id)
         return {
             name: value if isinstance(value := submitted.get(name), str) and value else default
             for name, default in fallback.items()
@@ -165,13 +150,10 @@ class FalProvider(sdk.Provider):
         IN_QUEUE and the COMPLETED one came. A stream that breaks off (reset, 429, 5xx,
         closed early) is left, and the request polled: it runs on at fal whatever became of
         the stream."""
-        url = httpx.URL(f"{status_url.rstrip('/')}/stream")
-        if self.options.logs:
-            url = url.copy_add_param("logs", "1")
+        url = httpx.URL(f"{status_url.rstrip('/')}/stream").copy_merge_params(self._logs)
         progress_ns: int | None = None
         try:
-            async with self.client.stream("GET", url, headers=self._headers) as response:
-                await sdk.raise_for_stream(response, _http_error)
+            async with self._send.stream("GET", url) as response:
                 async for _, data in _events(response):
                     status = self._parse_status(data, response)
                     if status["status"] != fal.IN_QUEUE and progress_ns is None:
@@ -227,10 +209,7 @@ class FalProvider(sdk.Provider):
         events: list[Any] = []
         first: int | None = None
         # A timeout or a broken connection escapes to the invoke boundary (as_provider_error).
-        async with self.client.stream(
-            "POST", url, json=dict(request.payload), headers=self._headers
-        ) as response:
-            await sdk.raise_for_stream(response, _http_error)
+        async with self._send.stream("POST", url, dict(request.payload)) as response:
             request_id = response.headers.get(fal.REQUEST_ID_HEADER)
             async for event, data in _events(response):
                 first = first or time.perf_counter_ns()
@@ -280,9 +259,8 @@ class _QueuedRequest(sdk.Job[dict[str, Any]]):
 
     async def status(self) -> dict[str, Any]:
         """One status read; once COMPLETED without an error, the result too."""
-        p, url = self.p, httpx.URL(self.urls["status_url"])
-        if p.options.logs:
-            url = url.copy_add_param("logs", "1")
+        p = self.p
+        url = httpx.URL(self.urls["status_url"]).copy_merge_params(p._logs)
         response = await p._send("GET", url)
         status = p._parse_status(response.text, response)
         if status["status"] != fal.IN_QUEUE and self.progress_ns is None:
@@ -300,10 +278,6 @@ class _QueuedRequest(sdk.Job[dict[str, Any]]):
         self.p._raise_if_failed(state, str(self.id))
         response, start_ns, done_ns = self.response, self.start_ns, self.done_ns
         assert response is not None and done_ns is not None
-        try:
-            output = response.json()
-        except ValueError as exc:
-            raise _invalid("the result is not JSON", response) from exc
         progress_ns = self.progress_ns
         queue_ms = (progress_ns - start_ns) / 1e6 if progress_ns is not None else None
         metrics = state.get("metrics") if isinstance(state.get("metrics"), dict) else {}
@@ -315,11 +289,11 @@ class _QueuedRequest(sdk.Job[dict[str, Any]]):
         detail: dict[str, Any] = {"metrics": metrics} if metrics else {}
         if state.get("logs"):
             detail["logs"] = state["logs"]
-        return sdk.Result(
-            output=output,
-            http_status=response.status_code,
+        return sdk.json_result(
+            response,
+            provider=self.p.name,
+            problem="the result is not JSON",
             request_id=self.id,
-            first_byte_ns=sdk.first_byte_ns(response),
             queue_ms=queue_ms,
             execution_ms=inference_s * 1e3 if inference_s is not None else None,
             cold=None if queue_ms is None else queue_ms >= self.p.options.cold_threshold_ms,
@@ -337,8 +311,7 @@ def _http_error(response: httpx.Response) -> sdk.ProviderError:
     request_id = response.headers.get(fal.REQUEST_ID_HEADER)
     error = sdk.status_error(response, provider="fal", request_id=request_id)
     if response.status_code == 504 and response.headers.get(fal.REQUEST_TIMEOUT_TYPE_HEADER):
-        text = str(error).removeprefix("[fal] ")
-        return sdk.RequestTimeoutError(text, provider="fal", status_code=504, request_id=request_id)
+        return sdk.reclassified(error, sdk.RequestTimeoutError)
     return error
 
 

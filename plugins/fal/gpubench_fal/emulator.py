@@ -75,9 +75,8 @@ def make_app(
         return lines
 
     def status_body(request: kit.Request, job: kit.Job, with_logs: bool) -> dict[str, Any]:
-        own = f"{str(request.base_url).rstrip('/')}/queue/{emu.tag(job)}/requests/{job.id}"
-        urls = {"response_url": own, "status_url": f"{own}/status", "cancel_url": f"{own}/cancel"}
-        body: dict[str, Any] = {"request_id": job.id, **urls}
+        under = f"{str(request.base_url).rstrip('/')}/queue/{emu.tag(job)}/requests"
+        body: dict[str, Any] = {"request_id": job.id, **fal.request_urls(under, job.id)}
         if job.status is kit.JobStatus.QUEUED:
             return {"status": fal.IN_QUEUE, "queue_position": emu.position(job), **body}
         job_logs = runner_logs(job) if with_logs else None

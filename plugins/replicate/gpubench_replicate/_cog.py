@@ -136,7 +136,7 @@ class CogProvider(p.PredictionProvider):
         self._base = httpx.URL(self.options.url.rstrip("/") + "/")
         self._predictions_url = self._base.join("predictions")
         self._health_url = self._base.join("health-check")
-        self._headers = {**self.options.headers, **self.auth_headers()}
+        await super().open()
 
     async def invoke(self, request: sdk.Request) -> sdk.Result:
         return await sdk.run_job(_CogPrediction(self, request), provider=self.name)
@@ -295,17 +295,15 @@ class CogProvider(p.PredictionProvider):
             # A proxy with no container behind it (scaled to zero) answers 503.
             return sdk.FleetState(ready=0, busy=0, starting=0, detail={"http_status": 503})
         status = health.get("status")
-        return sdk.FleetState(
+        return sdk.FleetState(  # queued and throttled unknown: /health-check tells neither
             ready=int(status == READY),
             busy=int(status == BUSY),
             starting=int(status == STARTING),
-            queued=None,
-            throttled=None,
             detail=health,
         )
 
 
-class _CogPrediction(sdk.Job[dict[str, Any]]):
+class _CogPrediction(p.PredictionJob):
     """One synchronous prediction under an id chosen here, so that an abandoned invoke can
     cancel it while the container still runs it."""
 
@@ -316,10 +314,9 @@ class _CogPrediction(sdk.Job[dict[str, Any]]):
         self.waits = _Waits()
 
     async def submit(self) -> dict[str, Any]:
-        base, method = self.p._base, "POST"
-        url = self.p._predictions_url
+        method, url = "POST", self.p._predictions_url
         if self.p.options.mode == "put":
-            url, method = base.join(f"predictions/{self.id}"), "PUT"
+            method, url = "PUT", self.p._base.join(f"predictions/{self.id}")
         created = await self.p._create(method, url, self.body, self.waits)
         self.response, self.sent_wall, self.sent = created
         self.answer = self.p._prediction(self.response)
@@ -330,9 +327,6 @@ class _CogPrediction(sdk.Job[dict[str, Any]]):
         status = self.answer["status"]
         problem = f"a synchronous prediction came back {status!r}"
         raise sdk.InvalidResponseError(problem, provider=self.p.name, request_id=self.id)
-
-    def finished(self, state: dict[str, Any]) -> bool:
-        return state["status"] in p.TERMINAL_STATES
 
     async def result(self, state: dict[str, Any]) -> sdk.Result:
         return await self.p._result(state, self.response, self.sent_wall, self.sent, self.waits)

@@ -49,11 +49,6 @@ def parse_time_s(value: Any) -> float | None:
     return parsed.timestamp()
 
 
-def iso_time(unix_s: float) -> str:
-    """Unix seconds as the APIs write them: UTC, microseconds, ``Z``."""
-    return datetime.fromtimestamp(unix_s, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 def phases_ms(prediction: dict[str, Any]) -> tuple[float | None, float | None]:
     """``(queue_ms, execution_ms)`` of a finished prediction.
 
@@ -82,46 +77,24 @@ class PredictionProvider(sdk.Provider):
     prediction, and turning a terminal prediction into a ``Result`` or the right
     ``ProviderError`` (``gpubench_sdk.run_job`` polls, retries and cancels)."""
 
-    _headers: dict[str, str]
     # HTTP statuses that mean "busy, come back later" besides 429 (Cog answers 409).
     _busy_statuses: frozenset[int] = frozenset()
 
-    async def _send(
-        self,
-        method: str,
-        url: httpx.URL | str,
-        body: Any = None,
-        headers: dict[str, str] | None = None,
-    ) -> httpx.Response:
-        sent = self._headers if headers is None else {**self._headers, **headers}
-        return await sdk.send_checked(
-            self.client,
-            method,
-            url,
-            provider=self.name,
-            headers=sent,
-            json=body,
-            error=self._http_error,
-        )
+    async def open(self) -> None:
+        headers = {**self.options.headers, **self.auth_headers()}
+        self._send = sdk.Sender(self.client, self.name, headers, self._http_error)
 
     def _http_error(self, response: httpx.Response) -> sdk.ProviderError:
         """The core's error for a status >= 400, its body read (as_provider_error: the call
         named, a 429's ``Retry-After`` in seconds or as an HTTP date), showing Replicate's
         problem ``detail`` or Cog's ``error``; a busy status (Cog's 409) is throttling too."""
-        try:
-            data = response.json()
-            detail = data.get("detail") or data.get("error") if isinstance(data, dict) else None
-        except ValueError:
-            detail = None
-        text = detail if isinstance(detail, str) else None
-        error = sdk.status_error(response, provider=self.name, detail=text)
-        status = response.status_code
-        if status not in self._busy_statuses:
+        error = sdk.status_error(
+            response, provider=self.name, detail=sdk.error_text(response, "detail", "error")
+        )
+        if response.status_code not in self._busy_statuses:
             return error
-        message = str(error).removeprefix(f"[{self.name}] ")
-        wait_s = sdk.retry_after_s(response)
-        return sdk.ThrottledError(
-            message, retry_after_s=wait_s, provider=self.name, status_code=status
+        return sdk.reclassified(
+            error, sdk.ThrottledError, retry_after_s=sdk.retry_after_s(response)
         )
 
     def _prediction(self, response: httpx.Response) -> dict[str, Any]:
@@ -152,3 +125,11 @@ class PredictionProvider(sdk.Provider):
                     "prediction canceled at its Cancel-After deadline", **kw
                 )
             raise PredictionCanceledError("prediction canceled by someone else", **kw)
+
+
+class PredictionJob(sdk.Job[dict[str, Any]]):
+    """A prediction as ``run_job`` follows it (Replicate's and Cog's): over once its status is
+    terminal."""
+
+    def finished(self, state: dict[str, Any]) -> bool:
+        return state["status"] in TERMINAL_STATES

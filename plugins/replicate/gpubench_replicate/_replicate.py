@@ -141,7 +141,7 @@ class ReplicateProvider(p.PredictionProvider):
         self._create_url = httpx.URL(
             self.endpoint + ("/predictions" if o.deployment or o.model else "")
         )
-        self._headers = {**o.headers, **self.auth_headers()}
+        await super().open()
         self._create_headers: dict[str, str] = {}
         if o.cancel_after:
             # Go-style duration, as in Replicate's example ("1m"); whole seconds, at least 1.
@@ -186,17 +186,15 @@ class ReplicateProvider(p.PredictionProvider):
         """``current_release.configuration``'s ``min_instances``/``max_instances``; Replicate
         has no idle-timeout setting, so ``idle_timeout_s`` is None."""
         response = await self._send("GET", self._deployment_url())
-        body = sdk.json_object(response, provider=self.name)
-        release = body.get("current_release")
+        release = sdk.json_object(response, provider=self.name).get("current_release")
         config = release.get("configuration") if isinstance(release, dict) else None
-        if not isinstance(config, dict):
-            problem = "deployment without current_release.configuration"
-            raise sdk.invalid_response(response, problem, provider=self.name)
-        lo, hi = config.get("min_instances"), config.get("max_instances")
-        if not isinstance(lo, int) or not isinstance(hi, int):
-            problem = "min_instances/max_instances are not integers"
-            raise sdk.invalid_response(response, problem, provider=self.name)
-        return sdk.ScalingSettings(min_workers=lo, max_workers=hi, idle_timeout_s=None)
+        return sdk.read_scaling(
+            config if isinstance(config, dict) else {},
+            "min_instances",
+            "max_instances",
+            provider=self.name,
+            where="the deployment's current_release.configuration",
+        )
 
     async def set_scaling(self, settings: sdk.ScalingSettings) -> None:
         """PATCH the given instance bounds; restored in ``close()``."""
@@ -236,7 +234,7 @@ class ReplicateProvider(p.PredictionProvider):
         return sdk.ColdCheck(confirmed=False, waited_s=time.monotonic() - started, how=how)
 
 
-class _Prediction(sdk.Job[dict[str, Any]]):
+class _Prediction(p.PredictionJob):
     """One prediction: created (held by ``Prefer: wait``, or then read as SSE from
     ``urls.stream``), polled at ``urls.get`` until it has ended, cancelled at ``urls.cancel``."""
 
@@ -272,10 +270,9 @@ class _Prediction(sdk.Job[dict[str, Any]]):
             raise sdk.InvalidResponseError(
                 "the model does not stream (no urls.stream)", provider=pv.name
             )
-        headers = {**pv._headers, "Accept": "text/event-stream", "Cache-Control": "no-store"}
+        headers = {"Accept": "text/event-stream", "Cache-Control": "no-store"}
         try:
-            async with pv.client.stream("GET", stream_url, headers=headers) as response:
-                await sdk.raise_for_stream(response, pv._http_error)
+            async with pv._send.stream("GET", stream_url, headers=headers) as response:
                 async for event, data, arrived_ns in sdk.sse_events(response):
                     if event == "output":
                         self.first_ns = self.first_ns or arrived_ns
@@ -292,9 +289,6 @@ class _Prediction(sdk.Job[dict[str, Any]]):
     async def status(self) -> dict[str, Any]:
         self.response = await self.p._send("GET", self.p._url(self.created, "get"))
         return self.p._prediction(self.response)
-
-    def finished(self, state: dict[str, Any]) -> bool:
-        return state["status"] in p.TERMINAL_STATES
 
     async def result(self, state: dict[str, Any]) -> sdk.Result:
         o = self.p.options

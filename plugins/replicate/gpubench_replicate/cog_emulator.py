@@ -36,7 +36,7 @@ from gpubench_sdk import testing as kit
 
 from . import _cog
 from . import _prediction as p
-from ._emulation import prediction_body
+from .emulator import prediction_body
 
 AT_CAPACITY = "At capacity - all prediction slots busy"
 SETUP_RUNNING = (
@@ -92,10 +92,10 @@ def make_app(
             if taken >= fleet.scaling.max_workers and reject_when_busy:
                 raise kit.Reject(409, AT_CAPACITY)
             return
-        if c.idle + c.running == 0:  # in setup, or no container: start one, like a platform
+        if not c.ready:  # in setup, or no container: start one, like a platform
             fleet.request_worker()
             raise kit.Reject(503, SETUP_RUNNING)
-        if taken >= c.idle + c.running and reject_when_busy:
+        if taken >= c.ready and reject_when_busy:
             raise kit.Reject(409, AT_CAPACITY)
 
     def body_of(job: kit.Job) -> dict[str, Any]:

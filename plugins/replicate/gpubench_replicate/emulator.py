@@ -24,7 +24,6 @@ from typing import Any
 from gpubench_sdk import testing as kit
 
 from . import _prediction as p
-from ._emulation import api_time, prediction_body
 from ._replicate import MAX_WAIT_S
 
 DEFAULT_MODEL = "gpubench/echo"
@@ -33,6 +32,52 @@ DEFAULT_DEPLOYMENT = "gpubench/echo-deployment"
 THROTTLED_DETAIL = "Request was throttled. Expected available in 1 second."
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _UNIT_S = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+_STATUS = {
+    kit.JobStatus.QUEUED: p.STARTING,  # waiting for an instance, or for its setup
+    kit.JobStatus.RUNNING: p.PROCESSING,
+    kit.JobStatus.COMPLETED: p.SUCCEEDED,
+    kit.JobStatus.FAILED: p.FAILED,
+    kit.JobStatus.CANCELLED: p.CANCELED,
+    kit.JobStatus.TIMED_OUT: p.CANCELED,
+}
+
+
+def api_time(clock: kit.WallClock, perf_s: float) -> str:
+    """A fleet instant as the APIs write it (UTC, microseconds, ``Z``)."""
+    return clock.at(perf_s).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def prediction_body(
+    job: kit.Job, clock: kit.WallClock, *, status: str | None = None, **extra: Any
+) -> dict[str, Any]:
+    """The prediction object for ``job`` (both emulators' prediction: Cog serves Replicate's),
+    with ISO-8601 timestamps on the wall clock and ``metrics`` in seconds, as Replicate and Cog
+    send them; ``status`` overrides the mapped one (``aborted``)."""
+    body: dict[str, Any] = {
+        "id": job.id,
+        "input": dict(job.input),
+        "output": None,
+        "logs": "",
+        "error": job.error,
+        "status": status or _STATUS[job.status],
+        "created_at": api_time(clock, job.submitted_s),
+        "started_at": None if job.started_s is None else api_time(clock, job.started_s),
+        "completed_at": None,
+        "metrics": {},
+        **extra,
+    }
+    if job.status.terminal and job.finished_s is not None:
+        body["completed_at"] = api_time(clock, job.finished_s)
+    if job.status is kit.JobStatus.COMPLETED:
+        body["output"] = job.result
+    if job.execution_ms is not None and job.finished_s is not None:
+        body["metrics"] = {
+            "predict_time": round(job.execution_ms / 1e3, 6),  # seconds, as the APIs send
+            "total_time": round(job.finished_s - job.submitted_s, 6),
+        }
+    return body
 
 
 _TITLES = {
@@ -109,11 +154,18 @@ def make_app(
         """How a prediction ends at its ``Cancel-After`` deadline: ``aborted`` if never started."""
         return p.ABORTED if job.started_s is None else p.CANCELED
 
-    def owner_name(request: kit.Request, expected: str) -> None:
+    def owner_name(request: kit.Request) -> None:
+        """A path's ``{owner}/{name}`` must be the deployment (or model) served here."""
+        expected = deployment if request.url.path.startswith("/v1/deployments/") else model
         if f"{request.path_params['owner']}/{request.path_params['name']}" != expected:
             raise kit.Reject(404, "Not found.")
 
+    @emu.route("/v1/models/{owner}/{name}/predictions", "POST", fault="submit")
+    @emu.route("/v1/predictions", "POST", fault="submit")
+    @emu.route("/v1/deployments/{owner}/{name}/predictions", "POST", fault="submit")
     async def create(request: kit.Request) -> Any:
+        if "owner" in request.path_params:  # not on a version
+            owner_name(request)
         body = await emu.read_input(request, status=422, message="input: a JSON object is required")
         if request.url.path == "/v1/predictions" and body.get("version") != version:
             raise kit.Reject(422, f"version: {body.get('version')!r} does not exist")
@@ -135,20 +187,6 @@ def make_app(
         if wait_s is not None:
             await emu.wait(job, min(wait_s, wait_cap_s))
         return emu.json(body_of(job, request), 201)
-
-    @emu.route("/v1/models/{owner}/{name}/predictions", "POST", fault="submit")
-    async def create_on_model(request: kit.Request) -> Any:
-        owner_name(request, model)
-        return await create(request)
-
-    @emu.route("/v1/predictions", "POST", fault="submit")
-    async def create_on_version(request: kit.Request) -> Any:
-        return await create(request)
-
-    @emu.route("/v1/deployments/{owner}/{name}/predictions", "POST", fault="submit")
-    async def create_on_deployment(request: kit.Request) -> Any:
-        owner_name(request, deployment)
-        return await create(request)
 
     @emu.route("/v1/predictions/{prediction_id}", fault="poll")
     async def get_prediction(request: kit.Request) -> Any:
@@ -182,7 +220,7 @@ def make_app(
 
     @emu.route("/v1/deployments/{owner}/{name}", "GET", "PATCH")
     async def deployment_route(request: kit.Request) -> Any:
-        owner_name(request, deployment)
+        owner_name(request)
         if request.method == "PATCH":
             fields = {"min_instances": "min_workers", "max_instances": "max_workers"}
             emu.set_scaling(kit.scaling_patch(await emu.read_json(request), fields))
@@ -200,13 +238,13 @@ def make_app(
 
     @emu.route("/v1/models/{owner}/{name}")
     async def model_route(request: kit.Request) -> Any:
-        owner_name(request, model)
+        owner_name(request)
         return model_body(model, version_body(version, created_at))
 
     @emu.route("/v1/models/{owner}/{name}/versions")
     @emu.route("/v1/models/{owner}/{name}/versions/{version_id}")
     async def version_route(request: kit.Request) -> Any:
-        owner_name(request, model)
+        owner_name(request)
         wanted = request.path_params.get("version_id")
         if wanted not in (None, version):
             raise kit.Reject(404, "Not found.")

@@ -1,0 +1,84 @@
+"""``Sender``: ``send_checked`` and ``raise_for_stream`` bound to what a provider passes on every
+call of its API (its client, its name, its headers with the key, its reader of error bodies).
+
+Each plugin that speaks a JSON API over several calls (a submit, status polls, a cancel, a
+management call) wrapped ``send_checked`` in a ``_send`` method of its own, always the same
+seven arguments; one ``Sender`` made in ``open()`` is that method::
+
+    async def open(self) -> None:
+        self._send = Sender(self.client, self.name, {**self.options.headers,
+                            **self.auth_headers()}, error=acme_error)
+
+    async def invoke(self, request: Request) -> Result:
+        response = await self._send("POST", self._url, dict(request.payload))
+        ...
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from .._base._errors import ProviderError
+from ._kit import ErrorOf, raise_for_stream, send_checked, status_error
+
+
+@dataclass(frozen=True, slots=True)
+class Sender:
+    """Sends a provider's requests: ``send_checked`` through ``client`` with ``headers``,
+    errors named for ``provider`` and a status >= 400 read by ``error`` (default
+    ``status_error``). Call it for one request; ``stream`` for one read as it arrives."""
+
+    client: httpx.AsyncClient
+    provider: str
+    headers: Mapping[str, str]
+    error: ErrorOf | None = None
+
+    def _headers(self, extra: Mapping[str, str] | None) -> dict[str, str]:
+        return {**self.headers, **(extra or {})}
+
+    async def __call__(
+        self,
+        method: str,
+        url: httpx.URL | str,
+        body: Any = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> httpx.Response:
+        """One request, ``body`` sent as JSON and ``headers`` added to the bound ones: its
+        response, or the core's ``ProviderError`` at once (``send_checked``)."""
+        return await send_checked(
+            self.client,
+            method,
+            url,
+            provider=self.provider,
+            headers=self._headers(headers),
+            json=body,
+            error=self.error,
+        )
+
+    def status_error(self, response: httpx.Response) -> ProviderError:
+        """The error for ``response``'s status >= 400: ``error``'s, else ``status_error``'s."""
+        if self.error is not None:
+            return self.error(response)
+        return status_error(response, provider=self.provider)
+
+    @contextlib.asynccontextmanager
+    async def stream(
+        self,
+        method: str,
+        url: httpx.URL | str,
+        body: Any = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> AsyncIterator[httpx.Response]:
+        """A streamed request (``client.stream``), its status >= 400 raised with its body read
+        (``raise_for_stream``) before the caller reads a byte. A timeout or a broken connection
+        escapes as ``httpx`` raises it: a stream's reader decides what that means."""
+        async with self.client.stream(
+            method, url, json=body, headers=self._headers(headers)
+        ) as response:
+            await raise_for_stream(response, self.status_error)
+            yield response
