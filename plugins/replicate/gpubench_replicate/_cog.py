@@ -273,8 +273,8 @@ class CogProvider(p.PredictionProvider):
             waits.cold_check_error = str(exc)
             return None, False, None
         setup = health.get("setup")
-        setup_end = p.parse_time_s(setup.get("completed_at")) if isinstance(setup, dict) else None
-        created = p.parse_time_s(prediction.get("created_at"))
+        setup_end = sdk.iso_seconds(setup.get("completed_at")) if isinstance(setup, dict) else None
+        created = sdk.iso_seconds(prediction.get("created_at"))
         if setup_end is None:
             return None, False, None
         if created is not None:
@@ -340,6 +340,6 @@ def _setup_ms(health: dict[str, Any]) -> float | None:
     setup = health.get("setup")
     if not isinstance(setup, dict):
         return None
-    start = p.parse_time_s(setup.get("started_at"))
-    end = p.parse_time_s(setup.get("completed_at"))
+    start = sdk.iso_seconds(setup.get("started_at"))
+    end = sdk.iso_seconds(setup.get("completed_at"))
     return None if start is None or end is None else max(0.0, (end - start) * 1e3)

@@ -13,7 +13,6 @@ since the 2025-10-16 changelog https://replicate.com/changelog/2025-10-16-predic
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any, Final
 
 import httpx
@@ -36,19 +35,6 @@ class PredictionCanceledError(sdk.ProviderError):
     outcome = sdk.Outcome.CANCELLED
 
 
-def parse_time_s(value: Any) -> float | None:
-    """An ISO-8601 timestamp (``2026-11-29T23:28:56.123456Z``) as Unix seconds, else None."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    if parsed.tzinfo is None:  # the APIs send UTC; a naive stamp is read as UTC too
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.timestamp()
-
-
 def phases_ms(prediction: dict[str, Any]) -> tuple[float | None, float | None]:
     """``(queue_ms, execution_ms)`` of a finished prediction.
 
@@ -60,8 +46,8 @@ def phases_ms(prediction: dict[str, Any]) -> tuple[float | None, float | None]:
     metrics = metrics if isinstance(metrics, dict) else {}
     predict_s = sdk.finite_number(metrics.get("predict_time"))
     execution_ms = None if predict_s is None else predict_s * 1e3
-    created = parse_time_s(prediction.get("created_at"))
-    started = parse_time_s(prediction.get("started_at"))
+    created = sdk.iso_seconds(prediction.get("created_at"))
+    started = sdk.iso_seconds(prediction.get("started_at"))
     queue_ms: float | None = None
     if created is not None and started is not None:
         queue_ms = max(0.0, (started - created) * 1e3)
