@@ -9,14 +9,13 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Literal, Self
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 import gpubench_sdk as sdk
 
 from ._template import Render, compile_path, compile_template
 
 Auth = Literal["bearer", "api-key", "key", "modal", "none"]
-_HTTP_URL = r"^https?://"
 
 
 class Timing(BaseModel):
@@ -57,7 +56,7 @@ class HTTPOptions(sdk.ProviderOptions):
     ``modal`` (``Modal-Key`` and ``Modal-Secret`` from a key written ``<key>:<secret>``), or
     ``none``."""
 
-    url: str = Field(pattern=_HTTP_URL, description="the endpoint to call")
+    url: str = Field(description="the endpoint to call")
     method: Literal["POST", "PUT", "GET"] = "POST"
     auth_scheme: Auth = Field(default="bearer", description="how the API key is sent")
     body: Any = Field(default="{payload}", description="the JSON body template")
@@ -67,10 +66,16 @@ class HTTPOptions(sdk.ProviderOptions):
     timings: list[Timing] = Field(default_factory=list)
     health_url: str | None = Field(
         default=None,
-        pattern=_HTTP_URL,
         description="GET it for readiness: 2xx = ready, anything else = not",
     )
     _render: Render = PrivateAttr()
+
+    @field_validator("url", "health_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError(f"must start with http:// or https://, got {value!r}")
+        return value
 
     @model_validator(mode="after")
     def _compile(self) -> Self:
