@@ -206,14 +206,38 @@ async def test_targets_run_side_by_side(tmp_path: Path) -> None:
     assert np.max(np.abs(np.subtract(rate_one, rate_two))) < 2e6  # same schedule, within 2 ms
 
 
+class CountingProvider(EchoProvider):
+    """Counts the requests it has answered, so a test can stop a run after enough of them
+    (a fixed delay measures nothing on a loaded machine that takes that long to start)."""
+
+    answered = 0
+    enough: anyio.Event
+
+    async def invoke(self, request: Any) -> Any:
+        result = await super().invoke(request)
+        type(self).answered += 1
+        if type(self).answered >= 30:
+            type(self).enough.set()
+        return result
+
+
 async def test_stop_keeps_what_was_measured(echo_server: LoopbackServer, tmp_path: Path) -> None:
+    CountingProvider.answered, CountingProvider.enough = 0, anyio.Event()
     runner = Runner(
-        {"a": EchoProvider(url=echo_server.url)},
+        {"a": CountingProvider(url=echo_server.url)},
         EchoProbe(sleep_ms=20),
         [Burst(total=10_000, concurrency=4)],
         store=tmp_path / "r.sqlite",
     )
-    result = await run_then_stop(runner, after_s=0.5)
+    async with anyio.create_task_group() as tg:
+
+        async def stop_after_enough() -> None:
+            with anyio.move_on_after(30):
+                await CountingProvider.enough.wait()
+            runner.stop()
+
+        tg.start_soon(stop_after_enough)
+        result = await runner.run()
     assert result.status == "cancelled"
     with Store(tmp_path / "r.sqlite") as s:
         info = s.run(result.run_id)
