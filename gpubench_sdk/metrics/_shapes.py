@@ -21,7 +21,7 @@ from .._base._types import Invocation
 from .._scenarios import SEQ_BLOCK
 from .._scenarios._slo import SLOVerdict, StepStats, slo_verdict, step_stats
 from .._store._store import Store
-from ._groups import by_prompt_length, by_shared_prefix, by_turn, groupings_of
+from ._groups import GROUPINGS, LatencyGroup, groupings_of
 
 NAN = math.nan
 
@@ -233,9 +233,8 @@ def shape_summary(store: Store, run: int | str) -> list[str]:
     for sidx, sc in enumerate(info.scenarios):
         invs = [i for i in rows if i.scenario == sidx]
         label = sc.params.get("name") or f"{sc.kind}-{sidx}"
-        for grouping, write in _GROUP_LINES.items():
-            if grouping in groupings:
-                lines += write(invs, label)
+        for grouping in groupings:
+            lines += _group_lines(invs, label, grouping)
         if sc.kind not in ("stages", "sweep", "max_rate"):
             continue
         for t in (t.name for t in info.targets):
@@ -277,56 +276,45 @@ def _secs(value: float) -> str:
     return "-" if math.isnan(value) else f"{value:.2f} s"
 
 
-def _length_lines(invs: list[Invocation], label: str) -> list[str]:
-    """Per target: latency and TTFT p50 in each prompt-length bucket that holds requests."""
-    lines = []
-    for target in dict.fromkeys(i.target for i in invs):
-        buckets = [g for g in by_prompt_length(i for i in invs if i.target == target) if g.requests]
-        if len(buckets) < 2:
-            continue
-        each = ", ".join(
-            f"{g.label} {g.latency_p50_ms:.0f} / {g.ttft_p50_ms:.0f} ms ({g.requests})"
-            for g in buckets
-        )
-        lines.append(f"{label} on {target}: p50 latency / TTFT by prompt length: {each}")
-    return lines
+def _length_line(where: str, buckets: list[LatencyGroup]) -> str:
+    """Latency and TTFT p50 in each prompt-length bucket."""
+    each = ", ".join(
+        f"{g.label} {g.latency_p50_ms:.0f} / {g.ttft_p50_ms:.0f} ms ({g.requests})" for g in buckets
+    )
+    return f"{where}: p50 latency / TTFT by prompt length: {each}"
 
 
-def _turn_lines(invs: list[Invocation], label: str) -> list[str]:
-    """Per target: how TTFT grows over a session's turns, with the context each turn sent."""
-    lines = []
-    for target in dict.fromkeys(i.target for i in invs):
-        turns = [g for g in by_turn(i for i in invs if i.target == target) if g.requests]
-        if len(turns) < 2:
-            continue
-        ttft = ", ".join(f"{g.ttft_p50_ms:.0f}" for g in turns)
-        first, last = turns[0].prompt_tokens_p50, turns[-1].prompt_tokens_p50
-        lines.append(
-            f"{label} on {target}: TTFT p50 by turn {ttft} ms "
-            f"(prompt p50 {first:.0f} -> {last:.0f} tokens)"
-        )
-    return lines
+def _turn_line(where: str, turns: list[LatencyGroup]) -> str:
+    """How TTFT grows over a session's turns, with the context each turn sent."""
+    ttft = ", ".join(f"{g.ttft_p50_ms:.0f}" for g in turns)
+    first, last = turns[0].prompt_tokens_p50, turns[-1].prompt_tokens_p50
+    return f"{where}: TTFT p50 by turn {ttft} ms (prompt p50 {first:.0f} -> {last:.0f} tokens)"
 
 
-def _prefix_lines(invs: list[Invocation], label: str) -> list[str]:
-    """Per target: TTFT of the requests with the shared prefix against those without."""
-    lines = []
-    for target in dict.fromkeys(i.target for i in invs):
-        groups = {g.key: g for g in by_shared_prefix(i for i in invs if i.target == target)}
-        without, with_ = groups.get(0), groups.get(1)
-        if not (without and with_ and without.requests and with_.requests):
-            continue
-        line = (
-            f"{label} on {target}: TTFT p50 {with_.ttft_p50_ms:.0f} ms with the shared prefix "
-            f"({with_.requests} requests, prompt p50 {with_.prompt_tokens_p50:.0f} tokens), "
-            f"{without.ttft_p50_ms:.0f} ms without ({without.requests}, "
-            f"{without.prompt_tokens_p50:.0f} tokens)"
-        )
-        if not math.isnan(with_.cached_share):  # the server said what its cache served
-            line += f"; {with_.cached_share:.0%} of the prefixed prompts' tokens were cached"
-        lines.append(line)
-    return lines
+def _prefix_line(where: str, groups: list[LatencyGroup]) -> str:
+    """TTFT of the requests with the shared prefix (key 1) against those without (key 0)."""
+    without, with_ = groups
+    line = (
+        f"{where}: TTFT p50 {with_.ttft_p50_ms:.0f} ms with the shared prefix "
+        f"({with_.requests} requests, prompt p50 {with_.prompt_tokens_p50:.0f} tokens), "
+        f"{without.ttft_p50_ms:.0f} ms without ({without.requests}, "
+        f"{without.prompt_tokens_p50:.0f} tokens)"
+    )
+    if not math.isnan(with_.cached_share):  # the server said what its cache served
+        line += f"; {with_.cached_share:.0%} of the prefixed prompts' tokens were cached"
+    return line
 
 
-_GROUP_LINES = {"prompt length": _length_lines, "turn": _turn_lines, "shared prefix": _prefix_lines}
+_GROUP_LINES = {"prompt length": _length_line, "turn": _turn_line, "shared prefix": _prefix_line}
 """What the console prints under the summary for each of ``groupings_of``'s groupings."""
+
+
+def _group_lines(invs: list[Invocation], label: str, grouping: str) -> list[str]:
+    """One line per target whose requests fall in two or more of ``grouping``'s groups."""
+    lines = []
+    for target in dict.fromkeys(i.target for i in invs):
+        mine = (i for i in invs if i.target == target)
+        groups = [g for g in GROUPINGS[grouping](mine) if g.requests]
+        if len(groups) >= 2:
+            lines.append(_GROUP_LINES[grouping](f"{label} on {target}", groups))
+    return lines
