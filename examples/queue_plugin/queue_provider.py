@@ -14,7 +14,7 @@ keeps ``timeout_s``, names the job in every error and cancels an abandoned job.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 from gpubench_sdk import (
     Capabilities,
@@ -37,11 +37,10 @@ class QueueOptions(ProviderOptions):
 
 class QueueProvider(Provider):
     name = "queue-example"
-    Options: ClassVar[type[ProviderOptions]] = QueueOptions
+    options: QueueOptions
     capabilities = Capabilities(server_timings=frozenset({"queue_ms", "execution_ms"}))
 
     async def invoke(self, request: Request) -> Result:
-        assert isinstance(self.options, QueueOptions)
         polling = Polling(interval_s=self.options.poll_interval_s)
         job = QueueJob(self, dict(request.payload))
         return await run_job(
@@ -53,7 +52,6 @@ class QueueJob(Job[dict[str, Any]]):
     """One job: ``httpx`` errors may simply escape, ``run_job`` maps them."""
 
     def __init__(self, provider: QueueProvider, payload: dict[str, Any]) -> None:
-        assert isinstance(provider.options, QueueOptions)
         self.client, self.base = provider.client, provider.options.url.rstrip("/")
         self.headers, self.payload = provider.auth_headers(), payload
 

@@ -132,6 +132,13 @@ class ColdTimeoutError(ProviderError):
     outcome = Outcome.COLD_TIMEOUT
 
 
+class JobCancelledError(ProviderError):
+    """The provider reports the request's job cancelled, though this client did not cancel it
+    (another client, the platform, or a queue-time limit did)."""
+
+    outcome = Outcome.CANCELLED
+
+
 class HTTPStatusError(ProviderError):
     """A non-success HTTP status that is not throttling."""
 

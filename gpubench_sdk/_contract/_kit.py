@@ -165,6 +165,18 @@ def finite_number(value: Any) -> float | None:
     return None
 
 
+def reported_time(value: Any) -> float | None:
+    """A time a server reported, a JSON number or a header's text (``"12.5"``), as a finite
+    float >= 0; None for anything else (a missing or garbled timing fails no request)."""
+    if isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) and number >= 0 else None
+
+
 def describe_error(exc: BaseException) -> str:
     """``Type: message`` of an exception, secrets masked, for an error's text."""
     return redact(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)

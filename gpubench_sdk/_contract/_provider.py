@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import json
+import sys
 from collections.abc import Callable, Coroutine, Iterator
 from contextvars import ContextVar
 from types import TracebackType
@@ -104,11 +106,31 @@ def _boundary(invoke: Invoke) -> Invoke:
     return bounded
 
 
+def _declared_options(cls: type, hint: Any) -> type[ProviderOptions]:
+    """The class a provider's ``options: AcmeOptions`` names: its ``Options``, so the options
+    are declared once, for mypy and for validation alike. A postponed annotation (``from
+    __future__ import annotations``) is a name, or a dotted one, looked up in the class's
+    module; anything else needs ``Options = ...`` set as well."""
+    if isinstance(hint, str):
+        head, *attributes = hint.split(".")
+        found = vars(sys.modules[cls.__module__]).get(head.strip())
+        for name in attributes:
+            found = getattr(found, name.strip(), None)
+        hint = found if found is not None else hint
+    if isinstance(hint, type) and issubclass(hint, ProviderOptions):
+        return hint
+    raise TypeError(
+        f"{cls.__qualname__}: its annotation 'options: {hint}' names no ProviderOptions "
+        f"subclass in module {cls.__module__}; set Options = <that class> in the class body"
+    )
+
+
 class Provider:
     """Adapter for one serverless platform.
 
-    Subclasses set ``name`` and ``capabilities``, may set ``Options`` to a ``ProviderOptions``
-    subclass, and implement ``invoke``. Each capability they declare obliges them to implement
+    Subclasses set ``name`` and ``capabilities``, may declare their ``ProviderOptions``
+    subclass (``options: AcmeOptions``, which sets ``Options`` too, or ``Options = AcmeOptions``),
+    and implement ``invoke``. Each capability they declare obliges them to implement
     the matching method (``fleet_state`` -> ``state``, ``cold_start_control`` -> ``ensure_cold``,
     ``scaling_settings`` -> ``get_scaling``/``set_scaling``).
 
@@ -123,6 +145,9 @@ class Provider:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        declared = inspect.get_annotations(cls)  # the class's own, not its bases'
+        if "Options" not in cls.__dict__ and "options" in declared:
+            cls.Options = _declared_options(cls, declared["options"])
         invoke = cls.__dict__.get("invoke")
         if callable(invoke) and not getattr(invoke, "__gpubench_boundary__", False):
             cls.invoke = _boundary(invoke)  # type: ignore[method-assign,assignment]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, ClassVar, Self
+from typing import Any, Self
 
 import httpx
 from pydantic import Field, model_validator
@@ -77,7 +77,7 @@ class LocalProvider(Provider):
         server_timings=frozenset({"queue_ms", "execution_ms", "setup_ms"}),
         billing=None,
     )
-    Options: ClassVar[type[ProviderOptions]] = LocalOptions
+    options: LocalOptions
 
     _runtime: RuntimeProcess | None = None
     _original_scaling: ScalingSettings | None = None
@@ -94,7 +94,6 @@ class LocalProvider(Provider):
 
     async def open(self) -> None:
         options = self.options
-        assert isinstance(options, LocalOptions)
         url = options.url
         if url is None:
             config = LocalRuntimeConfig(

@@ -7,8 +7,7 @@ An emulator's ``main`` adds its own options and builds its app::
 
     parser = EmulatorParser(__doc__, port=8787, idle_flag="--keep-alive-s")
     parser.add_argument("--model", default="m")
-    args = parser.parse(argv)
-    args.serve(make_app(args.fleet(), api_key=args.api_key, model=args.model))
+    parser.serve(make_app, argv)  # make_app(fleet, api_key=..., model=...)
 """
 
 from __future__ import annotations
@@ -197,6 +196,13 @@ class EmulatorParser(argparse.ArgumentParser):
     def parse(self, argv: list[str] | None = None) -> EmulatorArgs:
         """``parse_args`` into an ``EmulatorArgs``."""
         return self.parse_args(argv, namespace=EmulatorArgs())
+
+    def serve(self, make_app: Callable[..., ASGIApp], argv: list[str] | None = None) -> None:
+        """An emulator's whole ``main()``: parse ``argv`` and serve ``make_app(fleet,
+        api_key=..., **own options)`` until interrupted (each option's ``dest`` the name of
+        a ``make_app`` keyword). Anything else: ``parse``, then ``EmulatorArgs.serve``."""
+        args = self.parse(argv)
+        args.serve(make_app(args.fleet(), api_key=args.api_key, **args.own()))
 
 
 def _from_env(name: str) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import ssl
 import time
-from typing import Any, ClassVar, Literal, Self
+from typing import Any, Literal, Self
 
 from pydantic import Field, model_validator
 
@@ -102,7 +102,6 @@ class AzureProvider(sdk.Provider):
         scaling_settings=True,
         billing=load_catalog().billing_model("azure"),
     )
-    Options: ClassVar[type[sdk.ProviderOptions]] = AzureOptions
     options: AzureOptions
 
     def __init__(self, options: sdk.ProviderOptions | None = None, **kw: Any) -> None:

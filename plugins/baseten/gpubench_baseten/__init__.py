@@ -4,6 +4,6 @@ Registered as ``baseten`` on the ``gpubench.providers`` entry point. The emulato
 tests lives in ``gpubench_baseten.emulator`` (needs ``gpubench-sdk[testing]``).
 """
 
-from ._provider import BasetenOptions, BasetenProvider, RequestCanceledError
+from ._provider import BasetenOptions, BasetenProvider
 
-__all__ = ["BasetenOptions", "BasetenProvider", "RequestCanceledError"]
+__all__ = ["BasetenOptions", "BasetenProvider"]

@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from functools import partial
-from typing import Any, ClassVar, Literal, Self
+from typing import Any, Literal, Self
 
 import httpx
 from pydantic import Field, field_validator, model_validator
@@ -16,13 +15,6 @@ import gpubench_sdk as sdk
 from gpubench_sdk.cost import load_catalog
 
 from . import _protocol as bt
-
-
-class RequestCanceledError(sdk.ProviderError):
-    """Baseten reports the async request CANCELED or EXPIRED, though this client did not cancel
-    it (``max_time_in_queue_seconds`` passed, or another client cancelled it)."""
-
-    outcome = sdk.Outcome.CANCELLED
 
 
 class BasetenOptions(sdk.PollingOptions):
@@ -114,7 +106,6 @@ class BasetenProvider(sdk.Provider):
         # the catalog's rules, with their source and date (gpubench_sdk/cost/data/prices.json)
         billing=load_catalog().billing_model("baseten"),
     )
-    Options: ClassVar[type[sdk.ProviderOptions]] = BasetenOptions
     options: BasetenOptions
 
     _original: dict[str, int] | None = None
@@ -139,7 +130,7 @@ class BasetenProvider(sdk.Provider):
         self._predict = httpx.URL(self._route("predict"))
         self._async_predict = httpx.URL(self._route("async_predict"))
         self._queue_status = httpx.URL(self._route("async_queue_status"))
-        self._headers = {**o.headers, **self.auth_headers()}
+        self._send = sdk.Sender(self.client, self.name, {**o.headers, **self.auth_headers()})
         self._cold = sdk.ColdMark(o.predict_cold_threshold_ms)
         deployment = o.deployment_id or (
             o.environment if o.environment in ("production", "development") else None
@@ -156,14 +147,6 @@ class BasetenProvider(sdk.Provider):
         original, self._original = self._original, None
         if original:  # leave the deployment as the user configured it
             await self._admin_or_fail("scaling_settings").patch(original)
-
-    async def _send(self, method: str, url: httpx.URL | str, body: Any = None) -> httpx.Response:
-        """One request; a status >= 400 (429's ``Retry-After`` read), a timeout or a broken
-        connection raises the core's ``ProviderError``, here rather than at ``invoke``'s
-        boundary: the management calls and the status polls need it too."""
-        return await sdk.send_checked(
-            self.client, method, url, provider=self.name, headers=self._headers, json=body
-        )
 
     # ----- requests -------------------------------------------------------------------------
 
@@ -196,10 +179,7 @@ class BasetenProvider(sdk.Provider):
         times: list[int] = []
         # A timeout or a broken connection escapes to the invoke boundary, which makes it the
         # core's ProviderError (as_provider_error); a status >= 400 is one with its body's start.
-        async with self.client.stream(
-            "POST", self._predict, json=dict(request.payload), headers=self._headers
-        ) as response:
-            await sdk.raise_for_stream(response, partial(sdk.status_error, provider=self.name))
+        async with self._send.stream("POST", self._predict, dict(request.payload)) as response:
             async for text in response.aiter_text():
                 if text:
                     times.append(time.perf_counter_ns())
@@ -336,7 +316,7 @@ class _AsyncRequest(sdk.Job[dict[str, Any]]):
         if status == bt.FAILED:
             raise sdk.ServerHTTPError(f"async request FAILED: {errors}", **kw)
         if status in (bt.CANCELED, bt.EXPIRED):
-            raise RequestCanceledError(f"async request {status} {errors}".strip(), **kw)
+            raise sdk.JobCancelledError(f"async request {status} {errors}".strip(), **kw)
         queue_ms = sdk.span_ms(sdk.iso_seconds(state.get("created_at")), self.progress_at)
         ended = sdk.iso_seconds(state.get("status_at"))
         return sdk.Result(

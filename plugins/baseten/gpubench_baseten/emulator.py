@@ -249,8 +249,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--model-id", default=DEFAULT_MODEL_ID)
     parser.add_argument("--deployment-id", default=DEFAULT_DEPLOYMENT_ID)
-    args = parser.parse(argv)
-    args.serve(make_app(args.fleet(), api_key=args.api_key, **args.own()))
+    parser.serve(make_app, argv)
 
 
 if __name__ == "__main__":

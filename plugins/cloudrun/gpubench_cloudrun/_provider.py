@@ -7,7 +7,7 @@ import functools
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, Self
+from typing import Any, Literal, Self
 
 import anyio
 import httpx
@@ -97,7 +97,6 @@ class CloudRunProvider(sdk.Provider):
         cold_start_control=True,
         billing=load_catalog().billing_model("cloudrun"),
     )
-    Options: ClassVar[type[sdk.ProviderOptions]] = CloudRunOptions
     options: CloudRunOptions
 
     def __init__(

@@ -190,8 +190,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--service", dest="service_name", metavar="SERVICE", default=DEFAULT_SERVICE
     )
-    args = parser.parse(argv)
-    args.serve(make_app(args.fleet(), api_key=args.api_key, **args.own()))
+    parser.serve(make_app, argv)
 
 
 if __name__ == "__main__":

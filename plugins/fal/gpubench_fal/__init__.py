@@ -4,6 +4,6 @@ Registered as ``fal`` on the ``gpubench.providers`` entry point. The emulator us
 lives in ``gpubench_fal.emulator`` (needs ``gpubench-sdk[testing]``).
 """
 
-from ._provider import FalOptions, FalProvider, RequestCancelledError
+from ._provider import FalOptions, FalProvider
 
-__all__ = ["FalOptions", "FalProvider", "RequestCancelledError"]
+__all__ = ["FalOptions", "FalProvider"]

@@ -8,7 +8,7 @@ import logging
 import re
 import time
 from collections.abc import AsyncIterator
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 import httpx
 from pydantic import Field, field_validator
@@ -21,12 +21,6 @@ from . import _protocol as fal
 
 log = logging.getLogger(__name__)
 _APP_ID = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*")
-
-
-class RequestCancelledError(sdk.ProviderError):
-    """fal reports the request cancelled, though this client did not cancel it."""
-
-    outcome = sdk.Outcome.CANCELLED
 
 
 class FalOptions(sdk.PollingOptions):
@@ -94,7 +88,6 @@ class FalProvider(sdk.Provider):
         # the catalog's rules, with their source and date (gpubench_sdk/cost/data/prices.json)
         billing=load_catalog().billing_model("fal"),
     )
-    Options: ClassVar[type[sdk.ProviderOptions]] = FalOptions
     options: FalOptions
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -193,7 +186,7 @@ class FalProvider(sdk.Provider):
         if "timeout" in kind:
             raise sdk.RequestTimeoutError(message, **kw)
         if "cancel" in kind:
-            raise RequestCancelledError(message, **kw)
+            raise sdk.JobCancelledError(message, **kw)
         raise sdk.ServerHTTPError(message, **kw)
 
     async def _run_sync(self, request: sdk.Request) -> sdk.Result:

@@ -223,8 +223,7 @@ def make_app(
 def main(argv: list[str] | None = None) -> None:
     """Serve an emulator until interrupted: ``python -m gpubench_fal.emulator``."""
     # fal's keep_alive: how long an idle runner stays up
-    args = kit.EmulatorParser(__doc__, port=8787, idle_flag="--keep-alive-s").parse(argv)
-    args.serve(make_app(args.fleet(), api_key=args.api_key))
+    kit.EmulatorParser(__doc__, port=8787, idle_flag="--keep-alive-s").serve(make_app, argv)
 
 
 if __name__ == "__main__":

@@ -4,9 +4,8 @@ user's own service), described by options: method, URL, auth, body template, whe
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Literal, Self
+from typing import Any, Literal, Self
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
@@ -42,11 +41,10 @@ class Timing(BaseModel):
         (a missing timing is not a failed request)."""
         path = self._path  # set exactly when the time is read from the JSON body
         try:
-            raw: Any = path(document) if path is not None else headers.get(str(self.header))
-            value = float(raw) * (1000.0 if self.unit == "s" else 1.0)
+            value = sdk.reported_time(path(document) if path else headers.get(str(self.header)))
         except (LookupError, TypeError, ValueError):
             return None
-        return value if math.isfinite(value) and value >= 0 else None
+        return None if value is None else value * (1000.0 if self.unit == "s" else 1.0)
 
 
 class HTTPOptions(sdk.ProviderOptions):
@@ -104,7 +102,6 @@ class HTTPProvider(sdk.Provider):
 
     name = "http"
     capabilities = sdk.Capabilities()  # per target: server timings and readiness come from options
-    Options: ClassVar[type[sdk.ProviderOptions]] = HTTPOptions
     options: HTTPOptions
 
     def __init__(self, options: sdk.ProviderOptions | None = None, **kw: Any) -> None:

@@ -97,8 +97,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = kit.EmulatorParser(__doc__, port=8787, max_workers=2)
     parser.add_argument("--auth", default="bearer", choices=["bearer", "api-key", "key", "modal"])
     parser.add_argument("--redirect-after-s", type=float, default=MODAL_REDIRECT_AFTER_S)
-    args = parser.parse(argv)
-    args.serve(make_app(args.fleet(), api_key=args.api_key, **args.own()))
+    parser.serve(make_app, argv)
 
 
 if __name__ == "__main__":

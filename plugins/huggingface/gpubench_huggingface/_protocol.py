@@ -71,15 +71,6 @@ TIMING_HEADERS_MS: Final = {
 COMPUTE_TIME_HEADER: Final = "x-compute-time"
 
 
-def _float(value: str | None) -> float | None:
-    """A header's number: finite and not negative, else None (absent or unreadable too)."""
-    try:
-        number = float(value or "")  # no header: "" does not parse either
-    except ValueError:
-        return None
-    return number if math.isfinite(number) and number >= 0 else None
-
-
 def compute_time_ms(value: str | None, reference_ms: float | None) -> float | None:
     """``x-compute-time`` in milliseconds, whichever unit the server wrote.
 
@@ -88,7 +79,7 @@ def compute_time_ms(value: str | None, reference_ms: float | None) -> float | No
     ``reference_ms`` (``x-total-time``, or else the client's time to first byte): compute time
     is most of either. Without a reference, a decimal point means seconds.
     """
-    number = _float(value)
+    number = sdk.reported_time(value)
     if number is None or value is None:
         return None
     as_seconds_ms, as_ms = number * 1e3, number
@@ -106,7 +97,7 @@ def timings_ms(headers: Mapping[str, str], first_byte_ms: float | None) -> dict[
     plus ``compute_ms`` from ``x-compute-time`` (unit detected, see ``compute_time_ms``)."""
     found: dict[str, float] = {}
     for header, key in TIMING_HEADERS_MS.items():
-        number = _float(headers.get(header))
+        number = sdk.reported_time(headers.get(header))
         if number is not None:
             found[key] = number
     compute = compute_time_ms(

@@ -7,7 +7,7 @@ import math
 import statistics
 import time
 from collections import deque
-from typing import Any, ClassVar, Literal, Self
+from typing import Any, Literal, Self
 
 import httpx
 from pydantic import Field, model_validator
@@ -97,7 +97,6 @@ class HuggingFaceProvider(sdk.Provider):
         scaling_settings=True,
         billing=BILLING,
     )
-    Options: ClassVar[type[sdk.ProviderOptions]] = HuggingFaceOptions
     options: HuggingFaceOptions
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -126,7 +125,8 @@ class HuggingFaceProvider(sdk.Provider):
 
     async def open(self) -> None:
         o = self.options
-        self._headers = {**o.headers, **self.auth_headers()}
+        headers = {**o.headers, **self.auth_headers()}
+        self._send = sdk.Sender(self.client, self.name, headers, self._http_error)
         if o.namespace is not None:
             base = o.management_url.rstrip("/")
             self._api = httpx.URL(f"{base}/endpoint/{o.namespace}/{o.endpoint_name}")
@@ -139,7 +139,7 @@ class HuggingFaceProvider(sdk.Provider):
         # Built once: parsing URL strings on every request is measurable at high rates.
         paths = {"toolkit": "/", "generate": "/generate", "generate_stream": "/generate_stream"}
         self._routes = {route: httpx.URL(base_url + path) for route, path in paths.items()}
-        self._invoke_headers = dict(self._headers)
+        self._invoke_headers: dict[str, str] = {}  # added to the bound ones
         if o.hold_while_scaling:
             hold_s = o.scale_up_timeout_s or math.ceil(o.timeout_s)
             self._invoke_headers[hf.SCALE_UP_TIMEOUT_HEADER] = str(hold_s)
@@ -246,10 +246,7 @@ class HuggingFaceProvider(sdk.Provider):
         A timeout or a broken stream leaves ``invoke`` as the core maps it."""
         times: list[int] = []
         final: dict[str, Any] | None = None
-        async with self.client.stream(
-            "POST", url, json=body, headers=self._invoke_headers
-        ) as response:
-            await sdk.raise_for_stream(response, self._http_error)
+        async with self._send.stream("POST", url, body, self._invoke_headers) as response:
             arrived = sdk.first_byte_ns(response)
             async for _, data, at_ns in sdk.sse_events(response):
                 event = sdk.json_event(data, provider=self.name)
@@ -281,19 +278,6 @@ class HuggingFaceProvider(sdk.Provider):
         return result, arrived
 
     # ----- HTTP and error mapping -------------------------------------------------------------
-
-    async def _send(
-        self, method: str, url: httpx.URL, body: Any = None, headers: dict[str, str] | None = None
-    ) -> httpx.Response:
-        return await sdk.send_checked(
-            self.client,
-            method,
-            url,
-            provider=self.name,
-            headers=headers or self._headers,
-            json=body,
-            error=self._http_error,
-        )
 
     def _http_error(self, response: httpx.Response) -> sdk.ProviderError:
         toolkit = response.request.url == self._routes.get("toolkit")

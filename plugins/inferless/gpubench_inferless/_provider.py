@@ -10,7 +10,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 import httpx
 from pydantic import Field, model_validator
@@ -28,6 +28,9 @@ WARM_WINDOW = 50  # warm latencies the running median is taken over
 
 # Options this plugin once had of its own, now the shared ``input`` map's (``InputMap``) work.
 _MOVED = {"input_names": "rename", "omit": "drop"}
+
+
+_SSE = {"Accept": "text/event-stream"}
 
 
 class InferlessOptions(sdk.ProviderOptions):
@@ -86,7 +89,6 @@ class InferlessProvider(sdk.Provider):
 
     name = "inferless"
     capabilities = sdk.Capabilities(streaming=True, billing=BILLING)
-    Options: ClassVar[type[sdk.ProviderOptions]] = InferlessOptions
     options: InferlessOptions
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -97,8 +99,8 @@ class InferlessProvider(sdk.Provider):
     async def open(self) -> None:
         o = self.options
         self._url = httpx.URL(o.url)  # parsed once: it costs microseconds per request
-        self._headers = {**o.headers, **self.auth_headers()}
-        self._stream_headers = {**self._headers, "Accept": "text/event-stream"}
+        headers = {**o.headers, **self.auth_headers()}
+        self._send = sdk.Sender(self.client, self.name, headers, self._http_error)
 
     async def invoke(self, request: sdk.Request) -> sdk.Result:
         o = self.options
@@ -108,11 +110,7 @@ class InferlessProvider(sdk.Provider):
         send_ns = time.perf_counter_ns()
         if request.stream:
             return await self._stream(body, send_ns)
-        # A timeout or broken connection leaves through invoke's boundary as the core's
-        # ProviderError (as_provider_error), naming the call.
-        response = await self.client.post(self._url, json=body, headers=self._headers)
-        if response.status_code >= 400:
-            raise self._http_error(response)
+        response = await self._send("POST", self._url, body)
         return self._answer(response, request_id, send_ns)
 
     def _answer(self, response: httpx.Response, request_id: str, send_ns: int) -> sdk.Result:
@@ -139,10 +137,7 @@ class InferlessProvider(sdk.Provider):
         times: list[int] = []
         # A timeout or broken connection leaves through invoke's boundary as the core's
         # ProviderError (as_provider_error), naming the call.
-        async with self.client.stream(
-            "POST", self._url, json=body, headers=self._stream_headers
-        ) as response:
-            await sdk.raise_for_stream(response, self._http_error)
+        async with self._send.stream("POST", self._url, body, _SSE) as response:
             if not response.headers.get("content-type", "").startswith("text/event-stream"):
                 # the model does not stream: its answer is one plain KServe response
                 await response.aread()

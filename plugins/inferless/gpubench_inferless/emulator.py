@@ -126,8 +126,7 @@ def main(argv: list[str] | None = None) -> None:
     """Serve an emulator until interrupted: ``python -m gpubench_inferless.emulator``."""
     parser = kit.EmulatorParser(__doc__, port=8688, idle_flag="--scale-down-delay-s")
     parser.add_argument("--model", default=DEFAULT_MODEL)
-    args = parser.parse(argv)
-    args.serve(make_app(args.fleet(), api_key=args.api_key, **args.own()))
+    parser.serve(make_app, argv)
 
 
 if __name__ == "__main__":

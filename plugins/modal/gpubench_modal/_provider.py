@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from typing import Any, ClassVar, Self
+from typing import Any, Self
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
@@ -79,7 +79,6 @@ class ModalProvider(sdk.Provider):
 
     name = "modal"
     capabilities = sdk.Capabilities(streaming=True, billing=load_catalog().billing_model("modal"))
-    Options: ClassVar[type[sdk.ProviderOptions]] = ModalOptions
     options: ModalOptions
 
     def auth_headers(self) -> dict[str, str]:

@@ -112,8 +112,7 @@ def main(argv: list[str] | None = None) -> None:
         __doc__, port=8690, key_help="require this '<id>:<secret>' (env variable)"
     )
     parser.add_argument("--redirect-after-s", type=float, default=LONG_REQUEST_S)
-    args = parser.parse(argv)
-    args.serve(make_app(args.fleet(), api_key=args.api_key, **args.own()))
+    parser.serve(make_app, argv)
 
 
 if __name__ == "__main__":

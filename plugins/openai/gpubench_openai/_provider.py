@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 import httpx
 from pydantic import Field, field_validator
@@ -66,7 +66,6 @@ class OpenAIProvider(sdk.Provider):
     # OpenAI-compatible servers report no queue or execution time and have no control plane;
     # the bill depends on who hosts the server (priced by the cost module, not here).
     capabilities = sdk.Capabilities(streaming=True)
-    Options: ClassVar[type[sdk.ProviderOptions]] = OpenAIOptions
     options: OpenAIOptions
 
     @property

@@ -9,7 +9,6 @@ the ``gpubench.providers`` entry point. Their emulators, for tests and demos, ar
 """
 
 from ._cog import CogOptions, CogProvider
-from ._prediction import PredictionCanceledError
 from ._replicate import (
     PRIVATE_BILLING,
     PUBLIC_MODEL_BILLING,
@@ -22,7 +21,6 @@ __all__ = [
     "PUBLIC_MODEL_BILLING",
     "CogOptions",
     "CogProvider",
-    "PredictionCanceledError",
     "ReplicateOptions",
     "ReplicateProvider",
 ]

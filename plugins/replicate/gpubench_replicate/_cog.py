@@ -22,7 +22,7 @@ import asyncio
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 import httpx
 from pydantic import Field
@@ -124,7 +124,6 @@ class CogProvider(p.PredictionProvider):
         # queue_ms too where the container sends created_at/started_at (Cog before 0.23)
         server_timings=frozenset({"execution_ms"}),
     )
-    Options: ClassVar[type[sdk.ProviderOptions]] = CogOptions
     options: CogOptions
     _busy_statuses = frozenset({409})  # "At capacity": throttling, unless a slot is being freed
 
@@ -340,6 +339,6 @@ def _setup_ms(health: dict[str, Any]) -> float | None:
     setup = health.get("setup")
     if not isinstance(setup, dict):
         return None
-    start = sdk.iso_seconds(setup.get("started_at"))
-    end = sdk.iso_seconds(setup.get("completed_at"))
-    return None if start is None or end is None else max(0.0, (end - start) * 1e3)
+    return sdk.span_ms(
+        sdk.iso_seconds(setup.get("started_at")), sdk.iso_seconds(setup.get("completed_at"))
+    )

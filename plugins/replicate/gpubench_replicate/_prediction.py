@@ -29,12 +29,6 @@ PENDING_STATES: Final = frozenset({STARTING, PROCESSING})
 TERMINAL_STATES: Final = frozenset({SUCCEEDED, FAILED, CANCELED, ABORTED})
 
 
-class PredictionCanceledError(sdk.ProviderError):
-    """The prediction ended ``canceled``, though this client did not cancel it."""
-
-    outcome = sdk.Outcome.CANCELLED
-
-
 def phases_ms(prediction: dict[str, Any]) -> tuple[float | None, float | None]:
     """``(queue_ms, execution_ms)`` of a finished prediction.
 
@@ -47,14 +41,9 @@ def phases_ms(prediction: dict[str, Any]) -> tuple[float | None, float | None]:
     predict_s = sdk.finite_number(metrics.get("predict_time"))
     execution_ms = None if predict_s is None else predict_s * 1e3
     created = sdk.iso_seconds(prediction.get("created_at"))
-    started = sdk.iso_seconds(prediction.get("started_at"))
-    queue_ms: float | None = None
-    if created is not None and started is not None:
-        queue_ms = max(0.0, (started - created) * 1e3)
-    else:
-        total_s = sdk.finite_number(metrics.get("total_time"))
-        if total_s is not None and predict_s is not None:
-            queue_ms = max(0.0, (total_s - predict_s) * 1e3)
+    queue_ms = sdk.span_ms(created, sdk.iso_seconds(prediction.get("started_at")))
+    if queue_ms is None:  # total_time - predict_time: the same gap, as the server timed it
+        queue_ms = sdk.span_ms(predict_s, sdk.finite_number(metrics.get("total_time")))
     return queue_ms, execution_ms
 
 
@@ -110,7 +99,7 @@ class PredictionProvider(sdk.Provider):
                 raise sdk.RequestTimeoutError(
                     "prediction canceled at its Cancel-After deadline", **kw
                 )
-            raise PredictionCanceledError("prediction canceled by someone else", **kw)
+            raise sdk.JobCancelledError("prediction canceled by someone else", **kw)
 
 
 class PredictionJob(sdk.Job[dict[str, Any]]):

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from typing import Any, ClassVar, Literal, Self
+from typing import Any, Literal, Self
 
 import httpx
 from pydantic import Field, model_validator
@@ -112,7 +112,6 @@ class ReplicateProvider(p.PredictionProvider):
         server_timings=frozenset({"queue_ms", "execution_ms"}),
         billing=PRIVATE_BILLING,
     )
-    Options: ClassVar[type[sdk.ProviderOptions]] = ReplicateOptions
     options: ReplicateOptions
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -197,9 +197,8 @@ def main(argv: list[str] | None = None) -> None:
                                 workers_flag="--containers", max_workers=1,
                                 key_help="require this bearer token (a proxy's)")  # fmt: skip
     proxied = "containers behind a proxy that starts them on demand and holds requests"
-    parser.add_argument("--proxy", action="store_true", help=proxied)
-    args = parser.parse(argv)
-    args.serve(make_app(args.fleet(), api_key=args.api_key, behind_proxy=args.proxy))
+    parser.add_argument("--proxy", dest="behind_proxy", action="store_true", help=proxied)
+    parser.serve(make_app, argv)
 
 
 if __name__ == "__main__":

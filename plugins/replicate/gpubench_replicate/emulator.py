@@ -305,8 +305,7 @@ def main(argv: list[str] | None = None) -> None:
     """Serve an emulator until interrupted: ``python -m gpubench_replicate.emulator``."""
     parser = kit.EmulatorParser(__doc__, port=8787, workers_flag="--max-instances",
                             min_flag="--min-instances")  # fmt: skip
-    args = parser.parse(argv)
-    args.serve(make_app(args.fleet(), api_key=args.api_key))
+    parser.serve(make_app, argv)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ import pytest
 from gpubench_replicate import (
     PRIVATE_BILLING,
     PUBLIC_MODEL_BILLING,
-    PredictionCanceledError,
     ReplicateProvider,
 )
 from gpubench_replicate.emulator import (
@@ -27,6 +26,7 @@ from gpubench_replicate.emulator import (
 from gpubench_sdk import (
     ColdTimeoutError,
     ConfigError,
+    JobCancelledError,
     Request,
     RequestTimeoutError,
     ServerHTTPError,
@@ -151,7 +151,7 @@ def test_a_prediction_cancelled_by_someone_else_is_cancelled(
         await asyncio.to_thread(fleet.cancel, fleet.truths()[0].job_id)
         await task
 
-    with pytest.raises(PredictionCanceledError) as info:
+    with pytest.raises(JobCancelledError) as info:
         asyncio.run(go())
     assert info.value.outcome.value == "cancelled"
 

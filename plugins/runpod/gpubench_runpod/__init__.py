@@ -4,6 +4,6 @@ Registered as ``runpod`` on the ``gpubench.providers`` entry point. The emulator
 tests lives in ``gpubench_runpod.emulator`` (needs ``gpubench-sdk[testing]``).
 """
 
-from ._provider import JobCancelledError, RunPodOptions, RunPodProvider
+from ._provider import RunPodOptions, RunPodProvider
 
-__all__ = ["JobCancelledError", "RunPodOptions", "RunPodProvider"]
+__all__ = ["RunPodOptions", "RunPodProvider"]

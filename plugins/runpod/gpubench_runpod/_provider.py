@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import re
 import time
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 import httpx
 from pydantic import Field, ValidationInfo, field_validator
@@ -13,17 +13,12 @@ from pydantic_core import PydanticCustomError
 
 import gpubench_sdk as sdk
 from gpubench_sdk import first_byte_ns as arrived_ns
+from gpubench_sdk.cost import load_catalog
 
 from . import _protocol as rp
 
 # A base URL that already names the endpoint: the hosted API's (or the emulator's) /v2/{id}.
 _ENDPOINT_PATH = re.compile(r"/v2/(?P<id>[A-Za-z0-9_-]+)/?$")
-
-
-class JobCancelledError(sdk.ProviderError):
-    """RunPod reports the job CANCELLED, though this client did not cancel it."""
-
-    outcome = sdk.Outcome.CANCELLED
 
 
 class RunPodOptions(sdk.PollingOptions):
@@ -97,15 +92,8 @@ class RunPodProvider(sdk.Provider):
         cold_start_control=True,
         scaling_settings=True,
         server_timings=frozenset({"queue_ms", "execution_ms"}),
-        billing=sdk.BillingModel(
-            granularity_s=1.0,
-            billed_phases=frozenset({"cold_boot", "execution", "idle"}),
-            default_idle_timeout_s=float(rp.DEFAULT_IDLE_TIMEOUT_S),
-            source="https://docs.runpod.io/serverless/pricing (per second, rounded up, from "
-            "worker start to stop: cold boot + execution + idle timeout; read 2026-06)",
-        ),
+        billing=load_catalog().billing_model("runpod"),
     )
-    Options: ClassVar[type[sdk.ProviderOptions]] = RunPodOptions
     options: RunPodOptions
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -148,7 +136,7 @@ class RunPodProvider(sdk.Provider):
         self._runsync_url = runsync
         self._health_url = self._api.join("health")
         self._rest_endpoint = httpx.URL(f"{o.rest_url.rstrip('/')}/endpoints/{self.endpoint_id}")
-        self._headers = {**o.headers, **self.auth_headers()}
+        self._send = sdk.Sender(self.client, self.name, {**o.headers, **self.auth_headers()})
 
     async def close(self) -> None:
         await self._scaling.restore()
@@ -173,7 +161,7 @@ class RunPodProvider(sdk.Provider):
         if status == rp.TIMED_OUT:
             raise sdk.RequestTimeoutError("job TIMED_OUT (executionTimeout policy)", **kw)
         if status == rp.CANCELLED:
-            raise JobCancelledError("job CANCELLED by the platform or another client", **kw)
+            raise sdk.JobCancelledError("job CANCELLED by the platform or another client", **kw)
         delay_ms = sdk.finite_number(job.get("delayTime"))
         # The fleet verified empty just before (ensure_cold) makes it a fact, not a guess.
         confirmed = bool(self._cold.take())
@@ -205,14 +193,6 @@ class RunPodProvider(sdk.Provider):
             return await self._send(self._poll_method, url)
         self._poll_method = "POST" if method == "GET" else "GET"
         return await self._send(self._poll_method, url)
-
-    async def _send(self, method: str, url: httpx.URL, body: Any = None) -> httpx.Response:
-        """One request; a status >= 400 (RunPod's ``{"error"}``, FastAPI's ``{"detail"}`` from
-        runpod's local API server shown), a timeout or a broken connection raises the core's
-        ``ProviderError``, naming the call: a 404 from a wrong base URL explains itself."""
-        return await sdk.send_checked(
-            self.client, method, url, provider=self.name, headers=self._headers, json=body
-        )
 
     # ----- capabilities ---------------------------------------------------------------------
 

@@ -155,8 +155,7 @@ def main(argv: list[str] | None = None) -> None:
     """Serve an emulator until interrupted: ``python -m gpubench_runpod.emulator``."""
     parser = kit.EmulatorParser(__doc__, port=8686)
     parser.add_argument("--endpoint-id", default=DEFAULT_ENDPOINT_ID)
-    args = parser.parse(argv)
-    args.serve(make_app(args.fleet(), api_key=args.api_key, **args.own()))
+    parser.serve(make_app, argv)
 
 
 if __name__ == "__main__":

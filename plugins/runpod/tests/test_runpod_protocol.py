@@ -10,13 +10,14 @@ from typing import Any
 
 import httpx
 import pytest
-from gpubench_runpod import JobCancelledError, RunPodProvider
+from gpubench_runpod import RunPodProvider
 from gpubench_runpod.emulator import make_app
 
 from gpubench_sdk import (
     CapabilityError,
     ClientHTTPError,
     ConfigError,
+    JobCancelledError,
     Outcome,
     Request,
     RequestTimeoutError,

@@ -18,7 +18,7 @@ import json
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any, ClassVar, TypeVar
+from typing import Any, TypeVar
 
 import anyio
 from pydantic import Field
@@ -83,7 +83,6 @@ class SageMakerProvider(sdk.Provider):
         cold_start_control=True,
         billing=load_catalog().billing_model("sagemaker"),
     )
-    Options: ClassVar[type[sdk.ProviderOptions]] = SageMakerOptions
     options: SageMakerOptions
 
     _control: Any = None  # the sagemaker (control plane) client, once open
