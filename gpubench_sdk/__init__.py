@@ -75,6 +75,7 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
         shielded,
         wait_cold,
     )
+    from ._contract._embeddings import Embeddings, EmbeddingsOptions
     from ._contract._error_text import error_text, reclassified
     from ._contract._inferred_cold import ColdThresholdOptions
     from ._contract._ingress import IngressOptions
@@ -214,6 +215,8 @@ _EXPORTS: dict[str, str] = {
     "LLMCompletion": "._contract._workload",
     "ImageGeneration": "._contract._workload",
     "LLMChat": "._contract._chat",
+    "Embeddings": "._contract._embeddings",
+    "EmbeddingsOptions": "._contract._embeddings",
     "Length": "._contract._lengths",
     "LengthDistribution": "._contract._lengths",
     "draw_length": "._contract._lengths",
@@ -377,6 +380,8 @@ __all__ = [  # noqa: RUF022 - grouped by purpose; each comment says why the grou
     "LLMCompletion",
     "ImageGeneration",
     "LLMChat",
+    "Embeddings",
+    "EmbeddingsOptions",
     "Length",
     "LengthDistribution",
     "draw_length",

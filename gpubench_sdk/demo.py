@@ -7,8 +7,9 @@ and runs a warm-up pass. It takes about a second on one core; the work is real c
 so it scales with the machine the way a real load does. It runs numpy's BLAS on one thread:
 see below.
 
-``predict(payload, model)`` answers the three built-in workloads (``probe``, ``llm``, ``image``)
-with outputs their ``read`` methods accept, at a few milliseconds of compute per request.
+``predict(payload, model)`` answers the built-in workloads (``probe``, ``llm``, ``chat``,
+``image``, ``embeddings``) with outputs their ``read`` methods accept, at a few milliseconds of
+compute per request.
 ``echo(payload)`` is the probe alone, with no load step: platform overhead and nothing else.
 """
 
@@ -100,6 +101,7 @@ def load() -> DemoModel:
     predict({"sleep_ms": 0, "echo": ""}, model)
     predict({"prompt": "warm up", "max_tokens": 4}, model)
     predict({"prompt": "warm up", "num_inference_steps": 2, "num_images": 1}, model)
+    predict({"input": ["warm up"]}, model)
     return model
 
 
@@ -109,13 +111,15 @@ def predict(payload: Mapping[str, Any], model: DemoModel) -> dict[str, Any]:
         raise TypeError(f"the payload must be a JSON object, not {type(payload).__name__}")
     if "num_inference_steps" in payload or "num_images" in payload:
         return _image(payload, model)
-    if "prompt" in payload:
+    if "prompt" in payload or "messages" in payload:
         return _complete(payload, model)
+    if "input" in payload:
+        return _embed(payload, model)
     if "echo" in payload or "sleep_ms" in payload:
         return _probe(payload, model)
     raise ValueError(
-        "unknown payload: expected a probe {sleep_ms, echo}, an LLM {prompt, max_tokens} "
-        "or an image {prompt, num_inference_steps, num_images} request"
+        "unknown payload: expected a probe {sleep_ms, echo}, an LLM {prompt, max_tokens}, "
+        "an image {prompt, num_inference_steps, num_images} or an embeddings {input} request"
     )
 
 
@@ -160,6 +164,29 @@ def _complete(payload: Mapping[str, Any], model: DemoModel) -> dict[str, Any]:
     return {
         "text": " ".join(out),
         "usage": {"prompt_tokens": len(words), "completion_tokens": max_tokens},
+    }
+
+
+def _embed(payload: Mapping[str, Any], model: DemoModel) -> dict[str, Any]:
+    """OpenAI's embeddings answer: each text's words through the model, mean-pooled, one
+    unit vector of ``WIDTH`` per text; ``usage.prompt_tokens`` counts the words."""
+    texts = payload["input"]
+    texts = [texts] if isinstance(texts, str) else texts
+    if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
+        raise ValueError("input must be a text or a non-empty list of texts")
+    data, tokens = [], 0
+    for index, text in enumerate(texts):
+        ids = [_word_index(w) for w in text.split()] or [0]
+        tokens += len(text.split())
+        where = np.arange(len(ids)) % len(model.positions)
+        states = model.forward(model.embeddings[ids] + model.positions[where])
+        vector = states.mean(axis=0)
+        vector /= np.linalg.norm(vector) or 1.0
+        data.append({"object": "embedding", "index": index, "embedding": vector.tolist()})
+    return {
+        "object": "list",
+        "data": data,
+        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
     }
 
 

@@ -351,7 +351,8 @@ def _streaming(report: Report, store: Store, info: RunInfo) -> None:
 
 def _latency_groups(report: Report, store: Store, info: RunInfo) -> None:
     """Latency by what each request asked for, where the run's workload makes it differ
-    (``metrics.groupings_of``: prompt length, a conversation's turn, the shared prefix)."""
+    (``metrics.groupings_of``: prompt length, a conversation's turn, the shared prefix, an
+    embeddings batch's size)."""
     workload = info.config.get("workload") or {}
     groupings = metrics.groupings_of(workload, (s.kind for s in info.scenarios))
     if not groupings:

@@ -175,14 +175,16 @@ GROUP_COLUMNS = (
 
 
 def latency_groups(report: Report) -> str:
-    """One table per grouping (prompt length, turn, shared prefix) the runs' workloads had."""
+    """One table per grouping (prompt length, turn, shared prefix, batch size) the runs'
+    workloads had."""
     rows = report.tables.get("latency_groups", [])
     if not rows:
         return ""
     parts = [
-        "<h2>Latency by what was asked: prompt length, turn, shared prefix</h2>",
+        "<h2>Latency by what was asked: prompt length, turn, shared prefix, batch size</h2>",
         "<p>A run whose requests differ in what they ask (drawn or dataset lengths, a "
-        "conversation's growing history, a shared prefix) split by the cause: successful "
+        "conversation's growing history, a shared prefix, an embeddings batch) split by the "
+        "cause: successful "
         "requests' p50 and p95 from the scheduled send; TTFT is the first streamed token, or "
         "the first byte; cached share is what the server reported its prefix cache served.</p>",
     ]

@@ -101,6 +101,11 @@ class Runner(RequestSender):
         )
         self._name = name
         self._config = dict(config or {})
+        # A run started from Python has no plan: its workload is stored as a plan's table
+        # would hold it, so what reads stored runs (groupings, reports) sees what was sent.
+        self._config.setdefault(
+            "workload", {"kind": workload.name, **workload.options.model_dump(mode="json")}
+        )
         self._instruments = instruments or Instruments()
         self._observers = list(observers)
         self._budget = max_requests

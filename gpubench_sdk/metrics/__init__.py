@@ -33,6 +33,7 @@ from ._frame import (
 from ._groups import (
     GROUPINGS,
     LatencyGroup,
+    by_batch_size,
     by_prompt_length,
     by_shared_prefix,
     by_turn,
@@ -100,6 +101,7 @@ __all__ = [
     "Variability",
     "bootstrap_ci",
     "burst_analysis",
+    "by_batch_size",
     "by_prompt_length",
     "by_shared_prefix",
     "by_turn",

@@ -84,6 +84,25 @@ def by_shared_prefix(invocations: Iterable[Invocation]) -> list[LatencyGroup]:
     return _groups(invocations, prefixed, lambda k: "shared prefix" if k else "no shared prefix")
 
 
+def by_batch_size(invocations: Iterable[Invocation]) -> list[LatencyGroup]:
+    """An embeddings workload's requests grouped by how many texts each carried (its
+    detail's ``requested.inputs``) in doubling buckets, ``1 text``, ``2-3 texts``, ``4-7
+    texts``..., smallest first: a batch's latency grows with its tokens, and a table of every
+    size from 1 to 2,048 would hide that."""
+
+    def bucket(inv: Invocation) -> int | None:
+        asked = (inv.detail or {}).get("requested")
+        value = asked.get("inputs") if isinstance(asked, dict) else None
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            return None
+        return value.bit_length() - 1  # 1 -> 0, 2-3 -> 1, 4-7 -> 2
+
+    def label(k: int) -> str:
+        return "1 text" if k == 0 else f"{1 << k}-{(2 << k) - 1} texts"
+
+    return _groups(invocations, bucket, label)
+
+
 def by_prompt_length(
     invocations: Iterable[Invocation], edges: Sequence[int] = DEFAULT_LENGTH_EDGES
 ) -> list[LatencyGroup]:
@@ -153,6 +172,7 @@ GROUPINGS: dict[str, Callable[[Iterable[Invocation]], list[LatencyGroup]]] = {
     "prompt length": by_prompt_length,
     "turn": by_turn,
     "shared prefix": by_shared_prefix,
+    "batch size": by_batch_size,
 }
 """Each way of grouping a run's requests, by the name the console and the report give it."""
 
@@ -160,11 +180,16 @@ GROUPINGS: dict[str, Callable[[Iterable[Invocation]], list[LatencyGroup]]] = {
 def groupings_of(workload: Mapping[str, Any], scenario_kinds: Iterable[str] = ()) -> list[str]:
     """The ``GROUPINGS`` worth showing for a run with this ``[workload]`` table (and these
     scenario kinds): prompt length where lengths vary (a distribution, a dataset, a replayed
-    trace), turn for conversations, shared prefix where only a share of requests has one."""
+    trace), turn for conversations, shared prefix where only a share of requests has one,
+    batch size where an embeddings workload's varies."""
     found = []
-    lengths = workload.get("prompt_tokens")
+    lengths = workload.get("prompt_tokens", workload.get("input_tokens"))
     if isinstance(lengths, Mapping) or workload.get("dataset") or "replay" in scenario_kinds:
         found.append("prompt length")
+    if workload.get("kind") == "embeddings" and isinstance(
+        workload.get("inputs_per_request"), Mapping
+    ):
+        found.append("batch size")
     if workload.get("kind") == "chat" and int(workload.get("turns", 1) or 1) > 1:
         found.append("turn")
     share = workload.get("shared_prefix_share", 1.0)

@@ -305,7 +305,21 @@ def _prefix_line(where: str, groups: list[LatencyGroup]) -> str:
     return line
 
 
-_GROUP_LINES = {"prompt length": _length_line, "turn": _turn_line, "shared prefix": _prefix_line}
+def _batch_line(where: str, buckets: list[LatencyGroup]) -> str:
+    """Latency p50 in each batch-size bucket, with the tokens such a batch carried."""
+    each = ", ".join(
+        f"{g.label} {g.latency_p50_ms:.0f} ms ({g.requests}, {g.prompt_tokens_p50:.0f} tokens)"
+        for g in buckets
+    )
+    return f"{where}: p50 latency by batch size: {each}"
+
+
+_GROUP_LINES = {
+    "prompt length": _length_line,
+    "turn": _turn_line,
+    "shared prefix": _prefix_line,
+    "batch size": _batch_line,
+}
 """What the console prints under the summary for each of ``groupings_of``'s groupings."""
 
 

@@ -17,17 +17,26 @@ Sources (read 2026-11):
   ``data: {"error": {...}}`` event; older versions answer errors as ``{"object": "error",
   "message", "type", "code"}`` at the top level; reasoning models stream
   ``delta.reasoning_content``. Extra sampling parameters (``top_k``...) are accepted in the body.
+* OpenAI API reference, "Create embeddings" (platform.openai.com/docs/api-reference/embeddings/
+  create, read 2026-12): body ``model``, ``input`` (a string or an array of strings or token
+  arrays), ``encoding_format`` (``float`` or ``base64``), ``dimensions``; the answer
+  ``{"object": "list", "data": [{"object": "embedding", "index", "embedding"}], "model",
+  "usage": {"prompt_tokens", "total_tokens"}}``, one item per input; base64 is the float32
+  array's little-endian bytes (what the official client decodes with ``np.frombuffer``).
 * TGI's Messages API (huggingface.co/docs/text-generation-inference/messages_api) and SGLang
   (docs.sglang.ai, "OpenAI APIs"): the same chunk format, ending with ``data: [DONE]``.
 """
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping
 from typing import Any
 
 CHAT_PATH = "chat/completions"
 COMPLETIONS_PATH = "completions"
+EMBEDDINGS_PATH = "embeddings"
+PATHS = {"chat": CHAT_PATH, "completions": COMPLETIONS_PATH, "embeddings": EMBEDDINGS_PATH}
 DONE = b"[DONE]"
 #: Request payload keys the mapping consumes; any other key is sent as an extra body field.
 MAPPED_KEYS = frozenset({"prompt", "messages", "max_tokens", "stream"})
@@ -71,6 +80,20 @@ def delta_text(choice: Mapping[str, Any]) -> tuple[str | None, bool]:
         return (content if isinstance(content, str) else None), bool(content or reasoning)
     text = choice.get("text")  # /v1/completions chunks
     return (text if isinstance(text, str) else None), bool(text)
+
+
+def embedding_dimensions(data: Any) -> int | None:
+    """The vectors' length in an embeddings answer's ``data`` (a float list, or base64 float32
+    bytes); None when ``data`` holds no readable first vector."""
+    first = data[0].get("embedding") if isinstance(data, list) and data else None
+    if isinstance(first, list):
+        return len(first)
+    if isinstance(first, str):
+        try:
+            return len(base64.b64decode(first, validate=True)) // 4
+        except ValueError:
+            return None
+    return None
 
 
 def message_text(choice: Mapping[str, Any]) -> str | None:

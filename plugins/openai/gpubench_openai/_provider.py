@@ -24,8 +24,10 @@ class OpenAIOptions(sdk.ProviderOptions):
         "https://api.runpod.ai/v2/{endpoint_id}/openai/v1, https://{endpoint}/v1",
     )
     model: str = Field(min_length=1, description="the model name the server serves")
-    api: Literal["chat", "completions"] = Field(
-        default="chat", description="/chat/completions (messages) or /completions (prompt)"
+    api: Literal["chat", "completions", "embeddings"] = Field(
+        default="chat",
+        description="/chat/completions (messages), /completions (prompt) or /embeddings "
+        "(input: the embeddings workload)",
     )
     include_usage: bool = Field(
         default=True,
@@ -74,7 +76,7 @@ class OpenAIProvider(sdk.Provider):
 
     @property
     def _path(self) -> str:
-        return oa.CHAT_PATH if self.options.api == "chat" else oa.COMPLETIONS_PATH
+        return oa.PATHS[self.options.api]
 
     async def open(self) -> None:
         o = self.options
@@ -89,6 +91,11 @@ class OpenAIProvider(sdk.Provider):
         ``extra_body``, and any payload key the mapping does not use (vLLM-style extras)."""
         o, payload = self.options, request.payload
         body: dict[str, Any] = {"model": o.model, **o.extra_body}
+        if o.api == "embeddings":  # the workload's body as it is; a prompt becomes the input
+            body.update(payload)
+            if "input" not in body and "prompt" in payload:
+                body["input"] = body.pop("prompt")
+            return body
         body.update((k, v) for k, v in payload.items() if k not in oa.MAPPED_KEYS)
         prompt = payload.get("prompt", "")
         if o.api == "chat":
@@ -109,14 +116,46 @@ class OpenAIProvider(sdk.Provider):
         body = json.dumps(self.body(request)).encode()
         # A timeout, reset, refused connection or cut body leaves through invoke's boundary as
         # the core's ProviderError (as_provider_error), naming the call.
-        if request.stream:
+        if request.stream and self.options.api != "embeddings":  # embeddings never stream
             return await self._streamed(body)
         response = await self.client.post(
             self._url, content=body, headers={**self._headers, "Content-Type": _JSON}
         )
         if response.status_code >= 400:
             raise self._http_error(response)
-        return self._complete(response, sdk.json_object(response, provider=self.name))
+        data = sdk.json_object(response, provider=self.name)
+        if self.options.api == "embeddings":
+            return self._embedded(response, data, request.payload)
+        return self._complete(response, data)
+
+    def _embedded(self, response: httpx.Response, data: dict[str, Any], payload: Any) -> sdk.Result:
+        """An embeddings answer: one vector per input sent, counted; the vectors themselves
+        are not kept (a batch of them is megabytes, and no metric reads them)."""
+        sent = payload.get("input", payload.get("prompt"))
+        texts = sent if isinstance(sent, list) and not _token_ids(sent) else [sent]
+        vectors = data.get("data")
+        if not isinstance(vectors, list) or len(vectors) != len(texts):
+            got = len(vectors) if isinstance(vectors, list) else "no data list"
+            raise self._invalid(response, f"asked for {len(texts)} embeddings, got {got}")
+        dims = oa.embedding_dimensions(vectors)
+        if dims is None:
+            raise self._invalid(response, "data[0].embedding is neither floats nor base64")
+        usage = data.get("usage") if isinstance(data.get("usage"), dict) else None
+        input_units = _count(usage, "prompt_tokens")
+        detail: dict[str, Any] = {"dimensions": dims}
+        if input_units is None:  # no usage: the words sent, and say so
+            input_units = sum(len(t.split()) for t in texts if isinstance(t, str))
+            detail["input_tokens_from"] = "words"
+        output = {"embeddings": len(vectors), "dimensions": dims}
+        return sdk.Result(
+            output={**output, "usage": usage, "model": data.get("model")},
+            http_status=response.status_code,
+            request_id=response.headers.get("x-request-id") or _str(data.get("id")),
+            first_byte_ns=sdk.first_byte_ns(response),
+            input_units=input_units,
+            output_units=len(vectors),
+            detail=detail,
+        )
 
     def _complete(self, response: httpx.Response, data: dict[str, Any]) -> sdk.Result:
         """A non-streamed answer (or a server that ignored ``stream: true``)."""
@@ -261,6 +300,11 @@ def _cached(usage: dict[str, Any] | None) -> dict[str, int] | None:
     details = None if usage is None else usage.get("prompt_tokens_details")
     cached = _count(details, "cached_tokens") if isinstance(details, dict) else None
     return None if cached is None else {"cached_tokens": cached}
+
+
+def _token_ids(value: list[Any]) -> bool:
+    """Whether an ``input`` list is one text's token ids rather than several texts."""
+    return bool(value) and all(isinstance(t, int) for t in value)
 
 
 def _str(value: Any) -> str | None:

@@ -17,6 +17,13 @@ computed, never its last token; only the rest is prefilled, and ``usage`` says h
 reused in ``prompt_tokens_details.cached_tokens``. The cache is the server's (one replica's):
 it empties when the fleet has scaled to zero, as a new replica starts with no KV cache.
 
+``POST /v1/embeddings`` answers OpenAI's list of ``embedding`` objects, one per input (a string,
+or an array of strings or of token ids), each a unit vector drawn from the input's text (the
+same text, the same vector), ``embedding_dim`` long unless the body asks for fewer
+``dimensions``, as floats or as ``encoding_format: "base64"`` (little-endian float32); the pass
+over all the inputs' tokens takes ``prefill_ms_per_token`` each, and ``usage.prompt_tokens``
+counts them (words, or the ids given).
+
 A body carrying ``sleep_ms`` (the testing kit's echo probe, sent as extra fields) runs as the
 kit defines: execution ``sleep_ms``, ``chunks`` tokens, the answer's text the job's ``echo``.
 Faults in ``fleet.faults`` hit the completion routes (route ``submit``). ``usage=False``
@@ -26,8 +33,11 @@ to serve one by hand. Needs the testing extra (``pip install 'gpubench-sdk[testi
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import math
+import struct
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -40,6 +50,7 @@ if TYPE_CHECKING:
 
 DEFAULT_MODEL = "emulated-llm"
 _ECHO_KEYS = ("sleep_ms", "chunks", "echo", "fail")
+MAX_EMBEDDING_INPUTS = 2048  # OpenAI's limit for input as an array
 # OpenAI's error ``type`` and ``code`` per status: a 429 says what ran out in ``type``
 # ("requests", "tokens") and always has the code "rate_limit_exceeded"; its 5xx are type
 # "server_error" (API reference, "Error codes")
@@ -80,6 +91,7 @@ def make_app(
     speed: ModelSpeed | None = None,
     usage: bool = True,
     prefix_cache: kit.PrefixCache | None = None,
+    embedding_dim: int = 16,
 ) -> kit.ASGIApp:
     """The emulator app for ``fleet``; with ``api_key`` every request must carry it
     (``Authorization: Bearer <key>``); with ``prefix_cache``, prompts' shared prefixes are
@@ -187,6 +199,32 @@ def make_app(
             if want_usage:
                 yield {**base, "choices": [], "usage": _usage(prompt, n)}
 
+    @emu.route("/v1/embeddings", "POST", fault="submit")
+    async def embeddings(request: Request) -> Any:
+        body = await emu.read_json(request)
+        if body.get("model") != model:
+            raise kit.Reject(404, f"The model `{body.get('model')}` does not exist.")
+        inputs = _embedding_inputs(body.get("input"))
+        dims = body.get("dimensions", embedding_dim)
+        if not isinstance(dims, int) or isinstance(dims, bool) or not 1 <= dims <= embedding_dim:
+            raise kit.Reject(400, f"dimensions: must be an integer from 1 to {embedding_dim}")
+        encoding = body.get("encoding_format", "float")
+        if encoding not in ("float", "base64"):
+            raise kit.Reject(400, "encoding_format: must be 'float' or 'base64'")
+        tokens = sum(len(text.split()) for text in inputs)
+        # one forward pass over every input's tokens: the batch is prefill, no decode
+        job = emu.submit({"sleep_ms": tokens * pace.prefill_ms_per_token, "chunks": 1},
+                         full="server busy: {exc}")  # fmt: skip
+        await emu.finished(request, job, "the model failed: {error}")
+        data = [
+            {"object": "embedding", "index": i, "embedding": _vector(text, dims, encoding)}
+            for i, text in enumerate(inputs)
+        ]
+        answer: dict[str, Any] = {"object": "list", "data": data, "model": model}
+        if usage:
+            answer["usage"] = {"prompt_tokens": tokens, "total_tokens": tokens}
+        return emu.json(answer, headers={"x-request-id": job.id})
+
     @emu.route("/v1/models")
     async def models(request: Request) -> Any:
         # the Model object's required fields: id, object, created, owned_by (vLLM owns "vllm")
@@ -198,6 +236,38 @@ def make_app(
         return emu.reply(status=200)
 
     return emu.app()
+
+
+def _embedding_inputs(value: Any) -> list[str]:
+    """An embeddings body's ``input`` as one text per vector (token ids as their numbers'
+    text, one word each); ``Reject`` 400 for what OpenAI refuses."""
+    if isinstance(value, str) or (
+        isinstance(value, list) and value and all(isinstance(t, int) for t in value)
+    ):
+        value = [value]
+    if not isinstance(value, list) or not value:
+        raise kit.Reject(400, "input: must be a string or a non-empty array")
+    if len(value) > MAX_EMBEDDING_INPUTS:
+        raise kit.Reject(400, f"input: at most {MAX_EMBEDDING_INPUTS} items, got {len(value)}")
+    texts = []
+    for i, item in enumerate(value):
+        if isinstance(item, list) and item and all(isinstance(t, int) for t in item):
+            item = " ".join(map(str, item))
+        if not isinstance(item, str) or not item.strip():
+            raise kit.Reject(400, f"input[{i}]: must be a non-empty string or token array")
+        texts.append(item)
+    return texts
+
+
+def _vector(text: str, dims: int, encoding: str) -> list[float] | str:
+    """A unit vector drawn from ``text`` alone, as floats or base64 float32."""
+    seed = hashlib.sha256(text.encode()).digest()
+    raw = [b - 127.5 for b in (seed * (dims // len(seed) + 1))[:dims]]
+    norm = math.sqrt(sum(x * x for x in raw)) or 1.0
+    vector = [x / norm for x in raw]
+    if encoding == "base64":
+        return base64.b64encode(struct.pack(f"<{dims}f", *vector)).decode()
+    return vector
 
 
 def _usage(prompt: dict[str, Any], completion_tokens: int) -> dict[str, Any]:
@@ -214,11 +284,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-usage", action="store_true", help="never send usage")
     parser.add_argument("--prefix-cache", action="store_true", help="cache shared prefixes")
     parser.add_argument("--block-tokens", type=int, default=16, help="prefix cache block")
+    parser.add_argument("--embedding-dim", type=int, default=16, help="/v1/embeddings length")
     args = parser.parse(argv)
     speed = ModelSpeed(args.prefill_ms_per_token, args.tokens_per_s)
     cache = kit.PrefixCache(args.block_tokens) if args.prefix_cache else None
     app = make_app(args.fleet(), api_key=args.api_key, model=args.model, speed=speed,
-                   usage=not args.no_usage, prefix_cache=cache)  # fmt: skip
+                   usage=not args.no_usage, prefix_cache=cache,
+                   embedding_dim=args.embedding_dim)  # fmt: skip
     args.serve(app, path="/v1")
 
 

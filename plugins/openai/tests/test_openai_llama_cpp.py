@@ -32,7 +32,7 @@ import httpx
 import pytest
 from gpubench_openai import OpenAIProvider
 
-from gpubench_sdk import Burst, LLMCompletion, Outcome, Store, run
+from gpubench_sdk import Burst, Embeddings, LLMCompletion, Outcome, Store, run
 
 
 def _need(module: str) -> Any:
@@ -60,11 +60,15 @@ NO_EOS_NO_BYTES = {str(t): -100 for t in range(EOS, 3 + len(BYTES))}
 MAX_TOKENS = 8
 
 
-def write_tiny_llama(path: Path) -> None:
+def write_tiny_llama(path: Path, pooling: Any = None) -> None:
     """A llama-architecture GGUF with random weights (tensor names and metadata keys as
-    llama.cpp's loader reads them: gguf's ``MODEL_TENSORS[MODEL_ARCH.LLAMA]``)."""
+    llama.cpp's loader reads them: gguf's ``MODEL_TENSORS[MODEL_ARCH.LLAMA]``). ``pooling``
+    (a ``gguf.PoolingType``) makes it an embedding model: one pooled vector per text rather
+    than one per token."""
     rng = np.random.default_rng(0)
     writer = gguf.GGUFWriter(str(path), "llama")
+    if pooling is not None:
+        writer.add_pooling_type(pooling)
     writer.add_context_length(512)
     writer.add_embedding_length(EMBED)
     writer.add_block_count(1)
@@ -113,11 +117,11 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def llama_cpp_server(folder: Path, *options: str) -> Iterator[str]:
+def llama_cpp_server(folder: Path, *options: str, pooling: Any = None) -> Iterator[str]:
     """``python -m llama_cpp.server`` on the tiny model and a free port, until the block ends."""
-    model = folder / "tiny.gguf"
+    model = folder / ("tiny.gguf" if pooling is None else "tiny-embed.gguf")
     if not model.exists():
-        write_tiny_llama(model)
+        write_tiny_llama(model, pooling)
     port = free_port()
     args = ["--model", str(model), "--model_alias", MODEL, "--host", "127.0.0.1"]
     args += ["--port", str(port), "--n_ctx", "512", "--n_threads", "1", *options]
@@ -219,3 +223,29 @@ def test_streams_cut_short_by_the_server_are_not_successes(tmp_path: Path) -> No
             assert inv.outcome is Outcome.INVALID_RESPONSE and "cut the answer short" in (
                 inv.error or ""
             )
+
+
+def test_embeddings_counts_agree_with_the_servers_usage(tmp_path: Path) -> None:
+    """``api = "embeddings"`` against llama.cpp's own ``/v1/embeddings`` (``--embedding``, a
+    mean-pooled model): one vector per text, the model's width, and the stored input tokens
+    exactly the server's ``usage.prompt_tokens`` for the same body sent again by hand."""
+    workload = Embeddings(inputs_per_request={"dist": "uniform", "min": 1, "max": 5}, seed=4)
+    path = tmp_path / "e.sqlite"
+    pooled = gguf.PoolingType.MEAN
+    with llama_cpp_server(tmp_path, "--embedding", "True", pooling=pooled) as url:
+        provider = OpenAIProvider(base_url=url, model=MODEL, api="embeddings")
+        scenarios = [Burst(total=10, concurrency=1)]
+        outcome = asyncio.run(run({"llama": provider}, workload, scenarios, store=path))
+        with Store(path) as store:
+            invocations = store.invocations(outcome.run_id)
+        assert [(i.outcome, i.error) for i in invocations if i.outcome is not Outcome.OK] == []
+        for inv in invocations[:4]:
+            body = {"model": MODEL, **workload.request(inv.seq).payload}
+            answer = httpx.post(f"{url}/embeddings", json=body, timeout=30).json()
+            assert inv.input_units == answer["usage"]["prompt_tokens"]
+    assert len(invocations) == 10
+    for inv in invocations:
+        assert inv.detail is not None
+        assert inv.output_units == inv.detail["requested"]["inputs"]
+        assert inv.detail["dimensions"] == EMBED
+        assert "input_tokens_from" not in inv.detail  # the server's usage, not our words
