@@ -17,9 +17,6 @@ records its 409s as throttled.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -32,6 +29,7 @@ import anyio
 import coglet  # noqa: F401  (the testing extra installs cog and its server: CI never skips)
 import httpx
 import pytest
+from _cog_server import cog_server
 from gpubench_replicate import CogProvider
 
 import gpubench_sdk as gb
@@ -67,57 +65,14 @@ class Runner(BaseRunner):
 PROBE_TO_MODEL = gb.InputMap(rename={"echo": "prompt"})
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @pytest.fixture
 def cog_url(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh Cog server whose ``setup()`` (``SETUP_S``, or the test's parameter) is still
     running when the test begins."""
     setup_s = getattr(request, "param", SETUP_S)
-    (tmp_path / "predict.py").write_text(PREDICTOR.format(setup_s=setup_s))
-    port = _free_port()
-    env = {
-        **os.environ,
-        "PORT": str(port),
-        "COG_PREDICT_TYPE_STUB": "predict.py:Runner",
-        # coglet starts its worker as `python`: this interpreter's, so it finds coglet
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-    }
-    log = (tmp_path / "cog.log").open("w")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "cog.server.http", "--host", "127.0.0.1"],
-        cwd=tmp_path,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,  # its worker subprocess goes with it
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert server.poll() is None, (tmp_path / "cog.log").read_text()
-            try:
-                health = httpx.get(f"{url}/health-check", timeout=1).json()
-                break
-            except httpx.TransportError:
-                assert time.monotonic() < deadline, "the Cog server never listened"
-                time.sleep(0.02)
+    with cog_server(tmp_path, PREDICTOR.format(setup_s=setup_s)) as (url, health):
         assert health["status"] == "STARTING", health  # setup() is running: a cold container
         yield url
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(10)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait(5)
-        log.close()
 
 
 def _cog_setup_ms(url: str) -> float:
