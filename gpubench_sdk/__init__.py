@@ -65,6 +65,7 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
         ScalingSettings,
     )
     from ._base._validate import validate_options
+    from ._contract._audio import Transcription, TranscriptionOptions
     from ._contract._capabilities import BillingModel, Capabilities
     from ._contract._chat import LLMChat
     from ._contract._cloud import SavedSettings, sdk_error, sdk_errors
@@ -102,14 +103,17 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
         with_capabilities,
     )
     from ._contract._lengths import Length, LengthDistribution, draw_length
+    from ._contract._media import data_url, from_data_url
     from ._contract._provider import Provider, ProviderOptions
     from ._contract._sender import Sender
     from ._contract._template import compile_json_template
     from ._contract._times import iso_seconds, span_ms
+    from ._contract._vision import VisionChat, VisionChatOptions
     from ._contract._workload import (
         EchoProbe,
         ImageGeneration,
         LLMCompletion,
+        TokenWorkload,
         Workload,
         WorkloadOptions,
     )
@@ -213,10 +217,15 @@ _EXPORTS: dict[str, str] = {
     "WorkloadOptions": "._contract._workload",
     "EchoProbe": "._contract._workload",
     "LLMCompletion": "._contract._workload",
+    "TokenWorkload": "._contract._workload",
     "ImageGeneration": "._contract._workload",
     "LLMChat": "._contract._chat",
     "Embeddings": "._contract._embeddings",
     "EmbeddingsOptions": "._contract._embeddings",
+    "Transcription": "._contract._audio",
+    "TranscriptionOptions": "._contract._audio",
+    "VisionChat": "._contract._vision",
+    "VisionChatOptions": "._contract._vision",
     "Length": "._contract._lengths",
     "LengthDistribution": "._contract._lengths",
     "draw_length": "._contract._lengths",
@@ -268,6 +277,8 @@ _EXPORTS: dict[str, str] = {
     "error_text": "._contract._error_text",
     "iso_seconds": "._contract._times",
     "span_ms": "._contract._times",
+    "data_url": "._contract._media",
+    "from_data_url": "._contract._media",
     "Sender": "._contract._sender",
     "reclassified": "._contract._error_text",
     # The plugin kit: control-plane pieces
@@ -378,10 +389,15 @@ __all__ = [  # noqa: RUF022 - grouped by purpose; each comment says why the grou
     "WorkloadOptions",
     "EchoProbe",
     "LLMCompletion",
+    "TokenWorkload",
     "ImageGeneration",
     "LLMChat",
     "Embeddings",
     "EmbeddingsOptions",
+    "Transcription",
+    "TranscriptionOptions",
+    "VisionChat",
+    "VisionChatOptions",
     "Length",
     "LengthDistribution",
     "draw_length",
@@ -436,6 +452,8 @@ __all__ = [  # noqa: RUF022 - grouped by purpose; each comment says why the grou
     "error_text",
     "iso_seconds",
     "span_ms",
+    "data_url",
+    "from_data_url",
     "Sender",
     "reclassified",
     # The plugin kit: control-plane pieces: a provider's scaling read, ensure_cold's first step

@@ -216,9 +216,14 @@ def _image(payload: Mapping[str, Any], model: DemoModel) -> dict[str, Any]:
     seed = int(payload.get("seed", 0)) ^ zlib.crc32(str(payload.get("prompt", "")).encode())
     rng = np.random.default_rng(seed)
     side = IMAGE_SIDE
-    latents = rng.standard_normal((count, side * side // WIDTH, WIDTH), dtype=np.float32)
+    # The latent grows with the pixels asked for, as a diffusion model's does (2 vectors at
+    # 512x512, 8 at 1024x1024): a larger image is more work per step, not a larger picture.
+    area = int(payload.get("width", 512)) * int(payload.get("height", 512))
+    vectors = max(side * side // WIDTH, round(2 * area / 512**2))
+    latents = rng.standard_normal((count, vectors, WIDTH), dtype=np.float32)
     for _ in range(steps):  # one forward pass per denoising step, as a diffusion sampler does
         latents = latents - np.float32(0.1) * model.forward(latents)
-    pixels = ((np.tanh(latents) + 1.0) * 127.5).astype(np.uint8).reshape(count, side, side)
+    first = latents.reshape(count, -1)[:, : side * side]
+    pixels = ((np.tanh(first) + 1.0) * 127.5).astype(np.uint8).reshape(count, side, side)
     images = [base64.b64encode(_png(image)).decode("ascii") for image in pixels]
     return {"images": images, "width": side, "height": side}

@@ -261,4 +261,12 @@ def test_the_groupings_shown_follow_what_the_workload_varies() -> None:
     prefix = {"shared_prefix_tokens": 512, "shared_prefix_share": 0.5}
     assert metrics.groupings_of(prefix) == ["shared prefix"]
     assert metrics.groupings_of({**prefix, "shared_prefix_share": 1.0}) == []  # all alike
-    assert set(metrics.GROUPINGS) == {"prompt length", "turn", "shared prefix"}
+    assert set(metrics.GROUPINGS) == {
+        "prompt length",
+        "turn",
+        "shared prefix",
+        "batch size",
+        "image size",
+        "steps",
+        "audio duration",
+    }

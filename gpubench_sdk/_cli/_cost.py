@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import Any, TypeVar
 
@@ -13,8 +13,10 @@ import click
 import numpy as np
 
 from .._base._errors import ConfigError
+from .._report._collect import bill_groups
 from .._store._store import RunInfo, Store
 from ..cost import (
+    GroupBill,
     arrivals_from_run,
     distributions_from_run,
     load_catalog,
@@ -240,6 +242,32 @@ def print_run_costs(store: Store, info: RunInfo) -> None:
     costs = priced_targets(store, info, load_catalog(), {}, require_price=False)
     if costs:
         out.print(run_cost_table(costs, "estimated bill (from measured invocations)"))
+    for line in bill_group_lines(bill_groups(store, info, costs)):
+        out.print(line, highlight=False)
+
+
+# The unit a group's bill is best read in, most specific first: (UnitCosts field, wording).
+_GROUP_UNITS = (
+    ("per_image_usd", "image"),
+    ("per_audio_minute_usd", "audio min"),
+    ("per_million_input_tokens_usd", "1M input tokens"),
+    ("per_million_output_tokens_usd", "1M output tokens"),
+    ("per_request_usd", "request"),
+)
+
+
+def bill_group_lines(bills: Sequence[tuple[str, str, GroupBill]]) -> list[str]:
+    """One line per target and grouping: each group's cost per its most specific unit."""
+    lines: dict[tuple[str, str], list[str]] = {}
+    for target, grouping, bill in bills:
+        field, unit = next(
+            ((f, u) for f, u in _GROUP_UNITS if getattr(bill.units, f) is not None),
+            ("per_request_usd", "request"),
+        )
+        value = getattr(bill.units, field) or 0.0
+        each = f"{bill.group} ${value:.6g} per {unit} ({bill.requests})"
+        lines.setdefault((target, grouping), []).append(each)
+    return [f"{t}: bill by {g}: " + ", ".join(parts) for (t, g), parts in lines.items()]
 
 
 def _numbers(text: str, name: str) -> list[float]:

@@ -24,12 +24,19 @@ from pydantic import Field
 
 from .._base._types import REQUESTED, Request
 from ._lengths import Length, draw_length, highest_length
-from ._workload import _VOCABULARY, Units, Workload, WorkloadOptions, llm_units
+from ._workload import (
+    _VOCABULARY,
+    TokenizerOptions,
+    TokenWorkload,
+    Units,
+    WorkloadOptions,
+    llm_units,
+)
 
 MAX_TURNS = 1000
 
 
-class LLMChatOptions(WorkloadOptions):
+class LLMChatOptions(TokenizerOptions):
     turns: int = Field(
         default=1, ge=1, le=MAX_TURNS, description="user turns per session (conversation)"
     )
@@ -51,7 +58,7 @@ class LLMChatOptions(WorkloadOptions):
     seed: int = 0
 
 
-class LLMChat(Workload):
+class LLMChat(TokenWorkload):
     """Chat completions (``messages``) in sessions of ``turns`` turns with a growing history.
 
     Each request stores its ``session`` and ``turn`` and what it asked for in its detail:
@@ -61,7 +68,6 @@ class LLMChat(Workload):
 
     name = "chat"
     kind = "llm"  # a provider maps it as an LLM request (the openai plugin: /chat/completions)
-    units = ("tokens", "tokens")
     Options = LLMChatOptions
 
     def __init__(self, options: WorkloadOptions | None = None, **fields: Any) -> None:
@@ -130,3 +136,7 @@ class LLMChat(Workload):
 
     def read(self, output: Any) -> Units:
         return llm_units(output)
+
+    def prompt_texts(self, request: Request) -> list[str]:
+        """The messages' contents (a server's count adds its chat template's few tokens)."""
+        return [m["content"] for m in request.payload["messages"]]

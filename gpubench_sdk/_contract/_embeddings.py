@@ -26,13 +26,13 @@ from .._base._errors import InvalidResponseError
 from .._base._types import REQUESTED, Request
 from ._dataset import DatasetOptions, load_sample
 from ._lengths import Length, highest_length
-from ._workload import _VOCABULARY, Units, Workload, WorkloadOptions
+from ._workload import _VOCABULARY, TokenizerOptions, TokenWorkload, Units, WorkloadOptions
 
 MAX_INPUTS = 2048
 """The most inputs one request may carry (OpenAI's limit for ``input`` as an array)."""
 
 
-class EmbeddingsOptions(WorkloadOptions):
+class EmbeddingsOptions(TokenizerOptions):
     inputs_per_request: Length = Field(
         default=1, description="texts per request (the batch size): a number or a distribution"
     )
@@ -64,7 +64,7 @@ class EmbeddingsOptions(WorkloadOptions):
         return self
 
 
-class Embeddings(Workload):
+class Embeddings(TokenWorkload):
     """Texts to embed, ``inputs_per_request`` of them per request, each ``input_tokens``
     words (or a dataset's prompts).
 
@@ -127,6 +127,12 @@ class Embeddings(Workload):
 
     def read(self, output: Any) -> Units:
         return embedding_units(output)
+
+    def prompt_texts(self, request: Request) -> list[str]:
+        return list(request.payload["input"])
+
+    def answer_text(self, output: Any) -> str | None:
+        return None  # the answer is vectors: its unit is embeddings, not tokens
 
 
 def _draw(length: Any, rng: random.Random) -> int:

@@ -5,16 +5,17 @@ from __future__ import annotations
 import itertools
 import random
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .._base._errors import InvalidResponseError
-from .._base._types import REQUESTED, Request
+from .._base._types import REQUESTED, Request, Result
 from ._dataset import DatasetOptions, load_sample
 from ._lengths import Length, draw_length, highest_length
-
-Units = tuple[int | None, int | None]
+from ._media import ImageSize, parse_size
+from ._tokens import Tokenizer, counted
+from ._tokens import Units as Units  # (input, output) units: defined with the counts
 
 
 class WorkloadOptions(BaseModel):
@@ -55,6 +56,46 @@ class Workload:
     def detail(self, output: Any) -> Mapping[str, Any] | None:
         """Structured results of one successful request, stored as JSON; None: nothing."""
         return None
+
+    def count(
+        self, request: Request, result: Result, units: Units
+    ) -> tuple[Units, Mapping[str, str] | None]:
+        """A successful request's final units (``units``: the provider's, else ``read``'s)
+        and, stored in its detail, where they came from. Token workloads say it per count
+        (``input_tokens_from``/``output_tokens_from``); the default keeps ``units``."""
+        return units, None
+
+
+class TokenizerOptions(WorkloadOptions):
+    tokenizer: str | None = Field(
+        default=None,
+        description="the model's tokenizer, to count tokens where the server reports none: "
+        "a tokenizer.json, a folder holding one, or a Hugging Face model id in the local cache",
+    )
+
+
+class TokenWorkload(Workload):
+    """A workload whose units are tokens: each successful request stores where each count
+    came from (the server's, the ``tokenizer``'s, or words; ``_contract/_tokens.py``).
+    Subclasses say which texts they sent (``prompt_texts``)."""
+
+    units = ("tokens", "tokens")
+
+    def __init__(self, options: WorkloadOptions | None = None, **fields: Any) -> None:
+        super().__init__(options, **fields)
+        source = getattr(self.options, "tokenizer", None)
+        self.tokenizer = None if source is None else Tokenizer(source)
+
+    def prompt_texts(self, request: Request) -> list[str]:
+        raise NotImplementedError
+
+    def answer_text(self, output: Any) -> str | None:
+        return llm_text(output)
+
+    def count(
+        self, request: Request, result: Result, units: Units
+    ) -> tuple[Units, Mapping[str, str] | None]:
+        return counted(self, request, result, units)
 
 
 class EchoProbeOptions(WorkloadOptions):
@@ -122,7 +163,7 @@ _VOCABULARY = (
 )
 
 
-class LLMCompletionOptions(WorkloadOptions):
+class LLMCompletionOptions(TokenizerOptions):
     prompt_tokens: Length = Field(
         default=128,
         description="prompt length in words: a number, or a distribution drawn per request "
@@ -168,7 +209,7 @@ class LLMCompletionOptions(WorkloadOptions):
         return self
 
 
-class LLMCompletion(Workload):
+class LLMCompletion(TokenWorkload):
     """A text completion with a prompt of ``prompt_tokens`` words and ``max_tokens`` to generate.
 
     Either length may be a distribution (``LengthDistribution``): each request then draws its
@@ -185,7 +226,6 @@ class LLMCompletion(Workload):
 
     name = "llm"
     kind = "llm"
-    units = ("tokens", "tokens")
     Options = LLMCompletionOptions
 
     def __init__(self, options: WorkloadOptions | None = None, **fields: Any) -> None:
@@ -261,6 +301,9 @@ class LLMCompletion(Workload):
     def read(self, output: Any) -> Units:
         return llm_units(output)
 
+    def prompt_texts(self, request: Request) -> list[str]:
+        return [request.payload["prompt"]]
+
 
 def llm_units(output: Any) -> Units:
     """An LLM answer's (prompt, completion) tokens: the server's ``usage`` where it sends it,
@@ -270,32 +313,60 @@ def llm_units(output: Any) -> Units:
         if isinstance(usage, Mapping) and isinstance(usage.get("completion_tokens"), int):
             prompt = usage.get("prompt_tokens")
             return (prompt if isinstance(prompt, int) else None, usage["completion_tokens"])
+    text = llm_text(output)
+    if text is None:
+        raise InvalidResponseError("LLM output has neither usage nor text")
+    return (None, len(text.split()))
+
+
+def llm_text(output: Any) -> str | None:
+    """An LLM answer's text: ``text``, OpenAI's first choice, a string, or a token list."""
+    text: Any = None
+    if isinstance(output, Mapping):
         text = output.get("text")
         if text is None and isinstance(output.get("choices"), list) and output["choices"]:
             choice = output["choices"][0]
-            text = choice.get("text") or (choice.get("message") or {}).get("content")
+            if isinstance(choice, Mapping):
+                text = choice.get("text") or (choice.get("message") or {}).get("content")
     elif isinstance(output, str):
         text = output
     elif isinstance(output, list) and all(isinstance(t, str) for t in output):
         text = "".join(output)  # token-list outputs (Replicate, Cog)
-    else:
-        text = None
-    if not isinstance(text, str):
-        raise InvalidResponseError("LLM output has neither usage nor text")
-    return (None, len(text.split()))
+    return text if isinstance(text, str) else None
 
 
 class ImageGenerationOptions(WorkloadOptions):
     prompt: str = "a watercolor lighthouse at dawn"
     width: int = Field(default=512, ge=8, le=8192)
     height: int = Field(default=512, ge=8, le=8192)
-    steps: int = Field(default=20, ge=1, le=1000)
+    sizes: list[ImageSize] = Field(
+        default=[],
+        max_length=64,
+        description="sizes as 'WIDTHxHEIGHT', one drawn per request (alike); unset: width x height",
+    )
+    steps: int | list[Annotated[int, Field(ge=1, le=1000)]] = Field(
+        default=20, description="denoising steps: a number, or a list to draw from per request"
+    )
     num_images: int = Field(default=1, ge=1, le=16)
     seed: int = 0
 
+    @field_validator("steps")
+    @classmethod
+    def _steps(cls, steps: int | list[int]) -> int | list[int]:
+        if isinstance(steps, int) and not 1 <= steps <= 1000:
+            raise ValueError("steps: from 1 to 1000")
+        if isinstance(steps, list) and not steps:
+            raise ValueError("steps: a number, or a non-empty list")
+        return steps
+
 
 class ImageGeneration(Workload):
-    """A text-to-image request (Stable Diffusion-style fields). Output units are images."""
+    """A text-to-image request (Stable Diffusion-style fields). Output units are images.
+
+    ``sizes`` and a list of ``steps`` are drawn per request (seeded by ``seed`` and ``seq``);
+    each request stores ``{"requested": {"image_size": "WxH", "steps": n, "images": k}}`` so
+    the report and the bill can group by them (``metrics.by_image_size``, ``by_steps``).
+    """
 
     name = "image"
     kind = "image"
@@ -305,15 +376,23 @@ class ImageGeneration(Workload):
     def request(self, seq: int) -> Request:
         opts = self.options
         assert isinstance(opts, ImageGenerationOptions)
+        width, height = opts.width, opts.height
+        if opts.sizes:
+            drawn = random.Random(f"{opts.seed}:{seq}:image_size").choice(opts.sizes)
+            width, height = parse_size(drawn)
+        steps = opts.steps
+        if isinstance(steps, list):
+            steps = random.Random(f"{opts.seed}:{seq}:steps").choice(steps)
         payload = {
             "prompt": opts.prompt,
-            "width": opts.width,
-            "height": opts.height,
-            "num_inference_steps": opts.steps,
+            "width": width,
+            "height": height,
+            "num_inference_steps": steps,
             "num_images": opts.num_images,
             "seed": opts.seed + seq,
         }
-        return Request(seq=seq, payload=payload, kind=self.kind)
+        asked = {"image_size": f"{width}x{height}", "steps": steps, "images": opts.num_images}
+        return Request(seq=seq, payload=payload, kind=self.kind, detail={REQUESTED: asked})
 
     def read(self, output: Any) -> Units:
         images = output.get("images") if isinstance(output, Mapping) else output

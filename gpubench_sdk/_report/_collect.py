@@ -14,16 +14,21 @@ import datetime as dt
 import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .. import metrics
 from .._base._secrets import redact, remember
+from .._base._types import Phase
 from .._store._store import Columns, RunInfo, Store
+from ..cost import GroupBill, RunCost
 from ._compare import DailyTraffic, add_comparisons
 from ._read import PHASES, READ, Report, Row, clean, read_columns, succeeded, thin
 from ._summary import summarize
+
+if TYPE_CHECKING:  # the cost module is imported where a run has prices, not with the report
+    from ..cost import GroupBill, RunCost
 
 MAX_OUTLIERS = 200  # box plot dots beyond the whiskers, per box
 _BURST_KINDS = ("burst",)  # scenarios whose latency against request index is worth a chart
@@ -404,6 +409,44 @@ def _costs(report: Report, store: Store, info: RunInfo) -> None:
                 }
             )
         )
+    for target, grouping, bill in bill_groups(store, info, costs):
+        report.table("cost_groups").append(
+            clean(
+                {
+                    "run": info.id,
+                    "target": target,
+                    "grouping": grouping,
+                    "group": bill.group,
+                    "requests": bill.requests,
+                    "total_usd": bill.cost_usd,
+                    **{k: v for k, v in dataclasses.asdict(bill.units).items() if k != "total_usd"},
+                }
+            )
+        )
+
+
+def bill_groups(
+    store: Store, info: RunInfo, costs: Sequence[RunCost]
+) -> list[tuple[str, str, GroupBill]]:
+    """Each priced target's bill shared among the groups a run's workload makes worth showing
+    (``metrics.groupings_of``: image size, audio duration, batch size...), by the worker time
+    each group took (``cost.split_bill``): ``(target, grouping, bill)``."""
+    from ..cost import split_bill
+    from ..cost._priced import workload_units
+
+    workload = info.config.get("workload") or {}
+    groupings = metrics.groupings_of(workload, (s.kind for s in info.scenarios))
+    if not groupings or not costs:
+        return []
+    units = workload_units(info)
+    rows = store.invocations(info.id)
+    found = []
+    for cost in costs:
+        mine = [i for i in rows if i.target == cost.target and i.phase is Phase.MEASURE]
+        for grouping in groupings:
+            groups = metrics.members(mine, grouping)
+            found += [(cost.target, grouping, b) for b in split_bill(cost, mine, groups, units)]
+    return found
 
 
 # What is gathered from each run, in order. A new kind of chart adds its collector here (it may

@@ -181,10 +181,10 @@ def latency_groups(report: Report) -> str:
     if not rows:
         return ""
     parts = [
-        "<h2>Latency by what was asked: prompt length, turn, shared prefix, batch size</h2>",
+        "<h2>Latency by what was asked</h2>",
         "<p>A run whose requests differ in what they ask (drawn or dataset lengths, a "
-        "conversation's growing history, a shared prefix, an embeddings batch) split by the "
-        "cause: successful "
+        "conversation's growing history, a shared prefix, an embeddings batch, an audio "
+        "clip's duration) split by the cause: successful "
         "requests' p50 and p95 from the scheduled send; TTFT is the first streamed token, or "
         "the first byte; cached share is what the server reported its prefix cache served.</p>",
     ]
@@ -205,7 +205,17 @@ def cost(report: Report) -> str:
     )
     units = [c for c in UNIT_COLUMNS if any(r.get(c) is not None for r in rows)]
     columns = (*COST_COLUMNS[:-1], *units, COST_COLUMNS[-1])
-    return "<h2>Cost of the runs</h2>" + note + table(rows, columns)
+    parts = ["<h2>Cost of the runs</h2>", note, table(rows, columns)]
+    groups = report.tables.get("cost_groups", [])
+    for grouping in dict.fromkeys(r["grouping"] for r in groups):
+        mine = [r for r in groups if r["grouping"] == grouping]
+        units = [c for c in UNIT_COLUMNS if any(r.get(c) is not None for r in mine)]
+        parts.append(
+            f"<h3>Cost by {escape(grouping)}</h3><p>Each target's bill shared among its "
+            "requests by the worker time each took (boot and idle time included).</p>"
+            + table(mine, ("target", "group", "requests", "total_usd", *units, "run"))
+        )
+    return "".join(parts)
 
 
 def config(report: Report) -> str:

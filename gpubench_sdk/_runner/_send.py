@@ -178,6 +178,10 @@ class RequestSender:
                     read = self._workload.detail(result.output)
                     if read:
                         detail = {**(detail or {}), **read}
+                    # where each count came from (token workloads: server, tokenizer, words)
+                    units, sources = self._workload.count(request, result, units)
+                    if sources:
+                        detail = {**(detail or {}), **sources}
             except Exception as exc:
                 outcome, _, error = classify(exc, lt.provider.name)
             cold = result.cold

@@ -14,6 +14,7 @@ from .._contract._billing import (
 )
 from ._calc import (
     BreakEven,
+    GroupBill,
     RunCost,
     ScenarioBill,
     UnitCosts,
@@ -21,6 +22,7 @@ from ._calc import (
     replay_worker_intervals,
     run_cost,
     scenario_bill,
+    split_bill,
     unit_costs,
 )
 from ._catalog import (
@@ -55,6 +57,7 @@ __all__ = [
     "CostMeter",
     "DryRun",
     "FleetSettings",
+    "GroupBill",
     "MeasuredDistributions",
     "PlannedScenario",
     "PolicyFact",
@@ -83,6 +86,7 @@ __all__ = [
     "run_cost",
     "scenario_bill",
     "simulate",
+    "split_bill",
     "sweep",
     "sweep_sensitivity",
     "unit_costs",

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .._base._errors import ConfigError
+from .._base._types import Invocation
 from .._contract._billing import BillingModel, WorkerBill, WorkerInterval, price_worker_intervals
 
 if TYPE_CHECKING:
@@ -72,6 +73,7 @@ def unit_costs(
 _UNIT_KEYS = {
     "tokens": ("tokens", 1.0),
     "images": ("images", 1.0),
+    "audio_ms": ("audio_minutes", 1 / 60_000),
     "audio_seconds": ("audio_minutes", 1 / 60),
     "audio_minutes": ("audio_minutes", 1.0),
 }
@@ -273,6 +275,47 @@ class RunCost:
     @property
     def total_usd(self) -> float:
         return self.bill.cost_usd + self.fees_usd
+
+
+@dataclass(frozen=True, slots=True)
+class GroupBill:
+    """A share of a target's bill: what its requests in one group (an image size, an audio
+    duration...) cost, by the worker time they took (``split_bill``)."""
+
+    group: str
+    requests: int
+    cost_usd: float
+    units: UnitCosts
+
+
+def split_bill(
+    cost: RunCost,
+    invocations: Sequence[Invocation],
+    groups: Mapping[str, Sequence[Invocation]],
+    units: tuple[str, str] = ("tokens", "tokens"),
+) -> list[GroupBill]:
+    """``cost`` (a target's bill) shared among ``groups`` of its ``invocations`` by the
+    worker time each request took (``execution_ms`` where the server gave it, else send to
+    last byte), as a worker's boot and idle time serve the requests it ran: a 1024x1024 image
+    that keeps a GPU four times as long as a 512x512 one bears four times the cost. The
+    groups are ``metrics.members(invocations, grouping)`` of the target's invocations."""
+
+    def busy_s(invs: Sequence[Invocation]) -> float:
+        return sum(
+            inv.execution_ms / 1e3
+            if inv.execution_ms is not None and inv.execution_ms >= 0
+            else max(0.0, (inv.end_ns - inv.start_ns) / 1e9)
+            for inv in invs
+        )
+
+    total = busy_s(invocations)
+    bills = []
+    for label, invs in groups.items():
+        usd = cost.total_usd * busy_s(invs) / total if total > 0 else 0.0
+        given = float(sum(i.input_units for i in invs if i.input_units and i.input_units > 0))
+        made = float(sum(i.output_units for i in invs if i.output_units and i.output_units > 0))
+        bills.append(GroupBill(label, len(invs), usd, units_of(usd, len(invs), units, given, made)))
+    return bills
 
 
 def replay_worker_intervals(

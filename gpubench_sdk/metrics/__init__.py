@@ -33,11 +33,16 @@ from ._frame import (
 from ._groups import (
     GROUPINGS,
     LatencyGroup,
+    by_audio_duration,
     by_batch_size,
+    by_image_size,
     by_prompt_length,
     by_shared_prefix,
+    by_steps,
     by_turn,
     groupings_of,
+    members,
+    token_sources,
 )
 from ._histogram import LogHistogram, merge_histograms
 from ._keepwarm import KeepWarmCurve, idle_gaps_s, keep_warm_curve
@@ -101,9 +106,12 @@ __all__ = [
     "Variability",
     "bootstrap_ci",
     "burst_analysis",
+    "by_audio_duration",
     "by_batch_size",
+    "by_image_size",
     "by_prompt_length",
     "by_shared_prefix",
+    "by_steps",
     "by_turn",
     "cold_start_modes",
     "cold_start_rate",
@@ -124,6 +132,7 @@ __all__ = [
     "mann_whitney_u",
     "max_rate_search",
     "meets_slo",
+    "members",
     "merge_histograms",
     "min_samples",
     "order_statistic_ci",
@@ -152,6 +161,7 @@ __all__ = [
     "summarize_samples",
     "sweep_curve",
     "throughput",
+    "token_sources",
     "wilson_interval",
     "windowed_rate",
 ]

@@ -62,26 +62,84 @@ def ttft_ms(inv: Invocation) -> float:
     return _NAN if first is None else first
 
 
+def _asked(inv: Invocation, field: str) -> Any:
+    """What ``inv`` asked for as ``field`` (its detail's ``requested``); None if it did not."""
+    asked = (inv.detail or {}).get("requested")
+    return asked.get(field) if isinstance(asked, dict) else None
+
+
+def _whole(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _turn_key(inv: Invocation) -> int | None:
+    return _whole((inv.detail or {}).get("turn"))
+
+
+def _prefix_key(inv: Invocation) -> int | None:
+    value = (inv.detail or {}).get("shared_prefix")
+    return int(value) if isinstance(value, bool) else None
+
+
+def _batch_key(inv: Invocation) -> int | None:
+    value = _whole(_asked(inv, "inputs"))
+    return None if value is None or value < 1 else value.bit_length() - 1  # 2-3 -> 1
+
+
+def _batch_label(k: int) -> str:
+    return "1 text" if k == 0 else f"{1 << k}-{(2 << k) - 1} texts"
+
+
+def _audio_key(inv: Invocation) -> int | None:
+    ms = _asked(inv, "audio_ms")
+    if not isinstance(ms, int | float) or isinstance(ms, bool) or ms <= 0:
+        return None
+    return 0 if ms < 1000 else int(ms // 1000).bit_length()  # 1 s -> 1, 2-3 s -> 2
+
+
+def _audio_label(k: int) -> str:
+    return "under 1 s" if k == 0 else f"{1 << (k - 1)}-{1 << k} s"
+
+
+_SIDE = 100_000  # above any picture side: a size's key is pixels * _SIDE + width
+
+
+def _size_key(inv: Invocation) -> int | None:
+    width, _, height = str(_asked(inv, "image_size") or "").partition("x")
+    if not (width.isdigit() and height.isdigit() and 0 < int(width) < _SIDE):
+        return None
+    return int(width) * int(height) * _SIDE + int(width)  # by pixels, then width
+
+
+def _size_label(k: int) -> str:
+    pixels, width = divmod(k, _SIDE)
+    return f"{width}x{pixels // width}"
+
+
+def _steps_key(inv: Invocation) -> int | None:
+    return _whole(_asked(inv, "steps"))
+
+
+_SPLITS: dict[str, tuple[Callable[[Invocation], int | None], Callable[[int], str]]] = {
+    "turn": (_turn_key, lambda t: f"turn {t + 1}"),
+    "shared prefix": (_prefix_key, lambda k: "shared prefix" if k else "no shared prefix"),
+    "batch size": (_batch_key, _batch_label),
+    "audio duration": (_audio_key, _audio_label),
+    "image size": (_size_key, _size_label),
+    "steps": (_steps_key, lambda k: f"{k} steps"),
+}
+
+
 def by_turn(invocations: Iterable[Invocation]) -> list[LatencyGroup]:
     """A conversation workload's requests (``chat``) grouped by turn (1 = a session's first),
     in turn order; requests without a turn are left out."""
-
-    def turn(inv: Invocation) -> int | None:
-        value = (inv.detail or {}).get("turn")
-        return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-    return _groups(invocations, turn, lambda t: f"turn {t + 1}")
+    return _groups(invocations, *_SPLITS["turn"])
 
 
 def by_shared_prefix(invocations: Iterable[Invocation]) -> list[LatencyGroup]:
     """Requests with and without the workload's shared prefix (``shared_prefix_tokens``):
     ``no shared prefix`` (key 0) then ``shared prefix`` (key 1), where present."""
-
-    def prefixed(inv: Invocation) -> int | None:
-        value = (inv.detail or {}).get("shared_prefix")
-        return int(value) if isinstance(value, bool) else None
-
-    return _groups(invocations, prefixed, lambda k: "shared prefix" if k else "no shared prefix")
+    return _groups(invocations, *_SPLITS["shared prefix"])
 
 
 def by_batch_size(invocations: Iterable[Invocation]) -> list[LatencyGroup]:
@@ -89,18 +147,25 @@ def by_batch_size(invocations: Iterable[Invocation]) -> list[LatencyGroup]:
     detail's ``requested.inputs``) in doubling buckets, ``1 text``, ``2-3 texts``, ``4-7
     texts``..., smallest first: a batch's latency grows with its tokens, and a table of every
     size from 1 to 2,048 would hide that."""
+    return _groups(invocations, *_SPLITS["batch size"])
 
-    def bucket(inv: Invocation) -> int | None:
-        asked = (inv.detail or {}).get("requested")
-        value = asked.get("inputs") if isinstance(asked, dict) else None
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            return None
-        return value.bit_length() - 1  # 1 -> 0, 2-3 -> 1, 4-7 -> 2
 
-    def label(k: int) -> str:
-        return "1 text" if k == 0 else f"{1 << k}-{(2 << k) - 1} texts"
+def by_audio_duration(invocations: Iterable[Invocation]) -> list[LatencyGroup]:
+    """An audio workload's requests by the clip's duration (its detail's
+    ``requested.audio_ms``) in doubling buckets of seconds, ``under 1 s``, ``1-2 s``, ``2-4 s``
+    ..., shortest first: transcription time grows with the audio."""
+    return _groups(invocations, *_SPLITS["audio duration"])
 
-    return _groups(invocations, bucket, label)
+
+def by_image_size(invocations: Iterable[Invocation]) -> list[LatencyGroup]:
+    """Requests by the picture size they asked for (their detail's ``requested.image_size``,
+    ``"WxH"``: the image workload's output, the vision workload's input), smallest first."""
+    return _groups(invocations, *_SPLITS["image size"])
+
+
+def by_steps(invocations: Iterable[Invocation]) -> list[LatencyGroup]:
+    """An image workload's requests by their denoising steps (``requested.steps``)."""
+    return _groups(invocations, *_SPLITS["steps"])
 
 
 def by_prompt_length(
@@ -108,6 +173,12 @@ def by_prompt_length(
 ) -> list[LatencyGroup]:
     """Requests grouped into prompt-length buckets ``[edges[i], edges[i + 1])`` (the last one
     open-ended), in length order; only the buckets that hold requests are returned."""
+    return _groups(invocations, *_length_split(edges))
+
+
+def _length_split(
+    edges: Sequence[int],
+) -> tuple[Callable[[Invocation], int | None], Callable[[int], str]]:
     if list(edges) != sorted(set(edges)) or not edges:
         raise ValueError(f"edges must be distinct and ascending, got {list(edges)}")
 
@@ -121,7 +192,29 @@ def by_prompt_length(
         high = f"-{edges[i + 1] - 1}" if i + 1 < len(edges) else "+"
         return f"{edges[i]}{high} tokens"
 
-    return _groups(invocations, bucket, label)
+    return bucket, label
+
+
+_SPLITS["prompt length"] = _length_split(DEFAULT_LENGTH_EDGES)
+
+
+def members(invocations: Iterable[Invocation], grouping: str) -> dict[str, list[Invocation]]:
+    """The measured invocations in each group of ``grouping`` (a ``GROUPINGS`` name), by
+    label, in the groups' order: what a per-group figure (a bill, say) is computed over."""
+    key, label = _SPLITS[grouping]
+    return {label(k): invs for k, invs in _split(invocations, key)}
+
+
+def _split(
+    invocations: Iterable[Invocation], key: Callable[[Invocation], int | None]
+) -> list[tuple[int, list[Invocation]]]:
+    """The measured invocations by ``key``, in key order (None: left out)."""
+    found: dict[int, list[Invocation]] = {}
+    for inv in invocations:
+        k = key(inv) if inv.phase is Phase.MEASURE else None
+        if k is not None:
+            found.setdefault(k, []).append(inv)
+    return sorted(found.items())
 
 
 def _groups(
@@ -129,16 +222,8 @@ def _groups(
     key: Callable[[Invocation], int | None],
     label: Callable[[int], str],
 ) -> list[LatencyGroup]:
-    members: dict[int, list[Invocation]] = {}
-    for inv in invocations:
-        if inv.phase is not Phase.MEASURE:
-            continue
-        k = key(inv)
-        if k is not None:
-            members.setdefault(k, []).append(inv)
     out = []
-    for k in sorted(members):
-        invs = members[k]
+    for k, invs in _split(invocations, key):
         ok = [i for i in invs if i.ok]
         latency = [i.latency_ms for i in ok]
         ttft = [ttft_ms(i) for i in ok]
@@ -168,11 +253,32 @@ def _cached_share(invocations: list[Invocation]) -> float:
     return cached / counted if counted else _NAN
 
 
+def token_sources(invocations: Iterable[Invocation]) -> dict[str, dict[str, dict[str, int]]]:
+    """Where each target's token counts came from, over its successful requests: ``{target:
+    {"input" | "output": {source: requests}}}``, the sources the runner stored with each count
+    (``"server"``, ``"tokenizer"``, ``"words"``, ``"chunks"``; ``docs/workloads.md``)."""
+    found: dict[str, dict[str, dict[str, int]]] = {}
+    for inv in invocations:
+        detail = inv.detail
+        if not detail or inv.phase is not Phase.MEASURE or not inv.ok:
+            continue
+        for side in ("input", "output"):
+            source = detail.get(f"{side}_tokens_from")
+            if isinstance(source, str):
+                sides = found.setdefault(inv.target, {})
+                counts = sides.setdefault(side, {})
+                counts[source] = counts.get(source, 0) + 1
+    return found
+
+
 GROUPINGS: dict[str, Callable[[Iterable[Invocation]], list[LatencyGroup]]] = {
     "prompt length": by_prompt_length,
     "turn": by_turn,
     "shared prefix": by_shared_prefix,
     "batch size": by_batch_size,
+    "audio duration": by_audio_duration,
+    "image size": by_image_size,
+    "steps": by_steps,
 }
 """Each way of grouping a run's requests, by the name the console and the report give it."""
 
@@ -190,6 +296,14 @@ def groupings_of(workload: Mapping[str, Any], scenario_kinds: Iterable[str] = ()
         workload.get("inputs_per_request"), Mapping
     ):
         found.append("batch size")
+    if workload.get("kind") == "audio" and isinstance(workload.get("duration_ms"), Mapping):
+        found.append("audio duration")
+    sizes = workload.get("sizes", workload.get("image_sizes"))
+    if workload.get("kind") in ("image", "vision") and isinstance(sizes, list) and len(sizes) > 1:
+        found.append("image size")
+    steps = workload.get("steps")
+    if workload.get("kind") == "image" and isinstance(steps, list) and len(steps) > 1:
+        found.append("steps")
     if workload.get("kind") == "chat" and int(workload.get("turns", 1) or 1) > 1:
         found.append("turn")
     share = workload.get("shared_prefix_share", 1.0)

@@ -11,17 +11,19 @@ what the run decided.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from .._base._types import Invocation
+from .._plugins import workload_class
 from .._scenarios import SEQ_BLOCK
 from .._scenarios._slo import SLOVerdict, StepStats, slo_verdict, step_stats
 from .._store._store import Store
-from ._groups import GROUPINGS, LatencyGroup, groupings_of
+from ._groups import GROUPINGS, LatencyGroup, groupings_of, token_sources
 
 NAN = math.nan
 
@@ -228,8 +230,13 @@ def shape_summary(store: Store, run: int | str) -> list[str]:
     console prints after the summary table."""
     info = store.run(run)
     lines = []
-    groupings = groupings_of(info.config.get("workload") or {}, (s.kind for s in info.scenarios))
-    rows = store.invocations(info.id) if groupings else []  # read once for every scenario
+    workload = info.config.get("workload") or {}
+    groupings = groupings_of(workload, (s.kind for s in info.scenarios))
+    counts_tokens = _counts_tokens(workload.get("kind"))
+    # read once for every scenario, and only where a line needs them
+    rows = store.invocations(info.id) if groupings or counts_tokens else []
+    if counts_tokens:
+        lines += _estimated_tokens_lines(rows)
     for sidx, sc in enumerate(info.scenarios):
         invs = [i for i in rows if i.scenario == sidx]
         label = sc.params.get("name") or f"{sc.kind}-{sidx}"
@@ -270,6 +277,37 @@ def shape_summary(store: Store, run: int | str) -> list[str]:
             except (ValueError, KeyError):  # stopped before it sent anything to judge
                 continue
     return lines
+
+
+def _counts_tokens(kind: Any) -> bool:
+    """Whether the workload ``kind`` counts tokens (and stores where each count came from)."""
+    try:
+        return isinstance(kind, str) and "tokens" in workload_class(kind).units
+    except Exception:  # a plugin no longer installed: its run still has a summary
+        return False
+
+
+def _estimated_tokens_lines(rows: Sequence[Invocation]) -> list[str]:
+    """A line per target whose token counts are not all the server's: which estimate made
+    them (the workload's tokenizer, words, streamed chunks) and for how many requests."""
+    lines = []
+    for target, sides in token_sources(rows).items():
+        if all(set(counts) <= {"server"} for counts in sides.values()):
+            continue
+        each = "; ".join(
+            f"{side} " + ", ".join(f"{_SOURCES.get(k, k)} {n}" for k, n in sorted(counts.items()))
+            for side, counts in sides.items()
+        )
+        lines.append(f"{target}: token counts (requests): {each}")
+    return lines
+
+
+_SOURCES = {
+    "server": "by the server",
+    "tokenizer": "by the tokenizer",
+    "words": "estimated in words",
+    "chunks": "estimated in streamed chunks",
+}
 
 
 def _secs(value: float) -> str:
@@ -314,11 +352,24 @@ def _batch_line(where: str, buckets: list[LatencyGroup]) -> str:
     return f"{where}: p50 latency by batch size: {each}"
 
 
+def _plain_line(name: str) -> Callable[[str, list[LatencyGroup]], str]:
+    """Latency p50 in each group, for a grouping whose label says it all."""
+
+    def line(where: str, groups: list[LatencyGroup]) -> str:
+        each = ", ".join(f"{g.label} {g.latency_p50_ms:.0f} ms ({g.requests})" for g in groups)
+        return f"{where}: p50 latency by {name}: {each}"
+
+    return line
+
+
 _GROUP_LINES = {
     "prompt length": _length_line,
     "turn": _turn_line,
     "shared prefix": _prefix_line,
     "batch size": _batch_line,
+    "audio duration": _plain_line("audio duration"),
+    "image size": _plain_line("image size"),
+    "steps": _plain_line("steps"),
 }
 """What the console prints under the summary for each of ``groupings_of``'s groupings."""
 

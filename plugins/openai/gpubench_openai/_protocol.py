@@ -23,6 +23,23 @@ Sources (read 2026-11):
   ``{"object": "list", "data": [{"object": "embedding", "index", "embedding"}], "model",
   "usage": {"prompt_tokens", "total_tokens"}}``, one item per input; base64 is the float32
   array's little-endian bytes (what the official client decodes with ``np.frombuffer``).
+* OpenAI API reference, "Create transcription" (platform.openai.com/docs/api-reference/audio/
+  createTranscription, read 2026-12) and the official client's types (openai-python 3.63,
+  ``types/audio/transcription.py``): ``POST /audio/transcriptions`` as ``multipart/form-data``
+  with ``file`` (flac, mp3, mp4, mpeg, mpga, m4a, ogg, wav or webm; "an extension-bearing
+  filename"), ``model``, optional ``language`` (ISO-639-1), ``prompt``, ``response_format``
+  (``json`` by default, ``verbose_json``, ``text``...), ``temperature``; the ``json`` answer
+  ``{"text", "usage"}`` where ``usage`` is ``{"type": "duration", "seconds"}`` (``whisper-1``,
+  billed by audio duration) or ``{"type": "tokens", "input_tokens", "output_tokens",
+  "total_tokens"}`` (the ``gpt-4o-*-transcribe`` models). vLLM serves the same route for Whisper
+  models (docs.vllm.ai, "OpenAI-Compatible Server", Transcriptions API).
+* OpenAI's vision guide (platform.openai.com/docs/guides/images-vision, "Calculating costs",
+  read 2026-12) and vLLM's multimodal inputs (docs.vllm.ai, "Multimodal Inputs", OpenAI Vision
+  API): a user message's ``content`` is a list of parts, ``{"type": "text", "text"}`` and
+  ``{"type": "image_url", "image_url": {"url", "detail"}}`` where ``url`` may be a base64
+  ``data:`` URL and ``detail`` is ``low``, ``high`` or ``auto``. GPT-4o-class models count a
+  ``low`` picture as 85 tokens and a ``high`` one as 85 + 170 per 512-pixel tile after fitting
+  it in 2048x2048 and its shorter side in 768 (the guide's worked example: 1024x1024 is 765).
 * TGI's Messages API (huggingface.co/docs/text-generation-inference/messages_api) and SGLang
   (docs.sglang.ai, "OpenAI APIs"): the same chunk format, ending with ``data: [DONE]``.
 """
@@ -36,10 +53,28 @@ from typing import Any
 CHAT_PATH = "chat/completions"
 COMPLETIONS_PATH = "completions"
 EMBEDDINGS_PATH = "embeddings"
-PATHS = {"chat": CHAT_PATH, "completions": COMPLETIONS_PATH, "embeddings": EMBEDDINGS_PATH}
+TRANSCRIPTIONS_PATH = "audio/transcriptions"
+PATHS = {
+    "chat": CHAT_PATH,
+    "completions": COMPLETIONS_PATH,
+    "embeddings": EMBEDDINGS_PATH,
+    "transcriptions": TRANSCRIPTIONS_PATH,
+}
+#: A transcription's multipart form fields the plugin sends from the payload (never the audio).
+TRANSCRIPTION_FIELDS = ("language", "prompt", "temperature", "response_format")
+#: File name extensions by MIME type: the upload names its format, as the API asks.
+AUDIO_EXTENSIONS = {
+    "audio/wav": "wav",
+    "audio/x-wav": "wav",
+    "audio/mpeg": "mp3",
+    "audio/flac": "flac",
+    "audio/ogg": "ogg",
+    "audio/mp4": "m4a",
+    "audio/webm": "webm",
+}
 DONE = b"[DONE]"
 #: Request payload keys the mapping consumes; any other key is sent as an extra body field.
-MAPPED_KEYS = frozenset({"prompt", "messages", "max_tokens", "stream"})
+MAPPED_KEYS = frozenset({"prompt", "messages", "max_tokens", "stream", "images", "image_detail"})
 
 
 def error_message(body: Any) -> tuple[str | None, str | None]:
@@ -94,6 +129,17 @@ def embedding_dimensions(data: Any) -> int | None:
         except ValueError:
             return None
     return None
+
+
+def user_content(prompt: str, images: list[str], detail: str | None) -> list[dict[str, Any]]:
+    """A user message's content parts: the text, then an ``image_url`` part per picture."""
+    parts: list[dict[str, Any]] = [{"type": "text", "text": prompt}]
+    for url in images:
+        image: dict[str, Any] = {"url": url}
+        if detail is not None:
+            image["detail"] = detail
+        parts.append({"type": "image_url", "image_url": image})
+    return parts
 
 
 def message_text(choice: Mapping[str, Any]) -> str | None:

@@ -24,10 +24,10 @@ class OpenAIOptions(sdk.ProviderOptions):
         "https://api.runpod.ai/v2/{endpoint_id}/openai/v1, https://{endpoint}/v1",
     )
     model: str = Field(min_length=1, description="the model name the server serves")
-    api: Literal["chat", "completions", "embeddings"] = Field(
+    api: Literal["chat", "completions", "embeddings", "transcriptions"] = Field(
         default="chat",
-        description="/chat/completions (messages), /completions (prompt) or /embeddings "
-        "(input: the embeddings workload)",
+        description="/chat/completions (messages), /completions (prompt), /embeddings "
+        "(input: the embeddings workload) or /audio/transcriptions (the audio workload)",
     )
     include_usage: bool = Field(
         default=True,
@@ -98,8 +98,14 @@ class OpenAIProvider(sdk.Provider):
             return body
         body.update((k, v) for k, v in payload.items() if k not in oa.MAPPED_KEYS)
         prompt = payload.get("prompt", "")
+        images = payload.get("images")
+        if images and o.api != "chat":
+            raise sdk.ConfigError("api", o.api, "'chat' for a request with pictures")
         if o.api == "chat":
             messages = payload.get("messages")
+            if not messages and isinstance(images, list):  # the vision workload's pictures
+                content = oa.user_content(prompt, images, payload.get("image_detail"))
+                messages = [{"role": "user", "content": content}]
             body["messages"] = messages or [{"role": "user", "content": prompt}]
         else:
             body["prompt"] = prompt
@@ -113,6 +119,8 @@ class OpenAIProvider(sdk.Provider):
         return body
 
     async def invoke(self, request: sdk.Request) -> sdk.Result:
+        if self.options.api == "transcriptions":
+            return await self._transcribe(request.payload)
         body = json.dumps(self.body(request)).encode()
         # A timeout, reset, refused connection or cut body leaves through invoke's boundary as
         # the core's ProviderError (as_provider_error), naming the call.
@@ -141,20 +149,51 @@ class OpenAIProvider(sdk.Provider):
         if dims is None:
             raise self._invalid(response, "data[0].embedding is neither floats nor base64")
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else None
-        input_units = _count(usage, "prompt_tokens")
-        detail: dict[str, Any] = {"dimensions": dims}
-        if input_units is None:  # no usage: the words sent, and say so
-            input_units = sum(len(t.split()) for t in texts if isinstance(t, str))
-            detail["input_tokens_from"] = "words"
         output = {"embeddings": len(vectors), "dimensions": dims}
         return sdk.Result(
             output={**output, "usage": usage, "model": data.get("model")},
             http_status=response.status_code,
             request_id=response.headers.get("x-request-id") or _str(data.get("id")),
             first_byte_ns=sdk.first_byte_ns(response),
-            input_units=input_units,
+            # without usage the core counts what was sent (the workload's tokenizer, or words)
+            input_units=_count(usage, "prompt_tokens"),
             output_units=len(vectors),
-            detail=detail,
+            detail={"dimensions": dims},
+        )
+
+    async def _transcribe(self, payload: Any) -> sdk.Result:
+        """The audio workload's clip (a ``data:`` URL) as OpenAI's multipart upload."""
+        audio = payload.get("audio") if isinstance(payload, dict) else None
+        try:
+            data, mime = sdk.from_data_url(audio if isinstance(audio, str) else "")
+        except ValueError as exc:
+            raise sdk.ConfigError(
+                "workload", "(payload)", "the audio workload's {'audio': 'data:...'}"
+            ) from exc
+        form = {"model": self.options.model, **self.options.extra_body}
+        form.update((k, payload[k]) for k in oa.TRANSCRIPTION_FIELDS if k in payload)
+        name = f"audio.{oa.AUDIO_EXTENSIONS.get(mime, 'wav')}"
+        response = await self.client.post(
+            self._url,
+            data={k: str(v) for k, v in form.items()},
+            files={"file": (name, data, mime)},
+            headers=self._headers,
+        )
+        if response.status_code >= 400:
+            raise self._http_error(response)
+        if not response.headers.get("content-type", "").startswith(_JSON):
+            text = response.text  # response_format = "text" (or srt, vtt): the text itself
+            answer: dict[str, Any] = {"text": text}
+        else:
+            answer = sdk.json_object(response, provider=self.name)
+            if not isinstance(answer.get("text"), str):
+                raise self._invalid(response, "no text in the transcription")
+        usage = answer.get("usage") if isinstance(answer.get("usage"), dict) else None
+        return sdk.Result(
+            output={"text": answer["text"], "usage": usage},
+            http_status=response.status_code,
+            request_id=response.headers.get("x-request-id"),
+            first_byte_ns=sdk.first_byte_ns(response),
         )
 
     def _complete(self, response: httpx.Response, data: dict[str, Any]) -> sdk.Result:

@@ -17,6 +17,13 @@ computed, never its last token; only the rest is prefilled, and ``usage`` says h
 reused in ``prompt_tokens_details.cached_tokens``. The cache is the server's (one replica's):
 it empties when the fleet has scaled to zero, as a new replica starts with no KV cache.
 
+``POST /v1/audio/transcriptions`` reads OpenAI's multipart upload (``file``, ``model``,
+``language``, ``response_format``), takes ``audio_rtf`` seconds per second of audio (a real-time
+factor: 0.05 is a Whisper-large GPU's pace) and answers ``speech_words_per_s`` words per second of
+it, as ``{"text", "usage": {"type": "duration", "seconds"}}`` (``json``), the text alone
+(``text``) or with ``duration``, ``language`` and ``segments`` (``verbose_json``). A WAV's
+duration is read from its header; any other format's is estimated at 128 kbit/s.
+
 ``POST /v1/embeddings`` answers OpenAI's list of ``embedding`` objects, one per input (a string,
 or an array of strings or of token ids), each a unit vector drawn from the input's text (the
 same text, the same vector), ``embedding_dim`` long unless the body asks for fewer
@@ -35,10 +42,12 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import json
 import math
 import struct
 import time
+import wave
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -51,6 +60,8 @@ if TYPE_CHECKING:
 DEFAULT_MODEL = "emulated-llm"
 _ECHO_KEYS = ("sleep_ms", "chunks", "echo", "fail")
 MAX_EMBEDDING_INPUTS = 2048  # OpenAI's limit for input as an array
+MAX_AUDIO_BYTES = 25 * 1024 * 1024  # OpenAI's upload limit for transcriptions (25 MB)
+_COMPRESSED_BYTES_PER_S = 16_000  # 128 kbit/s: the duration guessed for a non-WAV upload
 # OpenAI's error ``type`` and ``code`` per status: a 429 says what ran out in ``type``
 # ("requests", "tokens") and always has the code "rate_limit_exceeded"; its 5xx are type
 # "server_error" (API reference, "Error codes")
@@ -92,6 +103,8 @@ def make_app(
     usage: bool = True,
     prefix_cache: kit.PrefixCache | None = None,
     embedding_dim: int = 16,
+    audio_rtf: float = 0.05,
+    speech_words_per_s: float = 2.5,
 ) -> kit.ASGIApp:
     """The emulator app for ``fleet``; with ``api_key`` every request must carry it
     (``Authorization: Bearer <key>``); with ``prefix_cache``, prompts' shared prefixes are
@@ -107,14 +120,19 @@ def make_app(
         prompt counts."""
         if "sleep_ms" in body:  # the testing kit's echo probe
             return {k: body[k] for k in _ECHO_KEYS if k in body}, 0, {"prompt_tokens": 0}
+        pictures = 0
         if chat:
-            text = " ".join(
-                str(m.get("content", "")) for m in body.get("messages") or [] if isinstance(m, dict)
-            )
+            texts = []
+            for m in body.get("messages") or []:
+                content = m.get("content", "") if isinstance(m, dict) else ""
+                text, seen = _message_content(content)
+                texts.append(text)
+                pictures += seen
+            text = " ".join(texts)
         else:
             text = str(body.get("prompt", ""))
         tokens = text.split()
-        prompt: dict[str, Any] = {"prompt_tokens": len(tokens)}
+        prompt: dict[str, Any] = {"prompt_tokens": len(tokens) + pictures}
         cached = 0
         if prefix_cache is not None:
             if fleet.counts().workers == 0:  # scaled to zero: the next replica starts empty
@@ -122,7 +140,8 @@ def make_app(
             cached = prefix_cache.reuse(tokens)
             prompt["prompt_tokens_details"] = {"cached_tokens": cached}
         n = body.get("max_tokens") or body.get("max_completion_tokens") or pace.default_max_tokens
-        prefill = math.ceil((len(tokens) - cached) * pace.prefill_ms_per_token / 1e3 / itl_s)
+        computed = len(tokens) + pictures - cached
+        prefill = math.ceil(computed * pace.prefill_ms_per_token / 1e3 / itl_s)
         total = prefill + int(n)
         return {"sleep_ms": total * itl_s * 1e3, "chunks": total}, prefill, prompt
 
@@ -225,6 +244,37 @@ def make_app(
             answer["usage"] = {"prompt_tokens": tokens, "total_tokens": tokens}
         return emu.json(answer, headers={"x-request-id": job.id})
 
+    @emu.route("/v1/audio/transcriptions", "POST", fault="submit")
+    async def transcriptions(request: Request) -> Any:
+        form = await request.form(max_part_size=MAX_AUDIO_BYTES)
+        upload = form.get("file")
+        if upload is None or isinstance(upload, str):
+            raise kit.Reject(400, "file: required (multipart/form-data, the audio file)")
+        if form.get("model") != model:
+            raise kit.Reject(404, f"The model `{form.get('model')}` does not exist.")
+        audio = await upload.read()
+        seconds = _audio_seconds(audio)
+        if seconds <= 0:
+            raise kit.Reject(400, "file: the audio file is empty or unreadable")
+        fmt = form.get("response_format", "json")
+        if fmt not in ("json", "text", "verbose_json"):
+            raise kit.Reject(400, f"response_format: {fmt!r} is not json, text or verbose_json")
+        job = emu.submit({"sleep_ms": seconds * audio_rtf * 1e3, "chunks": 1},
+                         full="server busy: {exc}")  # fmt: skip
+        await emu.finished(request, job, "the model failed: {error}")
+        words = max(1, round(seconds * speech_words_per_s))
+        text = " ".join(f"word{i}" for i in range(words))
+        headers = {"x-request-id": job.id}
+        if fmt == "text":
+            return emu.text(text + "\n", headers=headers)
+        answer: dict[str, Any] = {"text": text}
+        if fmt == "verbose_json":
+            language = str(form.get("language") or "english")
+            answer.update(task="transcribe", language=language, duration=seconds, segments=[])
+        elif usage:
+            answer["usage"] = {"type": "duration", "seconds": round(seconds, 3)}
+        return emu.json(answer, headers=headers)
+
     @emu.route("/v1/models")
     async def models(request: Request) -> Any:
         # the Model object's required fields: id, object, created, owned_by (vLLM owns "vllm")
@@ -259,6 +309,61 @@ def _embedding_inputs(value: Any) -> list[str]:
     return texts
 
 
+def _message_content(content: Any) -> tuple[str, int]:
+    """A chat message's text, and the tokens its pictures cost (``image_tokens``); a part
+    that is neither text nor a readable picture is a ``Reject`` 400, as OpenAI refuses it."""
+    if isinstance(content, str):
+        return content, 0
+    if not isinstance(content, list):
+        raise kit.Reject(400, "messages[].content: must be a string or an array of parts")
+    texts, pictures = [], 0
+    for i, part in enumerate(content):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "text" and isinstance(part.get("text"), str):
+            texts.append(part["text"])
+        elif kind == "image_url" and isinstance(part.get("image_url"), dict):
+            image = part["image_url"]
+            size = _picture_size(str(image.get("url", "")), i)
+            pictures += image_tokens(size, image.get("detail"))
+        else:
+            raise kit.Reject(400, f"content[{i}]: a text or image_url part")
+    return " ".join(texts), pictures
+
+
+def _picture_size(url: str, index: int) -> tuple[int, int]:
+    """A base64 ``data:`` URL's PNG size (the emulator fetches no http URL)."""
+    head, _, data = url.partition(",")
+    if not head.startswith("data:image/") or not head.endswith(";base64"):
+        raise kit.Reject(400, f"content[{index}].image_url.url: a base64 data:image/... URL")
+    raw = base64.b64decode(data[:64])  # the signature and IHDR are in the first 33 bytes
+    if raw[:8] != b"\x89PNG\r\n\x1a\n" or raw[12:16] != b"IHDR":
+        raise kit.Reject(400, f"content[{index}]: the emulator reads PNG pictures only")
+    width, height = struct.unpack(">II", raw[16:24])
+    return width, height
+
+
+def image_tokens(size: tuple[int, int], detail: Any = None) -> int:
+    """A picture's tokens as OpenAI's GPT-4o-class models count them (vision guide,
+    "Calculating costs"): 85 at ``low``; else 85 + 170 per 512-pixel tile once the picture
+    fits in 2048x2048 and its shorter side in 768 (scaled down only)."""
+    if detail == "low":
+        return 85
+    fit = min(1.0, 2048 / max(size))
+    wide, high = size[0] * fit, size[1] * fit
+    shrink = min(1.0, 768 / min(wide, high))
+    tiles = math.ceil(int(wide * shrink) / 512) * math.ceil(int(high * shrink) / 512)
+    return 85 + 170 * tiles
+
+
+def _audio_seconds(audio: bytes) -> float:
+    """A WAV's duration from its header; another format's guessed from its size."""
+    try:
+        with wave.open(io.BytesIO(audio), "rb") as clip:
+            return clip.getnframes() / clip.getframerate()
+    except (wave.Error, EOFError, ZeroDivisionError):
+        return len(audio) / _COMPRESSED_BYTES_PER_S
+
+
 def _vector(text: str, dims: int, encoding: str) -> list[float] | str:
     """A unit vector drawn from ``text`` alone, as floats or base64 float32."""
     seed = hashlib.sha256(text.encode()).digest()
@@ -285,12 +390,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--prefix-cache", action="store_true", help="cache shared prefixes")
     parser.add_argument("--block-tokens", type=int, default=16, help="prefix cache block")
     parser.add_argument("--embedding-dim", type=int, default=16, help="/v1/embeddings length")
+    parser.add_argument("--audio-rtf", type=float, default=0.05, help="seconds per audio second")
     args = parser.parse(argv)
     speed = ModelSpeed(args.prefill_ms_per_token, args.tokens_per_s)
     cache = kit.PrefixCache(args.block_tokens) if args.prefix_cache else None
     app = make_app(args.fleet(), api_key=args.api_key, model=args.model, speed=speed,
                    usage=not args.no_usage, prefix_cache=cache,
-                   embedding_dim=args.embedding_dim)  # fmt: skip
+                   embedding_dim=args.embedding_dim, audio_rtf=args.audio_rtf)  # fmt: skip
     args.serve(app, path="/v1")
 
 

@@ -1,10 +1,11 @@
 """Embeddings: the emulator's ``/v1/embeddings`` as the official client reads it, the plugin's
 ``api = "embeddings"`` over real HTTP (counts, dimensions, base64, a short answer refused, no
-usage counted in words and marked so), the seeded batches, and the example run through the CLI
-with its latency grouped by batch size."""
+usage counted by the core in words and marked so), the seeded batches, and the example run
+through the CLI with its latency grouped by batch size."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -89,12 +90,20 @@ def test_the_plugin_counts_vectors_tokens_and_dimensions() -> None:
     assert workload.read(result.output) == (33, 3)
 
 
-def test_without_usage_the_words_are_counted_and_marked() -> None:
+def test_without_usage_the_core_counts_the_words_and_marks_them(tmp_path: Path) -> None:
     app = make_app(quick_fleet(0.0), api_key=KEY, model=MODEL, usage=False)
-    request = Embeddings(inputs_per_request=2, input_tokens=5).request(4)
-    result = anyio.run(invoke, app, request)
-    assert result.input_units == 12
-    assert result.detail == {"dimensions": 16, "input_tokens_from": "words"}
+    workload = Embeddings(inputs_per_request=2, input_tokens=5)
+    assert anyio.run(invoke, app, workload.request(4)).input_units is None  # not the plugin's
+    with serve(app) as served:
+        store = tmp_path / "e.sqlite"
+        burst = [Burst(total=3, concurrency=1)]
+        target = {"e": provider(served.url)}
+        outcome = anyio.run(functools.partial(run_benchmark, target, workload, burst, store=store))
+    with Store(store) as opened:
+        invocations = opened.invocations(outcome.run_id)
+    assert [i.input_units for i in invocations] == [12, 12, 12]  # 2 x (5 words + a marker)
+    assert all(i.detail and i.detail["input_tokens_from"] == "words" for i in invocations)
+    assert all(i.detail and "output_tokens_from" not in i.detail for i in invocations)
 
 
 def test_an_answer_with_fewer_vectors_than_inputs_is_refused() -> None:

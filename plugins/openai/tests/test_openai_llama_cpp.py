@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
+import json
 import os
 import socket
 import subprocess
@@ -58,17 +59,21 @@ EOS = 2
 # every generated token is then one word, one chunk. logit_bias is an OpenAI request field.
 NO_EOS_NO_BYTES = {str(t): -100 for t in range(EOS, 3 + len(BYTES))}
 MAX_TOKENS = 8
+DATA = Path(__file__).resolve().parents[3] / "examples" / "data"
+END_OF_TEXT = "<|endoftext|>"  # the committed tokenizer's one special token
 
 
-def write_tiny_llama(path: Path, pooling: Any = None) -> None:
+def write_tiny_llama(path: Path, pooling: Any = None, bpe: Path | None = None) -> None:
     """A llama-architecture GGUF with random weights (tensor names and metadata keys as
     llama.cpp's loader reads them: gguf's ``MODEL_TENSORS[MODEL_ARCH.LLAMA]``). ``pooling``
     (a ``gguf.PoolingType``) makes it an embedding model: one pooled vector per text rather
-    than one per token."""
+    than one per token. ``bpe`` (a byte-level BPE ``tokenizer.json``) gives it that
+    tokenizer's vocabulary and merges instead of the SentencePiece one."""
     rng = np.random.default_rng(0)
     writer = gguf.GGUFWriter(str(path), "llama")
     if pooling is not None:
         writer.add_pooling_type(pooling)
+    tokens = TOKENS if bpe is None else write_bpe_vocabulary(writer, bpe)
     writer.add_context_length(512)
     writer.add_embedding_length(EMBED)
     writer.add_block_count(1)
@@ -78,14 +83,16 @@ def write_tiny_llama(path: Path, pooling: Any = None) -> None:
     writer.add_layer_norm_rms_eps(1e-5)
     writer.add_rope_dimension_count(EMBED // HEADS)
     writer.add_file_type(gguf.LlamaFileType.ALL_F32)
-    writer.add_tokenizer_model("llama")
-    writer.add_token_list(TOKENS)
-    writer.add_token_scores([0.0] * (3 + len(BYTES)) + [-float(i) for i in range(len(WORDS))])
-    kinds = [gguf.TokenType.UNKNOWN, gguf.TokenType.CONTROL, gguf.TokenType.CONTROL]
-    writer.add_token_types(kinds + [gguf.TokenType.BYTE] * len(BYTES) + [1] * len(WORDS))
-    writer.add_bos_token_id(1)
-    writer.add_eos_token_id(EOS)
-    writer.add_unk_token_id(0)
+    if bpe is None:
+        writer.add_tokenizer_model("llama")
+        writer.add_token_list(TOKENS)
+        scores = [0.0] * (3 + len(BYTES)) + [-float(i) for i in range(len(WORDS))]
+        writer.add_token_scores(scores)
+        kinds = [gguf.TokenType.UNKNOWN, gguf.TokenType.CONTROL, gguf.TokenType.CONTROL]
+        writer.add_token_types(kinds + [gguf.TokenType.BYTE] * len(BYTES) + [1] * len(WORDS))
+        writer.add_bos_token_id(1)
+        writer.add_eos_token_id(EOS)
+        writer.add_unk_token_id(0)
 
     def random(name: str, *shape: int) -> None:
         writer.add_tensor(name, (rng.standard_normal(shape) * 0.2).astype(np.float32))
@@ -93,9 +100,9 @@ def write_tiny_llama(path: Path, pooling: Any = None) -> None:
     def ones(name: str) -> None:
         writer.add_tensor(name, np.ones(EMBED, dtype=np.float32))
 
-    random("token_embd.weight", len(TOKENS), EMBED)
+    random("token_embd.weight", len(tokens), EMBED)
     ones("output_norm.weight")
-    random("output.weight", len(TOKENS), EMBED)
+    random("output.weight", len(tokens), EMBED)
     ones("blk.0.attn_norm.weight")
     for name in ("attn_q", "attn_k", "attn_v", "attn_output"):
         random(f"blk.0.{name}.weight", EMBED, EMBED)
@@ -109,6 +116,27 @@ def write_tiny_llama(path: Path, pooling: Any = None) -> None:
     writer.close()
 
 
+def write_bpe_vocabulary(writer: Any, tokenizer_json: Path) -> list[str]:
+    """A byte-level BPE tokenizer as llama.cpp reads one (``tokenizer.ggml.model = "gpt2"``,
+    GPT-2's pre-tokenizing split ``"gpt-2"``, the vocabulary by id, the merges by rank, no BOS
+    added): it then tokenizes exactly as Hugging Face ``tokenizers`` does with that file."""
+    model = json.loads(tokenizer_json.read_text(encoding="utf-8"))["model"]
+    vocab: dict[str, int] = model["vocab"]
+    tokens = sorted(vocab, key=vocab.__getitem__)
+    merges = [m if isinstance(m, str) else " ".join(m) for m in model["merges"]]
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("gpt-2")
+    writer.add_token_list(tokens)
+    end = vocab[END_OF_TEXT]
+    control, normal = gguf.TokenType.CONTROL, gguf.TokenType.NORMAL
+    writer.add_token_types([control if t == END_OF_TEXT else normal for t in tokens])
+    writer.add_token_merges(merges)
+    writer.add_bos_token_id(end)
+    writer.add_eos_token_id(end)
+    writer.add_add_bos_token(False)
+    return tokens
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -117,11 +145,14 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def llama_cpp_server(folder: Path, *options: str, pooling: Any = None) -> Iterator[str]:
+def llama_cpp_server(
+    folder: Path, *options: str, pooling: Any = None, bpe: Path | None = None
+) -> Iterator[str]:
     """``python -m llama_cpp.server`` on the tiny model and a free port, until the block ends."""
-    model = folder / ("tiny.gguf" if pooling is None else "tiny-embed.gguf")
+    name = "tiny" if pooling is None else "tiny-embed"
+    model = folder / (f"{name}.gguf" if bpe is None else f"{name}-bpe.gguf")
     if not model.exists():
-        write_tiny_llama(model, pooling)
+        write_tiny_llama(model, pooling, bpe)
     port = free_port()
     args = ["--model", str(model), "--model_alias", MODEL, "--host", "127.0.0.1"]
     args += ["--port", str(port), "--n_ctx", "512", "--n_threads", "1", *options]
@@ -182,8 +213,10 @@ def run_and_read(url: str, path: Path, stream: bool, **options: Any) -> list[Any
 @pytest.mark.parametrize("api", ["chat", "completions"])
 def test_streamed_runs_time_every_token(llama_server: str, tmp_path: Path, api: str) -> None:
     for inv in run_and_read(llama_server, tmp_path / "s.sqlite", stream=True, api=api):
-        # no usage chunk from this server: the plugin counted the chunks and said so
-        assert inv.output_units == MAX_TOKENS and inv.detail == {"output_tokens_from": "chunks"}
+        # no usage chunk from this server: the plugin counted the chunks and said so; the
+        # prompt, with no tokenizer named, is counted in words, and said so
+        assert inv.output_units == MAX_TOKENS
+        assert inv.detail == {"output_tokens_from": "chunks", "input_tokens_from": "words"}
         times = inv.token_times_ns
         assert times is not None and len(times) == MAX_TOKENS and times == sorted(times)
         assert inv.first_byte_ns <= times[0] <= inv.end_ns
@@ -193,7 +226,8 @@ def test_streamed_runs_time_every_token(llama_server: str, tmp_path: Path, api: 
 def test_non_streamed_run_reads_the_servers_usage(llama_server: str, tmp_path: Path) -> None:
     for inv in run_and_read(llama_server, tmp_path / "n.sqlite", stream=False):
         assert inv.output_units == MAX_TOKENS and inv.input_units is not None
-        assert inv.input_units > 0 and inv.detail is None
+        assert inv.input_units > 0
+        assert inv.detail == {"input_tokens_from": "server", "output_tokens_from": "server"}
 
 
 def test_streams_cut_short_by_the_server_are_not_successes(tmp_path: Path) -> None:
@@ -248,4 +282,40 @@ def test_embeddings_counts_agree_with_the_servers_usage(tmp_path: Path) -> None:
         assert inv.detail is not None
         assert inv.output_units == inv.detail["requested"]["inputs"]
         assert inv.detail["dimensions"] == EMBED
-        assert "input_tokens_from" not in inv.detail  # the server's usage, not our words
+        assert inv.detail["input_tokens_from"] == "server"  # its usage, not our words
+
+
+def test_a_local_tokenizer_counts_prompts_as_the_servers_usage_does(tmp_path: Path) -> None:
+    """The committed dataset sample's prompts, sent to llama.cpp's server with a model that has
+    the committed tokenizer's vocabulary: its ``usage`` (stored as the server's count) and the
+    workload's ``tokenizer`` estimate (stored where the server gave no usage: the streamed run,
+    whose chunks carry none) agree within 1% in all, request by request."""
+    pytest.importorskip("tokenizers", reason="pip install 'gpubench-sdk[tokenizers]'")
+    chats = str(DATA / "chats.jsonl")
+    counted: dict[bool, dict[int, tuple[int | None, str]]] = {}
+    with llama_cpp_server(
+        tmp_path, "--interrupt_requests", "False", bpe=DATA / "tokenizer.json"
+    ) as url:
+        for stream in (False, True):
+            workload = LLMCompletion(
+                dataset={"path": chats}, max_tokens=4, stream=stream,
+                tokenizer=str(DATA / "tokenizer.json"),
+            )  # fmt: skip
+            path = tmp_path / f"tok-{stream}.sqlite"
+            provider = target(url, api="completions")
+            outcome = asyncio.run(
+                run({"llama": provider}, workload, [Burst(total=24, concurrency=1)], store=path)
+            )
+            with Store(path) as store:
+                invocations = store.invocations(outcome.run_id)
+            assert [(i.outcome, i.error) for i in invocations if i.outcome is not Outcome.OK] == []
+            counted[stream] = {
+                i.seq: (i.input_units, (i.detail or {}).get("input_tokens_from", ""))
+                for i in invocations
+            }
+    assert {source for _, source in counted[False].values()} == {"server"}
+    assert {source for _, source in counted[True].values()} == {"tokenizer"}
+    usage = sum(n or 0 for n, _ in counted[False].values())
+    estimate = sum(n or 0 for n, _ in counted[True].values())
+    assert usage > 24 * 5  # real prompts, not empty ones
+    assert abs(estimate - usage) <= 0.01 * usage, (estimate, usage)
