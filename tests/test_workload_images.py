@@ -1,7 +1,8 @@
 """Image generation's parameters as the bill and the report group them: sizes and steps drawn
 per request (seeded) and stored with it, refused by name when malformed; a target's bill
 shared among groups by the worker time each took; and a priced run on the local runtime
-printing latency and cost by image size, with the same table in the report."""
+printing latency and cost by image size, again in ``results show``, with the same table in
+the report."""
 
 from __future__ import annotations
 
@@ -107,6 +108,10 @@ def test_a_priced_run_prints_latency_and_cost_by_image_size(tmp_path: Path) -> N
     assert "per image" in done.stdout and "1024x1024 $" in done.stdout
     assert "p50 latency by image size: 256x256" in done.stdout
     assert "p50 latency by steps: 4 steps" in done.stdout
+    show = [sys.executable, "-m", "gpubench_sdk", "results", "show", "latest", "--store"]
+    shown = subprocess.run([*show, str(store)], capture_output=True, text=True, timeout=120)
+    assert "p50 latency by image size: 256x256" in shown.stdout  # as the run printed it
+    assert "local: bill by image size: 256x256 $" in shown.stdout
     report = tmp_path / "r.json"
     subprocess.run(
         [sys.executable, "-m", "gpubench_sdk", "report", "latest", "--store", str(store),

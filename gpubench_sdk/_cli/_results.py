@@ -18,6 +18,7 @@ from .._base._types import Outcome
 from .._report._summary import error_groups, render_thresholds, summarize
 from .._store._store import Store
 from ..campaign._judge import check_thresholds
+from ..metrics import shape_summary
 from ._console import existing_store, json_safe, out, quiet_broken_pipe, store_option, writable_path
 from ._run import print_run
 
@@ -80,10 +81,14 @@ def results_show(run_ref: str, store_path: str | None, as_json: bool) -> None:
                     for r in report.rows
                 ],
                 "client_bound": client_bound_spans(store.health_windows(run.id)),
+                "lines": shape_summary(store, run.id),
             }  # fmt: skip
             click.echo(json.dumps(json_safe(data), indent=2, default=str))
             return
         print_run(store, run, run.status + (f" ({run.error})" if run.error else ""))
+        # as after the run: latency by what was asked, token sources, stages, sweep, max_rate
+        for line in shape_summary(store, run.id):
+            out.print(line, highlight=False, soft_wrap=True)
     table = render_thresholds(report)
     if table is not None:
         out.print(table)

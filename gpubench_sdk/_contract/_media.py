@@ -49,7 +49,7 @@ def parse_size(size: str) -> tuple[int, int]:
     """``"1024x768"`` as ``(1024, 768)``; ``ValueError`` naming the form otherwise."""
     match = _SIZE.match(size.strip())
     if not match or not all(8 <= int(side) <= MAX_SIDE for side in match.groups()):
-        raise ValueError(f"{size!r} is not WIDTHxHEIGHT with sides of 8 to {MAX_SIDE} pixels")
+        raise ValueError(f"WIDTHxHEIGHT with sides of 8 to {MAX_SIDE} pixels, e.g. '1024x768'")
     return int(match[1]), int(match[2])
 
 

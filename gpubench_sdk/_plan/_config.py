@@ -231,9 +231,9 @@ def load_config(path: str | Path) -> RunConfig:
 
 
 def _files_beside(data: dict[str, Any], folder: Path) -> None:
-    """A scenario's relative ``path`` (a replayed trace), a workload's dataset and tokenizer
-    are read beside the plan, wherever gpubench runs from; stored absolute, the run says which
-    file."""
+    """A scenario's relative ``path`` (a replayed trace), a workload's dataset, tokenizer and
+    media files are read beside the plan, wherever gpubench runs from; stored absolute, the run
+    says which file."""
     scenarios = data.get("scenarios")
     tables = list(scenarios) if isinstance(scenarios, list) else []
     workload = data.get("workload")
@@ -243,11 +243,12 @@ def _files_beside(data: dict[str, Any], folder: Path) -> None:
         trace = table.get("path") if isinstance(table, dict) else None
         if isinstance(trace, str) and trace and not Path(trace).is_absolute():
             table["path"] = str((folder / trace).resolve())
-    # a tokenizer file or folder beside the plan (else a model id in the local cache)
-    if isinstance(workload, dict):
-        tokenizer = workload.get("tokenizer")
-        if isinstance(tokenizer, str) and tokenizer and (folder / tokenizer).exists():
-            workload["tokenizer"] = str((folder / tokenizer).resolve())
+    # a workload's tokenizer (else a model id in the local cache), audio file or picture
+    media = workload if isinstance(workload, dict) else {}
+    for key in ("tokenizer", "file", "image_file"):
+        given = media.get(key)
+        if isinstance(given, str) and given and (folder / given).exists():
+            media[key] = str((folder / given).resolve())
 
 
 def provider_options(target: TargetConfig, options_model: type[M]) -> M:
