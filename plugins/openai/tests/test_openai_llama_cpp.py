@@ -33,7 +33,7 @@ import httpx
 import pytest
 from gpubench_openai import OpenAIProvider
 
-from gpubench_sdk import Burst, Embeddings, LLMCompletion, Outcome, Store, run
+from gpubench_sdk import Burst, Embeddings, LLMChat, LLMCompletion, Outcome, Store, run
 
 
 def _need(module: str) -> Any:
@@ -319,3 +319,24 @@ def test_a_local_tokenizer_counts_prompts_as_the_servers_usage_does(tmp_path: Pa
     estimate = sum(n or 0 for n, _ in counted[True].values())
     assert usage > 24 * 5  # real prompts, not empty ones
     assert abs(estimate - usage) <= 0.01 * usage, (estimate, usage)
+
+
+def test_chat_sessions_grow_their_context_turn_by_turn(llama_server: str, tmp_path: Path) -> None:
+    """The ``chat`` workload's conversations against llama.cpp's own chat route: every turn
+    answered, and the server's prompt count (its chat template and the resent history) larger
+    at each turn of a session than at the one before."""
+    workload = LLMChat(turns=3, prompt_tokens=6, max_tokens=MAX_TOKENS, system_prompt_tokens=8)
+    path = tmp_path / "chat.sqlite"
+    outcome = asyncio.run(
+        run({"llama": target(llama_server)}, workload, [Burst(total=9, concurrency=1)], store=path)
+    )
+    with Store(path) as store:
+        invocations = store.invocations(outcome.run_id)
+    assert [(i.outcome, i.error) for i in invocations if i.outcome is not Outcome.OK] == []
+    prompts: dict[int, list[int]] = {}
+    for inv in sorted(invocations, key=lambda i: i.seq):
+        assert inv.detail is not None and inv.detail["input_tokens_from"] == "server"
+        prompts.setdefault(inv.detail["session"], []).append(inv.input_units or 0)
+    assert len(prompts) == 3
+    for counts in prompts.values():
+        assert counts == sorted(counts) and len(set(counts)) == 3, counts
