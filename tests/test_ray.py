@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 from _emulator import emulator as run_emulator
 
-from gpubench_sdk import ConfigError, Outcome, Phase, Store, StoreError, summarize
+from gpubench_sdk import ConfigError, LLMCompletion, Outcome, Phase, Store, StoreError, summarize
 from gpubench_sdk._plan._build import build_run
 from gpubench_sdk._plan._config import parse_config
 from gpubench_sdk._runner._multiproc import run_blocking
@@ -169,6 +169,35 @@ def test_two_workers_store_what_one_process_does(
     session = Path(cluster.head_node.get_session_dir_path())
     leaked = [p for p in session.rglob("*") if p.is_file() and KEY.encode() in p.read_bytes()]
     assert leaked == []
+
+
+def test_drawn_requests_are_the_same_on_every_worker(
+    cluster: Cluster, emulator: str, tmp_path: Path
+) -> None:
+    """A seeded length distribution: each request is built once, by whichever worker sends it,
+    and asks for what the same plan asks for in one process (its stored ``requested``)."""
+    lengths = {
+        "kind": "llm",
+        "prompt_tokens": {"dist": "lognormal", "mean": 40, "stdev": 30, "min": 4, "max": 256},
+        "max_tokens": {"dist": "empirical", "values": [8, 16, 32]},
+        "seed": 3,
+    }
+    config = parse_config(
+        {**plan(emulator, [{"kind": "burst", "total": 40, "concurrency": 4}]), "workload": lengths}
+    )
+    result = run_on_ray(config, store=tmp_path / "ray.sqlite")
+    alone = run_blocking(build_run(config, store=tmp_path / "one.sqlite"))
+
+    def asked(path: Path, run_id: int) -> dict[tuple[str, int], Any]:
+        with Store(path, readonly=True) as s:
+            return {(i.target, i.seq): (i.detail or {})["requested"] for i in s.invocations(run_id)}
+
+    on_ray = asked(tmp_path / "ray.sqlite", result.run.id)
+    assert len(on_ray) == 80  # 40 requests to each of two targets, each sent once
+    assert on_ray == asked(tmp_path / "one.sqlite", alone.run.id)
+    workload = LLMCompletion(**{k: v for k, v in lengths.items() if k != "kind"})
+    for (_, seq), requested in on_ray.items():
+        assert requested == workload.request(seq).detail["requested"]  # type: ignore[index]
 
 
 def test_max_requests_is_one_budget_and_labels_pin_the_workers(
