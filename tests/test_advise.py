@@ -4,6 +4,7 @@ verdict, bad input and the CLI (table and JSON). The end-to-end proof on emulate
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -218,10 +219,12 @@ def test_a_committed_worker_prices_the_always_warm_option(tmp_path: Path) -> Non
         committed={"slowboot": 0.5},  # $12/day, against $34.56 a day on demand
         resamples=10,
     )
+    (reserved_option,) = [
+        e for e in advice.options if e.option.target == "slowboot" and e.option.committed
+    ]
+    twin = dataclasses.replace(reserved_option.option, committed=False)  # the same on demand
     warm = {
-        e.option.committed: e
-        for e in advice.options
-        if e.option.target == "slowboot" and e.option.min_workers == 1 and not e.option.overflow_to
+        e.option.committed: e for e in advice.options if e.option in (twin, reserved_option.option)
     }
     assert set(warm) == {False, True}
     on_demand, reserved = warm[False].cost_usd_per_day[0], warm[True].cost_usd_per_day[0]

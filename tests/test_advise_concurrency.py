@@ -130,7 +130,11 @@ def test_several_requests_per_worker_cost_on_the_fleet_what_advise_said(
     )  # fmt: skip
     levels = sorted({e.option.concurrency for e in advice.options})
     assert levels == [1, 2, 4], levels  # 8 was never measured: not extrapolated
-    one = next(e for e in advice.options if e.option.concurrency == 1 and e.option.min_workers == 0)
+    # one request per worker with room to burst (the default cap; lower caps are searched too)
+    one = max(
+        (e for e in advice.options if e.option.concurrency == 1 and e.option.min_workers == 0),
+        key=lambda e: e.option.max_workers,
+    )
     two = next(e for e in advice.options if e.option.concurrency == 2 and e.option.min_workers == 0)
     assert two.cost_usd_per_day[0] < one.cost_usd_per_day[0]  # fewer boots, less idle billed
     o = two.option

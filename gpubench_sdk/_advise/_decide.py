@@ -32,12 +32,15 @@ from ._search import (
     DEFAULT_SCALE_DOWN_S,
     draws,
     estimate,
+    grid_options,
     mark_frontier,
     options_for,
     overflow_options,
+    screen_caps,
 )
 
 _MAX_FACTOR = 100.0  # beyond 100x the measurements, "many more" is the honest answer
+SCREENING_DRAWS = 8  # the draws a lower workers cap is screened on before a full estimate
 
 
 @dataclass(frozen=True)
@@ -187,6 +190,17 @@ def _share(v: tuple[float, float, float]) -> dict[str, float]:
     return {"share": v[0], "low": v[1], "high": v[2]}
 
 
+def _feasible_cost(found: Sequence[Estimate], target: str, confidence: float) -> float | None:
+    """What a feasible option of ``target`` already costs a day (the cheapest one's 95th
+    percentile); None when none is feasible yet: then no bound."""
+    costs = [
+        e.cost_usd_per_day[2]
+        for e in found
+        if e.option.target == target and e.meets_all[0] >= confidence
+    ]
+    return min(costs) if costs else None
+
+
 def _rank_key(e: Estimate) -> tuple[float, ...]:
     return (e.cost_usd_per_day[0], e.latency_s[0])
 
@@ -253,6 +267,32 @@ def advise_targets(
         assume_concurrency=assume_concurrency,
     )  # fmt: skip
     found = [estimate(o, by_name, all_draws, traffic, objectives) for o in options]
+    # the rest of each target's settings space (every min, cap and delay within the bounds):
+    # screened on a few draws, then estimated in full
+    plain = [
+        e for e in found
+        if e.option.overflow_to is None and e.option.concurrency == 1 and not e.option.committed
+        and e.option.commitment is None
+    ]  # fmt: skip
+    grid = [
+        o
+        for t in targets
+        for o in grid_options(
+            t, traffic, scale_down_s=scale_down_s, max_workers=max_workers,
+            within_usd_per_day=_feasible_cost(plain, t.name, confidence),
+        )
+    ]  # fmt: skip
+    screening = all_draws[: min(SCREENING_DRAWS, len(all_draws))]
+    rivals = [e.option for e in plain]
+    kept = screen_caps(grid, rivals, by_name, screening, traffic, objectives, confidence)
+    found += [estimate(o, by_name, all_draws, traffic, objectives) for o in kept]
+    searched = (
+        f"searched {len(options) + len(grid)} settings: {len(found)} simulated on "
+        f"{len(all_draws)} resamples, {len(grid) - len(kept)} ruled out on "
+        f"{len(screening)} screening draws (met the objectives too rarely, or dominated at "
+        "the same min workers and delay); no min workers whose pinned workers alone cost "
+        "more than a feasible option"
+    )
     found = attach_terms(found, by_name, horizon_months)
     ranked = sorted(mark_frontier(found), key=_rank_key)
     scores = None
@@ -291,6 +331,7 @@ def advise_targets(
         )
         for t in targets
     ]
+    notes.append(searched)
     notes += more_notes(targets, overflow_depth if overflow else 2, assume_concurrency)
     notes += [n for e in ranked if (n := terms_note(e))]
     tail = _tail_note(best, objectives, by_name)

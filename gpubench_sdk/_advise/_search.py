@@ -84,6 +84,97 @@ def options_for(
     return out
 
 
+def grid_options(
+    target: MeasuredTarget,
+    traffic: Traffic,
+    *,
+    scale_down_s: Sequence[float] = DEFAULT_SCALE_DOWN_S,
+    max_workers: int | None = None,
+    within_usd_per_day: float | None = None,
+) -> list[Option]:
+    """The rest of ``target``'s settings space beyond ``options_for``'s: every min workers
+    from 0 to the peak's need, every workers cap from the fewest that carry the day's mean
+    load (and no fewer than the min) up to ``options_for``'s cap (need + 2, or
+    ``max_workers``), every scale-down delay. A cap below the peak's need trades queueing at
+    the peak for the idle time of the workers it never starts: cheaper where the objective
+    allows the wait; a cap at the min keeps no burst workers at all.
+
+    Two bounds leave settings out that cannot be the pick: a cap below the mean load cannot
+    keep up over the day (its queue never drains), and ``m`` pinned workers bill at least
+    ``m`` x the rate all day, so no min whose pinned workers alone cost more than
+    ``within_usd_per_day`` (what a feasible option already costs) is offered."""
+    default = options_for(target, traffic, scale_down_s=scale_down_s, max_workers=max_workers)
+    top = max(o.max_workers for o in default)
+    need = max(o.min_workers for o in default)
+    mean_load = traffic.rate_per_s * float(np.mean(target.execution_s))
+    lowest = max(1, math.ceil(mean_load * 1.0001))  # at exactly the mean load: no slack either
+    delays = sorted({target.billing.effective_idle_timeout_s(d) for d in scale_down_s})
+    pinned_usd = target.rate_usd_per_s * SECONDS_PER_DAY
+    have = set(default)
+    out = []
+    for low in range(need + 1):
+        if within_usd_per_day is not None and low * pinned_usd > within_usd_per_day:
+            break  # and every larger min: the bound
+        for high in range(max(low, lowest), top + 1):
+            out += [o for d in delays if (o := Option(target.name, low, high, d)) not in have]
+    return out
+
+
+def screen_caps(
+    caps: Sequence[Option],
+    rivals: Sequence[Option],
+    targets: Mapping[str, MeasuredTarget],
+    screening: Sequence[Draw],
+    traffic: Traffic,
+    objectives: Objectives,
+    confidence: float,
+) -> list[Option]:
+    """The settings of ``grid_options`` (``caps``) worth a full estimate.
+
+    Each is first estimated on the few ``screening`` draws, beside the ``rivals`` (the default
+    settings of the same targets) on the same draws. One is dropped when the screening shows it
+    cannot be the pick: (a) it met every objective in so few draws that reaching
+    ``confidence`` is out of reach (two misses beyond it are forgiven: at 90% confidence and 8
+    draws, a truly 90%-feasible option is dropped 4% of the time), or (b) it is dominated:
+    another setting of the same target, min workers and delay met every objective at least as
+    often at no
+    more median cost and no more median latency, and did better on one. So the search prunes
+    by a bound and by dominance, never by leaving a cap out."""
+    n = len(screening)
+    quick = [estimate(o, targets, screening, traffic, objectives) for o in [*caps, *rivals]]
+    survivors = []
+    for e in quick[: len(caps)]:
+        o = e.option
+        if round(e.meets_all[0] * n) < n * confidence - 2:  # (a)
+            continue
+        same = [
+            r
+            for r in quick
+            if r is not e
+            and (r.option.target, r.option.min_workers, r.option.scale_down_s)
+            == (o.target, o.min_workers, o.scale_down_s)
+        ]
+        if not any(_dominates(r, e) for r in same):  # (b)
+            survivors.append(o)
+    return survivors
+
+
+def _dominates(a: Estimate, b: Estimate) -> bool:
+    """``a`` is at least as good as ``b`` on meeting the objectives, median cost and median
+    latency, and better on one."""
+    no_worse = (
+        a.meets_all[0] >= b.meets_all[0]
+        and a.cost_usd_per_day[0] <= b.cost_usd_per_day[0]
+        and a.latency_s[0] <= b.latency_s[0]
+    )
+    better = (
+        a.meets_all[0] > b.meets_all[0]
+        or a.cost_usd_per_day[0] < b.cost_usd_per_day[0]
+        or a.latency_s[0] < b.latency_s[0]
+    )
+    return no_worse and better
+
+
 @dataclass(frozen=True)
 class Draw:
     """One resample: arrivals and, per target, resampled execution and cold-start arrays."""
