@@ -81,7 +81,7 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     from ._contract._ingress import IngressOptions
     from ._contract._input import InputMap
     from ._contract._job_state import job_state
-    from ._contract._jobs import Job, Polling, run_job
+    from ._contract._jobs import Job, Polling, naming_errors, run_job
     from ._contract._kit import (
         ColdMark,
         PollingOptions,
@@ -244,6 +244,7 @@ _EXPORTS: dict[str, str] = {
     "Job": "._contract._jobs",
     "Polling": "._contract._jobs",
     "run_job": "._contract._jobs",
+    "naming_errors": "._contract._jobs",
     "job_state": "._contract._job_state",
     # The plugin kit: shared protocol pieces
     "ColdMark": "._contract._kit",
@@ -410,6 +411,7 @@ __all__ = [  # noqa: RUF022 - grouped by purpose; each comment says why the grou
     "Job",
     "Polling",
     "run_job",
+    "naming_errors",
     "job_state",
     # The plugin kit: shared protocol pieces: small pieces several plugins need the same way
     # (``_contract._kit``; JSON templates: ``_contract._template``; error bodies' text:
