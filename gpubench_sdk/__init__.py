@@ -93,7 +93,6 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
         json_event,
         json_or_text,
         json_result,
-        key_headers,
         raise_for_stream,
         reported_time,
         scaling_fields,
@@ -102,7 +101,7 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
         with_capabilities,
     )
     from ._contract._lengths import Length, LengthDistribution, draw_length
-    from ._contract._provider import Provider, ProviderOptions
+    from ._contract._provider import KeyScheme, Provider, ProviderOptions, key_headers
     from ._contract._sender import Sender
     from ._contract._template import compile_json_template
     from ._contract._times import iso_seconds, span_ms
@@ -206,6 +205,7 @@ _EXPORTS: dict[str, str] = {
     # The plugin contract
     "Provider": "._contract._provider",
     "ProviderOptions": "._contract._provider",
+    "KeyScheme": "._contract._provider",
     "Capabilities": "._contract._capabilities",
     "BillingModel": "._contract._capabilities",
     "InputMap": "._contract._input",
@@ -259,7 +259,7 @@ _EXPORTS: dict[str, str] = {
     "json_event": "._contract._kit",
     "json_or_text": "._contract._kit",
     "json_result": "._contract._kit",
-    "key_headers": "._contract._kit",
+    "key_headers": "._contract._provider",
     "raise_for_stream": "._contract._kit",
     "scaling_fields": "._contract._kit",
     "send_checked": "._contract._kit",
@@ -372,6 +372,7 @@ __all__ = [  # noqa: RUF022 - grouped by purpose; each comment says why the grou
     # and finding installed plugins by name.
     "Provider",
     "ProviderOptions",
+    "KeyScheme",
     "Capabilities",
     "BillingModel",
     "InputMap",

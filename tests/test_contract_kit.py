@@ -7,12 +7,17 @@ from typing import Any
 
 import httpx
 import pytest
+from pydantic import SecretStr
 
 from gpubench_sdk import (
     Job,
+    Provider,
+    ProviderOptions,
+    Request,
     Result,
     ServerHTTPError,
     TransportError,
+    key_headers,
     naming_errors,
 )
 
@@ -48,3 +53,21 @@ def test_naming_errors_names_the_request_known_when_it_fails() -> None:
     with pytest.raises(ServerHTTPError) as raised, naming_errors("p", lambda: "fc-2"):
         raise own
     assert raised.value is own and own.request_id == "fc-2"  # its id set, itself raised
+
+
+class _Keyed(Provider):
+    name = "keyed"
+
+    async def invoke(self, request: Request) -> Result:
+        raise NotImplementedError
+
+
+@pytest.mark.parametrize("scheme", ["bearer", "api-key", "key", "modal", "none"])
+def test_auth_headers_send_the_key_as_the_class_says(scheme: Any) -> None:
+    key = SecretStr("id:secret")
+    keyed = type("Keyed", (_Keyed,), {"key_scheme": scheme})(ProviderOptions(api_key=key))
+    assert keyed.auth_headers() == key_headers(key, scheme)
+    assert type("Keyed", (_Keyed,), {"key_scheme": scheme})().auth_headers() == {}
+    assert _Keyed(ProviderOptions(api_key=key)).auth_headers() == {
+        "Authorization": "Bearer id:secret"  # the default: bearer
+    }

@@ -13,10 +13,10 @@ import math
 import statistics
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal
+from typing import Any
 
 import httpx
-from pydantic import Field, SecretStr
+from pydantic import Field
 
 from .._base._errors import (
     ConfigError,
@@ -31,9 +31,6 @@ from .._transport._responses import invalid_response
 from ._jobs import Polling
 from ._provider import Provider, ProviderOptions
 
-KeyScheme = Literal["bearer", "api-key", "key", "modal", "none"]
-_SCHEMES = {"bearer": "Bearer", "api-key": "Api-Key", "key": "Key"}
-
 
 class PollingOptions(ProviderOptions):
     """Options of a provider that polls (a queue-style API): the backoff ``run_job`` uses,
@@ -46,18 +43,6 @@ class PollingOptions(ProviderOptions):
     @property
     def polling(self) -> Polling:
         return Polling(self.poll_interval_s, self.poll_max_interval_s, self.poll_backoff)
-
-
-def key_headers(api_key: SecretStr | None, scheme: KeyScheme = "bearer") -> dict[str, str]:
-    """The headers carrying ``api_key``: ``Authorization: Bearer|Api-Key|Key <key>``, Modal's
-    ``Modal-Key``/``Modal-Secret`` from a key written ``<id>:<secret>``, or none."""
-    if api_key is None or scheme == "none":
-        return {}
-    key = api_key.get_secret_value()
-    if scheme == "modal":
-        token_id, _, secret = key.partition(":")
-        return {"Modal-Key": token_id, "Modal-Secret": secret}
-    return {"Authorization": f"{_SCHEMES[scheme]} {key}"}
 
 
 def with_capabilities(provider: Provider, **changes: Any) -> None:
