@@ -82,7 +82,7 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     from ._contract._ingress import IngressOptions
     from ._contract._input import InputMap
     from ._contract._job_state import job_state
-    from ._contract._jobs import Job, Polling, run_job
+    from ._contract._jobs import Job, Polling, naming_errors, run_job
     from ._contract._kit import (
         ColdMark,
         PollingOptions,
@@ -91,20 +91,24 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
         describe_error,
         error_for_status,
         finite_number,
+        json_body,
         json_event,
         json_or_text,
         json_result,
-        key_headers,
         raise_for_stream,
+        refused_as_config,
         reported_time,
+        required,
         scaling_fields,
         send_checked,
         status_error,
+        stream_error,
+        whole_number,
         with_capabilities,
     )
     from ._contract._lengths import Length, LengthDistribution, draw_length
     from ._contract._media import data_url, from_data_url
-    from ._contract._provider import Provider, ProviderOptions
+    from ._contract._provider import KeyScheme, Provider, ProviderOptions, key_headers
     from ._contract._sender import Sender
     from ._contract._template import compile_json_template
     from ._contract._times import iso_seconds, span_ms
@@ -210,6 +214,7 @@ _EXPORTS: dict[str, str] = {
     # The plugin contract
     "Provider": "._contract._provider",
     "ProviderOptions": "._contract._provider",
+    "KeyScheme": "._contract._provider",
     "Capabilities": "._contract._capabilities",
     "BillingModel": "._contract._capabilities",
     "InputMap": "._contract._input",
@@ -253,6 +258,7 @@ _EXPORTS: dict[str, str] = {
     "Job": "._contract._jobs",
     "Polling": "._contract._jobs",
     "run_job": "._contract._jobs",
+    "naming_errors": "._contract._jobs",
     "job_state": "._contract._job_state",
     # The plugin kit: shared protocol pieces
     "ColdMark": "._contract._kit",
@@ -263,15 +269,20 @@ _EXPORTS: dict[str, str] = {
     "describe_error": "._contract._kit",
     "error_for_status": "._contract._kit",
     "finite_number": "._contract._kit",
+    "whole_number": "._contract._kit",
     "reported_time": "._contract._kit",
+    "required": "._contract._kit",
+    "refused_as_config": "._contract._kit",
+    "json_body": "._contract._kit",
     "json_event": "._contract._kit",
     "json_or_text": "._contract._kit",
     "json_result": "._contract._kit",
-    "key_headers": "._contract._kit",
+    "key_headers": "._contract._provider",
     "raise_for_stream": "._contract._kit",
     "scaling_fields": "._contract._kit",
     "send_checked": "._contract._kit",
     "status_error": "._contract._kit",
+    "stream_error": "._contract._kit",
     "with_capabilities": "._contract._kit",
     "compile_json_template": "._contract._template",
     "error_text": "._contract._error_text",
@@ -382,6 +393,7 @@ __all__ = [  # noqa: RUF022 - grouped by purpose; each comment says why the grou
     # and finding installed plugins by name.
     "Provider",
     "ProviderOptions",
+    "KeyScheme",
     "Capabilities",
     "BillingModel",
     "InputMap",
@@ -426,6 +438,7 @@ __all__ = [  # noqa: RUF022 - grouped by purpose; each comment says why the grou
     "Job",
     "Polling",
     "run_job",
+    "naming_errors",
     "job_state",
     # The plugin kit: shared protocol pieces: small pieces several plugins need the same way
     # (``_contract._kit``; JSON templates: ``_contract._template``; error bodies' text:
@@ -438,7 +451,11 @@ __all__ = [  # noqa: RUF022 - grouped by purpose; each comment says why the grou
     "describe_error",
     "error_for_status",
     "finite_number",
+    "whole_number",
     "reported_time",
+    "required",
+    "refused_as_config",
+    "json_body",
     "json_event",
     "json_or_text",
     "json_result",
@@ -447,6 +464,7 @@ __all__ = [  # noqa: RUF022 - grouped by purpose; each comment says why the grou
     "scaling_fields",
     "send_checked",
     "status_error",
+    "stream_error",
     "with_capabilities",
     "compile_json_template",
     "error_text",

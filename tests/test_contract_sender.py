@@ -7,10 +7,16 @@ import httpx
 import pytest
 from aiohttp import web
 from conftest import LoopbackServer, module_server
+from pydantic import SecretStr
 
 from gpubench_sdk import (
     ClientHTTPError,
+    InvalidResponseError,
+    Provider,
     ProviderError,
+    ProviderOptions,
+    Request,
+    Result,
     Sender,
     ServerHTTPError,
     ThrottledError,
@@ -37,6 +43,10 @@ def _app() -> web.RouteTableDef:
     @routes.get("/missing")
     async def missing(request: web.Request) -> web.Response:
         return web.json_response({"detail": "no such thing"}, status=404)
+
+    @routes.get("/list")
+    async def listing(request: web.Request) -> web.Response:
+        return web.json_response([1, 2])
 
     @routes.get("/events")
     async def events(request: web.Request) -> web.StreamResponse:
@@ -99,3 +109,34 @@ async def test_a_stream_is_read_as_it_comes_and_its_error_status_raised_first(
         with pytest.raises(ServerHTTPError, match="teapot: no such thing"):
             async with Sender(client, "acme", {}, _teapot).stream("GET", f"{server.url}/missing"):
                 pytest.fail("the body of a failed stream is not handed out")
+
+
+async def test_json_reads_the_answer_as_an_object_or_names_the_call(server: LoopbackServer) -> None:
+    async with make_client(timeout_s=5) as client:
+        send = Sender(client, "acme", {"Authorization": "Bearer k"})
+        answer = await send.json("POST", f"{server.url}/echo", {"n": 1})
+        assert answer["body"] == {"n": 1} and answer["headers"]["authorization"] == "Bearer k"
+        with pytest.raises(InvalidResponseError, match=r"GET .*/list: response is not a JSON"):
+            await send.json("GET", f"{server.url}/list")
+        with pytest.raises(ThrottledError):
+            await send.json("GET", f"{server.url}/busy")
+
+
+class _KeyedProvider(Provider):
+    name = "keyed"
+    key_scheme = "api-key"
+
+    async def invoke(self, request: Request) -> Result:
+        raise NotImplementedError
+
+
+async def test_of_binds_the_providers_client_name_headers_and_key(server: LoopbackServer) -> None:
+    options = ProviderOptions(api_key=SecretStr("k1"), headers={"X-Team": "a"})
+    async with _KeyedProvider(options) as provider:
+        send = Sender.of(provider, _teapot)
+        assert send.client is provider.client and send.provider == "keyed"
+        answer = (await send("POST", f"{server.url}/echo")).json()
+        assert answer["headers"]["authorization"] == "Api-Key k1"  # the class's key_scheme
+        assert answer["headers"]["x-team"] == "a"
+        with pytest.raises(ServerHTTPError, match="teapot"):
+            await send("GET", f"{server.url}/missing")

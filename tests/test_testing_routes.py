@@ -1,6 +1,6 @@
-"""The builder's answers for what emulators' routes repeat (``Emulator.sse``, ``finished``,
-``calls``, ``later``), ``InFlight``, ``Operations`` and ``EmulatorArgs.own``, served on real
-loopback sockets."""
+"""The builder's answers for what emulators' routes repeat (``Emulator.sse``, ``static``,
+``finished``, ``calls``, ``later``), ``InFlight``, ``Operations`` and ``EmulatorArgs.own``,
+served on real loopback sockets."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ from typing import Any
 
 import httpx
 import pytest
+from pydantic import SecretStr
 from starlette.requests import Request
 
+from gpubench_sdk import KeyScheme, key_headers
 from gpubench_sdk.testing import (
     Emulator,
     EmulatorParser,
@@ -67,6 +69,40 @@ def test_a_client_leaving_a_stream_runs_its_close_and_the_job_is_cancelled() -> 
         assert json.loads(first.removeprefix("data: "))["chunk"] == 0
         fleet.wait_for(lambda c: c.cancelled == 1, 10)
     assert fleet.truths()[0].status is JobStatus.CANCELLED
+
+
+@pytest.mark.parametrize(
+    ("scheme", "headers"),
+    [
+        ("bearer", {"authorization": "Bearer k:s"}),
+        ("api-key", {"authorization": "Api-Key k:s"}),
+        ("key", {"authorization": "Key k:s"}),
+        ("modal", {"modal-key": "k", "modal-secret": "s"}),
+    ],
+)
+def test_a_key_check_reads_the_key_as_the_providers_scheme_sends_it(
+    scheme: KeyScheme, headers: dict[str, str]
+) -> None:
+    check = KeyCheck.sent_as(scheme, "k:s", message="no")
+    assert check.accepts(headers) and check.message == "no"
+    assert check.accepts(httpx.Headers(key_headers(SecretStr("k:s"), scheme)))  # as sent
+    assert not check.accepts({}) and not check.accepts({"authorization": "Other k:s"})
+    assert KeyCheck.sent_as("none", "k:s").accepts({})
+
+
+def test_a_static_route_answers_its_json_every_time_behind_the_check_unless_skipped() -> None:
+    emu = Emulator(quick_fleet(0.0), name="Acme", check=KeyCheck("k"))
+    emu.static("/v2/health/live", {"live": True}, check=False)
+    emu.static("/info", {"model": "m", "sizes": [1, 2]})
+
+    with serve(emu.app()) as served:
+        for _ in range(2):
+            live = httpx.get(f"{served.url}/v2/health/live", timeout=10)
+            assert (live.status_code, live.json()) == (200, {"live": True})
+        assert httpx.get(f"{served.url}/info", timeout=10).status_code == 401
+        info = httpx.get(f"{served.url}/info", headers={"Authorization": "Bearer k"}, timeout=10)
+        assert info.json() == {"model": "m", "sizes": [1, 2]}
+        assert httpx.post(f"{served.url}/info", timeout=10).status_code == 405  # GET only
 
 
 def test_finished_answers_a_completed_job_and_rejects_a_failed_one_in_the_error_body() -> None:

@@ -25,9 +25,9 @@ import abc
 import asyncio
 import contextlib
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import anyio
 
@@ -81,6 +81,12 @@ class Job(abc.ABC, Generic[S]):
     before sending it, where the client chooses the id): from then on every error names it
     and an unfinished job is cancelled, even one whose submit goes on (a stream to read)."""
 
+    terminal: ClassVar[Collection[str]] = ()
+    """The ``status`` values that end a job (success or failure), for the default
+    ``finished``: a state that is a mapping (a status body, as ``job_state`` checks it) whose
+    ``status`` is one of them is final. A job whose end reads otherwise overrides
+    ``finished``."""
+
     @abc.abstractmethod
     async def submit(self) -> S | None:
         """Create the job and set ``id``; return its state where the answer carries one (the
@@ -90,9 +96,10 @@ class Job(abc.ABC, Generic[S]):
     async def status(self) -> S:
         """Read the job's state once (an idempotent read: a passing failure is retried)."""
 
-    @abc.abstractmethod
     def finished(self, state: S) -> bool:
-        """Whether ``state`` is final, success or failure."""
+        """Whether ``state`` is final, success or failure: by default, whether its ``status``
+        is one of ``terminal``."""
+        return isinstance(state, Mapping) and state.get("status") in self.terminal
 
     @abc.abstractmethod
     async def result(self, state: S) -> Result:
@@ -101,6 +108,21 @@ class Job(abc.ABC, Generic[S]):
 
     async def cancel(self) -> None:
         """Ask the provider to stop the job; called at most once, only while it runs."""
+
+
+@contextlib.contextmanager
+def naming_errors(provider: str, request_id: Callable[[], str | None]) -> Iterator[None]:
+    """Around the calls of one request whose id is learnt on the way (a job's, a function
+    call's): any exception leaves as the ``ProviderError`` it stands for
+    (``as_provider_error``), naming ``request_id()`` as it is then, unless it names one
+    already; one that is a ``ProviderError`` is raised as it is, its causes kept."""
+    try:
+        yield
+    except Exception as exc:
+        error = as_provider_error(exc, provider=provider, request_id=request_id())
+        if error is exc:
+            raise
+        raise error from exc
 
 
 def transient(error: ProviderError) -> bool:
@@ -149,13 +171,8 @@ class _Follow:
         self.finished = False
 
     async def run(self) -> Result:
-        try:
+        with naming_errors(self.provider, lambda: self.job.id):
             return await self._run()
-        except Exception as exc:
-            error = as_provider_error(exc, provider=self.provider, request_id=self.job.id)
-            if error is exc:
-                raise
-            raise error from exc
 
     async def _submit(self) -> Any:
         """``job.submit()``, whose answer is waited for (up to ``cancel_grace_s``) even when the

@@ -7,21 +7,24 @@ here keeps the plugins to their protocol. Nothing here knows a provider.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
 import statistics
 from collections import deque
-from collections.abc import Awaitable, Callable
-from typing import Any, Literal
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, TypeVar
 
 import httpx
-from pydantic import Field, SecretStr
+from pydantic import Field
 
 from .._base._errors import (
+    ClientHTTPError,
     ConfigError,
     InvalidResponseError,
     ProviderError,
+    ServerHTTPError,
 )
 from .._base._secrets import redact
 from .._base._types import Result, ScalingSettings
@@ -31,8 +34,7 @@ from .._transport._responses import invalid_response
 from ._jobs import Polling
 from ._provider import Provider, ProviderOptions
 
-KeyScheme = Literal["bearer", "api-key", "key", "modal", "none"]
-_SCHEMES = {"bearer": "Bearer", "api-key": "Api-Key", "key": "Key"}
+T = TypeVar("T")
 
 
 class PollingOptions(ProviderOptions):
@@ -46,18 +48,6 @@ class PollingOptions(ProviderOptions):
     @property
     def polling(self) -> Polling:
         return Polling(self.poll_interval_s, self.poll_max_interval_s, self.poll_backoff)
-
-
-def key_headers(api_key: SecretStr | None, scheme: KeyScheme = "bearer") -> dict[str, str]:
-    """The headers carrying ``api_key``: ``Authorization: Bearer|Api-Key|Key <key>``, Modal's
-    ``Modal-Key``/``Modal-Secret`` from a key written ``<id>:<secret>``, or none."""
-    if api_key is None or scheme == "none":
-        return {}
-    key = api_key.get_secret_value()
-    if scheme == "modal":
-        token_id, _, secret = key.partition(":")
-        return {"Modal-Key": token_id, "Modal-Secret": secret}
-    return {"Authorization": f"{_SCHEMES[scheme]} {key}"}
 
 
 def with_capabilities(provider: Provider, **changes: Any) -> None:
@@ -116,6 +106,17 @@ async def raise_for_stream(response: httpx.Response, error: ErrorOf) -> None:
         raise error(response)
 
 
+def json_body(
+    response: httpx.Response, *, provider: str, problem: str = "response is not JSON"
+) -> Any:
+    """The answer's body as JSON of any type (an object, a list, a string: ``json_object``
+    wants an object); ``invalid_response`` saying ``problem`` when it is not JSON."""
+    try:
+        return response.json()
+    except ValueError as exc:
+        raise invalid_response(response, problem, provider=provider) from exc
+
+
 def json_result(
     response: httpx.Response,
     *,
@@ -123,15 +124,11 @@ def json_result(
     problem: str = "response is not JSON",
     **fields: Any,
 ) -> Result:
-    """The ``Result`` of a plain JSON answer: its body as ``output`` (``invalid_response``
-    saying ``problem`` when it is not JSON), its status and first byte; ``fields`` add the
-    rest (``request_id``, ``cold``...)."""
-    try:
-        output = response.json()
-    except ValueError as exc:
-        raise invalid_response(response, problem, provider=provider) from exc
+    """The ``Result`` of a plain JSON answer: its body as ``output`` (``json_body``: an
+    ``invalid_response`` saying ``problem`` when it is not JSON), its status and first byte;
+    ``fields`` add the rest (``request_id``, ``cold``...)."""
     return Result(
-        output=output,
+        output=json_body(response, provider=provider, problem=problem),
         http_status=response.status_code,
         first_byte_ns=first_byte_ns(response),
         **fields,
@@ -150,6 +147,14 @@ def json_event(data: str, *, provider: str, what: str = "a stream event") -> dic
     return value
 
 
+def stream_error(detail: Any, *, provider: str, status_code: int | None = None) -> ServerHTTPError:
+    """The error an ``error`` event inside a streamed answer reports: the server failed after
+    it had begun answering, so a ``ServerHTTPError`` saying ``stream error: `` and the start of
+    ``detail`` (200 characters), secrets masked."""
+    message = redact(f"stream error: {str(detail)[:200]}")
+    return ServerHTTPError(message, provider=provider, status_code=status_code)
+
+
 def json_or_text(text: str) -> Any:
     """A streamed piece's data: JSON where it parses (objects, numbers), else the text."""
     try:
@@ -165,6 +170,11 @@ def finite_number(value: Any) -> float | None:
     return None
 
 
+def whole_number(value: Any) -> int | None:
+    """A JSON integer (not a bool), such as a count a server reported, else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def reported_time(value: Any) -> float | None:
     """A time a server reported, a JSON number or a header's text (``"12.5"``), as a finite
     float >= 0; None for anything else (a missing or garbled timing fails no request)."""
@@ -175,6 +185,27 @@ def reported_time(value: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return number if math.isfinite(number) and number >= 0 else None
+
+
+def required(value: T | None, field: str, expected: str) -> T:
+    """``value``, which the options (or what was read with them) must give for the call at
+    hand; ``None`` is the ``ConfigError`` naming ``field`` and ``expected``, what it must be
+    (``required(self._admin, "app", "the app's resource id, to control it")``)."""
+    if value is None:
+        raise ConfigError(field, None, expected)
+    return value
+
+
+@contextlib.contextmanager
+def refused_as_config(field: str, value: Any, platform: str) -> Iterator[None]:
+    """Around a call that writes settings (``set_scaling``'s ``PATCH``): the platform
+    refusing them with a 4xx (``ClientHTTPError``) leaves as the ``ConfigError`` that names
+    ``field`` and ``value`` and asks for ``values <platform> accepts (<its refusal>)``; any
+    other error leaves as it is."""
+    try:
+        yield
+    except ClientHTTPError as exc:
+        raise ConfigError(field, value, f"values {platform} accepts ({exc})") from exc
 
 
 def describe_error(exc: BaseException) -> str:
@@ -196,11 +227,20 @@ class WarmBaseline:
 
     def cold(self, waited_ms: float) -> bool:
         """Whether ``waited_ms`` was a cold start; a warm one joins the baseline."""
-        baseline_ms = self.median_ms or 0.0
-        cold = waited_ms >= self.threshold_ms and waited_ms >= self.factor * baseline_ms
+        cold = self.is_cold(waited_ms)
         if not cold:
-            self._warm_ms.append(waited_ms)
+            self.add(waited_ms)
         return cold
+
+    def is_cold(self, waited_ms: float) -> bool:
+        """The rule alone, the baseline left as it is (for a caller that knows better in some
+        cases, such as a server's own timing, and ``add``s the warm waits itself)."""
+        baseline_ms = self.median_ms or 0.0
+        return waited_ms >= self.threshold_ms and waited_ms >= self.factor * baseline_ms
+
+    def add(self, waited_ms: float) -> None:
+        """A wait known to be warm joins the baseline."""
+        self._warm_ms.append(waited_ms)
 
 
 class ColdMark:

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable, Coroutine, Iterator
 from contextvars import ContextVar
 from types import TracebackType
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Literal, Self
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
@@ -74,6 +74,22 @@ class ProviderOptions(BaseModel):
 
 def _is_url_field(name: str) -> bool:
     return name in ("url", "endpoint") or name.endswith(("_url", "_endpoint"))
+
+
+KeyScheme = Literal["bearer", "api-key", "key", "modal", "none"]
+_SCHEMES = {"bearer": "Bearer", "api-key": "Api-Key", "key": "Key"}
+
+
+def key_headers(api_key: SecretStr | None, scheme: KeyScheme = "bearer") -> dict[str, str]:
+    """The headers carrying ``api_key``: ``Authorization: Bearer|Api-Key|Key <key>``, Modal's
+    ``Modal-Key``/``Modal-Secret`` from a key written ``<id>:<secret>``, or none."""
+    if api_key is None or scheme == "none":
+        return {}
+    key = api_key.get_secret_value()
+    if scheme == "modal":
+        token_id, _, secret = key.partition(":")
+        return {"Modal-Key": token_id, "Modal-Secret": secret}
+    return {"Authorization": f"{_SCHEMES[scheme]} {key}"}
 
 
 Invoke = Callable[["Provider", Request], Coroutine[Any, Any, Result]]
@@ -155,6 +171,9 @@ class Provider:
     name: ClassVar[str] = ""
     capabilities: ClassVar[Capabilities] = Capabilities()
     Options: ClassVar[type[ProviderOptions]] = ProviderOptions
+    key_scheme: ClassVar[KeyScheme] = "bearer"
+    """How ``auth_headers`` sends the API key (``key_headers``): ``Authorization: Bearer``,
+    ``Api-Key`` or ``Key <key>``, Modal's ``Modal-Key``/``Modal-Secret``, or ``none``."""
 
     def __init__(
         self,
@@ -190,10 +209,9 @@ class Provider:
         return self._client
 
     def auth_headers(self) -> dict[str, str]:
-        """Headers carrying the API key; override for schemes other than Bearer."""
-        if self.options.api_key is None:
-            return {}
-        return {"Authorization": f"Bearer {self.options.api_key.get_secret_value()}"}
+        """Headers carrying the API key, as the class's ``key_scheme`` says; override it where
+        the options decide the scheme."""
+        return key_headers(self.options.api_key, self.key_scheme)
 
     async def __aenter__(self) -> Self:
         self._depth += 1

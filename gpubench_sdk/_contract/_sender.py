@@ -3,11 +3,11 @@ call of its API (its client, its name, its headers with the key, its reader of e
 
 Each plugin that speaks a JSON API over several calls (a submit, status polls, a cancel, a
 management call) wrapped ``send_checked`` in a ``_send`` method of its own, always the same
-seven arguments; one ``Sender`` made in ``open()`` is that method::
+seven arguments; one ``Sender`` made in ``open()`` is that method (``Sender.of(self)`` binds
+the provider's client, name, options' headers and ``auth_headers()``)::
 
     async def open(self) -> None:
-        self._send = Sender(self.client, self.name, {**self.options.headers,
-                            **self.auth_headers()}, error=acme_error)
+        self._send = Sender.of(self, error=acme_error)
 
     async def invoke(self, request: Request) -> Result:
         response = await self._send("POST", self._url, dict(request.payload))
@@ -24,19 +24,29 @@ from typing import Any
 import httpx
 
 from .._base._errors import ProviderError
+from .._transport._responses import json_object
 from ._kit import ErrorOf, raise_for_stream, send_checked, status_error
+from ._provider import Provider
 
 
 @dataclass(frozen=True, slots=True)
 class Sender:
     """Sends a provider's requests: ``send_checked`` through ``client`` with ``headers``,
     errors named for ``provider`` and a status >= 400 read by ``error`` (default
-    ``status_error``). Call it for one request; ``stream`` for one read as it arrives."""
+    ``status_error``). Call it for one request, ``json`` for one whose answer is a JSON object,
+    ``stream`` for one read as it arrives."""
 
     client: httpx.AsyncClient
     provider: str
     headers: Mapping[str, str]
     error: ErrorOf | None = None
+
+    @classmethod
+    def of(cls, provider: Provider, error: ErrorOf | None = None) -> Sender:
+        """The sender of ``provider``'s calls: its client and name, and its options' headers
+        with its ``auth_headers()`` (call it in ``open()``, where the client exists)."""
+        headers = {**provider.options.headers, **provider.auth_headers()}
+        return cls(provider.client, provider.name, headers, error)
 
     def _headers(self, extra: Mapping[str, str] | None) -> dict[str, str]:
         return {**self.headers, **(extra or {})}
@@ -59,6 +69,17 @@ class Sender:
             json=body,
             error=self.error,
         )
+
+    async def json(
+        self,
+        method: str,
+        url: httpx.URL | str,
+        body: Any = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """One request as for a call, its answer read as a JSON object (``json_object``: an
+        ``InvalidResponseError`` naming the call when it is not one)."""
+        return json_object(await self(method, url, body, headers), provider=self.provider)
 
     def status_error(self, response: httpx.Response) -> ProviderError:
         """The error for ``response``'s status >= 400: ``error``'s, else ``status_error``'s."""

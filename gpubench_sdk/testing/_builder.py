@@ -37,6 +37,7 @@ from types import EllipsisType
 from typing import TYPE_CHECKING, Any
 
 from .._base._types import ScalingSettings
+from .._contract._provider import _SCHEMES, KeyScheme
 from ._emulator import hold
 from ._faults import ASGIApp, ErrorRenderer, FaultInjector, Scope, json_error
 from ._fleet import SimulatedFleet
@@ -117,6 +118,18 @@ class KeyCheck:
     status: int = 401
     message: str = "Unauthorized"
     missing: str | None = None
+
+    @classmethod
+    def sent_as(cls, scheme: KeyScheme, key: str | None, **fields: Any) -> KeyCheck:
+        """The check of ``key`` as a provider whose ``key_scheme`` is ``scheme`` sends it
+        (``key_headers``): ``Authorization: Bearer|Api-Key|Key <key>``, Modal's
+        ``Modal-Key``/``Modal-Secret`` pair, or nothing to check (``none``); ``fields`` as
+        the class takes them (``message``, ``missing``)."""
+        if scheme == "modal":
+            return cls(key, ("modal-key", "modal-secret"), **fields)
+        if scheme == "none":
+            return cls(None, **fields)
+        return cls(key, schemes=(_SCHEMES[scheme],), **fields)
 
     def given(self, headers: Mapping[str, str]) -> str | None:
         """The credential ``headers`` carry ("" for one in the wrong scheme), None if none."""
@@ -240,6 +253,18 @@ class Emulator:
             return handler
 
         return declare
+
+    def static(
+        self, path: str, body: Any, *, fault: FaultRoute | EllipsisType = ..., check: bool = True
+    ) -> None:
+        """Serve ``body`` (a JSON value) at ``GET path``, the same every time: a server's
+        metadata or a health route that reads no state (``fault`` and ``check`` as for
+        ``route``)."""
+
+        async def answer(request: Request) -> Any:
+            return body
+
+        self.route(path, fault=fault, check=check)(answer)
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         """Run ``coro`` in the background (a deadline, a drain); cancelled when the app stops."""

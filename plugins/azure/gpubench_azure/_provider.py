@@ -140,9 +140,7 @@ class AzureProvider(sdk.Provider):
             match = APP_ID.match(o.app)
             assert match is not None  # validated
             self._admin = ContainerAppAdmin(
-                match["sub"],
-                match["group"],
-                match["app"],
+                *match.group("sub", "group", "app"),
                 endpoint=o.arm_endpoint,
                 token_env=o.arm_token_env,
                 ca_file=o.ca_file,
@@ -156,9 +154,7 @@ class AzureProvider(sdk.Provider):
             except BaseException:
                 await self.close()
                 raise
-        url = self._url()
-        if not url:
-            raise sdk.ConfigError("url", None, "the ingress URL: the app has no ingress FQDN")
+        url = sdk.required(self._url(), "url", "the ingress URL: the app has no ingress FQDN")
         self._invoke_url = o.invoke_url(url)
 
     def _check_region(self, info: AppInfo) -> None:
@@ -209,9 +205,7 @@ class AzureProvider(sdk.Provider):
     # ----- control --------------------------------------------------------------------------
 
     def _require_admin(self) -> ContainerAppAdmin:
-        if self._admin is None:
-            raise sdk.ConfigError("app", None, "the container app's resource id, to control it")
-        return self._admin
+        return sdk.required(self._admin, "app", "the container app's resource id, to control it")
 
     async def describe(self) -> AppInfo:
         """Read the app again (kept in ``app_info``)."""

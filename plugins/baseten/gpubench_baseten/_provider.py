@@ -98,6 +98,7 @@ class BasetenProvider(sdk.Provider):
     """
 
     name = "baseten"
+    key_scheme = "api-key"
     capabilities = sdk.Capabilities(
         streaming=True,
         fleet_state=True,
@@ -114,9 +115,6 @@ class BasetenProvider(sdk.Provider):
     def endpoint(self) -> str:
         return sdk.scrub_url(self._route("predict"))
 
-    def auth_headers(self) -> dict[str, str]:
-        return sdk.key_headers(self.options.api_key, "api-key")
-
     def _route(self, operation: str) -> str:
         o = self.options
         base = (o.base_url or bt.inference_url(o.model_id)).rstrip("/")
@@ -130,7 +128,7 @@ class BasetenProvider(sdk.Provider):
         self._predict = httpx.URL(self._route("predict"))
         self._async_predict = httpx.URL(self._route("async_predict"))
         self._queue_status = httpx.URL(self._route("async_queue_status"))
-        self._send = sdk.Sender(self.client, self.name, {**o.headers, **self.auth_headers()})
+        self._send = sdk.Sender.of(self)
         self._cold = sdk.ColdMark(o.predict_cold_threshold_ms)
         deployment = o.deployment_id or (
             o.environment if o.environment in ("production", "development") else None
@@ -167,11 +165,6 @@ class BasetenProvider(sdk.Provider):
         result.cold, result.cold_confirmed = self._cold.judge(started, result.first_byte_ns)
         return result
 
-    def _confirm(self, result: sdk.Result) -> sdk.Result:
-        if self._cold.take():  # the deployment was verified scaled to zero just before
-            result.cold, result.cold_confirmed = True, True
-        return result
-
     async def _predict_streamed(self, request: sdk.Request) -> sdk.Result:
         """A streaming model's answer: its body arrives in pieces; the first piece is the first
         byte, each network read a chunk."""
@@ -204,25 +197,22 @@ class BasetenProvider(sdk.Provider):
         result = await sdk.run_job(
             job, provider=self.name, timeout_s=o.timeout_s, polling=o.polling
         )
-        return self._confirm(result)
+        if self._cold.take():  # the deployment was verified scaled to zero just before
+            result.cold, result.cold_confirmed = True, True
+        return result
 
     # ----- capabilities ---------------------------------------------------------------------
 
     def _admin_or_fail(self, capability: str) -> DeploymentAdmin:
-        if self._admin is None:
-            raise sdk.ConfigError(
-                "deployment_id",
-                None,
-                f"the deployment's id: {capability} for environment "
-                f"{self.options.environment!r} goes through its deployment",
-            )
-        return self._admin
+        expected = f"the deployment's id: {capability} for environment "
+        expected += f"{self.options.environment!r} goes through its deployment"
+        return sdk.required(self._admin, "deployment_id", expected)
 
     async def state(self) -> sdk.FleetState:
         admin = self._admin_or_fail("fleet_state")
         queue: dict[str, Any] | None = None
         with contextlib.suppress(sdk.ProviderError):  # a model without async support has none
-            queue = sdk.json_object(await self._send("GET", self._queue_status), provider=self.name)
+            queue = await self._send.json("GET", self._queue_status)
         return await admin.state(queue)
 
     async def get_scaling(self) -> sdk.ScalingSettings:
@@ -254,12 +244,8 @@ class BasetenProvider(sdk.Provider):
         (restored in ``close()``)."""
         admin = self._admin_or_fail("scaling_settings")
         current = await admin.settings()
-        original = dict(self._original or {})
-        for field in changes:
-            value = current.get(field)
-            if field not in original and isinstance(value, int):
-                original[field] = value
-        self._original = original
+        before = {k: v for k, v in current.items() if k in changes and isinstance(v, int)}
+        self._original = {**before, **(self._original or {})}  # a field's first value stays
         await admin.patch(changes)
 
     async def ensure_cold(self, timeout_s: float) -> sdk.ColdCheck:
@@ -286,6 +272,8 @@ class _AsyncRequest(sdk.Job[dict[str, Any]]):
     """``async_predict``, then ``GET /async_request/{id}`` to its end; ``DELETE`` of the same
     URL when abandoned (Baseten cancels a request still QUEUED; a running one finishes)."""
 
+    terminal = bt.TERMINAL_STATES
+
     def __init__(self, provider: BasetenProvider, body: dict[str, Any]) -> None:
         self.p, self.body = provider, body
         self.progress_at: float | None = None  # Unix seconds
@@ -305,9 +293,6 @@ class _AsyncRequest(sdk.Job[dict[str, Any]]):
         if status["status"] == bt.IN_PROGRESS and self.progress_at is None:
             self.progress_at = sdk.iso_seconds(status.get("status_at"))
         return status
-
-    def finished(self, state: dict[str, Any]) -> bool:
-        return state["status"] in bt.TERMINAL_STATES
 
     async def result(self, state: dict[str, Any]) -> sdk.Result:
         status = state["status"]
@@ -350,7 +335,7 @@ class DeploymentAdmin:
         self._settings_url = httpx.URL(f"{self.url}/autoscaling_settings")
 
     async def deployment(self) -> dict[str, Any]:
-        return sdk.json_object(await self._send("GET", self.url), provider="baseten")
+        return await self._send.json("GET", self.url)
 
     async def settings(self) -> dict[str, Any]:
         data = await self.deployment()
@@ -365,12 +350,8 @@ class DeploymentAdmin:
 
     async def patch(self, changes: dict[str, int]) -> str:
         """PATCH the given fields (Baseten changes only those); wait for a QUEUED change."""
-        try:
-            answer = sdk.json_object(
-                await self._send("PATCH", self._settings_url, changes), provider="baseten"
-            )
-        except sdk.ClientHTTPError as exc:
-            raise sdk.ConfigError("scaling", changes, f"values Baseten accepts ({exc})") from exc
+        with sdk.refused_as_config("scaling", changes, "Baseten"):
+            answer = await self._send.json("PATCH", self._settings_url, changes)
         status = str(answer.get("status"))
         if status == "QUEUED":  # applied later (e.g. while the deployment updates): wait for it
             deadline = time.monotonic() + _SETTLE_TIMEOUT_S

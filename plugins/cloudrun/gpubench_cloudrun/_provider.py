@@ -140,8 +140,7 @@ class CloudRunProvider(sdk.Provider):
             )
             self.service_info = await self._admin.info()
         url = o.url or (self.service_info.uri if self.service_info else None)
-        if not url:
-            raise sdk.ConfigError("url", url, "the service URL: the service reports no uri yet")
+        url = sdk.required(url, "url", "the service URL: the service reports no uri yet")
         self._invoke_url = o.invoke_url(url)
         if self.invoker_auth == "google":
             self._id_token = CachedIdToken(self._token_source, o.audience or url.rstrip("/"))
@@ -192,11 +191,8 @@ class CloudRunProvider(sdk.Provider):
     # ----- control --------------------------------------------------------------------------
 
     def _require_admin(self) -> ServiceAdmin:
-        if self._admin is None:
-            raise sdk.ConfigError(
-                "service", None, "projects/P/locations/L/services/S to control the service"
-            )
-        return self._admin
+        expected = "projects/P/locations/L/services/S to control the service"
+        return sdk.required(self._admin, "service", expected)
 
     async def describe(self) -> ServiceInfo:
         """Read the service again: scaling, GPU and revisions (kept in ``service_info``)."""

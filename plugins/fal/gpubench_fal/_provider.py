@@ -82,6 +82,7 @@ class FalProvider(sdk.Provider):
     """
 
     name = "fal"
+    key_scheme = "key"
     capabilities = sdk.Capabilities(
         streaming=True,
         server_timings=frozenset({"execution_ms"}),
@@ -100,9 +101,6 @@ class FalProvider(sdk.Provider):
         o = self.options
         base = o.queue_url if o.mode == "queue" else o.run_url
         return sdk.scrub_url(f"{base.rstrip('/')}/{o.app_id}")
-
-    def auth_headers(self) -> dict[str, str]:
-        return sdk.key_headers(self.options.api_key, "key")
 
     async def open(self) -> None:
         o = self.options
@@ -231,6 +229,8 @@ class _QueuedRequest(sdk.Job[dict[str, Any]]):
     ``cancel_url``. The time from the submit's answer to the first status no longer IN_QUEUE
     is ``queue_ms`` (a runner booting and running ``setup()`` shows up there)."""
 
+    terminal = frozenset({fal.COMPLETED})
+
     def __init__(self, provider: FalProvider, request: sdk.Request) -> None:
         self.p, self.payload = provider, dict(request.payload)
         self.progress_ns: int | None = None
@@ -263,9 +263,6 @@ class _QueuedRequest(sdk.Job[dict[str, Any]]):
             if not status.get("error"):
                 self.response = await p._send("GET", self.urls["response_url"])
         return status
-
-    def finished(self, state: dict[str, Any]) -> bool:
-        return bool(state["status"] == fal.COMPLETED)
 
     async def result(self, state: dict[str, Any]) -> sdk.Result:
         self.p._raise_if_failed(state, str(self.id))

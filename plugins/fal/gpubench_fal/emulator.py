@@ -62,17 +62,15 @@ def make_app(
 
     def runner_logs(job: kit.Job) -> list[dict[str, Any]]:
         """What a runner would log for the request: its start and its end, timestamped."""
-        lines = []
-        for at_s, message in (
-            (job.started_s, f"{job.worker_id} started the request"),
-            (job.finished_s, f"{job.worker_id} finished the request: {job.status.value}"),
-        ):
-            if at_s is not None:
-                stamp = emu.clock.iso(at_s)
-                lines.append(
-                    {"message": message, "level": "INFO", "source": "user", "timestamp": stamp}
-                )
-        return lines
+        entry = {"level": "INFO", "source": "user"}
+        return [
+            {"message": f"{job.worker_id} {what}", **entry, "timestamp": emu.clock.iso(at_s)}
+            for at_s, what in (
+                (job.started_s, "started the request"),
+                (job.finished_s, f"finished the request: {job.status.value}"),
+            )
+            if at_s is not None
+        ]
 
     def status_body(request: kit.Request, job: kit.Job, with_logs: bool) -> dict[str, Any]:
         under = f"{str(request.base_url).rstrip('/')}/queue/{emu.tag(job)}/requests"

@@ -14,8 +14,6 @@ import gpubench_sdk as sdk
 
 from ._template import Render, compile_path, compile_template
 
-Auth = Literal["bearer", "api-key", "key", "modal", "none"]
-
 
 class Timing(BaseModel):
     """Where one server-reported time is read: a response header or a JSON path, in ms or s."""
@@ -56,7 +54,7 @@ class HTTPOptions(sdk.ProviderOptions):
 
     url: str = Field(description="the endpoint to call")
     method: Literal["POST", "PUT", "GET"] = "POST"
-    auth_scheme: Auth = Field(default="bearer", description="how the API key is sent")
+    auth_scheme: sdk.KeyScheme = Field(default="bearer", description="how the API key is sent")
     body: Any = Field(default="{payload}", description="the JSON body template")
     output_path: str = Field(default="$", description="JSON path of the output in the answer")
     request_id_header: str | None = Field(default="x-request-id")

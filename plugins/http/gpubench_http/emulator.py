@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
+from gpubench_sdk import KeyScheme
 from gpubench_sdk import testing as kit
 
 if TYPE_CHECKING:
@@ -27,21 +28,18 @@ if TYPE_CHECKING:
 
 MODAL_REDIRECT_AFTER_S = 150.0  # modal.com/docs/guide/webhook-timeouts
 RECLAIM_WITHIN_S = 1.0  # a redirect is followed within milliseconds; a second is generous
-_SCHEMES = {"bearer": "Bearer", "api-key": "Api-Key", "key": "Key"}
 
 
 def make_app(
     fleet: kit.SimulatedFleet,
     *,
     api_key: str | None = None,
-    auth: str = "bearer",
+    auth: KeyScheme = "bearer",
     redirect_after_s: float = MODAL_REDIRECT_AFTER_S,
     reclaim_within_s: float = RECLAIM_WITHIN_S,
 ) -> kit.ASGIApp:
     """The emulator app for ``fleet``; with ``api_key`` every request must carry it."""
-    header = ("modal-key", "modal-secret") if auth == "modal" else "authorization"
-    schemes = (_SCHEMES.get(auth, ""),)
-    key = kit.KeyCheck(api_key, header, schemes, message="missing or invalid credentials")
+    key = kit.KeyCheck.sent_as(auth, api_key, message="missing or invalid credentials")
     emu = kit.Emulator(fleet, name="HTTP", check=key)
     unclaimed: dict[str, asyncio.TimerHandle] = {}  # job id -> its cancel, once redirected
 

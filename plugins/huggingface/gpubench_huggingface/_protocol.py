@@ -186,8 +186,7 @@ def http_error(response: httpx.Response, provider: str, toolkit: bool) -> sdk.Pr
     if isinstance(error, sdk.ClientHTTPError) and (
         status == 424 or error_type == "generation" or (status == 400 and toolkit and text)
     ):
-        message = str(error).removeprefix(f"[{provider}] ")
-        return HandlerError(message, provider=provider, status_code=status)
+        return sdk.reclassified(error, HandlerError)
     return error
 
 
@@ -249,8 +248,8 @@ def parse_endpoint(body: Any, minute_s: float, provider: str) -> EndpointStatus:
     )
     return EndpointStatus(
         state=status["state"],
-        ready_replicas=_count(status.get("readyReplica")),
-        target_replicas=_count(status.get("targetReplica")),
+        ready_replicas=sdk.whole_number(status.get("readyReplica")),
+        target_replicas=sdk.whole_number(status.get("targetReplica")),
         url=status.get("url") if isinstance(status.get("url"), str) else None,
         scaling=settings,
         raw=body,
@@ -267,7 +266,3 @@ def scaling_payload(settings: sdk.ScalingSettings, minute_s: float) -> dict[str,
         expected=f"whole minutes of {minute_s:g} s on Hugging Face (scaleToZeroTimeout)",
     )
     return {"compute": {"scaling": scaling}}
-
-
-def _count(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-import statistics
 import time
-from collections import deque
 from typing import Any, Literal, Self
 
 import httpx
@@ -125,16 +123,14 @@ class HuggingFaceProvider(sdk.Provider):
 
     async def open(self) -> None:
         o = self.options
-        headers = {**o.headers, **self.auth_headers()}
-        self._send = sdk.Sender(self.client, self.name, headers, self._http_error)
+        self._send = sdk.Sender.of(self, self._http_error)
         if o.namespace is not None:
             base = o.management_url.rstrip("/")
             self._api = httpx.URL(f"{base}/endpoint/{o.namespace}/{o.endpoint_name}")
         url = o.url
         if url is None:
-            url = (await self.endpoint_status()).url
-            if url is None:
-                raise sdk.ConfigError("url", None, "an endpoint URL: the API shows none (paused?)")
+            shown = (await self.endpoint_status()).url
+            url = sdk.required(shown, "url", "an endpoint URL: the API shows none (paused?)")
         base_url = url.rstrip("/")
         # Built once: parsing URL strings on every request is measurable at high rates.
         paths = {"toolkit": "/", "generate": "/generate", "generate_stream": "/generate_stream"}
@@ -155,8 +151,7 @@ class HuggingFaceProvider(sdk.Provider):
         build = hf.toolkit_body if route == "toolkit" else hf.tgi_body
         url, body = self._routes[route], build(request.payload)
         first_send_ns = time.perf_counter_ns()
-        initializing = False
-        retries = 0
+        retries = 0  # the proxy's 503s so far: any means a replica was initializing
         while True:
             send_ns = time.perf_counter_ns()
             try:
@@ -171,7 +166,6 @@ class HuggingFaceProvider(sdk.Provider):
                 if retries % STATE_CHECK_EVERY == 0:
                     await self._refuse_if_stuck(exc)
                 retries += 1
-                initializing = True
                 waited_s = (time.perf_counter_ns() - first_send_ns) / 1e9
                 if waited_s + o.retry_interval_s >= o.timeout_s - min(1.0, 0.1 * o.timeout_s):
                     raise sdk.ColdTimeoutError(
@@ -183,7 +177,7 @@ class HuggingFaceProvider(sdk.Provider):
         if headers_ns is None:
             headers_ns = time.perf_counter_ns()
         result.cold, result.cold_confirmed, result.setup_ms = self._judge.verdict(
-            initializing,
+            retries > 0,
             to_ready_ms=(headers_ns - first_send_ns) / 1e6,
             to_answer_ms=(headers_ns - send_ns) / 1e6,
             server_ms=(result.detail or {}).get("total_ms"),  # TGI's x-total-time
@@ -213,7 +207,7 @@ class HuggingFaceProvider(sdk.Provider):
         response = await self._send("POST", url, body, self._invoke_headers)
         headers = response.headers
         arrived = sdk.first_byte_ns(response)
-        data = _json(response, self.name)
+        data = sdk.json_body(response, provider=self.name)
         prompt, generated = hf.token_counts(headers)
         if url == self._routes["generate"]:
             if not isinstance(data, dict) or not isinstance(data.get("generated_text"), str):
@@ -251,11 +245,9 @@ class HuggingFaceProvider(sdk.Provider):
             async for _, data, at_ns in sdk.sse_events(response):
                 event = sdk.json_event(data, provider=self.name)
                 if "error" in event:
-                    raise hf.HandlerError(
-                        sdk.redact(f"stream error: {str(event['error'])[:200]}"),
-                        provider=self.name,
-                        status_code=response.status_code,
-                    )
+                    status = response.status_code
+                    error = sdk.stream_error(event["error"], provider=self.name, status_code=status)
+                    raise sdk.reclassified(error, hf.HandlerError)
                 token = event.get("token")
                 if isinstance(token, dict) and not token.get("special"):
                     times.append(at_ns)
@@ -286,32 +278,29 @@ class HuggingFaceProvider(sdk.Provider):
     # ----- the management API -----------------------------------------------------------------
 
     def _require_api(self) -> httpx.URL:
-        if self._api is None:
-            raise sdk.ConfigError("namespace", None, "namespace and endpoint_name (management API)")
-        return self._api
+        return sdk.required(self._api, "namespace", "namespace and endpoint_name (management API)")
 
-    async def endpoint_status(self) -> hf.EndpointStatus:
-        """``GET /endpoint/{namespace}/{name}``: state, replicas, URL and scaling."""
-        response = await self._send("GET", self._require_api())
-        return hf.parse_endpoint(_json(response, self.name), self.options.minute_s, self.name)
-
-    async def _action(self, action: str) -> hf.EndpointStatus:
-        response = await self._send("POST", httpx.URL(f"{self._require_api()}/{action}"))
-        return hf.parse_endpoint(_json(response, self.name), self.options.minute_s, self.name)
+    async def endpoint_status(self, action: str | None = None) -> hf.EndpointStatus:
+        """``GET /endpoint/{namespace}/{name}``: state, replicas, URL and scaling; with
+        ``action``, ``POST .../{action}``, which answers the endpoint object too."""
+        api = self._require_api()
+        call = ("GET", api) if action is None else ("POST", httpx.URL(f"{api}/{action}"))
+        body = sdk.json_body(await self._send(*call), provider=self.name)
+        return hf.parse_endpoint(body, self.options.minute_s, self.name)
 
     async def scale_to_zero(self) -> hf.EndpointStatus:
         """Ask HF to scale the endpoint to zero now (the next request cold-starts it)."""
-        return await self._action("scale-to-zero")
+        return await self.endpoint_status("scale-to-zero")
 
     async def pause(self) -> hf.EndpointStatus:
         """Pause the endpoint: not billed, and requests do not wake it (``resume`` does)."""
-        return await self._action("pause")
+        return await self.endpoint_status("pause")
 
     async def resume(self) -> hf.EndpointStatus:
         """Resume a paused endpoint; one already running (HF: 400 "already running") is left
         as it is, as ``huggingface_hub``'s ``resume_inference_endpoint(running_ok=True)``."""
         try:
-            return await self._action("resume")
+            return await self.endpoint_status("resume")
         except sdk.ClientHTTPError as exc:
             if exc.status_code != 400 or "already running" not in str(exc):
                 raise
@@ -357,11 +346,8 @@ class HuggingFaceProvider(sdk.Provider):
 
     async def _put_scaling(self, settings: sdk.ScalingSettings) -> None:
         payload = hf.scaling_payload(settings, self.options.minute_s)
-        try:
+        with sdk.refused_as_config("scaling", payload["compute"]["scaling"], "HF"):
             await self._send("PUT", self._require_api(), payload)
-        except sdk.ClientHTTPError as exc:
-            wanted = payload["compute"]["scaling"]
-            raise sdk.ConfigError("scaling", wanted, f"values HF accepts ({exc})") from exc
 
 
 class ColdJudge:
@@ -371,9 +357,8 @@ class ColdJudge:
 
     def __init__(self, threshold_ms: float, factor: float, holds: bool) -> None:
         self.threshold_ms = threshold_ms
-        self.factor = factor
         self.holds = holds  # the proxy holds cold requests (X-Scale-Up-Timeout)
-        self._warm_ms: deque[float] = deque(maxlen=WARM_WINDOW)
+        self._warm = sdk.WarmBaseline(threshold_ms, factor, WARM_WINDOW)
         self.mark = sdk.ColdMark()
 
     def verdict(
@@ -393,7 +378,7 @@ class ColdJudge:
         headers come before its tokens, so its figures exclude them.
         """
         cold_next = self.mark.take() is not None
-        median_ms = statistics.median(self._warm_ms) if self._warm_ms else None
+        median_ms = self._warm.median_ms
         own_ms = server_ms if server_ms is not None else median_ms
         if initializing or cold_next:
             ready_ms = max(0.0, to_ready_ms - (own_ms or 0.0))
@@ -403,17 +388,8 @@ class ColdJudge:
         elif not self.holds:
             cold = False  # a replica answered at once: without one the proxy would have 503'd
         else:
-            slow = to_answer_ms >= self.factor * (median_ms or 0.0)
-            cold = to_answer_ms >= self.threshold_ms and slow
+            cold = self._warm.is_cold(to_answer_ms)
         if cold:
             return True, False, max(0.0, to_answer_ms - (own_ms or 0.0))
-        self._warm_ms.append(to_answer_ms)
+        self._warm.add(to_answer_ms)
         return False, False, None
-
-
-def _json(response: httpx.Response, provider: str) -> Any:
-    """The body as JSON of any type (a toolkit handler may answer a list or a string)."""
-    try:
-        return response.json()
-    except ValueError as exc:
-        raise sdk.invalid_response(response, "response is not JSON", provider=provider) from exc

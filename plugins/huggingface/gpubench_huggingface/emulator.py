@@ -289,25 +289,24 @@ def make_app(
     async def health(request: Request) -> Any:
         return emu.reply(status=200 if fleet.counts().ready else initializing_status)
 
-    @emu.route("/info", check=False)
-    async def info(request: Request) -> Any:
-        """TGI's ``GET /info`` (the fields ``InferenceClient.get_endpoint_info`` shows)."""
-        return {
-            "model_id": "gpubench/emulated",
-            "model_sha": REVISION,
-            "model_pipeline_tag": "text-generation",
-            "max_concurrent_requests": max_concurrent_requests,
-            "max_best_of": 2,
-            "max_stop_sequences": 4,
-            "max_input_tokens": 1024,
-            "max_total_tokens": 2048,
-            "validation_workers": 2,
-            "max_client_batch_size": 4,
-            "router": "text-generation-router",
-            "version": "3.3.6",
-            "sha": None,
-            "docker_label": None,
-        }
+    # TGI's GET /info (the fields InferenceClient.get_endpoint_info shows)
+    info = {
+        "model_id": "gpubench/emulated",
+        "model_sha": REVISION,
+        "model_pipeline_tag": "text-generation",
+        "max_concurrent_requests": max_concurrent_requests,
+        "max_best_of": 2,
+        "max_stop_sequences": 4,
+        "max_input_tokens": 1024,
+        "max_total_tokens": 2048,
+        "validation_workers": 2,
+        "max_client_batch_size": 4,
+        "router": "text-generation-router",
+        "version": "3.3.6",
+        "sha": None,
+        "docker_label": None,
+    }
+    emu.static("/info", info, check=False)
 
     return emu.app()
 

@@ -99,8 +99,7 @@ class InferlessProvider(sdk.Provider):
     async def open(self) -> None:
         o = self.options
         self._url = httpx.URL(o.url)  # parsed once: it costs microseconds per request
-        headers = {**o.headers, **self.auth_headers()}
-        self._send = sdk.Sender(self.client, self.name, headers, self._http_error)
+        self._send = sdk.Sender.of(self, self._http_error)
 
     async def invoke(self, request: sdk.Request) -> sdk.Result:
         o = self.options
@@ -145,11 +144,8 @@ class InferlessProvider(sdk.Provider):
             async for _, data, at_ns in sdk.sse_events(response):
                 chunk = sdk.json_or_text(data)
                 if isinstance(chunk, dict) and "error" in chunk:
-                    raise sdk.ServerHTTPError(
-                        sdk.redact(f"stream error: {str(chunk['error'])[:200]}"),
-                        provider=self.name,
-                        status_code=response.status_code,
-                    )
+                    status = response.status_code
+                    raise sdk.stream_error(chunk["error"], provider=self.name, status_code=status)
                 if isinstance(chunk, dict) and "outputs" in chunk:
                     with contextlib.suppress(ValueError):  # a KServe response per event
                         chunk = kserve.decode_tensors(chunk["outputs"])

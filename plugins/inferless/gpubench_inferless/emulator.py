@@ -92,15 +92,10 @@ def make_app(
         outputs = kserve.encode_outputs(job.output)
         return {"model_name": model, "model_version": version, "id": job.id, "outputs": outputs}
 
-    def server_route(path: str, answer: dict[str, Any]) -> None:
-        async def server_state(request: Request) -> Any:
-            return answer
-
-        emu.route(path, check=False)(server_state)
-
-    server_route("/v2", {"name": "gpubench-inferless-emulator", "extensions": []})
-    server_route("/v2/health/live", {"live": True})
-    server_route("/v2/health/ready", {"ready": True})  # the gateway is; replicas start on demand
+    emu.static("/v2", {"name": "gpubench-inferless-emulator", "extensions": []}, check=False)
+    emu.static("/v2/health/live", {"live": True}, check=False)
+    # ready: the gateway is; replicas start on demand
+    emu.static("/v2/health/ready", {"ready": True}, check=False)
 
     @emu.route(models + "/ready", check=False)
     @emu.route(models + "/versions/{version}/ready", check=False)

@@ -78,11 +78,9 @@ class ModalProvider(sdk.Provider):
     ``min_containers``/``scaledown_window`` before a cold-start run."""
 
     name = "modal"
+    key_scheme = "modal"
     capabilities = sdk.Capabilities(streaming=True, billing=load_catalog().billing_model("modal"))
     options: ModalOptions
-
-    def auth_headers(self) -> dict[str, str]:
-        return sdk.key_headers(self.options.api_key, "modal")
 
     async def open(self) -> None:
         self._headers = {**self.options.headers, **self.auth_headers()}
@@ -95,7 +93,8 @@ class ModalProvider(sdk.Provider):
             headers = {**headers, "Accept": "text/event-stream"}
         sent_ns = time.perf_counter_ns()
         call_id: str | None = None
-        try:
+        # once the call has an id, every failure names it
+        with sdk.naming_errors(self.name, lambda: call_id):
             post = self.client.build_request(
                 "POST", o.url, json=dict(request.payload), headers=headers
             )
@@ -129,11 +128,6 @@ class ModalProvider(sdk.Provider):
                 output, times = await self._output(response, request.stream)
             finally:
                 await response.aclose()
-        except Exception as exc:  # once the call has an id, every failure names it
-            error = sdk.as_provider_error(exc, provider=self.name, request_id=call_id)
-            if error is exc:  # a ProviderError already: raised as it is, its causes kept
-                raise
-            raise error from exc
         arrived_ns = sdk.first_byte_ns(response)
         cold, _ = self._cold.judge(sent_ns, arrived_ns)
         return sdk.Result(

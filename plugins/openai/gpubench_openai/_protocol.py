@@ -88,17 +88,18 @@ def error_message(body: Any) -> tuple[str | None, str | None]:
         # HTTP status again, so its type says more
         code = err.get("code")
         kind = code if isinstance(code, str) and code else err.get("type") or code
-        return _text(err.get("message")), None if kind is None else str(kind)
+        return as_text(err.get("message")), None if kind is None else str(kind)
     if isinstance(err, str):  # TGI: {"error": "...", "error_type": "..."}
         kind = body.get("error_type")
         return err, None if kind is None else str(kind)
     if body.get("object") == "error":  # older vLLM
         kind = body.get("type") or body.get("code")
-        return _text(body.get("message")), None if kind is None else str(kind)
+        return as_text(body.get("message")), None if kind is None else str(kind)
     return None, None
 
 
-def _text(value: Any) -> str | None:
+def as_text(value: Any) -> str | None:
+    """A JSON value (a message, an id) as text; None stays None."""
     return None if value is None else str(value)
 
 

@@ -81,7 +81,7 @@ class OpenAIProvider(sdk.Provider):
     async def open(self) -> None:
         o = self.options
         self._url = httpx.URL(self.endpoint)  # parsed once, not per request
-        self._headers = {**o.headers, **self.auth_headers()}
+        self._headers = {**o.headers, **self.auth_headers(), "Content-Type": _JSON}
         self._stream_headers = {**self._headers, "Accept": "text/event-stream"}
 
     # ----- the request ----------------------------------------------------------------------
@@ -126,9 +126,7 @@ class OpenAIProvider(sdk.Provider):
         # the core's ProviderError (as_provider_error), naming the call.
         if request.stream and self.options.api != "embeddings":  # embeddings never stream
             return await self._streamed(body)
-        response = await self.client.post(
-            self._url, content=body, headers={**self._headers, "Content-Type": _JSON}
-        )
+        response = await self.client.post(self._url, content=body, headers=self._headers)
         if response.status_code >= 400:
             raise self._http_error(response)
         data = sdk.json_object(response, provider=self.name)
@@ -153,7 +151,7 @@ class OpenAIProvider(sdk.Provider):
         return sdk.Result(
             output={**output, "usage": usage, "model": data.get("model")},
             http_status=response.status_code,
-            request_id=response.headers.get("x-request-id") or _str(data.get("id")),
+            request_id=response.headers.get("x-request-id") or oa.as_text(data.get("id")),
             first_byte_ns=sdk.first_byte_ns(response),
             # without usage the core counts what was sent (the workload's tokenizer, or words)
             input_units=_count(usage, "prompt_tokens"),
@@ -211,7 +209,7 @@ class OpenAIProvider(sdk.Provider):
         return sdk.Result(
             output=output,
             http_status=response.status_code,
-            request_id=response.headers.get("x-request-id") or _str(data.get("id")),
+            request_id=response.headers.get("x-request-id") or oa.as_text(data.get("id")),
             first_byte_ns=sdk.first_byte_ns(response),
             input_units=_count(usage, "prompt_tokens"),
             output_units=_count(usage, "completion_tokens"),
@@ -219,7 +217,7 @@ class OpenAIProvider(sdk.Provider):
         )
 
     async def _streamed(self, body: bytes) -> sdk.Result:
-        headers = {**self._stream_headers, "Content-Type": _JSON}
+        headers = self._stream_headers
         async with self.client.stream("POST", self._url, content=body, headers=headers) as resp:
             await sdk.raise_for_stream(resp, self._http_error)
             if "text/event-stream" not in resp.headers.get("content-type", ""):
@@ -288,7 +286,7 @@ class OpenAIProvider(sdk.Provider):
                 "model": model,
             },
             http_status=resp.status_code,
-            request_id=resp.headers.get("x-request-id") or _str(chunk_id),
+            request_id=resp.headers.get("x-request-id") or oa.as_text(chunk_id),
             first_byte_ns=sdk.first_byte_ns(resp),
             input_units=_count(usage, "prompt_tokens"),
             output_units=output_units,
@@ -328,8 +326,7 @@ _JSON = "application/json"
 
 
 def _count(usage: dict[str, Any] | None, key: str) -> int | None:
-    value = None if usage is None else usage.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return sdk.whole_number(None if usage is None else usage.get(key))
 
 
 def _cached(usage: dict[str, Any] | None) -> dict[str, int] | None:
@@ -344,7 +341,3 @@ def _cached(usage: dict[str, Any] | None) -> dict[str, int] | None:
 def _token_ids(value: list[Any]) -> bool:
     """Whether an ``input`` list is one text's token ids rather than several texts."""
     return bool(value) and all(isinstance(t, int) for t in value)
-
-
-def _str(value: Any) -> str | None:
-    return None if value is None else str(value)

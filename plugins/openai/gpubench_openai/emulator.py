@@ -275,11 +275,9 @@ def make_app(
             answer["usage"] = {"type": "duration", "seconds": round(seconds, 3)}
         return emu.json(answer, headers=headers)
 
-    @emu.route("/v1/models")
-    async def models(request: Request) -> Any:
-        # the Model object's required fields: id, object, created, owned_by (vLLM owns "vllm")
-        entry = {"id": model, "object": "model", "created": created_s, "owned_by": "gpubench"}
-        return {"object": "list", "data": [entry]}
+    # the Model object's required fields: id, object, created, owned_by (vLLM owns "vllm")
+    entry = {"id": model, "object": "model", "created": created_s, "owned_by": "gpubench"}
+    emu.static("/v1/models", {"object": "list", "data": [entry]})
 
     @emu.route("/health", check=False)
     async def health(request: Request) -> Any:

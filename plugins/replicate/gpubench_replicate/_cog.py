@@ -185,9 +185,7 @@ class CogProvider(p.PredictionProvider):
         delay_s = 0.01
         while True:
             try:
-                health = sdk.json_object(
-                    await self._send("GET", self._health_url), provider=self.name
-                )
+                health = await self._send.json("GET", self._health_url)
             except sdk.ServerHTTPError as exc:  # a proxy with no container (yet) behind it
                 if exc.status_code != 503 or not said_setup:
                     raise refused from exc
@@ -267,7 +265,7 @@ class CogProvider(p.PredictionProvider):
         5xx, a reset, a body that is not JSON) leaves its cold start unknown (``cold`` None,
         ``detail["cold_check_error"]`` says why), rather than recording a failed request."""
         try:
-            health = sdk.json_object(await self._send("GET", self._health_url), provider=self.name)
+            health = await self._send.json("GET", self._health_url)
         except sdk.ProviderError as exc:
             waits.cold_check_error = str(exc)
             return None, False, None
@@ -287,7 +285,7 @@ class CogProvider(p.PredictionProvider):
         SETUP_FAILED and DEFUNCT count as no worker (see ``detail``), and so does a 503 from
         a proxy with no container behind it."""
         try:
-            health = sdk.json_object(await self._send("GET", self._health_url), provider=self.name)
+            health = await self._send.json("GET", self._health_url)
         except sdk.ServerHTTPError as exc:
             if exc.status_code != 503:
                 raise
@@ -302,9 +300,11 @@ class CogProvider(p.PredictionProvider):
         )
 
 
-class _CogPrediction(p.PredictionJob):
+class _CogPrediction(sdk.Job[dict[str, Any]]):
     """One synchronous prediction under an id chosen here, so that an abandoned invoke can
     cancel it while the container still runs it."""
+
+    terminal = p.TERMINAL_STATES
 
     def __init__(self, provider: CogProvider, request: sdk.Request) -> None:
         self.p = provider

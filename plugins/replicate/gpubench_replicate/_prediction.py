@@ -56,8 +56,7 @@ class PredictionProvider(sdk.Provider):
     _busy_statuses: frozenset[int] = frozenset()
 
     async def open(self) -> None:
-        headers = {**self.options.headers, **self.auth_headers()}
-        self._send = sdk.Sender(self.client, self.name, headers, self._http_error)
+        self._send = sdk.Sender.of(self, self._http_error)
 
     def _http_error(self, response: httpx.Response) -> sdk.ProviderError:
         """The core's error for a status >= 400, its body read (as_provider_error: the call
@@ -100,11 +99,3 @@ class PredictionProvider(sdk.Provider):
                     "prediction canceled at its Cancel-After deadline", **kw
                 )
             raise sdk.JobCancelledError("prediction canceled by someone else", **kw)
-
-
-class PredictionJob(sdk.Job[dict[str, Any]]):
-    """A prediction as ``run_job`` follows it (Replicate's and Cog's): over once its status is
-    terminal."""
-
-    def finished(self, state: dict[str, Any]) -> bool:
-        return state["status"] in TERMINAL_STATES

@@ -174,18 +174,14 @@ class ReplicateProvider(p.PredictionProvider):
     # ----- deployments: scaling and cold starts -----------------------------------------------
 
     def _deployment_url(self) -> httpx.URL:
-        o = self.options
-        if not o.deployment:
-            raise sdk.ConfigError(
-                "deployment", None, "a deployment target: only deployments have scaling settings"
-            )
-        return self._api.join(f"deployments/{o.deployment}")
+        expected = "a deployment target: only deployments have scaling settings"
+        deployment = sdk.required(self.options.deployment, "deployment", expected)
+        return self._api.join(f"deployments/{deployment}")
 
     async def get_scaling(self) -> sdk.ScalingSettings:
         """``current_release.configuration``'s ``min_instances``/``max_instances``; Replicate
         has no idle-timeout setting, so ``idle_timeout_s`` is None."""
-        response = await self._send("GET", self._deployment_url())
-        release = sdk.json_object(response, provider=self.name).get("current_release")
+        release = (await self._send.json("GET", self._deployment_url())).get("current_release")
         config = release.get("configuration") if isinstance(release, dict) else None
         return sdk.read_scaling(
             config if isinstance(config, dict) else {},
@@ -209,10 +205,8 @@ class ReplicateProvider(p.PredictionProvider):
         changes = sdk.scaling_fields(settings, "min_instances", "max_instances")
         if not changes:
             return
-        try:
+        with sdk.refused_as_config("scaling", changes, "Replicate"):
             await self._send("PATCH", self._deployment_url(), changes)
-        except sdk.ClientHTTPError as exc:
-            raise sdk.ConfigError("scaling", changes, f"values Replicate accepts ({exc})") from exc
 
     async def ensure_cold(self, timeout_s: float) -> sdk.ColdCheck:
         """Set ``min_instances`` 0 (deployments) and wait ``scale_down_wait_s``.
@@ -233,9 +227,11 @@ class ReplicateProvider(p.PredictionProvider):
         return sdk.ColdCheck(confirmed=False, waited_s=time.monotonic() - started, how=how)
 
 
-class _Prediction(p.PredictionJob):
+class _Prediction(sdk.Job[dict[str, Any]]):
     """One prediction: created (held by ``Prefer: wait``, or then read as SSE from
     ``urls.stream``), polled at ``urls.get`` until it has ended, cancelled at ``urls.cancel``."""
+
+    terminal = p.TERMINAL_STATES
 
     def __init__(self, provider: ReplicateProvider, request: sdk.Request) -> None:
         o = self.p = provider
@@ -277,9 +273,7 @@ class _Prediction(p.PredictionJob):
                         self.first_ns = self.first_ns or arrived_ns
                         self.chunks.append(sdk.json_or_text(data))
                     elif event == "error":
-                        raise sdk.ServerHTTPError(
-                            sdk.redact(f"stream error: {data[:200]}"), provider=pv.name
-                        )
+                        raise sdk.stream_error(data, provider=pv.name)
                     elif event == "done":
                         break
         except httpx.HTTPError as exc:

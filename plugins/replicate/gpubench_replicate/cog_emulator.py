@@ -175,18 +175,17 @@ def make_app(
         status = _cog.READY if c.idle else _cog.BUSY if c.running else _cog.STARTING
         return {"status": status, "setup": setup_of(bill), "version": VERSION}
 
-    @emu.route("/", check=False)
-    async def index(request: kit.Request) -> Any:
-        return {
-            "cog_version": "emulated",
-            "docs_url": "/docs",
-            "openapi_url": "/openapi.json",
-            "shutdown_url": "/shutdown",
-            "healthcheck_url": "/health-check",
-            "predictions_url": "/predictions",
-            "predictions_idempotent_url": "/predictions/{prediction_id}",
-            "predictions_cancel_url": "/predictions/{prediction_id}/cancel",
-        }
+    index = {
+        "cog_version": "emulated",
+        "docs_url": "/docs",
+        "openapi_url": "/openapi.json",
+        "shutdown_url": "/shutdown",
+        "healthcheck_url": "/health-check",
+        "predictions_url": "/predictions",
+        "predictions_idempotent_url": "/predictions/{prediction_id}",
+        "predictions_cancel_url": "/predictions/{prediction_id}/cancel",
+    }
+    emu.static("/", index, check=False)
 
     return emu.app()
 

@@ -136,7 +136,7 @@ class RunPodProvider(sdk.Provider):
         self._runsync_url = runsync
         self._health_url = self._api.join("health")
         self._rest_endpoint = httpx.URL(f"{o.rest_url.rstrip('/')}/endpoints/{self.endpoint_id}")
-        self._send = sdk.Sender(self.client, self.name, {**o.headers, **self.auth_headers()})
+        self._send = sdk.Sender.of(self)
 
     async def close(self) -> None:
         await self._scaling.restore()
@@ -202,7 +202,7 @@ class RunPodProvider(sdk.Provider):
 
     async def state(self) -> sdk.FleetState:
         self._managed("fleet_state")
-        health = sdk.json_object(await self._send("GET", self._health_url), provider=self.name)
+        health = await self._send.json("GET", self._health_url)
         workers = health.get("workers") or {}
         jobs = health.get("jobs") or {}
         return sdk.FleetState(
@@ -234,7 +234,7 @@ class RunPodProvider(sdk.Provider):
 
     async def get_scaling(self) -> sdk.ScalingSettings:
         self._managed("scaling_settings")
-        data = sdk.json_object(await self._send("GET", self._rest_endpoint), provider=self.name)
+        data = await self._send.json("GET", self._rest_endpoint)
         return sdk.read_scaling(
             data, "workersMin", "workersMax", "idleTimeout", provider=self.name, where="endpoint"
         )
@@ -247,14 +247,14 @@ class RunPodProvider(sdk.Provider):
         changes = sdk.scaling_fields(
             settings, "workersMin", "workersMax", "idleTimeout", expected="whole seconds on RunPod"
         )
-        try:
+        with sdk.refused_as_config("scaling", changes, "RunPod"):
             await self._send("PATCH", self._rest_endpoint, changes)
-        except sdk.ClientHTTPError as exc:
-            raise sdk.ConfigError("scaling", changes, f"values RunPod accepts ({exc})") from exc
 
 
 class _RunJob(sdk.Job[dict[str, Any]]):
     """``/run`` (or ``/runsync``, whose job may come back finished) + ``/status`` + ``/cancel``."""
+
+    terminal = rp.TERMINAL_STATES
 
     def __init__(self, provider: RunPodProvider, body: dict[str, Any]) -> None:
         self.p, self.body = provider, body
@@ -271,9 +271,6 @@ class _RunJob(sdk.Job[dict[str, Any]]):
     async def status(self) -> dict[str, Any]:
         self.response = await self.p._poll(self.p._api.join(f"status/{self.id}"))
         return _job_of(self.response)
-
-    def finished(self, state: dict[str, Any]) -> bool:
-        return state.get("status") in rp.TERMINAL_STATES
 
     async def result(self, state: dict[str, Any]) -> sdk.Result:
         return self.p._result(state, arrived_ns(self.response) if self.response else None)

@@ -91,14 +91,11 @@ def make_session(
         credentials = session.get_credentials()
     except BotoCoreError as exc:
         raise sdk.ConfigError("profile", profile, f"an AWS profile boto3 can load ({exc})") from exc
-    if credentials is None:
-        raise sdk.ConfigError(
-            "credentials",
-            None,
-            "AWS credentials from boto3's chain (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, "
-            "a profile, or a role), or aws_access_key_id with api_key_env",
-        )
-    frozen = credentials.get_frozen_credentials()
+    expected = (
+        "AWS credentials from boto3's chain (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, "
+        "a profile, or a role), or aws_access_key_id with api_key_env"
+    )
+    frozen = sdk.required(credentials, "credentials", expected).get_frozen_credentials()
     for secret in (frozen.secret_key, frozen.token):
         if secret:
             sdk.remember(secret)

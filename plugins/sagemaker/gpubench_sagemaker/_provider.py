@@ -355,12 +355,8 @@ class SageMakerProvider(sdk.Provider):
     async def ensure_cold(self, timeout_s: float) -> sdk.ColdCheck:
         """Copy count 0, then wait until the component reports no copy: confirmed by the
         service's own count."""
-        if self.options.inference_component is None:
-            raise sdk.ConfigError(
-                "inference_component",
-                None,
-                "an inference component: only endpoints with inference components scale to zero",
-            )
+        expected = "an inference component: only endpoints with inference components scale to zero"
+        sdk.required(self.options.inference_component, "inference_component", expected)
         started = time.monotonic()
         runtime = (await self._component()).get("RuntimeConfig") or {}
         wanted = int(runtime.get("DesiredCopyCount") or 0)
@@ -383,10 +379,8 @@ class SageMakerProvider(sdk.Provider):
 
 def _decode(raw: bytes, content_type: str, streamed: bool) -> Any:
     text = raw.decode()
-    if "json" not in content_type and not streamed:
-        return text
     if not streamed:
-        return json.loads(text)
+        return json.loads(text) if "json" in content_type else text
     # a stream's parts are often JSON lines (LMI/TGI containers); else the text as it came
     lines = [line for line in text.splitlines() if line.strip()]
     try:
