@@ -81,7 +81,10 @@ class OpenAIProvider(sdk.Provider):
     async def open(self) -> None:
         o = self.options
         self._url = httpx.URL(self.endpoint)  # parsed once, not per request
-        self._headers = {**o.headers, **self.auth_headers(), "Content-Type": _JSON}
+        # a multipart upload (transcriptions) gets its Content-Type, with its boundary, from
+        # the client: the JSON one is only for the JSON bodies
+        self._upload_headers = {**o.headers, **self.auth_headers()}
+        self._headers = {**self._upload_headers, "Content-Type": _JSON}
         self._stream_headers = {**self._headers, "Accept": "text/event-stream"}
 
     # ----- the request ----------------------------------------------------------------------
@@ -175,7 +178,7 @@ class OpenAIProvider(sdk.Provider):
             self._url,
             data={k: str(v) for k, v in form.items()},
             files={"file": (name, data, mime)},
-            headers=self._headers,
+            headers=self._upload_headers,
         )
         if response.status_code >= 400:
             raise self._http_error(response)
