@@ -27,7 +27,7 @@ from ._commit import attach_terms, terms_note
 from ._estimate import Estimate
 from ._inputs import MeasuredTarget, Objectives, Traffic
 from ._options import more_notes, more_options, option_json
-from ._score import OptionScore, Scoring, score_options
+from ._score import OptionScore, Scoring, check_scoring, score_options
 from ._search import (
     DEFAULT_SCALE_DOWN_S,
     draws,
@@ -244,6 +244,8 @@ def advise_targets(
                     f"streamed responses measured for {t.name} (its requests' first token "
                     "times), or no TTFT objective",
                 )
+    if scoring is not None:  # a criterion's missing target is refused before any work
+        check_scoring(scoring, by_name, objectives.ttft_s is not None)
     all_draws = draws(targets, traffic, resamples, seed)
     options = [
         o

@@ -80,15 +80,11 @@ class OptionScore:
     values: dict[str, float]
 
 
-def score_options(
-    estimates: Sequence[Estimate],
-    targets: Mapping[str, MeasuredTarget],
-    scoring: Scoring,
-    with_ttft: bool,
-) -> list[OptionScore]:
-    """Every estimate's score, in the estimates' order."""
-    user = dict(scoring.criteria or {})
-    for name, values in user.items():
+def check_scoring(scoring: Scoring, targets: Mapping[str, MeasuredTarget], with_ttft: bool) -> None:
+    """What ``scoring`` needs of the measured targets, checked before any option is
+    simulated: a value of every user criterion for each target, a TTFT objective to weigh
+    TTFT. A ``ConfigError`` names the flag."""
+    for name, values in (scoring.criteria or {}).items():
         for t in targets.values():
             if t.name not in values and t.provider not in values:
                 raise ConfigError(
@@ -96,9 +92,20 @@ def score_options(
                     sorted(values),
                     f"a value for target {t.name!r} (or its provider {t.provider!r})",
                 )
-    measured = [m for m in MEASURED if m != "ttft" or with_ttft]
     if scoring.weights is not None and "ttft" in scoring.weights and not with_ttft:
         raise ConfigError("--weight", "ttft", "a TTFT objective (--ttft-p95-ms) to score TTFT")
+
+
+def score_options(
+    estimates: Sequence[Estimate],
+    targets: Mapping[str, MeasuredTarget],
+    scoring: Scoring,
+    with_ttft: bool,
+) -> list[OptionScore]:
+    """Every estimate's score, in the estimates' order."""
+    check_scoring(scoring, targets, with_ttft)
+    user = dict(scoring.criteria or {})
+    measured = [m for m in MEASURED if m != "ttft" or with_ttft]
     weights = {m: 1.0 for m in [*measured, *user]}
     if scoring.weights is not None:
         weights = {m: float(scoring.weights.get(m, 0.0)) for m in weights}
