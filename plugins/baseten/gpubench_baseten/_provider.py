@@ -177,9 +177,9 @@ class BasetenProvider(sdk.Provider):
                 if text:
                     times.append(time.perf_counter_ns())
                     chunks.append(text)
-        return sdk.Result(
+        return sdk.http_result(
+            response,
             output="".join(chunks),
-            http_status=response.status_code,
             request_id=response.headers.get(bt.REQUEST_ID_HEADER),
             first_byte_ns=times[0] if times else sdk.first_byte_ns(response),
             output_units=len(chunks),
@@ -304,11 +304,10 @@ class _AsyncRequest(sdk.Job[dict[str, Any]]):
             raise sdk.JobCancelledError(f"async request {status} {errors}".strip(), **kw)
         queue_ms = sdk.span_ms(sdk.iso_seconds(state.get("created_at")), self.progress_at)
         ended = sdk.iso_seconds(state.get("status_at"))
-        return sdk.Result(
+        return sdk.http_result(
+            self.response,
             output=None,  # Baseten keeps no async output: it went to the webhook, if any
-            http_status=self.response.status_code,
             request_id=self.id,
-            first_byte_ns=sdk.first_byte_ns(self.response),
             queue_ms=queue_ms,
             execution_ms=sdk.span_ms(self.progress_at, ended),
             cold=None if queue_ms is None else queue_ms >= self.p.options.cold_threshold_ms,

@@ -214,9 +214,9 @@ class FalProvider(sdk.Provider):
                         f"the stream failed: {detail}", provider=self.name, request_id=request_id
                     )
                 events.append(piece)
-        return sdk.Result(
+        return sdk.http_result(
+            response,
             output=events,
-            http_status=response.status_code,
             request_id=request_id,
             first_byte_ns=first,
             output_units=len(events),

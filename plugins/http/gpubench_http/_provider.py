@@ -147,12 +147,7 @@ class HTTPProvider(sdk.Provider):
             raise self._invalid(str(exc), status) from None
         if request_id is None and o.request_id_header:
             request_id = response.headers.get(o.request_id_header)
-        result = sdk.Result(
-            output=output,
-            http_status=status,
-            request_id=request_id,
-            first_byte_ns=response.first_byte_ns,
-        )
+        result = sdk.http_result(response, output=output, request_id=request_id)
         for timing in o.timings:
             setattr(result, timing.field, timing.read(response.headers, document))
         return result

@@ -128,15 +128,9 @@ class ModalProvider(sdk.Provider):
                 output, times = await self._output(response, request.stream)
             finally:
                 await response.aclose()
-        arrived_ns = sdk.first_byte_ns(response)
-        cold, _ = self._cold.judge(sent_ns, arrived_ns)
-        return sdk.Result(
-            output=output,
-            http_status=response.status_code,
-            request_id=call_id,
-            first_byte_ns=arrived_ns,
-            cold=cold,
-            token_times_ns=times or None,
+        cold, _ = self._cold.judge(sent_ns, sdk.first_byte_ns(response))
+        return sdk.http_result(
+            response, output=output, request_id=call_id, cold=cold, token_times_ns=times or None
         )
 
     async def _output(self, response: httpx.Response, stream: bool) -> tuple[Any, list[int]]:
