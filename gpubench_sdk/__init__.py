@@ -71,6 +71,7 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     from ._contract._cloud import SavedSettings, sdk_error, sdk_errors
     from ._contract._control import (
         held_json_call,
+        ingress_call,
         lower_min_workers,
         read_scaling,
         shielded,
@@ -300,6 +301,7 @@ _EXPORTS: dict[str, str] = {
     "sdk_error": "._contract._cloud",
     "sdk_errors": "._contract._cloud",
     "held_json_call": "._contract._control",
+    "ingress_call": "._contract._control",
     "lower_min_workers": "._contract._control",
     "read_scaling": "._contract._control",
     "shielded": "._contract._control",
@@ -481,6 +483,7 @@ __all__ = [  # noqa: RUF022 - grouped by purpose; each comment says why the grou
     # and wait, a restore that outlives a cancelled run, a held JSON call judged cold
     # (``_contract._control``).
     "held_json_call",
+    "ingress_call",
     "lower_min_workers",
     "read_scaling",
     "shielded",
