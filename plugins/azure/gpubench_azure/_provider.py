@@ -190,15 +190,7 @@ class AzureProvider(sdk.Provider):
         self._in_flight += 1
         try:
             # the first request after ensure_cold is cold; else, with cold_threshold_ms, inferred
-            return await sdk.held_json_call(
-                self.client,
-                self._invoke_url,
-                dict(request.payload),
-                headers=headers,
-                mark=self._cold,
-                provider=self.name,
-                request_id_header=self.options.request_id_header,
-            )
+            return await sdk.ingress_call(self, self._invoke_url, request, headers, self._cold)
         finally:
             self._in_flight -= 1
 
