@@ -32,7 +32,7 @@ from .._transport._call import CallResponse
 from .._transport._client import as_provider_error, first_byte_ns
 from .._transport._errors import error_type
 from .._transport._responses import invalid_response
-from ._jobs import Polling
+from ._jobs import Job, Polling, run_job
 from ._provider import Provider, ProviderOptions
 
 T = TypeVar("T")
@@ -49,6 +49,19 @@ class PollingOptions(ProviderOptions):
     @property
     def polling(self) -> Polling:
         return Polling(self.poll_interval_s, self.poll_max_interval_s, self.poll_backoff)
+
+
+async def run_polled(
+    provider: Provider, job: Job[Any], *, timeout_s: float | None = None
+) -> Result:
+    """``run_job`` as a provider whose options are ``PollingOptions`` calls it: errors named
+    for the provider, its options' ``timeout_s`` the deadline (unless ``timeout_s`` is given:
+    one with room for the platform's own deadline) and their ``polling`` the backoff."""
+    options = provider.options
+    if not isinstance(options, PollingOptions):
+        raise TypeError(f"{type(provider).__name__}'s options are no PollingOptions")
+    deadline_s = options.timeout_s if timeout_s is None else timeout_s
+    return await run_job(job, provider=provider.name, timeout_s=deadline_s, polling=options.polling)
 
 
 def with_capabilities(provider: Provider, **changes: Any) -> None:
