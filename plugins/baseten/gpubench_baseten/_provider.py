@@ -193,10 +193,7 @@ class BasetenProvider(sdk.Provider):
             body["webhook_endpoint"] = o.webhook_endpoint
         if o.max_time_in_queue_s is not None:
             body["max_time_in_queue_seconds"] = o.max_time_in_queue_s
-        job = _AsyncRequest(self, body)
-        result = await sdk.run_job(
-            job, provider=self.name, timeout_s=o.timeout_s, polling=o.polling
-        )
+        result = await sdk.run_polled(self, _AsyncRequest(self, body))
         if self._cold.take():  # the deployment was verified scaled to zero just before
             result.cold, result.cold_confirmed = True, True
         return result

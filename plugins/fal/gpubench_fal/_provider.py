@@ -121,12 +121,7 @@ class FalProvider(sdk.Provider):
             return await self._stream(request)
         if self.options.mode == "run":
             return await self._run_sync(request)
-        return await sdk.run_job(
-            _QueuedRequest(self, request),
-            provider=self.name,
-            timeout_s=self.options.timeout_s,
-            polling=self.options.polling,
-        )
+        return await sdk.run_polled(self, _QueuedRequest(self, request))
 
     def _urls(self, submitted: dict[str, Any], request_id: str) -> dict[str, str]:
         """The URLs fal answered with (its docs say to use them), else the documented ones."""
