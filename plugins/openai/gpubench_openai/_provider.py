@@ -298,10 +298,7 @@ class OpenAIProvider(sdk.Provider):
         """The core's error for a status >= 400, its body read (as_provider_error: the call
         named, a 429's ``Retry-After`` in seconds or as an HTTP date), showing the error
         body's ``message`` and ``type`` (OpenAI's, vLLM's, TGI's shapes: ``oa.error_message``)."""
-        try:
-            message, kind = oa.error_message(json.loads(response.content))
-        except ValueError:
-            message, kind = None, None
+        message, kind = oa.error_message(sdk.json_or_text(response.text))
         detail = f"{message} ({kind})" if message and kind else message
         return sdk.status_error(response, provider=self.name, detail=detail)
 
