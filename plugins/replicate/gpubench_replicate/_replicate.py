@@ -193,11 +193,8 @@ class ReplicateProvider(p.PredictionProvider):
     async def set_scaling(self, settings: sdk.ScalingSettings) -> None:
         """PATCH the given instance bounds; restored in ``close()``."""
         if settings.idle_timeout_s is not None:
-            raise sdk.ConfigError(
-                "scaling.idle_timeout_s",
-                settings.idle_timeout_s,
-                "None: Replicate deployments have no idle-timeout setting",
-            )
+            expected = "None: Replicate deployments have no idle-timeout setting"
+            raise sdk.ConfigError("scaling.idle_timeout_s", settings.idle_timeout_s, expected)
         await self._scaling.change(settings)
 
     async def _patch_scaling(self, settings: sdk.ScalingSettings) -> None:
