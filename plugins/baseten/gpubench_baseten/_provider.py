@@ -344,19 +344,18 @@ class DeploymentAdmin:
             )
         return settings
 
-    async def patch(self, changes: dict[str, int]) -> str:
+    async def patch(self, changes: dict[str, int]) -> None:
         """PATCH the given fields (Baseten changes only those); wait for a QUEUED change."""
         with sdk.refused_as_config("scaling", changes, "Baseten"):
             answer = await self._send.json("PATCH", self._settings_url, changes)
-        status = str(answer.get("status"))
-        if status == "QUEUED":  # applied later (e.g. while the deployment updates): wait for it
+        # QUEUED: applied later (e.g. while the deployment updates): wait for it
+        if answer.get("status") == "QUEUED":
             deadline = time.monotonic() + _SETTLE_TIMEOUT_S
             while time.monotonic() < deadline:
                 current = await self.settings()
                 if all(current.get(k) == v for k, v in changes.items()):
                     break
                 await asyncio.sleep(0.5)
-        return status
 
     async def state(self, queue: dict[str, Any] | None) -> sdk.FleetState:
         """Replicas up (Baseten counts them without telling idle from busy) and, from the async
