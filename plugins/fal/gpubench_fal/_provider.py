@@ -21,6 +21,7 @@ from . import _protocol as fal
 
 log = logging.getLogger(__name__)
 _APP_ID = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*")
+_BROKE_OFF = (httpx.HTTPError, sdk.ThrottledError, sdk.ServerHTTPError, sdk.InvalidResponseError)
 
 
 class FalOptions(sdk.PollingOptions):
@@ -146,12 +147,7 @@ class FalProvider(sdk.Provider):
                         progress_ns = time.perf_counter_ns()
                     if status["status"] == fal.COMPLETED:
                         return progress_ns, time.perf_counter_ns()
-        except (
-            httpx.HTTPError,
-            sdk.ThrottledError,
-            sdk.ServerHTTPError,
-            sdk.InvalidResponseError,
-        ) as exc:
+        except _BROKE_OFF as exc:
             if isinstance(exc, sdk.InvalidResponseError) and "ended in the middle" not in str(exc):
                 raise  # a status fal would not send: not a broken connection
             log.info("fal status stream broke off (%s); polling instead", type(exc).__name__)
