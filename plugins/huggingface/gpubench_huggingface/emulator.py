@@ -125,15 +125,12 @@ class TgiShapes:
             answer["details"] = {**self._details(len(tokens)), "prefill": [], "tokens": tokens}
         return answer
 
-    def _boot_end_s(self, job: kit.Job) -> float | None:
-        bills = self.fleet.billing.workers
-        return next((bill.boot_end_s for bill in bills if bill.worker_id == job.worker_id), None)
-
     def headers(self, job: kit.Job) -> dict[str, str]:
         """TGI's timing headers (whole ms, as ``as_millis`` writes them). TGI sees a request
         only once a replica is up: time the proxy held it is in none of them."""
         assert job.started_s is not None and job.finished_s is not None
-        boot_end_s = self._boot_end_s(job)
+        bills = self.fleet.billing.workers
+        boot_end_s = next((b.boot_end_s for b in bills if b.worker_id == job.worker_id), None)
         seen_s = max(job.submitted_s, boot_end_s or job.submitted_s)
         total_ms = (job.finished_s - seen_s) * 1e3
         inference_ms = (job.finished_s - job.started_s) * 1e3
