@@ -100,13 +100,9 @@ def make_app(
 
     def apply_scaling(template: dict[str, Any]) -> None:
         scaling = template.get("scaling") or {}
-        max_count = int(scaling.get("maxInstanceCount", 0))
-        fleet.set_scaling(
-            ScalingSettings(
-                min_workers=int(scaling.get("minInstanceCount", 0)),
-                max_workers=max_count or None,  # 0: not set, Cloud Run's default applies
-            )
-        )
+        low, high = int(scaling.get("minInstanceCount", 0)), int(scaling.get("maxInstanceCount", 0))
+        # a max of 0 is not set: Cloud Run's default applies
+        fleet.set_scaling(ScalingSettings(min_workers=low, max_workers=high or None))
 
     roll_revision()
     emu.on_start.append(lambda: apply_scaling(state["service"]["template"]))
