@@ -1,6 +1,6 @@
 """The plugin kit's control-plane pieces (``_contract._control``): ``read_scaling``, the
-``ensure_cold`` steps, ``shielded`` and ``held_json_call``, the last against a real server on
-loopback."""
+``ensure_cold`` steps, ``shielded``, ``held_json_call`` and ``ingress_call``, the last two
+against a real server on loopback."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from conftest import LoopbackServer, module_server
 
 from gpubench_sdk import (
     ColdMark,
+    IngressOptions,
     InvalidResponseError,
     Polling,
     Provider,
@@ -21,6 +22,7 @@ from gpubench_sdk import (
     Result,
     ScalingSettings,
     held_json_call,
+    ingress_call,
     lower_min_workers,
     make_client,
     read_scaling,
@@ -156,6 +158,31 @@ async def test_held_json_call_reads_the_answer_and_the_marks_verdict(
             await held_json_call(client, f"{server.url}/busy", {}, **kw)
         with pytest.raises(InvalidResponseError, match="not JSON"):
             await held_json_call(client, f"{server.url}/html", {}, **kw)
+
+
+class _Service(Provider):
+    name = "service"
+    options: IngressOptions
+
+    async def invoke(self, request: Request) -> Result:
+        raise NotImplementedError
+
+
+async def test_ingress_call_is_the_held_call_of_the_providers_client_name_and_header(
+    server: LoopbackServer,
+) -> None:
+    mark = ColdMark()
+    url = httpx.URL(f"{server.url}/ok")
+    async with _Service(request_id_header="x-request-id") as service:
+        mark.expect()
+        result = await ingress_call(service, url, Request(seq=0, payload={"a": 1}), {}, mark)
+    assert result.output == {"echo": {"a": 1}} and result.request_id == "req-7"
+    assert (result.cold, result.cold_confirmed, result.http_status) == (True, True, 200)
+    async with _Service(request_id_header="x-other") as service:
+        other = await ingress_call(service, url, Request(seq=1, payload={}), {}, mark)
+    assert other.request_id is None and other.cold is None  # the header it names; no verdict
+    with pytest.raises(TypeError, match="IngressOptions"):
+        await ingress_call(_Scaled(0), url, Request(seq=2, payload={}), {}, mark)
 
 
 class _Scaled(Provider):

@@ -10,6 +10,7 @@ import pytest
 from pydantic import SecretStr
 
 from gpubench_sdk import (
+    CallResponse,
     ClientHTTPError,
     ConfigError,
     InvalidResponseError,
@@ -22,6 +23,7 @@ from gpubench_sdk import (
     ThrottledError,
     TransportError,
     WarmBaseline,
+    http_result,
     json_body,
     json_result,
     key_headers,
@@ -47,6 +49,18 @@ def test_json_body_is_any_json_value_or_invalid_naming_the_call() -> None:
     with pytest.raises(InvalidResponseError, match="response is not JSON"):
         json_result(_answer(b"<html>"), provider="p")  # json_result reads through it
     assert json_result(_answer(b"[1]"), provider="p").output == [1]
+
+
+def test_http_result_is_the_answers_status_and_first_byte_and_the_fields_given() -> None:
+    answer = _answer(b"ok")
+    answer.extensions["gpubench.first_byte_ns"] = 123  # where the measuring client puts it
+    result = http_result(answer, output="ok", request_id="r-1", cold=True)
+    assert (result.http_status, result.first_byte_ns) == (200, 123)
+    assert (result.output, result.request_id, result.cold) == ("ok", "r-1", True)
+    assert http_result(answer, first_byte_ns=456).first_byte_ns == 456  # a stream's first piece
+    url = httpx.URL("http://127.0.0.1:1/x")
+    read = CallResponse(503, {}, b"", 789, "POST", url)  # a PreparedCall's answer
+    assert (http_result(read).http_status, http_result(read).first_byte_ns) == (503, 789)
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,6 @@
 """``run_job``: polling, backoff, Retry-After, the deadline, cancel and the job id in errors,
-against a small queue API served over real HTTP on loopback."""
+against a small queue API served over real HTTP on loopback; ``run_polled``, the same for a
+provider with ``PollingOptions``."""
 
 from __future__ import annotations
 
@@ -21,12 +22,16 @@ from gpubench_sdk import (
     ClientHTTPError,
     Job,
     Polling,
+    PollingOptions,
+    Provider,
     ProviderError,
+    Request,
     RequestTimeoutError,
     Result,
     ServerHTTPError,
     ThrottledError,
     run_job,
+    run_polled,
 )
 from gpubench_sdk.testing import ServedApp, serve
 
@@ -295,3 +300,44 @@ def test_a_submit_that_names_no_job_is_an_invalid_response(served: ServedApp, qu
     with pytest.raises(ProviderError, match="named no job") as info:
         asyncio.run(go())
     assert info.value.outcome.value == "invalid_response"
+
+
+class Toy(Provider):
+    name = "toy"
+    options: PollingOptions
+
+    async def invoke(self, request: Request) -> Result:
+        raise NotImplementedError
+
+
+class Plain(Provider):
+    name = "plain"
+
+    async def invoke(self, request: Request) -> Result:
+        raise NotImplementedError
+
+
+def test_run_polled_takes_the_providers_name_deadline_and_backoff(
+    served: ServedApp, queue: Queue
+) -> None:
+    async def go(given_s: float | None, options_s: float) -> Result:
+        async with Toy(poll_interval_s=0.2, poll_max_interval_s=0.2, timeout_s=options_s) as toy:
+            return await run_polled(toy, EchoJob(toy.client, served.url), timeout_s=given_s)
+
+    queue.polls = [Answer(), Answer(), DONE]
+    assert asyncio.run(go(None, 5.0)).output == 42 and len(queue.polled_at) == 3
+    gaps = [b - a for a, b in zip(queue.polled_at, queue.polled_at[1:], strict=False)]
+    assert min(gaps) >= 0.15  # the options' backoff (run_job's default starts at 0.05 s)
+    queue.polls = [Answer()]  # never ends: the deadline is the options' or the one given
+    for given_s, options_s in ((None, 0.3), (0.3, 60.0)):
+        started = time.monotonic()
+        with pytest.raises(RequestTimeoutError) as info:
+            asyncio.run(go(given_s, options_s))
+        assert time.monotonic() - started < 3 and info.value.provider == "toy"
+
+    async def plain() -> Result:
+        async with httpx.AsyncClient() as client:
+            return await run_polled(Plain(), EchoJob(client, served.url))
+
+    with pytest.raises(TypeError, match="PollingOptions"):
+        asyncio.run(plain())

@@ -1,6 +1,7 @@
 """The control-plane pieces provider plugins kept writing for themselves: the provider's
 scaling fields read into ``ScalingSettings``, the first step and the wait of ``ensure_cold``, a
-restore that outlives a cancelled run, and a held JSON call judged by a ``ColdMark``.
+restore that outlives a cancelled run, and a held JSON call judged by a ``ColdMark`` (made as
+an ``IngressOptions`` provider makes it: ``ingress_call``).
 
 Like ``_kit``, nothing here knows a provider: each plugin passes its own field names, its own
 look at the fleet and its own words for what it saw.
@@ -18,8 +19,9 @@ import anyio
 import httpx
 
 from .._base._errors import InvalidResponseError
-from .._base._types import ColdCheck, Result, ScalingSettings
+from .._base._types import ColdCheck, Request, Result, ScalingSettings
 from .._transport._client import first_byte_ns
+from ._ingress import IngressOptions
 from ._jobs import Polling
 from ._kit import ColdMark, json_result
 from ._provider import Provider
@@ -133,6 +135,30 @@ async def held_json_call(
         request_id=response.headers.get(request_id_header),
         cold=cold,
         cold_confirmed=confirmed,
+    )
+
+
+async def ingress_call(
+    provider: Provider,
+    url: httpx.URL,
+    request: Request,
+    headers: dict[str, str],
+    mark: ColdMark,
+) -> Result:
+    """``held_json_call`` as a provider whose options are ``IngressOptions`` makes it:
+    ``request``'s payload POSTed to ``url`` (``options.invoke_url``) through the provider's
+    client, the request id read from its ``request_id_header``, errors named for it."""
+    options = provider.options
+    if not isinstance(options, IngressOptions):
+        raise TypeError(f"{type(provider).__name__}'s options are no IngressOptions")
+    return await held_json_call(
+        provider.client,
+        url,
+        dict(request.payload),
+        headers=headers,
+        mark=mark,
+        provider=provider.name,
+        request_id_header=options.request_id_header,
     )
 
 

@@ -28,10 +28,11 @@ from .._base._errors import (
 )
 from .._base._secrets import redact
 from .._base._types import Result, ScalingSettings
+from .._transport._call import CallResponse
 from .._transport._client import as_provider_error, first_byte_ns
 from .._transport._errors import error_type
 from .._transport._responses import invalid_response
-from ._jobs import Polling
+from ._jobs import Job, Polling, run_job
 from ._provider import Provider, ProviderOptions
 
 T = TypeVar("T")
@@ -48,6 +49,19 @@ class PollingOptions(ProviderOptions):
     @property
     def polling(self) -> Polling:
         return Polling(self.poll_interval_s, self.poll_max_interval_s, self.poll_backoff)
+
+
+async def run_polled(
+    provider: Provider, job: Job[Any], *, timeout_s: float | None = None
+) -> Result:
+    """``run_job`` as a provider whose options are ``PollingOptions`` calls it: errors named
+    for the provider, its options' ``timeout_s`` the deadline (unless ``timeout_s`` is given:
+    one with room for the platform's own deadline) and their ``polling`` the backoff."""
+    options = provider.options
+    if not isinstance(options, PollingOptions):
+        raise TypeError(f"{type(provider).__name__}'s options are no PollingOptions")
+    deadline_s = options.timeout_s if timeout_s is None else timeout_s
+    return await run_job(job, provider=provider.name, timeout_s=deadline_s, polling=options.polling)
 
 
 def with_capabilities(provider: Provider, **changes: Any) -> None:
@@ -117,6 +131,16 @@ def json_body(
         raise invalid_response(response, problem, provider=provider) from exc
 
 
+def http_result(response: httpx.Response | CallResponse, **fields: Any) -> Result:
+    """The ``Result`` of an HTTP answer (an httpx response, or a ``PreparedCall``'s): its
+    status and its first byte (when its headers came; a ``first_byte_ns`` in ``fields``, such
+    as a stream's first piece, stands instead), and ``fields`` the rest (``output``,
+    ``request_id``, ``cold``...)."""
+    if "first_byte_ns" not in fields:
+        fields["first_byte_ns"] = first_byte_ns(response)
+    return Result(http_status=response.status_code, **fields)
+
+
 def json_result(
     response: httpx.Response,
     *,
@@ -125,13 +149,10 @@ def json_result(
     **fields: Any,
 ) -> Result:
     """The ``Result`` of a plain JSON answer: its body as ``output`` (``json_body``: an
-    ``invalid_response`` saying ``problem`` when it is not JSON), its status and first byte;
-    ``fields`` add the rest (``request_id``, ``cold``...)."""
-    return Result(
-        output=json_body(response, provider=provider, problem=problem),
-        http_status=response.status_code,
-        first_byte_ns=first_byte_ns(response),
-        **fields,
+    ``invalid_response`` saying ``problem`` when it is not JSON), its status and first byte
+    (``http_result``); ``fields`` add the rest (``request_id``, ``cold``...)."""
+    return http_result(
+        response, output=json_body(response, provider=provider, problem=problem), **fields
     )
 
 

@@ -76,11 +76,8 @@ class AzureOptions(sdk.IngressOptions):
         if self.app is None and self.url is None:
             raise ValueError("give 'app' (the container app's resource id) or 'url'")
         if self.app is not None and not APP_ID.match(self.app):
-            raise sdk.ConfigError(
-                "app",
-                self.app,
-                "/subscriptions/S/resourceGroups/G/providers/Microsoft.App/containerApps/A",
-            )
+            expected = "/subscriptions/S/resourceGroups/G/providers/Microsoft.App/containerApps/A"
+            raise sdk.ConfigError("app", self.app, expected)
         if self.auth_mode in ("bearer", "functions-key") and self.api_key is None:
             raise sdk.ConfigError("api_key_env", None, f"a key for auth_mode = {self.auth_mode!r}")
         return self
@@ -159,9 +156,7 @@ class AzureProvider(sdk.Provider):
 
     def _check_region(self, info: AppInfo) -> None:
         wanted, actual = self.options.region, info.location
-        if wanted is None or actual is None:
-            return
-        if _norm(wanted) != _norm(actual):
+        if wanted is not None and actual is not None and _norm(wanted) != _norm(actual):
             raise sdk.ConfigError(
                 "region", wanted, f"the app's location, {actual!r} (or another app's id)"
             )
@@ -190,15 +185,7 @@ class AzureProvider(sdk.Provider):
         self._in_flight += 1
         try:
             # the first request after ensure_cold is cold; else, with cold_threshold_ms, inferred
-            return await sdk.held_json_call(
-                self.client,
-                self._invoke_url,
-                dict(request.payload),
-                headers=headers,
-                mark=self._cold,
-                provider=self.name,
-                request_id_header=self.options.request_id_header,
-            )
+            return await sdk.ingress_call(self, self._invoke_url, request, headers, self._cold)
         finally:
             self._in_flight -= 1
 

@@ -25,13 +25,10 @@ import copy
 import datetime as dt
 import json
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gpubench_sdk import ScalingSettings
 from gpubench_sdk import testing as kit
-
-if TYPE_CHECKING:
-    from starlette.requests import Request
 
 SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
 DEFAULT_APP = (
@@ -74,7 +71,7 @@ def make_app(
                                () if functions_key else ("Bearer",), message=denied)  # fmt: skip
     app_name = app_id.rsplit("/", 1)[-1]
 
-    def check_arm(request: Request) -> None:
+    def check_arm(request: kit.Request) -> None:
         if "api-version" not in request.query_params:
             raise kit.Reject(400, "The api-version query parameter is required.")
         arm_key(request)
@@ -112,7 +109,7 @@ def make_app(
 
     roll_revision()
 
-    def app_body(request: Request) -> dict[str, Any]:
+    def app_body(request: kit.Request) -> dict[str, Any]:
         latest = state["revisions"][-1]["name"]
         template = copy.deepcopy(state["template"])
         template["scale"] = scale_of_fleet()
@@ -140,7 +137,7 @@ def make_app(
     app_route = _PREFIX + "/{app}"
 
     @emu.route(app_route, "GET", "PATCH")
-    async def container_app(request: Request) -> Any:
+    async def container_app(request: kit.Request) -> Any:
         if request.method == "GET":
             return app_body(request)
         patch = await emu.read_json(request, invalid="The request content is not valid JSON.",
@@ -171,7 +168,7 @@ def make_app(
 
     @emu.route("/subscriptions/{sub}/providers/Microsoft.App/locations/{location}"
                "/containerappOperationResults/{operation}")  # fmt: skip
-    async def operation_result(request: Request) -> Any:
+    async def operation_result(request: kit.Request) -> Any:
         done, _ = operations.status(request.path_params["operation"])
         if not done:
             return emu.reply(status=202, headers={"Location": str(request.url)})
@@ -193,11 +190,11 @@ def make_app(
                 "properties": properties}  # fmt: skip
 
     @emu.route(app_route + "/revisions")
-    async def revisions(request: Request) -> Any:
+    async def revisions(request: kit.Request) -> Any:
         return {"value": [revision_body(i, r) for i, r in enumerate(state["revisions"])]}
 
     @emu.route(app_route + "/revisions/{revision}/replicas")
-    async def replicas(request: Request) -> Any:
+    async def replicas(request: kit.Request) -> Any:
         name = request.path_params["revision"]
         if name not in [r["name"] for r in state["revisions"]]:
             raise kit.Reject(404, f"The revision '{name}' was not found.")

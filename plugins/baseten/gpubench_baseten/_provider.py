@@ -177,9 +177,9 @@ class BasetenProvider(sdk.Provider):
                 if text:
                     times.append(time.perf_counter_ns())
                     chunks.append(text)
-        return sdk.Result(
+        return sdk.http_result(
+            response,
             output="".join(chunks),
-            http_status=response.status_code,
             request_id=response.headers.get(bt.REQUEST_ID_HEADER),
             first_byte_ns=times[0] if times else sdk.first_byte_ns(response),
             output_units=len(chunks),
@@ -193,10 +193,7 @@ class BasetenProvider(sdk.Provider):
             body["webhook_endpoint"] = o.webhook_endpoint
         if o.max_time_in_queue_s is not None:
             body["max_time_in_queue_seconds"] = o.max_time_in_queue_s
-        job = _AsyncRequest(self, body)
-        result = await sdk.run_job(
-            job, provider=self.name, timeout_s=o.timeout_s, polling=o.polling
-        )
+        result = await sdk.run_polled(self, _AsyncRequest(self, body))
         if self._cold.take():  # the deployment was verified scaled to zero just before
             result.cold, result.cold_confirmed = True, True
         return result
@@ -304,11 +301,10 @@ class _AsyncRequest(sdk.Job[dict[str, Any]]):
             raise sdk.JobCancelledError(f"async request {status} {errors}".strip(), **kw)
         queue_ms = sdk.span_ms(sdk.iso_seconds(state.get("created_at")), self.progress_at)
         ended = sdk.iso_seconds(state.get("status_at"))
-        return sdk.Result(
+        return sdk.http_result(
+            self.response,
             output=None,  # Baseten keeps no async output: it went to the webhook, if any
-            http_status=self.response.status_code,
             request_id=self.id,
-            first_byte_ns=sdk.first_byte_ns(self.response),
             queue_ms=queue_ms,
             execution_ms=sdk.span_ms(self.progress_at, ended),
             cold=None if queue_ms is None else queue_ms >= self.p.options.cold_threshold_ms,
@@ -348,19 +344,18 @@ class DeploymentAdmin:
             )
         return settings
 
-    async def patch(self, changes: dict[str, int]) -> str:
+    async def patch(self, changes: dict[str, int]) -> None:
         """PATCH the given fields (Baseten changes only those); wait for a QUEUED change."""
         with sdk.refused_as_config("scaling", changes, "Baseten"):
             answer = await self._send.json("PATCH", self._settings_url, changes)
-        status = str(answer.get("status"))
-        if status == "QUEUED":  # applied later (e.g. while the deployment updates): wait for it
+        # QUEUED: applied later (e.g. while the deployment updates): wait for it
+        if answer.get("status") == "QUEUED":
             deadline = time.monotonic() + _SETTLE_TIMEOUT_S
             while time.monotonic() < deadline:
                 current = await self.settings()
                 if all(current.get(k) == v for k, v in changes.items()):
                     break
                 await asyncio.sleep(0.5)
-        return status
 
     async def state(self, queue: dict[str, Any] | None) -> sdk.FleetState:
         """Replicas up (Baseten counts them without telling idle from busy) and, from the async

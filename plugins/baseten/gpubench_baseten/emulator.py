@@ -161,10 +161,8 @@ def make_app(
     async def cancel(request: kit.Request) -> Any:
         job = emu.find(request, tag=_ASYNC)
         canceled = job.status is kit.JobStatus.QUEUED and fleet.cancel(job.id)
-        status = _ASYNC_STATUS[job.status]
-        message = (
-            "canceled" if canceled else f"request is {status}: only a QUEUED one can be canceled"
-        )
+        refused = f"request is {_ASYNC_STATUS[job.status]}: only a QUEUED one can be canceled"
+        message = "canceled" if canceled else refused
         return {"request_id": job.id, "canceled": canceled, "message": message}
 
     async def queue_status(request: kit.Request) -> Any:

@@ -178,15 +178,8 @@ class CloudRunProvider(sdk.Provider):
         # leaves through invoke's boundary as the core's ProviderError (as_provider_error:
         # Retry-After in seconds or as an HTTP date). The first request after ensure_cold is
         # cold; else, with cold_threshold_ms, inferred.
-        return await sdk.held_json_call(
-            self.client,
-            self._invoke_url,
-            dict(request.payload),
-            headers=await self._headers(),
-            mark=self._cold,
-            provider=self.name,
-            request_id_header=self.options.request_id_header,
-        )
+        headers = await self._headers()
+        return await sdk.ingress_call(self, self._invoke_url, request, headers, self._cold)
 
     # ----- control --------------------------------------------------------------------------
 

@@ -23,13 +23,10 @@ import copy
 import json
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gpubench_sdk import ScalingSettings
 from gpubench_sdk import testing as kit
-
-if TYPE_CHECKING:
-    from starlette.requests import Request
 
 DEFAULT_SERVICE = "projects/p/locations/us-central1/services/gpubench-emulated"
 SERVICE_TYPE = "type.googleapis.com/google.cloud.run.v2.Service"
@@ -103,18 +100,14 @@ def make_app(
 
     def apply_scaling(template: dict[str, Any]) -> None:
         scaling = template.get("scaling") or {}
-        max_count = int(scaling.get("maxInstanceCount", 0))
-        fleet.set_scaling(
-            ScalingSettings(
-                min_workers=int(scaling.get("minInstanceCount", 0)),
-                max_workers=max_count or None,  # 0: not set, Cloud Run's default applies
-            )
-        )
+        low, high = int(scaling.get("minInstanceCount", 0)), int(scaling.get("maxInstanceCount", 0))
+        # a max of 0 is not set: Cloud Run's default applies
+        fleet.set_scaling(ScalingSettings(min_workers=low, max_workers=high or None))
 
     roll_revision()
     emu.on_start.append(lambda: apply_scaling(state["service"]["template"]))
 
-    def service_body(request: Request) -> dict[str, Any]:
+    def service_body(request: kit.Request) -> dict[str, Any]:
         state["service"]["template"]["scaling"] = fleet_scaling(fleet)
         body: dict[str, Any] = copy.deepcopy(state["service"])
         body["uri"] = str(request.base_url).rstrip("/")
@@ -123,7 +116,7 @@ def make_app(
     services = "/v2/projects/{project}/locations/{location}/services/{service}"
 
     @emu.route(services, "GET", "PATCH", fault="control")
-    async def service(request: Request) -> Any:
+    async def service(request: kit.Request) -> Any:
         name = f"{location}/services/{request.path_params['service']}"
         if name != service_name:
             raise kit.Reject(404, f"Resource '{name}' was not found")
@@ -157,14 +150,14 @@ def make_app(
 
     @emu.route("/v2/projects/{project}/locations/{location}/operations/{operation}",
                fault="control")  # fmt: skip
-    async def operation(request: Request) -> Any:
+    async def operation(request: kit.Request) -> Any:
         return operation_body(f"{location}/operations/{request.path_params['operation']}")
 
     @emu.route(f"{services}/revisions", fault="control")
-    async def revisions(request: Request) -> Any:
+    async def revisions(request: kit.Request) -> Any:
         return {"revisions": list(reversed(state["revisions"]))}
 
-    def authorized(request: Request) -> None:
+    def authorized(request: kit.Request) -> None:
         if api_key is None and authorize is None:
             return
         token = key.given(request.headers)

@@ -21,6 +21,7 @@ from . import _protocol as fal
 
 log = logging.getLogger(__name__)
 _APP_ID = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*")
+_BROKE_OFF = (httpx.HTTPError, sdk.ThrottledError, sdk.ServerHTTPError, sdk.InvalidResponseError)
 
 
 class FalOptions(sdk.PollingOptions):
@@ -121,12 +122,7 @@ class FalProvider(sdk.Provider):
             return await self._stream(request)
         if self.options.mode == "run":
             return await self._run_sync(request)
-        return await sdk.run_job(
-            _QueuedRequest(self, request),
-            provider=self.name,
-            timeout_s=self.options.timeout_s,
-            polling=self.options.polling,
-        )
+        return await sdk.run_polled(self, _QueuedRequest(self, request))
 
     def _urls(self, submitted: dict[str, Any], request_id: str) -> dict[str, str]:
         """The URLs fal answered with (its docs say to use them), else the documented ones."""
@@ -151,12 +147,7 @@ class FalProvider(sdk.Provider):
                         progress_ns = time.perf_counter_ns()
                     if status["status"] == fal.COMPLETED:
                         return progress_ns, time.perf_counter_ns()
-        except (
-            httpx.HTTPError,
-            sdk.ThrottledError,
-            sdk.ServerHTTPError,
-            sdk.InvalidResponseError,
-        ) as exc:
+        except _BROKE_OFF as exc:
             if isinstance(exc, sdk.InvalidResponseError) and "ended in the middle" not in str(exc):
                 raise  # a status fal would not send: not a broken connection
             log.info("fal status stream broke off (%s); polling instead", type(exc).__name__)
@@ -214,9 +205,9 @@ class FalProvider(sdk.Provider):
                         f"the stream failed: {detail}", provider=self.name, request_id=request_id
                     )
                 events.append(piece)
-        return sdk.Result(
+        return sdk.http_result(
+            response,
             output=events,
-            http_status=response.status_code,
             request_id=request_id,
             first_byte_ns=first,
             output_units=len(events),

@@ -142,17 +142,13 @@ class HTTPProvider(sdk.Provider):
             document = response.text
         try:
             output = self._read_output(document)
-            request_id = _str(self._read_id(document)) if self._read_id else None
+            found = self._read_id(document) if self._read_id else None
         except LookupError as exc:
             raise self._invalid(str(exc), status) from None
+        request_id = None if found is None else str(found)
         if request_id is None and o.request_id_header:
             request_id = response.headers.get(o.request_id_header)
-        result = sdk.Result(
-            output=output,
-            http_status=status,
-            request_id=request_id,
-            first_byte_ns=response.first_byte_ns,
-        )
+        result = sdk.http_result(response, output=output, request_id=request_id)
         for timing in o.timings:
             setattr(result, timing.field, timing.read(response.headers, document))
         return result
@@ -183,7 +179,3 @@ class HTTPProvider(sdk.Provider):
 
 
 _JSON = "application/json"
-
-
-def _str(value: Any) -> str | None:
-    return None if value is None else str(value)

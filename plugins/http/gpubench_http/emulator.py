@@ -18,13 +18,10 @@ Run ``python -m gpubench_http.emulator --port 0`` to serve one by hand (testing 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gpubench_sdk import KeyScheme
 from gpubench_sdk import testing as kit
-
-if TYPE_CHECKING:
-    from starlette.requests import Request
 
 MODAL_REDIRECT_AFTER_S = 150.0  # modal.com/docs/guide/webhook-timeouts
 RECLAIM_WITHIN_S = 1.0  # a redirect is followed within milliseconds; a second is generous
@@ -55,7 +52,7 @@ def make_app(
         headers = {"x-request-id": job.id, "x-queue-ms": f"{job.queue_ms or 0.0:.3f}"}
         return emu.json({"id": job.id, "output": job.output, "metrics": metrics}, headers=headers)
 
-    async def wait(request: Request, job: kit.Job) -> Any:
+    async def wait(request: kit.Request, job: kit.Job) -> Any:
         """The answer, a 303 to the result URL after ``redirect_after_s``, or nothing (the
         client left, and its job is cancelled)."""
         if (pending := unclaimed.pop(job.id, None)) is not None:
@@ -71,7 +68,7 @@ def make_app(
         return answer(job)
 
     @emu.route("/predict", "POST", "PUT", fault="submit")
-    async def predict(request: Request) -> Any:
+    async def predict(request: kit.Request) -> Any:
         body = await emu.read_json(request, not_object=None)
         if not isinstance(body, dict):
             raise kit.Reject(422, "body must be a JSON object")
@@ -79,11 +76,11 @@ def make_app(
         return await wait(request, emu.submit(job_input, full="too many requests: {exc}"))
 
     @emu.route("/result/{job_id}", fault="poll")
-    async def result(request: Request) -> Any:
+    async def result(request: kit.Request) -> Any:
         return await wait(request, emu.job(request.path_params["job_id"], "no such call"))
 
     @emu.route("/health", check=False)
-    async def health(request: Request) -> Any:
+    async def health(request: kit.Request) -> Any:
         up = fleet.counts().workers > 0
         return emu.json({"ready": up}, 200 if up else 503)
 

@@ -17,15 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gpubench_sdk import ScalingSettings
-from gpubench_sdk.testing import Emulator, Reject, SimulatedFleet, until
+from gpubench_sdk.testing import Emulator, Reject, Request, SimulatedFleet, until
 
 from . import _protocol as hf
-
-if TYPE_CHECKING:
-    from starlette.requests import Request
 
 REVISION = "0123456789abcdef0123456789abcdef01234567"  # the emulated model's commit
 CREATED_AT = "2026-01-01T00:00:00.000Z"

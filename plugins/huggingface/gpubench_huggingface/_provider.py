@@ -222,11 +222,10 @@ class HuggingFaceProvider(sdk.Provider):
         t = hf.timings_ms(headers, to_first_byte_ms)
         # TGI's other phases, kept with the request (queue and inference have their own fields)
         detail = {k: v for k, v in t.items() if k not in ("queue_ms", "inference_ms")}
-        result = sdk.Result(
+        result = sdk.http_result(
+            response,
             output=output,
-            http_status=response.status_code,
             request_id=headers.get("x-request-id"),
-            first_byte_ns=arrived,
             queue_ms=t.get("queue_ms"),
             execution_ms=t.get("inference_ms", t.get("compute_ms")),
             input_units=prompt,
@@ -259,9 +258,9 @@ class HuggingFaceProvider(sdk.Provider):
             )
         details = final.get("details") or {}
         generated = details.get("generated_tokens", len(times))
-        result = sdk.Result(
+        result = sdk.http_result(
+            response,
             output=final["generated_text"],
-            http_status=response.status_code,
             request_id=response.headers.get("x-request-id"),
             first_byte_ns=times[0] if times else arrived,
             output_units=generated if isinstance(generated, int) else None,

@@ -40,16 +40,13 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from gpubench_sdk import json_or_text
 from gpubench_sdk import testing as kit
 
 from . import _protocol as hf
 from ._emulated_endpoints import REVISION, EndpointAPI
-
-if TYPE_CHECKING:
-    from starlette.requests import Request
 
 DEFAULT_NAMESPACE = "gpubench"
 DEFAULT_ENDPOINT_NAME = "emulated-endpoint"
@@ -128,15 +125,12 @@ class TgiShapes:
             answer["details"] = {**self._details(len(tokens)), "prefill": [], "tokens": tokens}
         return answer
 
-    def _boot_end_s(self, job: kit.Job) -> float | None:
-        bills = self.fleet.billing.workers
-        return next((bill.boot_end_s for bill in bills if bill.worker_id == job.worker_id), None)
-
     def headers(self, job: kit.Job) -> dict[str, str]:
         """TGI's timing headers (whole ms, as ``as_millis`` writes them). TGI sees a request
         only once a replica is up: time the proxy held it is in none of them."""
         assert job.started_s is not None and job.finished_s is not None
-        boot_end_s = self._boot_end_s(job)
+        bills = self.fleet.billing.workers
+        boot_end_s = next((b.boot_end_s for b in bills if b.worker_id == job.worker_id), None)
         seen_s = max(job.submitted_s, boot_end_s or job.submitted_s)
         total_ms = (job.finished_s - seen_s) * 1e3
         inference_ms = (job.finished_s - job.started_s) * 1e3
@@ -209,7 +203,7 @@ def make_app(
         body = {"error": message, "error_type": error_type}
         return kit.Reject(status, message, response=emu.json(body, status))
 
-    async def body_of(request: Request, tgi: bool) -> dict[str, Any]:
+    async def body_of(request: kit.Request, tgi: bool) -> dict[str, Any]:
         """The request body; TGI's routes (and ``POST /`` with a text ``inputs``) refuse what
         TGI refuses: a body that is not a ``GenerateRequest`` (axum's 422 text), parameters
         its validation rejects (422 ``validation``)."""
@@ -223,7 +217,7 @@ def make_app(
             raise tgi_error(422, refused, "validation")
         return body
 
-    async def admit(request: Request, payload: dict[str, Any]) -> kit.Job:
+    async def admit(request: kit.Request, payload: dict[str, Any]) -> kit.Job:
         """HF's proxy, then TGI's admission: paused, cold (503 or hold), overloaded."""
         key(request)  # after the body is read, as the proxy does
         if api.paused:
@@ -247,7 +241,7 @@ def make_app(
                 raise kit.Reject(503, "Service Unavailable: scale-up timeout reached")
         return job
 
-    async def generate(request: Request) -> Any:
+    async def generate(request: kit.Request) -> Any:
         """TGI's ``/generate``, ``/generate_stream`` (SSE) and ``POST /``: TGI's
         ``compat_generate`` for a text ``inputs`` (``"stream": true`` streams), else the
         toolkit's custom handler (``{"inputs": {...}}``), which answers 400 on a failure."""
@@ -286,7 +280,7 @@ def make_app(
         emu.route(path, "POST", fault="submit", check=False)(generate)
 
     @emu.route("/health", check=False)
-    async def health(request: Request) -> Any:
+    async def health(request: kit.Request) -> Any:
         return emu.reply(status=200 if fleet.counts().ready else initializing_status)
 
     # TGI's GET /info (the fields InferenceClient.get_endpoint_info shows)

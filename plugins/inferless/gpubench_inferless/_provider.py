@@ -128,7 +128,7 @@ class InferlessProvider(sdk.Provider):
             raise sdk.invalid_response(response, problem, provider=self.name)
         output = outputs if o.output_name is None else outputs[o.output_name]
         request_id = str(data.get("id") or request_id)
-        return self._result(output, response, request_id, sdk.first_byte_ns(response), send_ns, [])
+        return self._result(output, response, request_id, send_ns, [])
 
     async def _stream(self, body: dict[str, Any], send_ns: int) -> sdk.Result:
         """SSE: each ``data:`` event is one piece of output (JSON where it parses)."""
@@ -151,30 +151,28 @@ class InferlessProvider(sdk.Provider):
                         chunk = kserve.decode_tensors(chunk["outputs"])
                 chunks.append(chunk)
                 times.append(at_ns)
-        first = times[0] if times else sdk.first_byte_ns(response)
-        return self._result(chunks, response, str(body["id"]), first, send_ns, times)
+        return self._result(chunks, response, str(body["id"]), send_ns, times)
 
     def _result(
         self,
         output: Any,
         response: httpx.Response,
         request_id: str,
-        first_ns: int | None,
         send_ns: int,
         times: list[int],
     ) -> sdk.Result:
         """Cold when the wait is at least ``cold_threshold_ms`` and ``cold_factor`` x the warm
         median; the estimate is the excess over that median (none before any warm request)."""
         # Streamed, the wait for the first event is what a cold start lengthens; else the whole.
-        waited_ms = ((first_ns if times and first_ns else time.perf_counter_ns()) - send_ns) / 1e6
+        waited_ms = ((times[0] if times else time.perf_counter_ns()) - send_ns) / 1e6
         median_ms = self._warm.median_ms  # before a warm wait joins it
         cold = self._warm.cold(waited_ms)
         estimate = {"cold_start_estimate_ms": max(0.0, waited_ms - (median_ms or 0.0))}
-        return sdk.Result(
+        return sdk.http_result(
+            response,
             output=output,
-            http_status=response.status_code,
             request_id=request_id,
-            first_byte_ns=first_ns,
+            first_byte_ns=times[0] if times else sdk.first_byte_ns(response),
             cold=cold,
             cold_confirmed=False,  # an inference from latency, never a fact
             token_times_ns=times or None,

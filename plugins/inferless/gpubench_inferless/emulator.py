@@ -21,14 +21,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gpubench_sdk import testing as kit
 
 from . import _kserve as kserve
-
-if TYPE_CHECKING:
-    from starlette.requests import Request
 
 DEFAULT_MODEL = "emulated-model_0a1b2c"
 
@@ -47,12 +44,12 @@ def make_app(
     in_flight = kit.InFlight(max_concurrent)
     key = kit.KeyCheck(api_key, bare=True, message="invalid workspace API key")
 
-    def known(request: Request) -> None:
+    def known(request: kit.Request) -> None:
         name = request.path_params["model"]
         if name != model:
             raise kit.Reject(404, f"Model with name {name} does not exist.")
 
-    def check(request: Request) -> None:
+    def check(request: kit.Request) -> None:
         known(request)
         key(request)
 
@@ -61,7 +58,7 @@ def make_app(
 
     @emu.route(models + "/versions/{version}/infer", "POST", fault="submit")
     @emu.route(models + "/infer", "POST", fault="submit")
-    async def infer(request: Request) -> Any:
+    async def infer(request: kit.Request) -> Any:
         try:
             body = json.loads(await request.body())
         except ValueError:
@@ -99,13 +96,13 @@ def make_app(
 
     @emu.route(models + "/ready", check=False)
     @emu.route(models + "/versions/{version}/ready", check=False)
-    async def model_ready(request: Request) -> Any:
+    async def model_ready(request: kit.Request) -> Any:
         known(request)
         return {"name": model, "ready": True}
 
     @emu.route(models, check=False)
     @emu.route(models + "/versions/{version}", check=False)
-    async def model_metadata(request: Request) -> Any:
+    async def model_metadata(request: kit.Request) -> Any:
         known(request)  # the model's tensors are whatever its handler reads: none are declared
         return {"name": model, "versions": ["1"], "platform": "", "inputs": [], "outputs": []}
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 from typing import Any, Self
-from urllib.parse import parse_qs, urlsplit
 
 import httpx
 from pydantic import Field, model_validator
@@ -110,7 +109,7 @@ class ModalProvider(sdk.Provider):
                         status_code=response.status_code,
                     )
                 target = response.url.join(location)
-                call_id = _call_id(target) or call_id
+                call_id = target.params.get(CALL_ID_PARAM) or call_id
                 if redirects >= o.max_redirects:
                     raise sdk.RequestTimeoutError(
                         f"still running after {redirects} result-URL redirects "
@@ -128,15 +127,9 @@ class ModalProvider(sdk.Provider):
                 output, times = await self._output(response, request.stream)
             finally:
                 await response.aclose()
-        arrived_ns = sdk.first_byte_ns(response)
-        cold, _ = self._cold.judge(sent_ns, arrived_ns)
-        return sdk.Result(
-            output=output,
-            http_status=response.status_code,
-            request_id=call_id,
-            first_byte_ns=arrived_ns,
-            cold=cold,
-            token_times_ns=times or None,
+        cold, _ = self._cold.judge(sent_ns, sdk.first_byte_ns(response))
+        return sdk.http_result(
+            response, output=output, request_id=call_id, cold=cold, token_times_ns=times or None
         )
 
     async def _output(self, response: httpx.Response, stream: bool) -> tuple[Any, list[int]]:
@@ -182,8 +175,3 @@ async def _pieces(response: httpx.Response) -> AsyncIterator[tuple[Any, int]]:
     async for line in response.aiter_lines():
         if line := line.rstrip("\r"):
             yield sdk.json_or_text(line), time.perf_counter_ns()
-
-
-def _call_id(url: httpx.URL) -> str | None:
-    values = parse_qs(urlsplit(str(url)).query).get(CALL_ID_PARAM)
-    return values[0] if values else None

@@ -23,14 +23,11 @@ Faults in ``fleet.faults`` hit ``POST`` (route ``submit``) and result URLs (``po
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gpubench_sdk import testing as kit
 
 from ._provider import CALL_ID_HEADER, CALL_ID_PARAM, LONG_REQUEST_S
-
-if TYPE_CHECKING:
-    from starlette.requests import Request
 
 
 def modal_http(status: int, message: str) -> tuple[bytes, str]:
@@ -65,7 +62,7 @@ def make_app(
     emu = kit.Emulator(fleet, name="Modal", check=key, error_body=modal_http,
                        fault_body=kit.json_error, fault=_fault_route)  # fmt: skip
 
-    async def answer(request: Request, job: kit.Job, *, cancel_on_hangup: bool) -> Any:
+    async def answer(request: kit.Request, job: kit.Job, *, cancel_on_hangup: bool) -> Any:
         # the app streams (SSE) what the function yields, when asked for a stream
         streamed = "text/event-stream" in request.headers.get("accept", "") and bool(
             job.input.get("chunks")
@@ -86,7 +83,7 @@ def make_app(
         return emu.json(job.result, headers=headers)
 
     @emu.route("/{path:path}", "GET", "POST")
-    async def endpoint(request: Request) -> Any:
+    async def endpoint(request: kit.Request) -> Any:
         call_id = request.query_params.get(CALL_ID_PARAM)
         if call_id is not None:
             if request.method != "GET":

@@ -134,20 +134,13 @@ def embedding_dimensions(data: Any) -> int | None:
 
 def user_content(prompt: str, images: list[str], detail: str | None) -> list[dict[str, Any]]:
     """A user message's content parts: the text, then an ``image_url`` part per picture."""
-    parts: list[dict[str, Any]] = [{"type": "text", "text": prompt}]
-    for url in images:
-        image: dict[str, Any] = {"url": url}
-        if detail is not None:
-            image["detail"] = detail
-        parts.append({"type": "image_url", "image_url": image})
-    return parts
+    shown = {} if detail is None else {"detail": detail}
+    pictures = [{"type": "image_url", "image_url": {"url": url, **shown}} for url in images]
+    return [{"type": "text", "text": prompt}, *pictures]
 
 
 def message_text(choice: Mapping[str, Any]) -> str | None:
     """The answer's text of one non-streamed choice (chat or completions)."""
     message = choice.get("message")
-    if isinstance(message, Mapping):
-        content = message.get("content")
-        return content if isinstance(content, str) else None
-    text = choice.get("text")
+    text = message.get("content") if isinstance(message, Mapping) else choice.get("text")
     return text if isinstance(text, str) else None

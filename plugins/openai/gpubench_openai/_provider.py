@@ -151,11 +151,10 @@ class OpenAIProvider(sdk.Provider):
             raise self._invalid(response, "data[0].embedding is neither floats nor base64")
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else None
         output = {"embeddings": len(vectors), "dimensions": dims}
-        return sdk.Result(
+        return sdk.http_result(
+            response,
             output={**output, "usage": usage, "model": data.get("model")},
-            http_status=response.status_code,
             request_id=response.headers.get("x-request-id") or oa.as_text(data.get("id")),
-            first_byte_ns=sdk.first_byte_ns(response),
             # without usage the core counts what was sent (the workload's tokenizer, or words)
             input_units=_count(usage, "prompt_tokens"),
             output_units=len(vectors),
@@ -190,11 +189,9 @@ class OpenAIProvider(sdk.Provider):
             if not isinstance(answer.get("text"), str):
                 raise self._invalid(response, "no text in the transcription")
         usage = answer.get("usage") if isinstance(answer.get("usage"), dict) else None
-        return sdk.Result(
-            output={"text": answer["text"], "usage": usage},
-            http_status=response.status_code,
-            request_id=response.headers.get("x-request-id"),
-            first_byte_ns=sdk.first_byte_ns(response),
+        output = {"text": answer["text"], "usage": usage}
+        return sdk.http_result(
+            response, output=output, request_id=response.headers.get("x-request-id")
         )
 
     def _complete(self, response: httpx.Response, data: dict[str, Any]) -> sdk.Result:
@@ -209,11 +206,10 @@ class OpenAIProvider(sdk.Provider):
             "finish_reason": choices[0].get("finish_reason"),
             "model": data.get("model"),
         }
-        return sdk.Result(
+        return sdk.http_result(
+            response,
             output=output,
-            http_status=response.status_code,
             request_id=response.headers.get("x-request-id") or oa.as_text(data.get("id")),
-            first_byte_ns=sdk.first_byte_ns(response),
             input_units=_count(usage, "prompt_tokens"),
             output_units=_count(usage, "completion_tokens"),
             detail=_cached(usage),
@@ -281,16 +277,15 @@ class OpenAIProvider(sdk.Provider):
         if output_units is None:  # no usage chunk: count what streamed, and say so
             output_units = len(times)
             detail = {"output_tokens_from": "chunks"}
-        return sdk.Result(
+        return sdk.http_result(
+            resp,
             output={
                 "text": "".join(parts),
                 "usage": usage,
                 "finish_reason": finish,
                 "model": model,
             },
-            http_status=resp.status_code,
             request_id=resp.headers.get("x-request-id") or oa.as_text(chunk_id),
-            first_byte_ns=sdk.first_byte_ns(resp),
             input_units=_count(usage, "prompt_tokens"),
             output_units=output_units,
             token_times_ns=times,
@@ -303,10 +298,7 @@ class OpenAIProvider(sdk.Provider):
         """The core's error for a status >= 400, its body read (as_provider_error: the call
         named, a 429's ``Retry-After`` in seconds or as an HTTP date), showing the error
         body's ``message`` and ``type`` (OpenAI's, vLLM's, TGI's shapes: ``oa.error_message``)."""
-        try:
-            message, kind = oa.error_message(json.loads(response.content))
-        except ValueError:
-            message, kind = None, None
+        message, kind = oa.error_message(sdk.json_or_text(response.text))
         detail = f"{message} ({kind})" if message and kind else message
         return sdk.status_error(response, provider=self.name, detail=detail)
 

@@ -50,12 +50,9 @@ import time
 import wave
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gpubench_sdk import testing as kit
-
-if TYPE_CHECKING:
-    from starlette.requests import Request
 
 DEFAULT_MODEL = "emulated-llm"
 _ECHO_KEYS = ("sleep_ms", "chunks", "echo", "fail")
@@ -120,17 +117,11 @@ def make_app(
         prompt counts."""
         if "sleep_ms" in body:  # the testing kit's echo probe
             return {k: body[k] for k in _ECHO_KEYS if k in body}, 0, {"prompt_tokens": 0}
-        pictures = 0
         if chat:
-            texts = []
-            for m in body.get("messages") or []:
-                content = m.get("content", "") if isinstance(m, dict) else ""
-                text, seen = _message_content(content)
-                texts.append(text)
-                pictures += seen
-            text = " ".join(texts)
+            said = [_message_content(m) for m in body.get("messages") or []]
+            text, pictures = " ".join(t for t, _ in said), sum(n for _, n in said)
         else:
-            text = str(body.get("prompt", ""))
+            text, pictures = str(body.get("prompt", "")), 0
         tokens = text.split()
         prompt: dict[str, Any] = {"prompt_tokens": len(tokens) + pictures}
         cached = 0
@@ -151,7 +142,7 @@ def make_app(
 
     @emu.route("/v1/chat/completions", "POST", fault="submit")
     @emu.route("/v1/completions", "POST", fault="submit")
-    async def completions(request: Request) -> Any:
+    async def completions(request: kit.Request) -> Any:
         chat = request.url.path.endswith("/chat/completions")
         body = await emu.read_json(request)
         if body.get("model") != model:
@@ -176,11 +167,8 @@ def make_app(
         await emu.finished(request, job, "the model failed: {error}")
         n = max(len(job.stream) - prefill, 0)
         text = "".join(token_text(job, i) for i in range(n)) if n else token_text(job, 0)
-        choice: dict[str, Any] = {"index": 0, "finish_reason": "length"}
-        if chat:
-            choice["message"] = {"role": "assistant", "content": text}
-        else:
-            choice["text"] = text
+        said = {"message": {"role": "assistant", "content": text}} if chat else {"text": text}
+        choice = {"index": 0, "finish_reason": "length", **said}
         answer: dict[str, Any] = {"id": job.id, "object": kind, "created": int(time.time()),
                                   "model": model, "choices": [choice]}  # fmt: skip
         if usage:
@@ -219,7 +207,7 @@ def make_app(
                 yield {**base, "choices": [], "usage": _usage(prompt, n)}
 
     @emu.route("/v1/embeddings", "POST", fault="submit")
-    async def embeddings(request: Request) -> Any:
+    async def embeddings(request: kit.Request) -> Any:
         body = await emu.read_json(request)
         if body.get("model") != model:
             raise kit.Reject(404, f"The model `{body.get('model')}` does not exist.")
@@ -245,7 +233,7 @@ def make_app(
         return emu.json(answer, headers={"x-request-id": job.id})
 
     @emu.route("/v1/audio/transcriptions", "POST", fault="submit")
-    async def transcriptions(request: Request) -> Any:
+    async def transcriptions(request: kit.Request) -> Any:
         form = await request.form(max_part_size=MAX_AUDIO_BYTES)
         upload = form.get("file")
         if upload is None or isinstance(upload, str):
@@ -280,7 +268,7 @@ def make_app(
     emu.static("/v1/models", {"object": "list", "data": [entry]})
 
     @emu.route("/health", check=False)
-    async def health(request: Request) -> Any:
+    async def health(request: kit.Request) -> Any:
         return emu.reply(status=200)
 
     return emu.app()
@@ -307,9 +295,10 @@ def _embedding_inputs(value: Any) -> list[str]:
     return texts
 
 
-def _message_content(content: Any) -> tuple[str, int]:
+def _message_content(message: Any) -> tuple[str, int]:
     """A chat message's text, and the tokens its pictures cost (``image_tokens``); a part
     that is neither text nor a readable picture is a ``Reject`` 400, as OpenAI refuses it."""
+    content = message.get("content", "") if isinstance(message, dict) else ""
     if isinstance(content, str):
         return content, 0
     if not isinstance(content, list):

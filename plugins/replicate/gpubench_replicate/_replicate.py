@@ -155,8 +155,7 @@ class ReplicateProvider(p.PredictionProvider):
         o = self.options
         # With Cancel-After, Replicate ends the prediction at timeout_s itself: read how.
         timeout_s = o.timeout_s + (CANCEL_AFTER_SLACK_S if o.cancel_after else 0.0)
-        job = _Prediction(self, request)
-        return await sdk.run_job(job, provider=self.name, timeout_s=timeout_s, polling=o.polling)
+        return await sdk.run_polled(self, _Prediction(self, request), timeout_s=timeout_s)
 
     def _url(self, prediction: dict[str, Any], kind: Literal["get", "cancel"]) -> httpx.URL:
         urls = prediction.get("urls")
@@ -194,11 +193,8 @@ class ReplicateProvider(p.PredictionProvider):
     async def set_scaling(self, settings: sdk.ScalingSettings) -> None:
         """PATCH the given instance bounds; restored in ``close()``."""
         if settings.idle_timeout_s is not None:
-            raise sdk.ConfigError(
-                "scaling.idle_timeout_s",
-                settings.idle_timeout_s,
-                "None: Replicate deployments have no idle-timeout setting",
-            )
+            expected = "None: Replicate deployments have no idle-timeout setting"
+            raise sdk.ConfigError("scaling.idle_timeout_s", settings.idle_timeout_s, expected)
         await self._scaling.change(settings)
 
     async def _patch_scaling(self, settings: sdk.ScalingSettings) -> None:

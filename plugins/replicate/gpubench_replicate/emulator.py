@@ -210,11 +210,9 @@ def make_app(
             if status == p.SUCCEEDED and sent == 0:
                 yield output(job.output, 1)
             if status == p.FAILED:
-                yield kit.sse_event(
-                    json.dumps({"detail": job.error}), event="error", event_id=sent + 1
-                )
+                yield kit.sse_event({"detail": job.error}, event="error", event_id=sent + 1)
             reason = {} if status == p.SUCCEEDED else {"reason": status}
-            yield kit.sse_event(json.dumps(reason), event="done", event_id=sent + 2)
+            yield kit.sse_event(reason, event="done", event_id=sent + 2)
 
         return emu.stream_job(job, output, end=closing, headers={"Cache-Control": "no-store"})
 

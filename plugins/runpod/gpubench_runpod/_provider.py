@@ -148,9 +148,7 @@ class RunPodProvider(sdk.Provider):
         if self.options.execution_timeout_ms is not None:
             body["policy"] = {"executionTimeout": self.options.execution_timeout_ms}
         job = _StreamJob(self, body) if request.stream else _RunJob(self, body)
-        return await sdk.run_job(
-            job, provider=self.name, timeout_s=self.options.timeout_s, polling=self.options.polling
-        )
+        return await sdk.run_polled(self, job)
 
     def _result(self, job: dict[str, Any], arrived: int | None) -> sdk.Result:
         status = job["status"]

@@ -98,11 +98,8 @@ class SageMakerProvider(sdk.Provider):
         o = self.options
         secret = o.api_key.get_secret_value() if o.api_key is not None else None
         if (o.aws_access_key_id is None) != (secret is None):
-            raise sdk.ConfigError(
-                "aws_access_key_id",
-                o.aws_access_key_id,
-                "both aws_access_key_id and api_key_env (the secret), or neither",
-            )
+            expected = "both aws_access_key_id and api_key_env (the secret), or neither"
+            raise sdk.ConfigError("aws_access_key_id", o.aws_access_key_id, expected)
         self._limiter = anyio.CapacityLimiter(o.max_concurrency)
         self._saved = sdk.SavedSettings[int](self._set_copies)  # the user's copy count
         # resolving credentials and building botocore clients (service models loaded from
@@ -180,8 +177,7 @@ class SageMakerProvider(sdk.Provider):
         # SageMaker routes only to copies that are up, so a request that was not refused is
         # warm (even right after ensure_cold: a copy came back meanwhile); one that was
         # refused waited for a copy to boot and load the model
-        result.cold = refused
-        result.cold_confirmed = refused
+        result.cold = result.cold_confirmed = refused
         if refused:
             result.setup_ms = (attempt_started - started) * 1e3
         return result

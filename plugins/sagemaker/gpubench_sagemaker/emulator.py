@@ -26,15 +26,12 @@ import os
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gpubench_sdk import ScalingSettings
 from gpubench_sdk import testing as kit
 
 from ._wire import payload_part, sigv4_valid, stream_exception
-
-if TYPE_CHECKING:
-    from starlette.requests import Request
 
 DEFAULT_ENDPOINT = "gpubench-emulated"
 DEFAULT_COMPONENT = "gpubench-emulated-ic"
@@ -81,7 +78,7 @@ def make_app(
         body = {"__type": code, "message": message}
         return kit.Reject(status, message, response=emu.json(body, status, headers))
 
-    async def signed(request: Request) -> bytes:
+    async def signed(request: kit.Request) -> bytes:
         body = await request.body()
         if not sigv4_valid(request.method, str(request.url), request.headers, body, credentials):
             raise fail(403, "InvalidSignatureException", "The request signature we calculated "
@@ -97,7 +94,7 @@ def make_app(
 
             scaling_out.append(emu.later(scale_out_delay_s, act))
 
-    async def submit(request: Request) -> Any:
+    async def submit(request: kit.Request) -> Any:
         name = request.path_params["name"]
         body = await signed(request)
         if name != endpoint_name:  # sagemaker-runtime's words for an unknown endpoint
@@ -120,7 +117,7 @@ def make_app(
             raise fail(429, "ThrottlingException", "Rate exceeded") from None
 
     @emu.route("/endpoints/{name}/invocations", "POST", fault="submit")
-    async def invocations(request: Request) -> Any:
+    async def invocations(request: kit.Request) -> Any:
         job = await submit(request)
         await job.done.wait()
         if job.status is not kit.JobStatus.COMPLETED:
@@ -130,7 +127,7 @@ def make_app(
         return emu.json(job.result, headers=headers)
 
     @emu.route("/endpoints/{name}/invocations-response-stream", "POST", fault="submit")
-    async def response_stream(request: Request) -> Any:
+    async def response_stream(request: kit.Request) -> Any:
         job = await submit(request)
 
         async def events() -> AsyncIterator[bytes]:
@@ -202,7 +199,7 @@ def make_app(
     }
 
     @emu.route("/", "POST")
-    async def control(request: Request) -> Any:
+    async def control(request: kit.Request) -> Any:
         body = await signed(request)
         operation = operations.get(request.headers.get("x-amz-target", ""))
         if operation is None:
