@@ -21,7 +21,7 @@ from gpubench_sdk._advise._search import DEFAULT_SCALE_DOWN_S, draws, estimate
 from gpubench_sdk.cost import load_catalog
 from gpubench_sdk.cost._policy import provider_policy
 
-RESAMPLES = 12
+RESAMPLES = 8
 CONFIDENCE = 0.9
 
 
