@@ -64,7 +64,7 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
         Result,
         ScalingSettings,
     )
-    from ._base._validate import validate_options
+    from ._base._validate import validate_options, whole_number
     from ._contract._audio import Transcription, TranscriptionOptions
     from ._contract._capabilities import BillingModel, Capabilities
     from ._contract._chat import LLMChat
@@ -106,7 +106,6 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
         send_checked,
         status_error,
         stream_error,
-        whole_number,
         with_capabilities,
     )
     from ._contract._lengths import Length, LengthDistribution, draw_length
@@ -273,7 +272,7 @@ _EXPORTS: dict[str, str] = {
     "describe_error": "._contract._kit",
     "error_for_status": "._contract._kit",
     "finite_number": "._contract._kit",
-    "whole_number": "._contract._kit",
+    "whole_number": "._base._validate",
     "reported_time": "._contract._kit",
     "required": "._contract._kit",
     "refused_as_config": "._contract._kit",

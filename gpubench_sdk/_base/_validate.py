@@ -26,6 +26,11 @@ from ._secrets import remember, scrub
 M = TypeVar("M", bound=BaseModel)
 
 
+def whole_number(value: Any) -> int | None:
+    """A JSON integer (not a bool), such as a count a server reported, else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def _location(loc: tuple[int | str, ...]) -> str:
     out = ""
     for part in loc:

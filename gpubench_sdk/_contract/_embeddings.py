@@ -24,6 +24,7 @@ from pydantic import Field, model_validator
 
 from .._base._errors import InvalidResponseError
 from .._base._types import REQUESTED, Request
+from .._base._validate import whole_number
 from ._dataset import DatasetOptions, load_sample
 from ._lengths import Length, highest_length
 from ._workload import _VOCABULARY, TokenizerOptions, TokenWorkload, Units, WorkloadOptions
@@ -149,7 +150,7 @@ def embedding_units(output: Any) -> Units:
         count = output.get("embeddings")
         if not isinstance(count, int) and isinstance(output.get("data"), list):
             count = len(output["data"])
-        if isinstance(count, int) and not isinstance(count, bool):
+        if whole_number(count) is not None:
             return (prompt if isinstance(prompt, int) else None, count)
     if isinstance(output, list) and all(isinstance(v, list) for v in output):
         return (None, len(output))

@@ -191,11 +191,6 @@ def finite_number(value: Any) -> float | None:
     return None
 
 
-def whole_number(value: Any) -> int | None:
-    """A JSON integer (not a bool), such as a count a server reported, else None."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def reported_time(value: Any) -> float | None:
     """A time a server reported, a JSON number or a header's text (``"12.5"``), as a finite
     float >= 0; None for anything else (a missing or garbled timing fails no request)."""

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from .._base._errors import ConfigError
 from .._base._types import Request, Result
+from .._base._validate import whole_number
 
 Units = tuple[int | None, int | None]
 
@@ -126,10 +127,10 @@ def counted(
         if unit != "tokens":
             continue
         mark = marks.get(key)
-        reported = usage.get(("prompt_tokens", "completion_tokens")[side])
+        reported = whole_number(usage.get(("prompt_tokens", "completion_tokens")[side]))
         if mark is None and given[side] is not None:
             sources[key] = SERVER  # the provider's count, read from the server
-        elif mark is None and isinstance(reported, int) and not isinstance(reported, bool):
+        elif mark is None and reported is not None:
             final[side], sources[key] = reported, SERVER
         elif mark is not None and mark not in _ESTIMATES:
             sources[key] = str(mark)  # a provider's source we cannot improve on

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._base._types import Invocation, Phase
+from .._base._validate import whole_number
 from ._stats import percentile
 
 _NAN = float("nan")
@@ -68,12 +69,8 @@ def _asked(inv: Invocation, field: str) -> Any:
     return asked.get(field) if isinstance(asked, dict) else None
 
 
-def _whole(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def _turn_key(inv: Invocation) -> int | None:
-    return _whole((inv.detail or {}).get("turn"))
+    return whole_number((inv.detail or {}).get("turn"))
 
 
 def _prefix_key(inv: Invocation) -> int | None:
@@ -82,7 +79,7 @@ def _prefix_key(inv: Invocation) -> int | None:
 
 
 def _batch_key(inv: Invocation) -> int | None:
-    value = _whole(_asked(inv, "inputs"))
+    value = whole_number(_asked(inv, "inputs"))
     return None if value is None or value < 1 else value.bit_length() - 1  # 2-3 -> 1
 
 
@@ -117,7 +114,7 @@ def _size_label(k: int) -> str:
 
 
 def _steps_key(inv: Invocation) -> int | None:
-    return _whole(_asked(inv, "steps"))
+    return whole_number(_asked(inv, "steps"))
 
 
 _SPLITS: dict[str, tuple[Callable[[Invocation], int | None], Callable[[int], str]]] = {
