@@ -4,7 +4,7 @@ Transcription is billed by the audio's duration (OpenAI's ``whisper-1`` per minu
 endpoint by the seconds a worker spends on it), and its latency grows with the clip: so the
 clip's duration is the workload's knob, a number or a distribution of milliseconds
 (``Length``), drawn per request from the seed and the request's ``seq``. The clip is generated
-(``_media.speech_like_wav``: voiced syllables and pauses at 16 kHz, so a voice-activity detector
+(``_media.speech_like_pcm``: voiced syllables and pauses at 16 kHz, so a voice-activity detector
 does not skip it), or a given file sent as it is.
 
 The payload is ``{"audio": "data:audio/wav;base64,..."}`` (plus ``language`` where set): a file

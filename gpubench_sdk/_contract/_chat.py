@@ -28,9 +28,7 @@ from ._workload import (
     _VOCABULARY,
     TokenizerOptions,
     TokenWorkload,
-    Units,
     WorkloadOptions,
-    llm_units,
 )
 
 MAX_TURNS = 1000
@@ -133,9 +131,6 @@ class LLMChat(TokenWorkload):
             max_output_tokens=reply,
             detail=detail,
         )
-
-    def read(self, output: Any) -> Units:
-        return llm_units(output)
 
     def prompt_texts(self, request: Request) -> list[str]:
         """The messages' contents (a server's count adds its chat template's few tokens)."""

@@ -72,8 +72,8 @@ class Embeddings(TokenWorkload):
     Each request stores what it asked for: ``{"requested": {"inputs": b, "prompt_tokens":
     <words in all its texts>}}``, so latency can be grouped by batch size and by input length.
     Units are ``(input tokens, embeddings)``: the server's ``usage.prompt_tokens`` and the
-    number of vectors it returned; without ``usage`` the input is unknown unless the provider
-    counted it (the ``openai`` plugin counts words and says so).
+    number of vectors it returned; without ``usage`` the texts sent are counted by the
+    ``tokenizer``, else in words, and the stored count says which (``TokenWorkload``).
     """
 
     name = "embeddings"

@@ -30,9 +30,7 @@ from ._workload import (
     _VOCABULARY,
     TokenizerOptions,
     TokenWorkload,
-    Units,
     WorkloadOptions,
-    llm_units,
 )
 
 MAX_IMAGES = 16
@@ -125,13 +123,6 @@ class VisionChat(TokenWorkload):
             max_output_tokens=out,
             detail={REQUESTED: {**asked, "prompt_tokens": n, "max_tokens": out}},
         )
-
-    def read(self, output: Any) -> Units:
-        return llm_units(output)
-
-    def prompt_texts(self, request: Request) -> list[str]:
-        """The question alone: what a picture costs in tokens is the model's own rule."""
-        return [request.payload["prompt"]]
 
 
 def _pixels(size: str) -> int:

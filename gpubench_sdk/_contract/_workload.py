@@ -77,7 +77,10 @@ class TokenizerOptions(WorkloadOptions):
 class TokenWorkload(Workload):
     """A workload whose units are tokens: each successful request stores where each count
     came from (the server's, the ``tokenizer``'s, or words; ``_contract/_tokens.py``).
-    Subclasses say which texts they sent (``prompt_texts``)."""
+
+    By default an answer is an LLM's (``llm_units``, ``llm_text``) and what was sent is the
+    payload's ``prompt``; a workload that sends other texts (messages, a batch) says which in
+    ``prompt_texts``."""
 
     units = ("tokens", "tokens")
 
@@ -86,8 +89,11 @@ class TokenWorkload(Workload):
         source = getattr(self.options, "tokenizer", None)
         self.tokenizer = None if source is None else Tokenizer(source)
 
+    def read(self, output: Any) -> Units:
+        return llm_units(output)
+
     def prompt_texts(self, request: Request) -> list[str]:
-        raise NotImplementedError
+        return [request.payload["prompt"]]
 
     def answer_text(self, output: Any) -> str | None:
         return llm_text(output)
@@ -297,12 +303,6 @@ class LLMCompletion(TokenWorkload):
             max_output_tokens=out,
             detail=detail,
         )
-
-    def read(self, output: Any) -> Units:
-        return llm_units(output)
-
-    def prompt_texts(self, request: Request) -> list[str]:
-        return [request.payload["prompt"]]
 
 
 def llm_units(output: Any) -> Units:

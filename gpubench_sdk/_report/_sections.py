@@ -175,8 +175,7 @@ GROUP_COLUMNS = (
 
 
 def latency_groups(report: Report) -> str:
-    """One table per grouping (prompt length, turn, shared prefix, batch size) the runs'
-    workloads had."""
+    """One table per grouping (``metrics.GROUPINGS``) the runs' workloads had."""
     rows = report.tables.get("latency_groups", [])
     if not rows:
         return ""
