@@ -2,11 +2,13 @@
 plugin's emulator on the testing kit's fleet, over loopback HTTP) measured by an ordinary run
 with cold starts, then ``advise`` with a TTFT objective from the stored first-token times.
 
-"slow" boots in 0.5-0.7 s, "quick" in 0.1-0.15 s and costs twice as much; both prefill the
+"slow" boots in 0.5-0.7 s, "quick" in 0.05-0.08 s and costs twice as much; both prefill the
 same prompt and stream 8 tokens at 200/s. A warm request's first token comes after ~20 ms of
 prefill plus one token interval; a cold one's after its boot too. So a TTFT objective of
-300 ms rules out "slow" scaled to zero with a short delay (its cold requests' TTFT is over
-half a second), while the latency objective alone would not."""
+400 ms rules out "slow" scaled to zero with a short delay (its cold requests' TTFT is over
+half a second), while the latency objective alone would not. The objective sits ~300 ms above
+"quick"'s cold first token: the resampled p95 of ten cold requests is nearly their maximum,
+and one request stalled by a loaded CI machine must not flip the pick."""
 
 from __future__ import annotations
 
@@ -29,10 +31,10 @@ pytest.importorskip("gpubench_openai")
 from gpubench_openai.emulator import ModelSpeed, make_app
 
 KEY = "sk-advise-ttft-5b1e9c"
-COLD = {"slow": Duration.uniform(0.5, 0.7), "quick": Duration.uniform(0.1, 0.15)}
+COLD = {"slow": Duration.uniform(0.5, 0.7), "quick": Duration.uniform(0.05, 0.08)}
 PRICE = {"slow": 0.0005, "quick": 0.0010}
 RATE = 0.05  # a request every 20 s: a short delay leaves most requests cold
-TTFT_S = 0.3
+TTFT_S = 0.4
 DELAYS = (1.0, 5.0, 60.0)
 
 
@@ -112,7 +114,7 @@ def test_ttft_is_measured_from_the_streams(measured: tuple[Path, int]) -> None:
     )  # fmt: skip
     assert shortest.ttft_s is not None and shortest.cold_rate[0] > 0.5
     assert 0.8 * float(cold_ttft.min()) <= shortest.ttft_s[0] <= 1.2 * float(cold_ttft.max())
-    assert shortest.meets["ttft_p95"][0] == 0.0  # never under 300 ms
+    assert shortest.meets["ttft_p95"][0] == 0.0  # never under 400 ms
     # an always-warm option's first tokens come from warm workers: about the warm TTFT
     warm = next(
         e for e in advice.options if e.option.target == "slow" and e.option.min_workers
@@ -129,7 +131,7 @@ def test_a_ttft_objective_changes_the_pick(measured: tuple[Path, int]) -> None:
     # without it, the cheap slow-booting provider scaled to zero meets a 5 s p95
     assert loose.recommended.option.target == "slow", loose.reason
     assert loose.recommended.option.min_workers == 0 and loose.recommended.ttft_s is None
-    # with it, the pick keeps every request's first token under 300 ms in >= 90% of draws
+    # with it, the pick keeps every request's first token under 400 ms in >= 90% of draws
     best = strict.recommended
     assert strict.meets_objectives and best.ttft_s is not None, strict.reason
     assert best.meets["ttft_p95"][0] >= 0.9 and best.ttft_s[0] <= TTFT_S
