@@ -272,3 +272,83 @@ def test_each_check_fails_on_the_fault_it_is_for(tmp_path: Path) -> None:
                 assert page.evaluate(check) != [], f"not caught: {fault}"
         finally:
             browser.close()
+
+
+def _two_mode_store(path: Path) -> None:
+    """One run whose target's 40 cold starts fall in two modes (70% near 2 s, 30% near 30 s),
+    each followed by two warm requests, through the public Store API."""
+    import numpy as np
+
+    from gpubench_sdk import Invocation, Outcome, Phase, Store
+    from gpubench_sdk._store._store import ScenarioRecord, TargetRecord
+
+    rng = np.random.default_rng(5)
+    colds = np.concatenate(
+        [rng.lognormal(np.log(2000), 0.15, 28), rng.lognormal(np.log(30000), 0.15, 12)]
+    )
+    with Store(path) as store:
+        run = store.begin_run(
+            name="modes",
+            config={"run": {"name": "modes"}, "workload": {"kind": "probe"},
+                    "targets": [{"name": "snap", "provider": "local"}],
+                    "scenarios": [{"kind": "cold_starts", "n": 40}]},
+            targets=(TargetRecord("snap", "local"),),
+            scenarios=(ScenarioRecord("cold_starts", {}),),
+            origin_ns=0,
+            started_wall_ns=1_767_225_600 * 10**9,
+        )  # fmt: skip
+        for i, cold in enumerate(colds):
+            t = i * 120_000 * 10**6
+            for j, (ms, is_cold) in enumerate(((cold + 100, True), (100.0, False), (101.0, False))):
+                start = t + j * 5_000 * 10**6
+                store.append(run.id, Invocation(
+                    target="snap", scenario=0, seq=3 * i + j, phase=Phase.MEASURE,
+                    scheduled_ns=start, start_ns=start, end_ns=start + int(ms * 1e6),
+                    wall_start_ns=1_767_225_600 * 10**9 + start, outcome=Outcome.OK,
+                    cold=is_cold, execution_ms=100.0,
+                ))  # fmt: skip
+        store.end_run(run.id, "completed")
+
+
+def test_cold_starts_drawn_as_the_mixture_they_are(tmp_path: Path) -> None:
+    store = tmp_path / "modes.sqlite"
+    _two_mode_store(store)
+    page_path = tmp_path / "modes.html"
+    proc = gpubench("report", "1", "--store", str(store), "-o", str(page_path))
+    assert proc.returncode == 0, proc.stderr
+    errors: list[str] = []
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            for width in WIDTHS.values():
+                context = browser.new_context(viewport={"width": width, "height": 900})
+                page = context.new_page()
+                page.on("pageerror", lambda e: errors.append(str(e)))
+                page.goto(page_path.as_uri(), wait_until="load")
+                chart = page.eval_on_selector_all(
+                    "figure.chart[data-chart=cold-modes]",
+                    """figs => figs.map(f => ({
+                        modes: f.querySelectorAll('.mark[data-kind=mode]').length,
+                        medians: [...f.querySelectorAll('.mark[data-kind=median] title')]
+                            .map(t => t.textContent),
+                        bins: [...f.querySelectorAll('.mark[data-kind=bin] title')]
+                            .map(t => Number(t.textContent.split(': ')[1])),
+                        caption: f.querySelector('figcaption').textContent,
+                    }))""",
+                )
+                assert errors == []
+                assert page.evaluate(MARKS_OUTSIDE) == []
+                assert page.evaluate(COLORS_OFF_THE_LEGEND) == []
+                assert page.evaluate("document.documentElement.scrollWidth") <= width
+                context.close()
+        finally:
+            browser.close()
+    (found,) = chart
+    assert found["modes"] == 2 and sum(found["bins"]) == 40, found
+    fast, slow = found["medians"]  # "median 70% at 1.9 s (1.9 s-2 s)"
+    assert fast.startswith("median 70% at ") and slow.startswith("median 30% at ")
+    assert 1.8 <= float(fast.split(" at ")[1].split(" s")[0]) <= 2.2
+    assert 27 <= float(slow.split(" at ")[1].split(" s")[0]) <= 33
+    assert "2 modes" in found["caption"]
+    html = page_path.read_text()
+    assert fast[len("median ") : fast.index(" (")] + ", 30% at" in html  # the modes column

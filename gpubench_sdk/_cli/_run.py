@@ -410,13 +410,28 @@ def cold_start_mode_lines(store: Store, run: RunInfo) -> list[str]:
     return lines
 
 
+def false_ready_lines(store: Store, run: RunInfo) -> list[str]:
+    """Where a target's readiness signal came before it could serve, one line saying how many
+    requests it slowed and that they are counted as cold."""
+    from ..metrics import run_false_ready
+
+    lines = []
+    for target in run.targets:
+        if "fleet_state" not in target.capabilities:
+            continue
+        found = run_false_ready(store, run, target=target.name)
+        if found is not None and found.count:
+            lines.append(f"{target.name}: {found.text} (counted as cold)")
+    return lines
+
+
 def print_run(store: Store, run: RunInfo, status: str) -> None:
     """The summary table, then why requests failed (if any did), cost, probe results."""
     out.print(render(summarize(store, run), f"run {run.id} {run.name!r}: {status}"))
     groups = error_groups(store, run)
     for line in render_errors(groups) if groups else ():
         out.print(escape(line), highlight=False, soft_wrap=True)
-    for line in cold_start_mode_lines(store, run):
+    for line in cold_start_mode_lines(store, run) + false_ready_lines(store, run):
         out.print(escape(line), highlight=False, soft_wrap=True)
     for i, sc in enumerate(run.scenarios):
         if sc.status == "deadline":

@@ -23,6 +23,7 @@ from .._base._secrets import redact, remember
 from .._base._types import Phase
 from .._store._store import Columns, RunInfo, Store
 from ..cost import GroupBill, RunCost
+from ..metrics._modes import MIN_SAMPLES as MIN_MODE_SAMPLES
 from ._compare import DailyTraffic, add_comparisons
 from ._read import PHASES, READ, Report, Row, clean, read_columns, succeeded, thin
 from ._summary import summarize
@@ -216,7 +217,21 @@ def _cold_starts(report: Report, store: Store, info: RunInfo) -> None:
         }
         for phase in PHASES:
             row[f"{phase[:-3]}_mean_ms"] = metrics.summarize_samples(getattr(cs, phase)).mean_ms
+        # the modes (a median of a mixture describes no real request), and the requests a
+        # false "ready" slowed, which the run counted among these cold starts
+        modes = metrics.cold_start_modes(cs.cold_start_ms)
+        row["modes"] = modes.text if modes.n >= MIN_MODE_SAMPLES else None
+        row["false_ready"] = int(store.false_ready_marks(info.id, target=t.name)["marked"].sum())
         report.table("cold_start").append(clean(row))
+        if modes.n >= MIN_MODE_SAMPLES:
+            report.series.setdefault("cold_start_modes", []).append(
+                {
+                    "run": info.id,
+                    "target": t.name,
+                    "cold_start_ms": [round(float(v), 3) for v in cs.cold_start_ms],
+                    "modes": [dataclasses.asdict(m) for m in modes.modes],
+                }
+            )
 
 
 def _variability(report: Report, store: Store, infos: list[RunInfo]) -> None:

@@ -98,11 +98,43 @@ def cold(report: Report) -> str:
         "(latency minus inference time)."
     )
     cols = [
-        "target", "cold_start_p50_ms", "cold_start_p95_ms", "cold_requests", "confirmed",
-        "scheduling_mean_ms", "boot_mean_ms", "execution_mean_ms", "transfer_mean_ms",
-        "inference_inferred", "run",
+        "target", "cold_start_p50_ms", "cold_start_p95_ms", "modes", "cold_requests",
+        "confirmed", "false_ready", "scheduling_mean_ms", "boot_mean_ms", "execution_mean_ms",
+        "transfer_mean_ms", "inference_inferred", "run",
     ]  # fmt: skip
-    return "<h2>Cold starts by run</h2>" + figure("cold-start", svg, caption) + table(rows, cols)
+    return (
+        "<h2>Cold starts by run</h2>"
+        + figure("cold-start", svg, caption)
+        + table(rows, cols)
+        + "".join(_cold_distribution(d) for d in report.series.get("cold_start_modes", []))
+    )
+
+
+def _cold_distribution(series: dict[str, Any]) -> str:
+    """One target's cold starts as a distribution with its modes drawn over it."""
+    modes = [
+        _svg.Mode(m["share"], m["median_ms"], m["sigma"], _mode_label(m)) for m in series["modes"]
+    ]
+    name = f"r{series['run']} {series['target']}"
+    svg = _svg.mixture_histogram(
+        series["cold_start_ms"], modes, unit="cold start (ms)", title=f"{name}: cold starts"
+    )
+    caption = (
+        f"{name}: {len(series['cold_start_ms'])} cold starts on a log axis, "
+        + ("one mode" if len(modes) == 1 else f"{len(modes)} modes")
+        + ": each curve is a mode's fitted log-normal, scaled to its share; dashed, its median "
+        "(a Gaussian mixture on log times, the number of modes by BIC: docs/metrics.md)."
+    )
+    return figure("cold-modes", svg, caption)
+
+
+def _mode_label(mode: dict[str, Any]) -> str:
+    lo, hi = mode["median_ci_ms"]
+    return f"{mode['share']:.0%} at {_ms(mode['median_ms'])} ({_ms(lo)}-{_ms(hi)})"
+
+
+def _ms(value: float) -> str:
+    return f"{value / 1e3:.2g} s" if value < 10_000 else f"{value / 1e3:.0f} s"
 
 
 def days(report: Report) -> str:

@@ -404,3 +404,88 @@ def histogram(values: Sequence[float], *, unit: str, bins: int = 40, title: str 
             f'fill="{PALETTE[3]}"><title>{a:.1f}-{b:.1f}: {c}</title></rect>'
         )
     return _svg(height, body, title)
+
+
+def _log_ticks(lo: float, hi: float) -> list[float]:
+    """Ticks at 1, 2 and 5 times the powers of ten from at or below ``lo`` to at or above
+    ``hi`` (both > 0); only the powers of ten once that would be more than ten ticks."""
+    first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    steps = (1, 2, 5) if last - first <= 3 else (1,)
+    ticks = [m * 10.0**e for e in range(first, last + 1) for m in steps]
+    low = max(t for t in ticks if t <= lo)
+    high = min(t for t in ticks if t >= hi)
+    return [float(f"{t:.12g}") for t in ticks if low <= t <= high]
+
+
+@dataclass
+class Mode:
+    """One mode of a mixture, as ``metrics.ColdStartMode`` gives it: share, median, spread."""
+
+    share: float
+    median: float
+    sigma: float  # of the log-normal, in natural-log units
+    label: str
+
+
+def mixture_histogram(
+    values: Sequence[float], modes: Sequence[Mode], *, unit: str, bins: int = 30, title: str = ""
+) -> str:
+    """Counts of ``values`` (> 0) in bins equally wide on a log axis, with each mode's fitted
+    log-normal drawn over them (scaled to its share of the counts) and a line at its median:
+    a mixture's modes show as separate humps, which a box or a bar would merge."""
+    arr = np.asarray([v for v in values if v > 0 and math.isfinite(v)], float)
+    top, bottom, height = 10, 200, 262
+    if not arr.size:
+        return _svg(height, [], title)
+    ticks = _log_ticks(float(arr.min()), float(arr.max()))
+    lo, hi = math.log10(ticks[0]), math.log10(ticks[-1])
+    if hi <= lo:
+        hi = lo + 1
+    edges = np.linspace(lo, hi, bins + 1)
+    counts, _ = np.histogram(np.log10(arr), bins=edges)
+    width_ln = (edges[1] - edges[0]) * math.log(10)  # a bin's width in natural-log units
+    grid = np.linspace(lo, hi, 160)
+    curves = []
+    for m in modes:  # expected counts per bin: n * share * pdf(ln x) * bin width
+        z = (grid * math.log(10) - math.log(m.median)) / m.sigma
+        curves.append(
+            arr.size * m.share * width_ln * np.exp(-0.5 * z**2) / (m.sigma * math.sqrt(2 * math.pi))
+        )
+    peak = max([float(counts.max())] + [float(c.max()) for c in curves])
+    yt = nice_ticks(0.0, peak)
+    x = _Scale(lo, hi, 60, WIDTH - _RIGHT)
+    y = _Scale(yt[0], yt[-1], bottom, top)
+    body = _y_axis(y, yt, 60, WIDTH - _RIGHT, "cold starts")
+    for t in ticks:
+        px = _f(x(math.log10(t)))
+        body.append(f'<line x1="{px}" x2="{px}" y1="{top}" y2="{bottom}" stroke="#e3e5e8"/>')
+        body.append(f'<text x="{px}" y="{bottom + 14}" text-anchor="middle">{_label(t)}</text>')
+    body.append(
+        f'<text x="{_f((x.a + x.b) / 2)}" y="{bottom + 30}" text-anchor="middle">'
+        f"{escape(unit)} (log scale)</text>"
+    )
+    body.append(_plot(60, top, WIDTH - _RIGHT, bottom))
+    for c, a, b in zip(counts, edges[:-1], edges[1:], strict=True):
+        if c:
+            body.append(
+                f'<rect class="mark" data-kind="bin" x="{_f(x(a))}" y="{_f(y(c))}" '
+                f'width="{_f(max(1, x(b) - x(a) - 1))}" height="{_f(bottom - y(c))}" '
+                f'fill="{PALETTE[7]}"><title>{10**a:,.0f}-{10**b:,.0f}: {c}</title></rect>'
+            )
+    legend = [("cold starts", PALETTE[7])]
+    for i, (m, curve) in enumerate(zip(modes, curves, strict=True)):
+        color = PALETTE[(2 * i) % len(PALETTE)]
+        points = " ".join(f"{_f(x(g))},{_f(y(v))}" for g, v in zip(grid, curve, strict=True))
+        body.append(
+            f'<polyline class="mark" data-kind="mode" points="{points}" fill="none" '
+            f'stroke="{color}" stroke-width="2"><title>{escape(m.label)}</title></polyline>'
+        )
+        mx = _f(x(min(max(math.log10(m.median), lo), hi)))
+        body.append(
+            f'<line class="mark" data-kind="median" x1="{mx}" x2="{mx}" y1="{top}" '
+            f'y2="{bottom}" stroke="{color}" stroke-dasharray="4 3">'
+            f"<title>median {escape(m.label)}</title></line>"
+        )
+        legend.append((m.label, color))
+    body += _legend(legend, height - 8, 60)
+    return _svg(height, body, title)

@@ -32,6 +32,7 @@ from .._scenarios import Scenario
 from .._store._store import DEFAULT_FLUSH_INTERVAL_S, RunInfo, ScenarioRecord, Store, TargetRecord
 from .._transport._spans import reset_tracer, use_tracer
 from ..cost._meter import BudgetGuard
+from ..metrics._ready import mark_false_ready
 from ._drivers import RunState
 from ._load import RunLoad
 from ._resources import check_open_files, out_of_files, unwrap
@@ -277,6 +278,7 @@ class Runner(RequestSender):
                 self._release_shards()
             with anyio.CancelScope(shield=True):
                 if self._joined is None:
+                    await anyio.to_thread.run_sync(self._judge_readiness)
                     # A run stopped early (budget, max_cost_usd, stop()) keeps why with it.
                     why = error or self._stop_reason
                     await anyio.to_thread.run_sync(self._store.end_run, self._run_id, status, why)
@@ -295,6 +297,22 @@ class Runner(RequestSender):
             if self._own_store:
                 self._store.close()
         return self.result
+
+    def _judge_readiness(self) -> None:
+        """Count as cold the requests a provider's false "ready" slowed (``metrics`` ``false
+        ready``), before the run is ended: every reader sees them as cold from then on."""
+        if not self._fleet_interval_s or self._shard[0] != 0:
+            return
+        for target in self._targets:
+            if not target.provider.capabilities.fleet_state:
+                continue
+            try:
+                found = mark_false_ready(self._store, self._run_id, target=target.name)
+            except Exception as exc:  # a judgement never costs the run its record
+                log.warning("%s: readiness not judged: %s", target.name, redact(str(exc)))
+                continue
+            if found is not None and found.count:
+                log.warning("%s: %s (counted as cold)", target.name, found.text)
 
     async def _open(self, stack: AsyncExitStack, target: Target) -> LiveTarget:
         provider = target.provider

@@ -221,6 +221,30 @@ class StoreReads:
         )
         return [decode_token_times(start, blob) for start, blob in rows]
 
+    def false_ready_marks(
+        self, run_id: int, *, target: str | None = None, phase: Phase | None = Phase.MEASURE
+    ) -> Columns:
+        """Which rows of ``columns`` (same filters, same order) the run counted as cold-tail
+        because their provider had said "ready" before they could be served
+        (``mark_false_ready``): ``marked``, and the provider's own ``cold`` (-1: unknown) and
+        ``execution_ms`` (NaN: none) for them, which ``columns`` no longer shows."""
+        info = self.run(run_id)
+        where, params = self._filter(info, target, None, phase)
+        # a version 1 file has no detail column: nothing in it was ever marked
+        fr = "json_extract(detail, '$.false_ready')" if self._version >= 2 else "NULL"
+        rows = self._query(
+            f"SELECT {fr} IS NOT NULL, coalesce(json_extract({fr}, '$.provider_cold'), -1),"
+            f" json_extract({fr}, '$.provider_execution_ms') FROM invocations"
+            f" WHERE {where} ORDER BY rowid",
+            params,
+        )
+        marked, cold, execution = zip(*rows, strict=True) if rows else ((), (), ())
+        return {
+            "marked": np.array(marked, dtype=np.bool_),
+            "provider_cold": np.array(cold, dtype=np.int8),
+            "provider_execution_ms": np.array(execution, dtype=np.float64),
+        }
+
     def _filter(
         self, info: RunInfo, target: str | None, scenario: int | None, phase: Phase | None
     ) -> tuple[str, list[Any]]:

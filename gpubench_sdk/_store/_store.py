@@ -17,6 +17,7 @@ invocations, columns, retry_after, health windows) and the exports. The file for
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 import socket
@@ -241,6 +242,38 @@ class Store(StoreReads, StoreWriter):
             self._start_writer()
         if self._interval is None:
             self._wake.set()
+
+    def mark_false_ready(
+        self, run_id: int, target: str, rows: Sequence[int], judged: Mapping[str, Any]
+    ) -> None:
+        """Count rows ``rows`` of ``target`` (indexes into ``columns(run_id, target=target,
+        phase=None)``) as cold: their provider said a worker was ready, yet they waited for it
+        to load (``metrics.false_ready``). ``cold`` becomes 1 so every statistic that splits cold
+        from warm puts them with the cold starts; ``execution_ms`` becomes NULL because the
+        server's figure holds the load, so a cold start (latency less inference time) falls
+        back to the warm inference time. The provider's own ``cold`` and ``execution_ms`` and
+        ``judged`` (what they were compared with) are kept under ``detail.false_ready``
+        (``false_ready_marks`` reads them). Flushes first; a row marked already is left."""
+        self._check_writable()
+        if not rows:
+            return
+        self.flush()
+        info = self.run(run_id)
+        where, params = self._filter(info, target, None, None)
+        with self._write_txn() as conn:
+            ids = [r[0] for r in conn.execute(
+                f"SELECT rowid FROM invocations WHERE {where} ORDER BY rowid", params
+            )]  # fmt: skip
+            for row in rows:
+                # SET reads the row as it was: the provider_ values are the provider's own
+                conn.execute(
+                    "UPDATE invocations SET cold = 1, execution_ms = NULL,"
+                    " detail = json_set(coalesce(detail, '{}'), '$.false_ready', json_set(json(?),"
+                    " '$.provider_cold', cold, '$.provider_execution_ms', execution_ms))"
+                    " WHERE rowid = ? AND json_extract(coalesce(detail, '{}'), '$.false_ready')"
+                    " IS NULL",
+                    (json.dumps(dict(judged)), ids[row]),
+                )
 
     def set_scenario_status(self, run_id: int, index: int, status: str | None) -> None:
         """Record how scenario ``index`` of a run ended (``'deadline'``: cut by its deadline_s)."""

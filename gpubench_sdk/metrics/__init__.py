@@ -47,6 +47,7 @@ from ._groups import (
 from ._histogram import LogHistogram, merge_histograms
 from ._keepwarm import KeepWarmCurve, idle_gaps_s, keep_warm_curve
 from ._modes import ColdStartMode, ColdStartModes, cold_start_modes, run_cold_start_modes
+from ._ready import FalseReady, false_ready, mark_false_ready, run_false_ready
 from ._scoring import Criterion, ScoreRow, score
 from ._shapes import (
     MaxRateResult,
@@ -87,6 +88,7 @@ __all__ = [
     "Comparison",
     "Criterion",
     "DayStats",
+    "FalseReady",
     "KeepWarmCurve",
     "LatencyGroup",
     "LogHistogram",
@@ -122,6 +124,7 @@ __all__ = [
     "daily_cold_starts",
     "daily_variability",
     "error_rates",
+    "false_ready",
     "groupings_of",
     "holm_adjust",
     "idle_gaps_s",
@@ -130,6 +133,7 @@ __all__ = [
     "latency_summary",
     "linear_trend",
     "mann_whitney_u",
+    "mark_false_ready",
     "max_rate_search",
     "meets_slo",
     "members",
@@ -143,6 +147,7 @@ __all__ = [
     "run_cold_start_modes",
     "run_cold_starts",
     "run_columns",
+    "run_false_ready",
     "run_keep_warm",
     "run_max_rate",
     "run_scale_up",

@@ -55,7 +55,9 @@ class FleetConfig:
     platform has for this endpoint: workers beyond it wait *throttled*. ``max_queue`` makes
     ``submit`` refuse work (``QueueFull``) when that many jobs wait. ``worker_policy`` says
     which idle worker takes a job (``gpubench_sdk.cost`` ``WORKER_POLICIES``; the simulator
-    applies the same rule, so the two bill a trace alike).
+    applies the same rule, so the two bill a trace alike). ``false_ready_s`` makes a worker say
+    ready that long before it can serve (a health check that answers before the model server has
+    loaded): its first job waits the rest, warm by every signal the platform gives.
     """
 
     cold_start: Duration = _DEFAULT_COLD_START
@@ -69,10 +71,13 @@ class FleetConfig:
     time_scale: float = 1.0
     handler: Handler = echo_handler
     worker_policy: WorkerPolicy = DEFAULT_WORKER_POLICY  # the simulator's too
+    false_ready_s: float = 0.0
 
     def __post_init__(self) -> None:
         _check_scaling(self.min_workers, self.max_workers, self.idle_timeout_s)
         check_policy(self.worker_policy)
+        if not self.false_ready_s >= 0:
+            raise ConfigError("fleet.false_ready_s", self.false_ready_s, "seconds >= 0")
         if not self.time_scale > 0:
             raise ConfigError("fleet.time_scale", self.time_scale, "a factor > 0")
         if self.capacity is not None and self.capacity < 1:
@@ -421,6 +426,11 @@ class SimulatedFleet:
         assert worker.boot_end_s is not None and worker.bill is not None
         job.cold = worker.jobs_done == 0 and worker.boot_end_s > job.submitted_s
         job.boot_ms = (worker.boot_end_s - worker.bill.started_s) * 1e3 if job.cold else None
+        # The model loads on the worker's first job, whatever the health check said: a cold
+        # job's wait for it is part of its cold start; a warm one's is a false "ready".
+        loading_s = self.config.false_ready_s if worker.jobs_done == 0 else 0.0
+        job.false_ready = bool(loading_s) and not job.cold
+        job.loading_s = loading_s * self.config.time_scale
         job._task = asyncio.get_running_loop().create_task(self._execute(worker, job))
         await asyncio.wait({job._task})
         job._task = None
@@ -454,6 +464,8 @@ class SimulatedFleet:
         chunks = chunks if isinstance(chunks, int) and chunks > 0 else 0
         try:
             async with asyncio.timeout(job.execution_timeout_s):
+                if job.loading_s:
+                    await asyncio.sleep(job.loading_s)
                 for i in range(chunks):
                     await asyncio.sleep(execution_s / chunks)
                     job.stream.append({"chunk": i, "echo": payload.get("echo")})

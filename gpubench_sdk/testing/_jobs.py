@@ -49,6 +49,8 @@ class Job:
     worker_id: str | None = None
     cold: bool | None = None
     boot_ms: float | None = None
+    false_ready: bool = False  # warm, yet its worker's first: it waited for the model to load
+    loading_s: float = 0.0  # that wait (FleetConfig.false_ready_s on a worker's first job)
     started_s: float | None = None
     finished_s: float | None = None
     fail_message: str | None = None
@@ -85,13 +87,16 @@ class Job:
             self.boot_ms,
             self.execution_ms,
             len(self.stream),
+            self.false_ready,
         )
 
 
 @dataclass(frozen=True, slots=True)
 class JobTruth:
     """What really happened to a job. ``cold``: it waited for its worker to boot and was that
-    worker's first job; ``boot_ms`` is that boot (``None`` when warm)."""
+    worker's first job; ``boot_ms`` is that boot (``None`` when warm). ``false_ready``: it was
+    warm (its worker had said ready before it arrived) and its worker's first, so it waited for
+    the model to load (``FleetConfig.false_ready_s``): a request a lying health check hurts."""
 
     job_id: str
     seq: int
@@ -102,6 +107,7 @@ class JobTruth:
     boot_ms: float | None
     execution_ms: float | None
     chunks: int
+    false_ready: bool = False
 
 
 @dataclass(frozen=True, slots=True)
