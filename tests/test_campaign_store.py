@@ -203,8 +203,10 @@ def test_five_day_campaign_analysis_and_gate(tmp_path: Path) -> None:
             a = rng.lognormal(np.log(100), 0.1, 20) * day_factor[day]
             b = rng.lognormal(np.log(100), 0.1, 20)
             raw_a.setdefault(k % 6, []).extend(a + np.eye(1, a.size)[0] * 900)  # 1st is cold
-            record_run(store, claim.run_name, slot.scheduled_ns, np.stack([a, b]), cold_ms=900,
-                       price=True)  # fmt: skip
+            # on the last day every other cold start misses its snapshot: 900 ms or 9 s
+            cold_ms = 9000 if day == 4 and k % 2 == 0 else 900  # (not the last slot: the gate)
+            record_run(store, claim.run_name, slot.scheduled_ns, np.stack([a, b]),
+                       cold_ms=cold_ms, price=True)  # fmt: skip
             db.finish(claim, status="completed", now_ns=slot.scheduled_ns + S)
     with Store(path) as store:
         summary = campaign_summary(store)
@@ -226,6 +228,34 @@ def test_five_day_campaign_analysis_and_gate(tmp_path: Path) -> None:
     assert hours[0].median_ms == pytest.approx(float(np.median(raw_a[0])))
     assert a.daily_cold_start is not None and len(a.daily_cold_start.days) == 5
     assert a.points[0].cold_start_p50_ms == pytest.approx(900, abs=1)
+    # per day, the cold starts' modes: one until the last day, then two of three each
+    modes = dict(a.cold_start_modes_by_day)
+    assert list(modes) == [f"2024-06-0{d}" for d in range(3, 8)]
+    assert [len(m.modes) for m in modes.values()] == [1, 1, 1, 1, 2]
+    fast, slow = modes["2024-06-07"].modes
+    assert fast.share == pytest.approx(0.5, abs=0.01) and slow.share == pytest.approx(0.5, abs=0.01)
+    assert fast.median_ms == pytest.approx(900, rel=0.02) and slow.median_ms == pytest.approx(
+        9000, rel=0.02
+    )
+    shown = CliRunner().invoke(main, ["campaign", "show", "study", "--store", str(path)])
+    assert shown.exit_code == 0, shown.output
+    assert "a: cold-start modes by day" in shown.output  # (b's too: record_run gives both)
+    day5 = next(
+        line
+        for line in shown.output.splitlines()
+        if line.startswith("│ 2024-06-07") and " at " in line
+    )
+    assert day5.count("50% (") == 2 and "ms (" in day5
+    as_json = json.loads(
+        CliRunner().invoke(main, ["campaign", "show", "--json", "--store", str(path)]).output
+    )
+    assert [len(d[1]["modes"]) for d in as_json["targets"][0]["cold_start_modes_by_day"]] == [
+        1,
+        1,
+        1,
+        1,
+        2,
+    ]
 
     # the gate: the campaign's first three days against its last slot run
     cli = CliRunner()

@@ -10,6 +10,8 @@ Per target, over the latest attempt of every slot that made a run:
   the campaign began (a DST change mid-campaign shifts day boundaries by an hour).
 * ``time_of_day_latency`` / ``time_of_day_cold_start``: the same figures grouped by the hour
   of the day the request was sent: does 03:00 differ from 15:00?
+* ``cold_start_modes_by_day``: each day's cold starts as the mixture they are
+  (``metrics.cold_start_modes``), where a day had six or more.
 
 Latency is from the scheduled send, successful measured requests only; cold start is
 ``metrics.cold_starts_of`` (latency - inference time). See docs/metrics.md.
@@ -27,7 +29,16 @@ import numpy.typing as npt
 
 from .._base._types import Outcome
 from .._store._store import Store
-from ..metrics import Variability, cold_starts_of, daily_variability, quantile_ci
+from ..metrics import (
+    ColdStartModes,
+    Variability,
+    cold_start_modes,
+    cold_starts_of,
+    daily_variability,
+    quantile_ci,
+)
+from ..metrics._modes import MIN_SAMPLES as MIN_MODE_SAMPLES
+from ..metrics._variability import day_of
 from ._db import CampaignDB
 from ._schedule import zone
 
@@ -79,6 +90,9 @@ class TargetSeries:
     daily_cold_start: Variability | None  # None: no cold start was measured
     time_of_day_latency: TimeOfDay
     time_of_day_cold_start: TimeOfDay | None
+    # the cold starts' modes per day (a median of a mixture describes no real request); days
+    # with fewer cold starts than a mode needs are left out
+    cold_start_modes_by_day: tuple[tuple[str, ColdStartModes], ...] = ()
 
     @property
     def drift_days(self) -> list[str]:
@@ -217,4 +231,20 @@ def _target_series(
         time_of_day_cold_start=(
             time_of_day(cold_wall, cold_all, tz_offset_s=offset_s) if has_cold else None
         ),
+        cold_start_modes_by_day=_modes_by_day(cold_wall, cold_all, offset_s),
     )
+
+
+def _modes_by_day(
+    wall_ns: npt.NDArray[np.int64], cold_ms: npt.NDArray[np.float64], offset_s: float
+) -> tuple[tuple[str, ColdStartModes], ...]:
+    """Each day's cold-start modes (``metrics.cold_start_modes``), on days with enough of them
+    to hold two modes: a day whose snapshot cache missed shows as a second mode, not a drift."""
+    days = day_of(wall_ns, offset_s)
+    out = []
+    for d in np.unique(days):
+        values = cold_ms[days == d]
+        if values.size >= MIN_MODE_SAMPLES:
+            date = (dt.date(1970, 1, 1) + dt.timedelta(days=int(d))).isoformat()
+            out.append((date, cold_start_modes(values, resamples=100)))
+    return tuple(out)

@@ -59,6 +59,21 @@ def daily_table(title: str, v: Variability) -> Table:
     return table
 
 
+def modes_table(title: str, s: TargetSeries) -> Table:
+    """Per day, the cold starts' modes: their shares and medians, with intervals."""
+    table = Table(title=title, title_justify="left")
+    for col in ("day", "n", "modes", "each mode: share (95% CI) at median (95% CI)"):
+        table.add_column(col, justify="right" if col in ("n", "modes") else "left")
+    for day, m in s.cold_start_modes_by_day:
+        modes = "; ".join(
+            f"{x.share:.0%} ({x.share_ci[0]:.0%}-{x.share_ci[1]:.0%}) at {_ms(x.median_ms)}"
+            f" ({_ci(x.median_ci_ms)})"
+            for x in m.modes
+        )
+        table.add_row(day, str(m.n), str(len(m.modes)), modes)
+    return table
+
+
 def hourly_table(title: str, t: TimeOfDay) -> Table:
     table = Table(title=title, title_justify="left", caption=_spread(t.range_ms, t.cv))
     for col in ("hour", "n", "median", "95% CI"):
@@ -92,6 +107,8 @@ def summary_renderables(summary: CampaignSummary) -> list[Any]:
             parts.append(
                 hourly_table(f"{s.target}: cold start by time of day", s.time_of_day_cold_start)
             )
+        if any(len(m.modes) > 1 for _, m in s.cold_start_modes_by_day):
+            parts.append(modes_table(f"{s.target}: cold-start modes by day", s))
         if s.drift_days:
             parts.append(
                 f"[bold red]drift:[/] {s.target} changed on {', '.join(s.drift_days)} "
