@@ -197,6 +197,13 @@ class MeasuredTarget:
     # execution slowdown per requests served at once by one worker (``_concurrency.py``)
     commitments: tuple[Commitment, ...] = ()
     slowdown: tuple[float, ...] = ()
+    # the scaling settings its platform lets a user set (``Capabilities.scaling_knobs``;
+    # None: the plugin does not say, and every one is searched)
+    knobs: frozenset[str] | None = None
+
+    def can_set(self, knob: str) -> bool:
+        """Whether advise may offer a value of ``knob`` for this target."""
+        return self.knobs is None or knob in self.knobs
 
     def groups(self) -> list[tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]]:
         """(executions, cold starts) of each pooled run; one group when not told."""
@@ -297,6 +304,7 @@ def measured_targets(
                 ttft_s=warm_ttft(store, [info.id for info, _ in measured], name),
                 commitments=tuple(commitments.get(name, ())),
                 slowdown=slowdown,
+                knobs=declared_knobs(measured[0][1].provider),
             )
         )
     return out
@@ -378,3 +386,14 @@ def warm_ttft(store: Store, runs: Sequence[int], target: str) -> npt.NDArray[np.
             if keep[i] and t.size
         ]
     return np.maximum(np.asarray(out, dtype=np.float64), 0.0) if out else None
+
+
+def declared_knobs(provider: str) -> frozenset[str] | None:
+    """The scaling settings the provider plugin says its platform has (None: not declared, or
+    the plugin is not installed here)."""
+    from .._plugins import provider_class
+
+    try:
+        return provider_class(provider).capabilities.scaling_knobs
+    except Exception:  # not installed: advise still works from the stored run
+        return None

@@ -29,7 +29,7 @@ from ._commit import commitment_options
 from ._concurrency import concurrency_levels, slowdown_at, slowdown_note
 from ._estimate import Estimate, Option
 from ._inputs import MeasuredTarget, Traffic
-from ._search import DEFAULT_SCALE_DOWN_S, options_for
+from ._search import DEFAULT_SCALE_DOWN_S, knob_note, options_for
 
 MAX_CHAINS = 24
 
@@ -44,6 +44,8 @@ def concurrency_options(
 ) -> list[Option]:
     """``target``'s settings with several requests per worker (none where its platform has
     no such setting, or where no slowdown was measured unless ``assume``)."""
+    if not target.can_set("concurrency"):
+        return []
     base = options_for(target, traffic, scale_down_s=scale_down_s, max_workers=max_workers)
     delays = sorted({o.scale_down_s for o in base if o.min_workers == 0})
     short, middle = delays[0], delays[len(delays) // 2]
@@ -54,7 +56,8 @@ def concurrency_options(
         cap = max_workers if max_workers is not None else need + 2
         for d in sorted({short, middle}):
             out.append(Option(target.name, 0, cap, d, concurrency=k))
-        out.append(Option(target.name, 1, max(cap, 1), middle, concurrency=k))
+        if target.can_set("min_workers"):
+            out.append(Option(target.name, 1, max(cap, 1), middle, concurrency=k))
     return out
 
 
@@ -127,6 +130,7 @@ def more_notes(
         for t in targets
         if (n := slowdown_note(t.name, t.provider, t.slowdown, assume_concurrency))
     ]
+    notes += [n for t in targets if (n := knob_note(t))]
     if overflow_depth >= 3 and len(targets) >= overflow_depth:
         orders = math.perm(len(targets), overflow_depth)
         notes.append(

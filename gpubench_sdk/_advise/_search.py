@@ -73,15 +73,48 @@ def options_for(
         raise ConfigError(
             "--max-workers", cap, f">= {need} (the peak load of {target.name} needs {need})"
         )
-    delays = sorted({target.billing.effective_idle_timeout_s(d) for d in scale_down_s})
+    delays = settable_delays(target, scale_down_s)
     out = [Option(target.name, 0, cap, d) for d in delays]
-    for warm in sorted({1, need}):
+    for warm in sorted({1, need}) if target.can_set("min_workers") else ():
         # with min workers the delay only matters for the burst workers above them
         middle = delays[len(delays) // 2]
         out.append(Option(target.name, warm, max(cap, warm), middle))
         if target.committed_usd_per_hour is not None:
             out.append(Option(target.name, warm, max(cap, warm), middle, committed=True))
     return out
+
+
+def settable_delays(target: MeasuredTarget, scale_down_s: Sequence[float]) -> list[float]:
+    """The scale-down delays to simulate: each asked for (raised to the platform's minimum),
+    or only the platform's own default where it has no such setting and states one."""
+    default = target.billing.default_idle_timeout_s
+    if not target.can_set("scale_down_s") and default is not None:
+        return [target.billing.effective_idle_timeout_s(None)]
+    return sorted({target.billing.effective_idle_timeout_s(d) for d in scale_down_s})
+
+
+def knob_note(target: MeasuredTarget) -> str | None:
+    """What advise left out for ``target`` because its platform has no such setting."""
+    if target.knobs is None:
+        return (
+            f"{target.name}: the {target.provider} plugin does not say which scaling settings "
+            "its platform has; every one was searched"
+        )
+    missing = [k for k in ("min_workers", "max_workers", "scale_down_s") if not target.can_set(k)]
+    if not missing:
+        return None
+    kept = {
+        "min_workers": "scaled from zero only",
+        "max_workers": "no workers cap (the platform scales with the load)",
+        "scale_down_s": (
+            f"the platform's own {target.billing.default_idle_timeout_s:g} s scale-down delay"
+            if target.billing.default_idle_timeout_s is not None
+            else "each delay shown is what the platform's own would cost (it is not a setting)"
+        ),
+    }
+    return f"{target.name}: {target.provider} has no {', '.join(missing)} setting: " + "; ".join(
+        kept[k] for k in missing
+    )
 
 
 def grid_options(
@@ -108,14 +141,16 @@ def grid_options(
     need = max(o.min_workers for o in default)
     mean_load = traffic.rate_per_s * float(np.mean(target.execution_s))
     lowest = max(1, math.ceil(mean_load * 1.0001))  # at exactly the mean load: no slack either
-    delays = sorted({target.billing.effective_idle_timeout_s(d) for d in scale_down_s})
+    delays = settable_delays(target, scale_down_s)
     pinned_usd = target.rate_usd_per_s * SECONDS_PER_DAY
     have = set(default)
     out = []
-    for low in range(need + 1):
+    for low in range(need + 1 if target.can_set("min_workers") else 1):
         if within_usd_per_day is not None and low * pinned_usd > within_usd_per_day:
             break  # and every larger min: the bound
-        for high in range(max(low, lowest), top + 1):
+        # a platform without a workers cap scales as far as the load takes it: the top cap
+        caps = range(max(low, lowest), top + 1) if target.can_set("max_workers") else [top]
+        for high in caps:
             out += [o for d in delays if (o := Option(target.name, low, high, d)) not in have]
     return out
 

@@ -4,11 +4,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .._base._errors import ConfigError
+
 # The billing model lives with the cost module that prices it; re-exported here (and from
 # gpubench_sdk) because a provider declares it in its Capabilities.
 from ._billing import BilledPhase, BillingModel
 
-__all__ = ["BilledPhase", "BillingModel", "Capabilities"]
+__all__ = ["SCALING_KNOBS", "BilledPhase", "BillingModel", "Capabilities"]
+
+#: The scaling settings ``gpubench advise`` searches, by gpubench's names: the workers kept
+#: warm, the workers cap, the idle time before a worker stops, requests served at once by one
+#: worker. A platform calls them its own way (RunPod ``workersMin``, Cloud Run
+#: ``min_instance_count``, Hugging Face ``scaleToZeroTimeout``...).
+SCALING_KNOBS = frozenset({"min_workers", "max_workers", "scale_down_s", "concurrency"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +29,9 @@ class Capabilities:
     - ``scaling_settings``: ``get_scaling()`` / ``set_scaling()`` read and change min/max/idle.
     - ``server_timings``: which ``Result`` fields the server reports (e.g. ``queue_ms``).
     - ``billing``: the provider's billing rules, where known.
+    - ``scaling_knobs``: which of ``SCALING_KNOBS`` the platform lets its user set (``None``:
+      not declared). ``gpubench advise`` offers only those (a platform without a scale-down
+      setting keeps its own delay); undeclared, it offers all and says so.
     """
 
     streaming: bool = False
@@ -29,6 +40,16 @@ class Capabilities:
     scaling_settings: bool = False
     server_timings: frozenset[str] = field(default_factory=frozenset)
     billing: BillingModel | None = None
+    scaling_knobs: frozenset[str] | None = None
+
+    def __post_init__(self) -> None:
+        unknown = set(self.scaling_knobs or ()) - SCALING_KNOBS
+        if unknown:
+            raise ConfigError(
+                "capabilities.scaling_knobs",
+                sorted(unknown),
+                f"a subset of {sorted(SCALING_KNOBS)}",
+            )
 
     def names(self) -> list[str]:
         """The capability names that are on, for listings."""

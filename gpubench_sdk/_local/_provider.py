@@ -76,6 +76,7 @@ class LocalProvider(Provider):
         scaling_settings=True,
         server_timings=frozenset({"queue_ms", "execution_ms", "setup_ms"}),
         billing=None,
+        scaling_knobs=frozenset({"min_workers", "max_workers", "scale_down_s"}),
     )
     options: LocalOptions
 

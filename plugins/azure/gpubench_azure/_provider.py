@@ -98,6 +98,8 @@ class AzureProvider(sdk.Provider):
         cold_start_control=True,
         scaling_settings=True,
         billing=load_catalog().billing_model("azure"),
+        # properties.template.scale: minReplicas, maxReplicas, cooldownPeriod (PROVIDERS.md)
+        scaling_knobs=frozenset({"min_workers", "max_workers", "scale_down_s"}),
     )
     options: AzureOptions
 

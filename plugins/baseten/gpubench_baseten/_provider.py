@@ -106,6 +106,9 @@ class BasetenProvider(sdk.Provider):
         scaling_settings=True,
         # the catalog's rules, with their source and date (gpubench_sdk/cost/data/prices.json)
         billing=load_catalog().billing_model("baseten"),
+        # autoscaling settings: min_replica, max_replica, scale_down_delay, concurrency_target
+        # (PROVIDERS.md, docs.baseten.co autoscaling)
+        scaling_knobs=frozenset({"min_workers", "max_workers", "scale_down_s", "concurrency"}),
     )
     options: BasetenOptions
 

@@ -96,6 +96,9 @@ class CloudRunProvider(sdk.Provider):
     capabilities = sdk.Capabilities(
         cold_start_control=True,
         billing=load_catalog().billing_model("cloudrun"),
+        # min/max_instance_count and --concurrency; no setting for how long an idle instance
+        # lives (PROVIDERS.md; cloud.google.com/run/docs/about-concurrency)
+        scaling_knobs=frozenset({"min_workers", "max_workers", "concurrency"}),
     )
     options: CloudRunOptions
 

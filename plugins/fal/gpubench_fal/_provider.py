@@ -89,6 +89,9 @@ class FalProvider(sdk.Provider):
         server_timings=frozenset({"execution_ms"}),
         # the catalog's rules, with their source and date (gpubench_sdk/cost/data/prices.json)
         billing=load_catalog().billing_model("fal"),
+        # fal.App / `fal apps scale`: min_concurrency, max_concurrency, keep_alive,
+        # max_multiplexing (docs.fal.ai/documentation/deployment/scale-your-application)
+        scaling_knobs=frozenset({"min_workers", "max_workers", "scale_down_s", "concurrency"}),
     )
     options: FalOptions
 

@@ -94,6 +94,8 @@ class HuggingFaceProvider(sdk.Provider):
         cold_start_control=True,
         scaling_settings=True,
         billing=BILLING,
+        # compute.scaling: minReplica, maxReplica, scaleToZeroTimeout (PROVIDERS.md)
+        scaling_knobs=frozenset({"min_workers", "max_workers", "scale_down_s"}),
     )
     options: HuggingFaceOptions
 

@@ -88,7 +88,12 @@ class InferlessProvider(sdk.Provider):
     """
 
     name = "inferless"
-    capabilities = sdk.Capabilities(streaming=True, billing=BILLING)
+    capabilities = sdk.Capabilities(
+        streaming=True,
+        billing=BILLING,
+        # inferless.yaml: min_replica, max_replica, scale_down_delay (PROVIDERS.md)
+        scaling_knobs=frozenset({"min_workers", "max_workers", "scale_down_s"}),
+    )
     options: InferlessOptions
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

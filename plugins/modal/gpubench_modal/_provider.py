@@ -78,7 +78,13 @@ class ModalProvider(sdk.Provider):
 
     name = "modal"
     key_scheme = "modal"
-    capabilities = sdk.Capabilities(streaming=True, billing=load_catalog().billing_model("modal"))
+    capabilities = sdk.Capabilities(
+        streaming=True,
+        billing=load_catalog().billing_model("modal"),
+        # @app.function(min_containers, max_containers, scaledown_window) and
+        # @modal.concurrent(max_inputs) (modal.com/docs/guide/concurrent-inputs)
+        scaling_knobs=frozenset({"min_workers", "max_workers", "scale_down_s", "concurrency"}),
+    )
     options: ModalOptions
 
     async def open(self) -> None:

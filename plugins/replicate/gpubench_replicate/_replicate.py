@@ -111,6 +111,9 @@ class ReplicateProvider(p.PredictionProvider):
         scaling_settings=True,
         server_timings=frozenset({"queue_ms", "execution_ms"}),
         billing=PRIVATE_BILLING,
+        # deployments: min_instances, max_instances; idle instances linger as Replicate
+        # decides (PROVIDERS.md)
+        scaling_knobs=frozenset({"min_workers", "max_workers"}),
     )
     options: ReplicateOptions
 

@@ -93,6 +93,9 @@ class RunPodProvider(sdk.Provider):
         scaling_settings=True,
         server_timings=frozenset({"queue_ms", "execution_ms"}),
         billing=load_catalog().billing_model("runpod"),
+        # PATCH /v1/endpoints/{id}: workersMin, workersMax, idleTimeout (PROVIDERS.md); a
+        # worker's concurrency_modifier (docs.runpod.io/serverless/workers/concurrent-handler)
+        scaling_knobs=frozenset({"min_workers", "max_workers", "scale_down_s", "concurrency"}),
     )
     options: RunPodOptions
 

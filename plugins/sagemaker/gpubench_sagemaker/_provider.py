@@ -82,6 +82,9 @@ class SageMakerProvider(sdk.Provider):
         fleet_state=True,
         cold_start_control=True,
         billing=load_catalog().billing_model("sagemaker"),
+        # inference components' MinInstanceCount/MaxInstanceCount (serverless endpoints:
+        # ProvisionedConcurrency/MaxConcurrency); no idle delay to set (PROVIDERS.md)
+        scaling_knobs=frozenset({"min_workers", "max_workers"}),
     )
     options: SageMakerOptions
 
