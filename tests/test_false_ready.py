@@ -123,3 +123,21 @@ def test_the_method_on_known_arrays() -> None:
     # too few warm requests, or no readings: nothing to judge by
     assert metrics.false_ready(t, up, starts[:3], service[:3], np.ones(3, bool)) is None
     assert metrics.false_ready([], [], starts, service, np.ones(20, bool)) is None
+
+
+def test_the_example_flags_the_emulated_runpod_endpoint() -> None:
+    import subprocess
+    import sys
+
+    pytest.importorskip("gpubench_runpod")
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run(
+        [sys.executable, str(root / "examples" / "false_ready.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "the fleet slowed 2 requests" in proc.stdout
+    assert 'gpubench: said "ready" before it could serve: 2 of 2' in proc.stdout
+    assert "counted as cold: 2 of 16" in proc.stdout
