@@ -286,14 +286,21 @@ def advise_targets(
     ]  # fmt: skip
     screening = all_draws[: min(SCREENING_DRAWS, len(all_draws))]
     rivals = [e.option for e in plain]
-    kept = screen_caps(grid, rivals, by_name, screening, traffic, objectives, confidence)
+    # the cheapest feasible option's dearest draw: no setting dearer in its cheapest can be
+    # the pick (unless weights rank the options, and then cost is not the order)
+    sure_costs = [e.cost_usd_per_day[2] for e in found if e.meets_all[0] >= confidence]
+    bound = min(sure_costs) if sure_costs and not (scoring and scoring.ranks) else None
+    kept = screen_caps(
+        grid, rivals, by_name, screening, traffic, objectives, confidence, within_usd_per_day=bound
+    )
     found += [estimate(o, by_name, all_draws, traffic, objectives) for o in kept]
     searched = (
         f"searched {len(options) + len(grid)} settings: {len(found)} simulated on "
         f"{len(all_draws)} resamples, {len(grid) - len(kept)} ruled out on "
-        f"{len(screening)} screening draws (met the objectives too rarely, or dominated at "
-        "the same min workers and delay); no min workers whose pinned workers alone cost "
-        "more than a feasible option"
+        f"{len(screening)} screening draws (met the objectives too rarely, dominated at "
+        "the same min workers and delay, or dearer in their cheapest draws than a feasible "
+        "option in its dearest); no min workers whose pinned workers alone cost more than a "
+        "feasible option"
     )
     found = attach_terms(found, by_name, horizon_months)
     ranked = sorted(mark_frontier(found), key=_rank_key)

@@ -163,6 +163,7 @@ def screen_caps(
     traffic: Traffic,
     objectives: Objectives,
     confidence: float,
+    within_usd_per_day: float | None = None,
 ) -> list[Option]:
     """The settings of ``grid_options`` (``caps``) worth a full estimate.
 
@@ -173,8 +174,11 @@ def screen_caps(
     draws, a truly 90%-feasible option is dropped 4% of the time), or (b) it is dominated:
     another setting of the same target, min workers and delay met every objective at least as
     often at no
-    more median cost and no more median latency, and did better on one. So the search prunes
-    by a bound and by dominance, never by leaving a cap out."""
+    more median cost and no more median latency, and did better on one, or (c) it costs more
+    even in its cheapest screening draws (the 5th percentile) than ``within_usd_per_day``,
+    what an option already estimated in full and feasible costs in its dearest (its 95th
+    percentile): its median cannot come below that option's. So the search prunes by bounds
+    and by dominance, never by leaving a cap out."""
     n = len(screening)
     quick = [estimate(o, targets, screening, traffic, objectives) for o in [*caps, *rivals]]
     survivors = []
@@ -182,6 +186,8 @@ def screen_caps(
         o = e.option
         if round(e.meets_all[0] * n) < n * confidence - 2:  # (a)
             continue
+        if within_usd_per_day is not None and e.cost_usd_per_day[1] > within_usd_per_day:
+            continue  # (c)
         same = [
             r
             for r in quick
