@@ -1,8 +1,10 @@
 """A campaign of many simulated days against two emulated providers, for the tracker's tests.
 
 Both targets are the RunPod plugin against its emulator (the testing kit's simulated fleet),
-served in this process so that the test can change a fleet between days: on ``CHANGE_DAY``
-the ``shifty`` provider's cold start doubles. Every slot is a real ``run_campaign`` pass with
+served in this process so that the test can change a fleet between days: from ``CHANGE_DAY``
+on, the ``shifty`` provider's cold start doubles. Each call is one ``runsync`` request (no
+status polls: the emulators share this process's two cores with the runner, and a poll's
+timing noise would blur the change). Every slot is a real ``run_campaign`` pass with
 the wall clock moved to the slot's day (``time.time_ns`` is the only clock the runner and the
 campaign stamp with), as tests/test_report_campaign.py does for three days.
 """
@@ -46,6 +48,7 @@ api_key_env = "RUNPOD_API_KEY"
 base_url = "{steady}/v2"
 rest_url = "{steady}/v1"
 cold_threshold_ms = 30
+mode = "runsync"  # one request a call: the emulator in this process answers less
 poll_interval_s = 0.01
 price_per_s_usd = 0.00055
 
@@ -58,12 +61,13 @@ api_key_env = "RUNPOD_API_KEY"
 base_url = "{shifty}/v2"
 rest_url = "{shifty}/v1"
 cold_threshold_ms = 30
+mode = "runsync"  # one request a call: the emulator in this process answers less
 poll_interval_s = 0.01
 price_per_s_usd = 0.00031
 
 [[scenarios]]
 kind = "cold_starts"
-n = 5
+n = 6
 warm_after = 1
 cold_timeout_s = 30
 

@@ -20,11 +20,15 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 from _tracker_days import CHANGE_DAY, KEY, NAME, campaign_days
+from click.testing import CliRunner, Result
 from test_cli import gpubench
-from test_report_browser import CHROMIUM, CHROMIUM_ARGS, COLORS_OFF_THE_LEGEND, MARKS_OUTSIDE
+
+from gpubench_sdk._cli import main
+from gpubench_sdk.campaign import export_campaign
 
 DAYS = 30
 CHANGED = f"2026-01-{CHANGE_DAY:02d}"
+ORIGIN = "the test suite, loopback"
 ENV = {**os.environ, "RUNPOD_API_KEY": KEY}
 
 
@@ -34,11 +38,11 @@ def tracker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path
     with campaign_days(root / "campaign.sqlite", DAYS) as store:
         data, site = root / "repo", root / "site"
         proc = gpubench("campaign", "export", NAME, "--store", str(store), "-o", str(data),
-                        "--origin", "the test suite, loopback", env=ENV)  # fmt: skip
+                        "--origin", ORIGIN, env=ENV)  # fmt: skip
         assert proc.returncode == 0, proc.stderr
         assert f"{DAYS} new, 0 rewritten, 0 unchanged" in proc.stdout
-        proc = gpubench("site", "build", str(data), "-o", str(site), env=ENV)
-        assert proc.returncode == 0, proc.stderr
+        built = CliRunner().invoke(main, ["site", "build", str(data), "-o", str(site)])
+        assert built.exit_code == 0, built.output
         yield {"store": store, "data": data, "site": site, "root": root}
 
 
@@ -52,14 +56,12 @@ def test_each_slot_is_one_document_and_exporting_again_gives_the_same_bytes(
     first = _files(tracker["data"])
     assert len(first) == DAYS
     assert f"data/2026/01/{CHANGE_DAY:02d}/{NAME}-{CHANGE_DAY - 1}.json" in first
+    # (in this process, the API: the fixture's export ran the command in a fresh one)
     again = tracker["root"] / "again"
-    proc = gpubench("campaign", "export", NAME, "--store", str(tracker["store"]), "-o", str(again),
-                    "--origin", "the test suite, loopback", env=ENV)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    assert _files(again) == first
-    proc = gpubench("campaign", "export", NAME, "--store", str(tracker["store"]),
-                    "-o", str(tracker["data"]), "--origin", "the test suite, loopback")  # fmt: skip
-    assert f"0 new, 0 rewritten, {DAYS} unchanged" in proc.stdout
+    report = export_campaign(tracker["store"], NAME, again, origin=ORIGIN)
+    assert len(report.written) == DAYS and _files(again) == first
+    report = export_campaign(tracker["store"], NAME, tracker["data"], origin=ORIGIN)
+    assert (len(report.written), len(report.rewritten), len(report.unchanged)) == (0, 0, DAYS)
     doc = json.loads(first[f"data/2026/01/{CHANGE_DAY:02d}/{NAME}-{CHANGE_DAY - 1}.json"])
     assert doc["schema"] == "gpubench-tracker" and doc["schema_version"] == 1
     shifty = next(t for t in doc["targets"] if t["name"] == "shifty")
@@ -119,6 +121,9 @@ def _links(page: Any) -> list[str]:
 
 def test_every_page_loads_offline_fits_a_phone_and_links_resolve(tracker: dict[str, Path]) -> None:
     sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+    # (imported here: that module skips itself without playwright, the tests above need none)
+    from test_report_browser import CHROMIUM, CHROMIUM_ARGS, COLORS_OFF_THE_LEGEND, MARKS_OUTSIDE
+
     if not Path(CHROMIUM).exists():
         pytest.skip("needs Debian's chromium (apt-get install chromium)")
     site = tracker["site"]
@@ -192,18 +197,20 @@ def _broken(path: Path, hrefs: list[str], site: Path) -> list[str]:
 
 
 def test_bad_input_names_the_field_and_the_fix(tracker: dict[str, Path], tmp_path: Path) -> None:
-    proc = gpubench("site", "build", str(tmp_path / "nowhere"), "-o", str(tmp_path / "out"))
-    assert proc.returncode == 2
-    assert "DATA_DIR" in proc.stderr and "gpubench campaign export" in proc.stderr
+    def build(data: Path) -> Result:
+        return CliRunner().invoke(main, ["site", "build", str(data), "-o", str(tmp_path / "out")])
+
+    missing = build(tmp_path / "nowhere")
+    assert missing.exit_code == 2
+    assert "DATA_DIR" in missing.output and "gpubench campaign export" in missing.output
     data = tmp_path / "data"
     shutil.copytree(tracker["data"], data)
     doc = next((data / "data").rglob("*.json"))
-    newer = json.loads(doc.read_text()) | {"schema_version": 2}
-    doc.write_text(json.dumps(newer))
-    proc = gpubench("site", "build", str(data), "-o", str(tmp_path / "out"))
-    assert proc.returncode == 2
-    assert doc.name in proc.stderr and "schema_version" in proc.stderr
-    assert "upgrade gpubench" in proc.stderr
+    doc.write_text(json.dumps(json.loads(doc.read_text()) | {"schema_version": 2}))
+    newer = build(data)
+    assert newer.exit_code == 2
+    assert doc.name in newer.output and "schema_version" in newer.output
+    assert "upgrade gpubench" in newer.output
     doc.write_text("{not json")
-    proc = gpubench("site", "build", str(data), "-o", str(tmp_path / "out"))
-    assert proc.returncode == 2 and doc.name in proc.stderr and "JSON" in proc.stderr
+    broken = build(data)
+    assert broken.exit_code == 2 and doc.name in broken.output and "JSON" in broken.output

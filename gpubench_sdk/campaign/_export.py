@@ -17,6 +17,7 @@ always gives the same bytes.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.metadata
 import json
@@ -136,7 +137,7 @@ def slot_document(
                 "gpu": _first(options, _GPU_KEYS),
                 "model": {k: options[k] for k in _MODEL_KEYS if options.get(k) is not None},
                 "scaling": {k: options[k] for k in _SCALING_KEYS if options.get(k) is not None},
-                "plugin": _plugin(record.provider),
+                "plugin": dict(_plugin(record.provider)),
                 **_figures(cols, info),
                 "cold_start": _cold(cols),
                 "bill": bills.get(record.name),
@@ -177,6 +178,7 @@ def _first(options: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
     return next((options[k] for k in keys if options.get(k) is not None), None)
 
 
+@functools.cache  # reading every installed package's entry points is slow; they do not change
 def _plugin(provider: str) -> dict[str, Any]:
     """The distribution that provides ``provider``, as installed when exporting (the store
     records gpubench's version with each run, not the plugin's)."""

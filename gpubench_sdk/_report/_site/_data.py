@@ -16,19 +16,23 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import os
 import re
 import statistics
 from collections.abc import Iterable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from ...metrics import DayStats, daily_variability
 
 _NS_PER_DAY = 86_400 * 10**9
 _EPOCH = dt.date(1970, 1, 1)
+_PARALLEL_ABOVE = 50_000  # cold starts in all: below it, starting processes costs more
 
 
 @dataclass
@@ -167,7 +171,7 @@ def gather(documents: Iterable[tuple[Path, dict[str, Any]]]) -> Tracker:
     used: set[str] = set()
     for target in ordered:
         target.slug = _slug(f"{target.provider}-{target.region or 'any'}-{target.name}", used)
-        _detect(target)
+    _detect(ordered)
     return Tracker(ordered, sorted(campaigns.values(), key=lambda c: c.name), files_by_day)
 
 
@@ -223,19 +227,39 @@ def _fold(target: Target, t: dict[str, Any], doc: dict[str, Any], date: str, rel
         }
 
 
-def _detect(target: Target) -> None:
-    """The change detector over the target's cold starts, day by day (see the module doc)."""
+def _cold_starts(target: Target) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """The target's cold starts, each stamped with its day's noon (UTC), for the detector."""
     walls, values = [], []
     for day in target.ordered():
         noon = (dt.date.fromisoformat(day.date) - _EPOCH).days * _NS_PER_DAY + _NS_PER_DAY // 2
         finite = [v for v in day.cold_ms if math.isfinite(v)]
         walls.extend([noon] * len(finite))
         values.extend(finite)
-    if not values:
-        return
-    result = daily_variability(np.array(walls, dtype=np.int64), np.array(values))
-    for stats in result.days:
-        target.days[stats.day].cold = stats
+    return np.array(walls, dtype=np.int64), np.array(values, dtype=np.float64)
+
+
+def _days(walls: npt.NDArray[np.int64], values: npt.NDArray[np.float64]) -> tuple[DayStats, ...]:
+    return daily_variability(walls, values).days
+
+
+def _detect(targets: list[Target]) -> None:
+    """The change detector over each target's cold starts, day by day (see the module doc).
+
+    Each day is tested against all the days before it, so a target's cost grows with the
+    square of its history (about 1 s for two years of ten cold starts a day): a long history
+    spreads the targets over the machine's cores."""
+    inputs = [(t, *_cold_starts(t)) for t in targets]
+    inputs = [(t, w, v) for t, w, v in inputs if v.size]
+    big = sum(v.size for _, _, v in inputs) > _PARALLEL_ABOVE
+    workers = min(len(inputs), os.cpu_count() or 1)
+    if big and workers > 1:
+        with ProcessPoolExecutor(workers) as pool:
+            results = list(pool.map(_days, [w for _, w, _ in inputs], [v for _, _, v in inputs]))
+    else:
+        results = [_days(w, v) for _, w, v in inputs]
+    for (target, _, _), days in zip(inputs, results, strict=True):
+        for stats in days:
+            target.days[stats.day].cold = stats
 
 
 def _slug(text: str, used: set[str]) -> str:

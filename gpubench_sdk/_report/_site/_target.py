@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 import math
-import statistics
 from html import escape
 from typing import Any
+
+import numpy as np
 
 from .._format import figure
 from .._summary import usd
@@ -76,13 +77,6 @@ def _note(target: Target, day: Day) -> str:
     return f"{target.label}: median {h.ms(day.cold.median_ms)}, p {day.cold.p_adjusted:.2g}"
 
 
-def _before(target: Target, day: Day) -> float:
-    """The median of every cold start before ``day``: what the day was tested against."""
-    earlier = [v for d in target.ordered() if d.date < day.date for v in d.cold_ms]
-    finite = [v for v in earlier if math.isfinite(v)]
-    return statistics.median(finite) if finite else math.nan
-
-
 def _changes(target: Target) -> str:
     out = (
         "<h2 id='changes'>Days the change detector flagged</h2><p>Each day's cold starts "
@@ -90,13 +84,18 @@ def _changes(target: Target) -> str:
         "the days tested, flagged below 0.05.</p>"
     )
     rows = []
+    # the median of every cold start before a flagged day: what the day was tested against
+    dates = np.array([d.date for d in target.ordered() for _ in d.cold_ms])
+    values = np.array([v for d in target.ordered() for v in d.cold_ms], dtype=np.float64)
     for d in target.changed:
         assert d.cold is not None
+        earlier = values[(dates < d.date) & ~np.isnan(values)]
+        before = float(np.median(earlier)) if earlier.size else math.nan
         rows.append(
             [
                 f'<span class="flagged">{h.link(f"../days/{d.date}.html", d.date)}</span>',
                 h.ms(d.cold.median_ms),
-                h.ms(_before(target, d)),
+                h.ms(before),
                 str(d.cold.count),
                 f"{d.cold.p_adjusted:.2g}",
             ]
