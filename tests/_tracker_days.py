@@ -27,7 +27,7 @@ from gpubench_sdk.campaign import Schedule, create_campaign, run_campaign
 KEY = "rp-tracker-secret-7f3a9c1e"  # the secret the tests look for in every file
 DAY_NS = 86_400 * 10**9
 DAY0_NS = 1_767_225_600 * 10**9 + 9 * 3_600 * 10**9  # 2026-01-01T09:00Z
-COLD_S = 0.06
+COLD_S = 0.05
 CHANGE_DAY = 20  # 1-based: the 20th day's slot runs with the doubled cold start
 NAME = "tracker"
 
@@ -67,7 +67,7 @@ price_per_s_usd = 0.00031
 
 [[scenarios]]
 kind = "cold_starts"
-n = 6
+n = 5
 warm_after = 1
 cold_timeout_s = 30
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -214,3 +215,27 @@ def test_bad_input_names_the_field_and_the_fix(tracker: dict[str, Path], tmp_pat
     doc.write_text("{not json")
     broken = build(data)
     assert broken.exit_code == 2 and doc.name in broken.output and "JSON" in broken.output
+
+
+def test_the_example_tracker_is_whole_and_installs_gpubench_as_written() -> None:
+    """examples/tracker: the plan loads, the script parses, and the workflow runs that script
+    after installing gpubench from git (it is on no package index), then deploys to Pages."""
+    yaml = pytest.importorskip("yaml")
+    from gpubench_sdk._plan._config import load_config
+
+    folder = Path(__file__).resolve().parents[1] / "examples" / "tracker"
+    plan = load_config(folder / "plan.toml")
+    assert [t.provider for t in plan.targets] == ["local"] and plan.targets[0].region
+    script = folder / "daily.sh"
+    assert os.access(script, os.X_OK)
+    assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0
+    text = script.read_text()
+    for step in ("campaign create", "campaign tick", "campaign export", "site build", "git commit"):
+        assert f"{step} " in text, step
+    flow = yaml.safe_load((folder / "tracker.yml").read_text())
+    assert "schedule" in flow[True]  # YAML 1.1 reads the key `on` as True
+    steps = flow["jobs"]["measure"]["steps"]
+    runs = " ".join(s.get("run", "") for s in steps)
+    assert 'pip install "gpubench-sdk @ git+https://github.com/' in runs
+    assert "pip install gpubench-sdk" not in runs and "examples/tracker/daily.sh" in runs
+    assert flow["jobs"]["deploy"]["steps"][0]["uses"].startswith("actions/deploy-pages@")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
@@ -49,12 +49,13 @@ def history_chart(
     last: str,
     unit: str,
     title: str,
-    flagged: Sequence[tuple[str, str]] = (),
-    labelled: Collection[str] = (),
+    flagged: Sequence[tuple[str, str, str]] = (),
 ) -> str:
     """``lines`` over the days ``first``..``last`` (ISO dates), a band where a point has a CI,
-    a marker on each flagged (date, note), and a "changed" label on those of the ``labelled``
-    dates (the first day of each change) that leave room for it."""
+    and each change the detector flagged, given as (first day, last day, note) of a run of
+    flagged days: a marker on its first day (when it changed), a shaded span to its last (a
+    lasting step leaves every later day different from the days before it too), and a
+    "changed" label where there is room."""
     d0, d1 = _day(first), _day(last)
     x = _Scale(d0 - 0.5, d1 + 0.5, _LEFT, WIDTH - _RIGHT)
     values = [v for ln in lines for _, *vs in ln.points for v in vs if math.isfinite(v)] or [0.0]
@@ -87,18 +88,40 @@ def history_chart(
                 )
             body.append("</g>")
     label_at = -math.inf
-    for date, note in sorted(flagged):
-        if d0 <= _day(date) <= d1:
-            px = x(_day(date))
-            # a label per change, not per day: the days after a step are flagged too
-            label = date in labelled and px - label_at > _LABEL_GAP
-            body += _flag(px, date, note, label=label)
-            label_at = px if label else label_at
+    for start, end, note in sorted(flagged):
+        s0, s1 = _day(start), _day(end)
+        if s1 < d0 or s0 > d1:
+            continue
+        px, px_end = x(max(s0, d0)), x(min(s1, d1))
+        if s0 < d0:  # a change from before the chart's first day: its span only
+            body += _span(px, px_end, start, end)
+            continue
+        label = px - label_at > _LABEL_GAP  # labels never overlap; the markers say it all
+        body += _flag(px, px_end, start, end, note, label=label)
+        label_at = px if label else label_at
     legend = [(ln.name, c) for ln, c in zip(lines, colors, strict=True)]
     if flagged:
         legend.append(("change flagged", FLAG_COLOR))
-    body += _legend(legend, _HEIGHT - 8, _LEFT)
-    return _svg(_HEIGHT, body, title)
+    rows = _legend_rows(legend)
+    body.append('<g class="legend">')
+    for i, row in enumerate(rows):  # one legend, in as many rows as its names need
+        body += _legend(row, _HEIGHT - 8 + 18 * i, _LEFT)[1:-1]
+    body.append("</g>")
+    return _svg(_HEIGHT + 18 * (len(rows) - 1), body, title)
+
+
+def _legend_rows(items: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
+    """The legend's items in rows that fit the chart's width (``_legend``'s spacing)."""
+    rows: list[list[tuple[str, str]]] = [[]]
+    x = _LEFT
+    for name, color in items:
+        width = 24 + 7 * len(name)
+        if rows[-1] and x + width > WIDTH:
+            rows.append([])
+            x = _LEFT
+        rows[-1].append((name, color))
+        x += width
+    return rows
 
 
 def _band(
@@ -125,12 +148,14 @@ def _band(
     return out
 
 
-def _flag(px: float, date: str, note: str, *, label: bool) -> list[str]:
+def _flag(px: float, px_end: float, date: str, end: str, note: str, *, label: bool) -> list[str]:
     anchor = "end" if px > WIDTH - 140 else "start"
     dx = -4 if anchor == "end" else 4
-    out = [
+    through = f" (flagged through {end})" if end != date else ""
+    out = _span(px, px_end, date, end)
+    out += [
         f'<g class="mark flag" data-flag="{date}" stroke="{FLAG_COLOR}">'
-        f"<title>{escape(date)}: {escape(note)}</title>"
+        f"<title>{escape(date)}: {escape(note)}{escape(through)}</title>"
         f'<line x1="{_f(px)}" x2="{_f(px)}" y1="{_TOP}" y2="{_BOTTOM}" stroke-dasharray="4 3"/>'
         f'<path d="M{_f(px - 5)},{_TOP} L{_f(px + 5)},{_TOP} L{_f(px)},{_TOP + 8} Z" '
         f'fill="{FLAG_COLOR}"/></g>',
@@ -143,6 +168,17 @@ def _flag(px: float, date: str, note: str, *, label: bool) -> list[str]:
     return out
 
 
+def _span(px: float, px_end: float, date: str, end: str) -> list[str]:
+    """The run of flagged days after a change, shaded (nothing for a single day)."""
+    if px_end <= px:
+        return []
+    return [
+        f'<rect class="mark" data-kind="flag-span" x="{_f(px)}" y="{_TOP}" '
+        f'width="{_f(px_end - px)}" height="{_BOTTOM - _TOP}" fill="{FLAG_COLOR}" '
+        f'fill-opacity="0.08"><title>{escape(date)} to {escape(end)}: flagged</title></rect>'
+    ]
+
+
 def _date_axis(x: _Scale, d0: int, d1: int) -> list[str]:
     """At most 7 date labels, a whole number of days (or weeks, months...) apart."""
     step = next((s for s in _TICK_DAYS if (d1 - d0) / s <= 6), 364 * max(1, (d1 - d0) // 2184))
@@ -151,5 +187,7 @@ def _date_axis(x: _Scale, d0: int, d1: int) -> list[str]:
         px = _f(x(d))
         label = dt.date.fromordinal(d).isoformat()
         out.append(f'<line x1="{px}" x2="{px}" y1="{_TOP}" y2="{_BOTTOM}" stroke="#e3e5e8"/>')
-        out.append(f'<text x="{px}" y="{_BOTTOM + 16}" text-anchor="middle">{label}</text>')
+        # the last label right-aligned near the edge, where a centred one would be cut off
+        anchor = "end" if x(d) > WIDTH - _RIGHT - 32 else "middle"
+        out.append(f'<text x="{px}" y="{_BOTTOM + 16}" text-anchor="{anchor}">{label}</text>')
     return out

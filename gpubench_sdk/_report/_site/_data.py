@@ -32,6 +32,7 @@ from ...metrics import DayStats, daily_variability
 
 _NS_PER_DAY = 86_400 * 10**9
 _EPOCH = dt.date(1970, 1, 1)
+EPISODE_GAP = 7  # measured days without a flag that end a change's run of flagged days
 _PARALLEL_ABOVE = 50_000  # cold starts in all: below it, starting processes costs more
 
 
@@ -104,18 +105,22 @@ class Target:
         return [d for d in self.ordered() if d.cold is not None and d.cold.changed]
 
     def episodes(self) -> list[list[Day]]:
-        """Flagged days in runs of consecutive measured days. After a lasting step every
-        later day differs from the pooled days before the step too, so one change reads as
-        one episode: its first day is when it happened."""
+        """The flagged days as changes: runs of flagged days, a run going on across fewer than
+        ``EPISODE_GAP`` unflagged measured days. After a lasting step every later day differs
+        from the pooled days before it too, until the pool has taken in enough of the new
+        level (then days are flagged on and off): one change, whose first day is when it
+        happened."""
         runs: list[list[Day]] = []
-        previous = False
+        gap = EPISODE_GAP
         for d in self.ordered():
-            flagged = d.cold is not None and d.cold.changed
-            if flagged and previous:
-                runs[-1].append(d)
-            elif flagged:
-                runs.append([d])
-            previous = flagged
+            if d.cold is not None and d.cold.changed:
+                if gap < EPISODE_GAP:
+                    runs[-1].append(d)
+                else:
+                    runs.append([d])
+                gap = 0
+            else:
+                gap += 1
         return runs
 
 

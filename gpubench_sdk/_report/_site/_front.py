@@ -63,6 +63,14 @@ def _ranked(tracker: Tracker, value: Callable[[Day], float]) -> list[tuple[Targe
     return sorted(rows, key=lambda r: r[2])
 
 
+def short_label(target: Target, tracker: Tracker) -> str:
+    """A label that fits a bar chart's margin: the target's name when no other target has it,
+    cut to 28 characters."""
+    same = [t for t in tracker.targets if t.name == target.name]
+    text = target.name if len(same) == 1 else target.label
+    return text if len(text) <= 28 else text[:27] + "…"
+
+
 def _verdict(text: str, level: bool = False) -> str:
     cls = "verdict not-significant" if level else "verdict"
     return f'<p class="{cls}">{escape(text)}</p>'
@@ -84,12 +92,16 @@ def _cold_start(tracker: Tracker, first: str, last: str) -> str:
             " (level within the 95% CIs)" if level else ""
         )
     out.append(_verdict(text + ".", level))
-    lines = [Line(t.label, _cold_points(t, first)) for t in tracker.targets]
-    flags = [(d.date, f"{t.label}: cold start changed") for t, d in changes(tracker)]
-    starts = {run[0].date for t in tracker.targets for run in t.episodes()}
+    lines = [Line(short_label(t, tracker), _cold_points(t, first)) for t in tracker.targets]
+    flags = [
+        (run[0].date, run[-1].date, f"{t.label}: cold start changed")
+        for t in tracker.targets
+        for run in t.episodes()
+        if run[-1].date >= first
+    ]
     svg = history_chart(
         lines, first=first, last=last, unit="median cold start (ms)",
-        title="daily median cold start, every target", flagged=flags, labelled=starts,
+        title="daily median cold start, every target", flagged=flags,
     )  # fmt: skip
     out.append(figure("cold-start", svg, f"Daily median cold start, {first} to {last}."))
     rows = [
@@ -170,7 +182,7 @@ def _bars(
         return out[0] + _verdict(f"No {words[0]} was measured yet.", True)
     best, day, v = ranked[0]
     out.append(_verdict(f"{best.label} {words[1]}: {fmt(v)} on {day.date}."))
-    rows = [(t.label, [(words[2], v)]) for t, _, v in ranked]
+    rows = [(short_label(t, tracker), [(words[2], v)]) for t, _, v in ranked]
     svg = stacked_bars(rows, unit=words[2], title=heading, totals=[fmt(v) for _, _, v in ranked])
     out.append(figure(anchor, svg, f"{heading}: each target's latest day."))
     return "".join(out)
@@ -226,7 +238,7 @@ def _changes(tracker: Tracker) -> str:
         d = run[0]
         assert d.cold is not None
         more = (
-            f"; the {len(run) - 1} measured day(s) after it differ too, through {run[-1].date}"
+            f"; {len(run) - 1} later day(s) flagged too, through {run[-1].date}"
             if len(run) > 1
             else ""
         )

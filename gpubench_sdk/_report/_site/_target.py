@@ -22,11 +22,11 @@ RECENT_DAYS = 30
 def target_page(target: Target) -> str:
     days = target.ordered()
     first, last = days[0].date, days[-1].date
-    flags = [(d.date, _note(target, d)) for d in target.changed]
+    flags = [(run[0].date, run[-1].date, _note(target, run[0])) for run in target.episodes()]
     parts = [
         f"<h1>{escape(target.label)}</h1>",
         f"<p class='lede'>{len(days)} day(s) measured, {escape(first)} to {escape(last)}; "
-        f"the change detector flagged {len(flags)} day(s).</p>",
+        f"the change detector flagged {len(target.changed)} day(s) in {len(flags)} run(s).</p>",
         _metadata(target),
         "<h2 id='cold-start'>Cold start</h2>",
     ]
@@ -35,7 +35,7 @@ def target_page(target: Target) -> str:
         svg = history_chart(
             [Line("median cold start", cold)], first=first, last=last,
             unit="cold start (ms)", title=f"{target.label}: daily median cold start",
-            flagged=flags, labelled={run[0].date for run in target.episodes()},
+            flagged=flags,
         )  # fmt: skip
         parts.append(
             figure(
