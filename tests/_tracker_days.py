@@ -79,8 +79,9 @@ concurrency = 4
 
 
 @contextlib.contextmanager
-def campaign_days(store: Path, days: int) -> Iterator[Path]:
-    """``store`` holding campaign ``NAME``'s first ``days`` daily slots, run for real."""
+def campaign_days(store: Path, days: int, change_day: int = CHANGE_DAY) -> Iterator[Path]:
+    """``store`` holding campaign ``NAME``'s first ``days`` daily slots, run for real, the
+    ``shifty`` cold start doubled from day ``change_day`` (1-based) on."""
     emulator = pytest.importorskip("gpubench_runpod.emulator", reason="plugins/runpod")
     fleets = {
         name: kit.quick_fleet(COLD_S, max_workers=1, idle_timeout_s=0.02, seed=i)
@@ -99,7 +100,7 @@ def campaign_days(store: Path, days: int) -> Iterator[Path]:
             create_campaign(config, schedule, store=store, name=NAME)
             real = time.time_ns
             for day in range(days):
-                if day + 1 == CHANGE_DAY:
+                if day + 1 == change_day:
                     fleet = fleets["shifty"]
                     fleet.config = dataclasses.replace(
                         fleet.config, cold_start=kit.Duration.fixed(2 * COLD_S)
@@ -114,11 +115,23 @@ def campaign_days(store: Path, days: int) -> Iterator[Path]:
         mp.undo()
 
 
-if __name__ == "__main__":  # time it by hand: python tests/_tracker_days.py
+if __name__ == "__main__":
+    # By hand: time 30 days (python tests/_tracker_days.py), or rewrite examples/tracker/sample,
+    # the documents docs/tracker.md builds a site from (python tests/_tracker_days.py --sample).
     import sys
     import tempfile
 
+    from gpubench_sdk.campaign import export_campaign
+
+    sample = "--sample" in sys.argv
+    days, change = (14, 10) if sample else (30, CHANGE_DAY)
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp, campaign_days(Path(tmp) / "t.sqlite", 30) as s:
-        print(f"{time.perf_counter() - started:.1f} s for 30 days: {s.stat().st_size} bytes")
-    sys.exit(0)
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        campaign_days(Path(tmp) / "t.sqlite", days, change) as s,
+    ):
+        print(f"{time.perf_counter() - started:.1f} s for {days} days: {s.stat().st_size} bytes")
+        if sample:
+            out = Path(__file__).resolve().parents[1] / "examples" / "tracker" / "sample"
+            origin = "gpubench's test suite: two emulated RunPod endpoints on loopback"
+            print(export_campaign(s, NAME, out, origin=origin))
