@@ -239,3 +239,25 @@ def test_the_example_tracker_is_whole_and_installs_gpubench_as_written() -> None
     assert 'pip install "gpubench-sdk @ git+https://github.com/' in runs
     assert "pip install gpubench-sdk" not in runs and "examples/tracker/daily.sh" in runs
     assert flow["jobs"]["deploy"]["steps"][0]["uses"].startswith("actions/deploy-pages@")
+
+
+def test_a_site_from_sparse_documents(tmp_path: Path) -> None:
+    """One day, a target with no cold start, no bill and no price, and a field from a newer
+    gpubench: the site is built and says what it lacks instead of failing."""
+    from gpubench_sdk._report._site import build_site
+
+    sample = Path(__file__).resolve().parents[1] / "examples" / "tracker" / "sample"
+    data = tmp_path / "data"
+    shutil.copytree(sample / "data" / "2026" / "01" / "01", data / "data" / "2026" / "01" / "01")
+    (doc_path,) = (data / "data").rglob("*.json")
+    doc = json.loads(doc_path.read_text())
+    bare = doc["targets"][0]
+    bare |= {"cold_start": {"count": 0, "starts": []}, "bill": None, "price": None}
+    bare["a_field_from_a_newer_gpubench"] = {"x": 1}
+    doc_path.write_text(json.dumps(doc))
+    built = build_site(data, tmp_path / "site")
+    assert built.documents == 1 and built.pages == 3 + 2 + 1
+    front = (tmp_path / "site" / "index.html").read_text()
+    assert "Too few days yet" in front
+    page = (tmp_path / "site" / "targets" / f"runpod-emu-east-{bare['name']}.html").read_text()
+    assert "No cold start was measured." in page
