@@ -17,6 +17,7 @@ only the documents (the format in ``_store/_documents``), never a store.
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,7 +75,20 @@ def build_site(
         (site / rel).write_text(html, encoding="utf-8")
     (site / "index.json").write_text(index_json(tracker, requests_per_day), encoding="utf-8")
     for doc_path, _ in documents:
-        copy = site / doc_path
-        copy.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(data_root / doc_path, copy)
+        _publish(data_root / doc_path, site / doc_path)
     return SiteBuild(len(pages), n, (site / "index.html").stat().st_size)
+
+
+def _publish(source: Path, copy: Path) -> None:
+    """The document at ``copy`` in the site: a hard link where the file system allows (the
+    site never writes to it, and thousands of copies are most of a long history's build),
+    else a copy."""
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    if copy.exists():
+        if copy.samefile(source):
+            return
+        copy.unlink()
+    try:
+        os.link(source, copy)
+    except OSError:  # another device, or a file system without links
+        shutil.copyfile(source, copy)
