@@ -16,6 +16,7 @@ from ._providers import local, providers_cmd
 from ._report import report_cmd
 from ._results import results
 from ._run import demo_cmd, run_cmd
+from ._site import site
 
 
 @click.group(
@@ -30,7 +31,7 @@ def main() -> None:
 
 for _command in (
     run_cmd, demo_cmd, providers_cmd, results, local, cost, campaign, compare, report_cmd,
-    advise_cmd,
+    advise_cmd, site,
 ):  # fmt: skip
     main.add_command(_command)
 

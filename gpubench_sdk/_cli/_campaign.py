@@ -30,6 +30,7 @@ from ._console import (
     stdout_may_close,
     store_option,
 )
+from ._site import campaign_export
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -59,6 +60,9 @@ def _start_ns(text: str, tz: str) -> int:
 @click.group("campaign")
 def campaign() -> None:
     """Repeat a plan on a schedule across days: variability by day and time of day."""
+
+
+campaign.add_command(campaign_export)
 
 
 @campaign.command("create")

@@ -30,6 +30,7 @@ from ._analysis import (
 from ._cron import CronExpression, parse_cron
 from ._db import CampaignDB
 from ._exec import SlotReport, campaign_spend, create_campaign, run_campaign
+from ._export import ExportReport, export_campaign
 from ._gate import METRICS, GateReport, GateRow, Sample, Threshold, evaluate, parse_fail_on
 from ._records import AttemptRecord, Budget, CampaignRecord, SlotRecord
 from ._schedule import Schedule, parse_duration
@@ -43,6 +44,7 @@ __all__ = [
     "CampaignRecord",
     "CampaignSummary",
     "CronExpression",
+    "ExportReport",
     "GateReport",
     "GateRow",
     "HourStats",
@@ -59,6 +61,7 @@ __all__ = [
     "campaign_summary",
     "create_campaign",
     "evaluate",
+    "export_campaign",
     "parse_cron",
     "parse_duration",
     "parse_fail_on",

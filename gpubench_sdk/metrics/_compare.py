@@ -45,9 +45,17 @@ def mann_whitney_u(a: npt.ArrayLike, b: npt.ArrayLike) -> MannWhitney:
         return MannWhitney(math.nan, math.nan, math.nan)
     ranks = rankdata(np.concatenate((x, y)))
     u1 = float(ranks[:n1].sum()) - n1 * (n1 + 1) / 2
-    n = n1 + n2
     _, tie_counts = np.unique(ranks, return_counts=True)
     ties = float((tie_counts.astype(np.float64) ** 3 - tie_counts).sum())
+    return u_test(u1, n1, n2, ties)
+
+
+def u_test(u1: float, n1: int, n2: int, ties: float) -> MannWhitney:
+    """The test from U of sample a and the tie term (the sum of ``t**3 - t`` over the groups of
+    equal values of both samples together). Both are whole (or half) numbers far below 2**53,
+    so they come out exactly alike however they were counted: ``daily_variability`` counts
+    them without ranking the pooled days again for each day."""
+    n = n1 + n2
     var = n1 * n2 / 12 * ((n + 1) - ties / (n * (n - 1))) if n > 1 else 0.0
     if var <= 0:  # every value equal: no evidence either way
         return MannWhitney(u1, 0.0, 1.0)
