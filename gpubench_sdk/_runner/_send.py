@@ -24,7 +24,7 @@ from .._base._types import ColdCheck, Invocation, Outcome, Phase, Request, Resul
 from .._contract._workload import Workload
 from .._scenarios._base import with_fields
 from .._store._store import Store
-from .._transport._client import record_retries
+from .._transport._client import record_calls
 from .._transport._client import retry_after_s as header_retry_after_s
 from ..cost._meter import BudgetGuard
 from ._deadlines import Deadlines
@@ -137,7 +137,7 @@ class RequestSender:
         outcome = Outcome.OK
         cancelled: BaseException | None = None
         retry_after: float | None = None
-        resent = record_retries()  # filled by the transport if it resends (rare)
+        calls = record_calls()  # the transport notes when the bytes left, and any resend
         begun = self._instruments.begin(wall) if self._tracing else None
         try:
             timed_out, result = await self._invoke_within(lt, request)
@@ -157,6 +157,12 @@ class RequestSender:
             self._instruments.leave(begun)
         end = time.perf_counter_ns()
         self._inflight -= 1
+        sent = calls.sent_ns
+        if sent is not None and start < sent <= end:
+            # The request's start is when its bytes were handed to the socket: the work and
+            # the loop's queue before that are the client's, never the provider's latency.
+            wall += sent - start
+            start = sent
         units: tuple[int | None, int | None] = (None, None)
         cold = fb = None
         origin = self._origin_ns
@@ -192,6 +198,7 @@ class RequestSender:
             # len(), not truth: a plugin may hand a numpy array. Off our clock: dropped.
             if times is not None and len(times) and start <= min(times) and max(times) <= end:
                 tokens = [t - origin for t in times]
+        resent = calls.retries
         if resent:  # the request went out again on a fresh connection: say so with it
             detail = {**(detail or {}), "transport_retries": resent}
         # Confirmed only on evidence: the provider reported it as a fact, or the target was

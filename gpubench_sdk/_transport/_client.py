@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 from .._base._secrets import remember_auth
 from ._errors import as_provider_error, retry_after_s
 from ._errors import map_aiohttp_error as _map_error
+from ._request import _Request, call_log, record_calls
 from ._spans import current_tracer, note_error, note_status, start_http_span
 from ._stream import BodyStream, LazyReadTimeout, StreamedResponse, preloaded
 
@@ -38,6 +39,7 @@ __all__ = [
     "as_provider_error",
     "first_byte_ns",
     "make_client",
+    "record_calls",
     "record_retries",
     "retried",
     "retry_after_s",
@@ -124,15 +126,10 @@ def retried(response: httpx.Response) -> str | None:
     return value if isinstance(value, str) else None
 
 
-_RETRIES: ContextVar[list[str] | None] = ContextVar("gpubench_http_retries", default=None)
-
-
 def record_retries() -> list[str]:
     """Start collecting, for the current context, why requests were resent; the list fills as
-    the transport resends (the runner reads it into each invocation's ``detail``)."""
-    seen: list[str] = []
-    _RETRIES.set(seen)
-    return seen
+    the transport resends (the runner keeps a whole ``CallLog``: ``record_calls``)."""
+    return record_calls().retries
 
 
 class AiohttpTransport(httpx.AsyncBaseTransport):
@@ -163,6 +160,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
     def _new_session(connector: aiohttp.BaseConnector) -> aiohttp.ClientSession:
         session = aiohttp.ClientSession(
             connector=connector,
+            request_class=_Request,  # a body on the socket in the step that sends it
             auto_decompress=False,  # httpx decodes Content-Encoding itself
             skip_auto_headers=("User-Agent", "Accept-Encoding", "Accept"),
             cookie_jar=aiohttp.DummyCookieJar(),
@@ -272,9 +270,9 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                     raise
                 # Once, on a connection of its own (the pool may hold more dead ones).
                 resent = f"{type(exc).__name__} on a reused connection before any response byte"
-                seen = _RETRIES.get()
-                if seen is not None:
-                    seen.append(resent)
+                log = call_log()
+                if log is not None:
+                    log.retries.append(resent)
                 return await send(self._fresh_session()), resent
         except Exception as exc:
             raise _map_error(exc) from exc

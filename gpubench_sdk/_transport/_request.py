@@ -1,0 +1,96 @@
+"""A request's bytes on the socket in the step that sends it, and the instant they went.
+
+aiohttp buffers a request's headers and writes them with the body from a task of their own
+(``write_bytes``). From Python 3.12 it starts that task eagerly, so the bytes leave at once; on
+3.11 the task waits its turn in the loop's ready queue, behind every callback that was already
+ready: at 16 concurrent streams, that queue (other streams' chunks being read) held a request
+back 3 ms at the median and 17 ms at the 99th percentile (``bench/client_tail_bench.py``), time
+the runner counted as the provider's. ``_Request`` writes a request whose body is already bytes
+in the same step as its headers, and every request notes in the current ``CallLog`` when its
+first bytes were handed to the socket: the instant the runner records as ``start_ns``.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from contextvars import ContextVar
+from typing import Any
+
+import aiohttp
+from aiohttp import payload
+
+__all__ = ["CallLog", "call_log", "record_calls"]
+
+
+class CallLog:
+    """What the transport did for one invocation: ``sent_ns`` (``time.perf_counter_ns()``
+    when its first request's bytes were handed to the socket, ``None`` before any was) and
+    ``retries`` (why it resent a request, each time it did)."""
+
+    __slots__ = ("retries", "sent_ns")
+
+    def __init__(self) -> None:
+        self.sent_ns: int | None = None
+        self.retries: list[str] = []
+
+
+_CALLS: ContextVar[CallLog | None] = ContextVar("gpubench_http_calls", default=None)
+
+
+def record_calls() -> CallLog:
+    """Start a ``CallLog`` for the current context (and the tasks it starts): the runner reads
+    it once the invocation is over."""
+    log = CallLog()
+    _CALLS.set(log)
+    return log
+
+
+def call_log() -> CallLog | None:
+    return _CALLS.get()
+
+
+def _note_sent() -> None:
+    log = _CALLS.get()
+    if log is not None and log.sent_ns is None:
+        log.sent_ns = time.perf_counter_ns()
+
+
+# aiohttp starts its body writer eagerly from Python 3.12 on: nothing to do there.
+_INLINE = sys.version_info < (3, 12)
+
+
+class _Request(aiohttp.ClientRequest):
+    async def send(self, conn: Any) -> aiohttp.ClientResponse:
+        body = getattr(self, "_body", None)  # aiohttp >= 3.12: a payload or None
+        protocol = conn.protocol
+        plain = (
+            hasattr(self, "_body")
+            and self._continue is None
+            and not self.chunked
+            and not self.compress
+            and protocol is not None
+            and not protocol.writing_paused
+        )
+        if plain and body is None:  # aiohttp writes the headers in this step, no writer task
+            _note_sent()
+            return await super().send(conn)
+        if not (plain and _INLINE and type(body) is payload.BytesPayload):
+            return await super().send(conn)  # the writer task notes the send when it runs
+        # No body for aiohttp: it writes the headers now, without a writer task (its
+        # Content-Length stays the body's); the body follows them on the socket at once.
+        self._body = None
+        _note_sent()  # nothing awaits between here and the headers' write
+        try:
+            response = await super().send(conn)
+        finally:
+            self._body = body
+        transport = protocol.transport
+        if transport is None or transport.is_closing():
+            raise aiohttp.ClientConnectionResetError("Cannot write to closing transport")
+        transport.write(body._value)
+        return response
+
+    async def write_bytes(self, *args: Any, **kwargs: Any) -> None:
+        _note_sent()
+        await super().write_bytes(*args, **kwargs)
