@@ -77,7 +77,7 @@ class RequestSender:
     _stop_reason: str | None
     _scenario_scope: anyio.CancelScope | None
     _native_timer: bool | None = None  # deadlines by asyncio.timeout (decided at first send)
-    _tracing = False  # spans recorded: open each invoke span before sending (Runner.run sets)
+    _tracing = False  # spans recorded: the transport notes each call's (Runner.run sets)
 
     def _take(self, lt: LiveTarget | None = None) -> bool:
         """Reserve one request of the budget; False once ``max_requests`` went out, or when
@@ -137,8 +137,8 @@ class RequestSender:
         outcome = Outcome.OK
         cancelled: BaseException | None = None
         retry_after: float | None = None
-        calls = record_calls()  # the transport notes when the bytes left, and any resend
-        begun = self._instruments.begin(wall) if self._tracing else None
+        # the transport notes when the bytes left, any resend, and (tracing) each call's span
+        calls = record_calls(self._tracing)
         try:
             timed_out, result = await self._invoke_within(lt, request)
             if timed_out:
@@ -153,10 +153,9 @@ class RequestSender:
             result = None
             outcome, status, error = classify(exc, lt.provider.name)
             failed_id = getattr(exc, "request_id", None)  # the job a failed poll was about
-        finally:
-            self._instruments.leave(begun)
         end = time.perf_counter_ns()
         self._inflight -= 1
+        wall_of = wall - start  # + a perf_counter_ns reading: its time.time_ns
         sent = calls.sent_ns
         if sent is not None and start < sent <= end:
             # The request's start is when its bytes were handed to the socket: the work and
@@ -238,7 +237,15 @@ class RequestSender:
         self._store.append(self._run_id, inv)
         if self._guard is not None:
             self._guard.record(inv)  # the live cost meter: a few float additions
-        self._instruments.record(inv, lt.attrs, begun)
+        spans = calls.spans
+        if spans:  # the HTTP calls' spans, under the invocation's (tracing on)
+            made = [
+                (c.name, c.attributes, wall_of + c.start_ns, wall_of + (c.end_ns or end), c.status)
+                for c in spans
+            ]
+            self._instruments.record(inv, lt.attrs, made)
+        else:
+            self._instruments.record(inv, lt.attrs)
         for observer in self._observers:
             try:
                 observer(inv)

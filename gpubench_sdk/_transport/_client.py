@@ -15,7 +15,7 @@ import logging
 import ssl
 import time
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import aiohttp
 import httpx
@@ -23,14 +23,11 @@ import yarl
 from aiohttp.client_proto import ResponseHandler
 from httpx._client import USE_CLIENT_DEFAULT, BoundAsyncStream, ClientState, UseClientDefault
 
-if TYPE_CHECKING:
-    from opentelemetry.trace import Span
-
 from .._base._secrets import remember_auth
 from ._errors import as_provider_error, retry_after_s
 from ._errors import map_aiohttp_error as _map_error
-from ._request import _Request, call_log, record_calls
-from ._spans import current_tracer, note_error, note_status, start_http_span
+from ._request import _Request, call_log, note_call, record_calls
+from ._spans import CallSpan, current_tracer, note_error, note_status, start_http_span
 from ._stream import BodyStream, LazyReadTimeout, StreamedResponse, preloaded
 
 __all__ = [
@@ -187,7 +184,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             span.end()
         return response
 
-    async def _exchange(self, request: httpx.Request, span: Span | None) -> httpx.Response:
+    async def _exchange(self, request: httpx.Request, span: CallSpan | None) -> httpx.Response:
         timeouts: dict[str, float | None] = request.extensions.get("timeout", {})
         try:
             body = request.content
@@ -251,6 +248,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         """Send one request and wait for its status line and headers: (the response, why it
         was resent once on a fresh connection, if it was). Errors leave as httpx's."""
         session = self._session or self._open()
+        note_call()
         resent: str | None = None
         _ATTEMPT.set(None)
         send = functools.partial(

@@ -20,28 +20,32 @@ from typing import Any
 import aiohttp
 from aiohttp import payload
 
-__all__ = ["CallLog", "call_log", "record_calls"]
+__all__ = ["CallLog", "call_log", "note_call", "record_calls"]
 
 
 class CallLog:
     """What the transport did for one invocation: ``sent_ns`` (``time.perf_counter_ns()``
-    when its first request's bytes were handed to the socket, ``None`` before any was) and
-    ``retries`` (why it resent a request, each time it did)."""
+    when its first request went out: its bytes handed to the socket, or, on a connection
+    opened for it, when the call began, so that connecting counts as the network's time),
+    ``retries`` (why it resent a request, each time it did) and, when the runner collects them,
+    ``spans`` (the HTTP client spans of its calls, made after the invocation)."""
 
-    __slots__ = ("retries", "sent_ns")
+    __slots__ = ("call_ns", "retries", "sent_ns", "spans")
 
-    def __init__(self) -> None:
+    def __init__(self, spans: bool = False) -> None:
         self.sent_ns: int | None = None
+        self.call_ns = 0  # when the current call began
         self.retries: list[str] = []
+        self.spans: list[Any] | None = [] if spans else None
 
 
 _CALLS: ContextVar[CallLog | None] = ContextVar("gpubench_http_calls", default=None)
 
 
-def record_calls() -> CallLog:
+def record_calls(spans: bool = False) -> CallLog:
     """Start a ``CallLog`` for the current context (and the tasks it starts): the runner reads
-    it once the invocation is over."""
-    log = CallLog()
+    it once the invocation is over. ``spans``: collect the calls' spans (``_spans.LateSpan``)."""
+    log = CallLog(spans)
     _CALLS.set(log)
     return log
 
@@ -50,10 +54,18 @@ def call_log() -> CallLog | None:
     return _CALLS.get()
 
 
-def _note_sent() -> None:
+def note_call() -> None:
+    """A call begins (the transport's round trip)."""
     log = _CALLS.get()
     if log is not None and log.sent_ns is None:
-        log.sent_ns = time.perf_counter_ns()
+        log.call_ns = time.perf_counter_ns()
+
+
+def _note_sent(protocol: Any) -> None:
+    log = _CALLS.get()
+    if log is not None and log.sent_ns is None:
+        fresh = getattr(protocol, "uses", 2) <= 1 and log.call_ns  # a connection of its own
+        log.sent_ns = fresh or time.perf_counter_ns()
 
 
 # aiohttp starts its body writer eagerly from Python 3.12 on: nothing to do there.
@@ -73,14 +85,14 @@ class _Request(aiohttp.ClientRequest):
             and not protocol.writing_paused
         )
         if plain and body is None:  # aiohttp writes the headers in this step, no writer task
-            _note_sent()
+            _note_sent(protocol)
             return await super().send(conn)
         if not (plain and _INLINE and type(body) is payload.BytesPayload):
             return await super().send(conn)  # the writer task notes the send when it runs
         # No body for aiohttp: it writes the headers now, without a writer task (its
         # Content-Length stays the body's); the body follows them on the socket at once.
         self._body = None
-        _note_sent()  # nothing awaits between here and the headers' write
+        _note_sent(protocol)  # nothing awaits between here and the headers' write
         try:
             response = await super().send(conn)
         finally:
@@ -91,6 +103,6 @@ class _Request(aiohttp.ClientRequest):
         transport.write(body._value)
         return response
 
-    async def write_bytes(self, *args: Any, **kwargs: Any) -> None:
-        _note_sent()
-        await super().write_bytes(*args, **kwargs)
+    async def write_bytes(self, writer: Any, conn: Any, *args: Any, **kwargs: Any) -> None:
+        _note_sent(conn.protocol)
+        await super().write_bytes(writer, conn, *args, **kwargs)
