@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from aiohttp import web
@@ -16,15 +18,19 @@ from conftest import LoopbackServer, module_server
 
 from gpubench_sdk import (
     Burst,
+    ColdCheck,
+    Load,
     PreparedCall,
     Provider,
     ProviderOptions,
     Request,
     Result,
+    Scenario,
     Store,
     Workload,
     make_client,
     run,
+    telemetry,
 )
 from gpubench_sdk._transport._request import record_calls
 
@@ -144,3 +150,50 @@ async def test_a_client_without_the_transport_keeps_the_invoke_start(tmp_path: P
     with Store(tmp_path / "r.sqlite") as store:
         invs = list(store.invocations(result.run_id))
     assert all(i.service_ms >= 10.0 for i in invs)  # no send noted: from the invoke's start
+
+
+@dataclass(frozen=True, slots=True)
+class _SendThenCheck(Scenario):
+    """One request, then a cold check in the same task: a call outside any invocation."""
+
+    kind: ClassVar[str] = "send_then_check"
+    name: str | None = None
+    deadline_s: float | None = None
+
+    def planned(self, targets: int) -> int:
+        return targets
+
+    def inflight(self) -> int:
+        return 1
+
+    async def drive(self, load: Load) -> None:
+        for target in load.targets:
+            await load.send(target, 0)
+            await load.ensure_cold(target, 5.0)
+
+
+class _Checked(_Queued):
+    async def ensure_cold(self, timeout_s: float) -> ColdCheck:
+        await self.client.get(self.options.url, headers={"x-id": "check"})  # type: ignore[attr-defined]
+        return ColdCheck(True, 0.0, "checked")
+
+
+async def test_spans_come_from_the_record_and_calls_after_it_stay_live(
+    server: LoopbackServer, tmp_path: Path
+) -> None:
+    setup = telemetry.configure(in_memory=True, set_global=False)
+    result = await run(
+        {"q": _Checked(url=f"{server.url}/echo")}, _Any(), [_SendThenCheck()],
+        store=tmp_path / "r.sqlite", instruments=setup.instruments(),
+    )  # fmt: skip
+    with Store(tmp_path / "r.sqlite") as store:
+        (inv,) = store.invocations(result.run_id)
+    assert setup.spans is not None
+    spans = setup.spans.get_finished_spans()
+    (invoke,) = [s for s in spans if s.name == telemetry.SPAN_INVOKE]
+    assert invoke.start_time == inv.wall_start_ns  # made from the record: it starts at the send
+    (post,) = [s for s in spans if s.name == "POST"]
+    assert post.parent is not None and post.parent.span_id == invoke.context.span_id
+    assert invoke.start_time <= post.start_time <= post.end_time <= invoke.end_time  # type: ignore[operator]
+    (check,) = [s for s in spans if s.name == "GET"]  # the cold check's call: its own span
+    assert check.parent is None and (check.attributes or {})["http.response.status_code"] == 200

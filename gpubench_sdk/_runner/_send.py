@@ -154,6 +154,9 @@ class RequestSender:
             outcome, status, error = classify(exc, lt.provider.name)
             failed_id = getattr(exc, "request_id", None)  # the job a failed poll was about
         end = time.perf_counter_ns()
+        # The log stays this task's context variable: calls after this invocation (a cold
+        # check, the next scenario's set-up) must not add spans to it, only live ones.
+        spans, calls.spans = calls.spans, None
         self._inflight -= 1
         wall_of = wall - start  # + a perf_counter_ns reading: its time.time_ns
         sent = calls.sent_ns
@@ -237,7 +240,6 @@ class RequestSender:
         self._store.append(self._run_id, inv)
         if self._guard is not None:
             self._guard.record(inv)  # the live cost meter: a few float additions
-        spans = calls.spans
         if spans:  # the HTTP calls' spans, under the invocation's (tracing on)
             made = [
                 (c.name, c.attributes, wall_of + c.start_ns, wall_of + (c.end_ns or end), c.status)
