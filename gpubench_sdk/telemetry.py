@@ -169,12 +169,13 @@ def configure(
     interval_ms = metric_interval_s * 1000
     if otlp_endpoint:
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        from ._runner._otlp import FastOTLPSpanExporter
 
         base = otlp_endpoint.rstrip("/")
         tracer_provider.add_span_processor(
             BatchSpanProcessor(
-                OTLPSpanExporter(
+                FastOTLPSpanExporter(  # the SDK's exporter, its encoding 3-5x cheaper
                     endpoint=f"{base}/v1/traces", headers=otlp_headers, timeout=_EXPORT_TIMEOUT_S
                 )
             )

@@ -24,7 +24,7 @@ from .._base._types import ColdCheck, Invocation, Outcome, Phase, Request, Resul
 from .._contract._workload import Workload
 from .._scenarios._base import with_fields
 from .._store._store import Store
-from .._transport._client import record_retries
+from .._transport._client import record_calls
 from .._transport._client import retry_after_s as header_retry_after_s
 from ..cost._meter import BudgetGuard
 from ._deadlines import Deadlines
@@ -77,7 +77,7 @@ class RequestSender:
     _stop_reason: str | None
     _scenario_scope: anyio.CancelScope | None
     _native_timer: bool | None = None  # deadlines by asyncio.timeout (decided at first send)
-    _tracing = False  # spans recorded: open each invoke span before sending (Runner.run sets)
+    _tracing = False  # spans recorded: the transport notes each call's (Runner.run sets)
 
     def _take(self, lt: LiveTarget | None = None) -> bool:
         """Reserve one request of the budget; False once ``max_requests`` went out, or when
@@ -137,8 +137,8 @@ class RequestSender:
         outcome = Outcome.OK
         cancelled: BaseException | None = None
         retry_after: float | None = None
-        resent = record_retries()  # filled by the transport if it resends (rare)
-        begun = self._instruments.begin(wall) if self._tracing else None
+        # the transport notes when the bytes left, any resend, and (tracing) each call's span
+        calls = record_calls(self._tracing)
         try:
             timed_out, result = await self._invoke_within(lt, request)
             if timed_out:
@@ -153,10 +153,18 @@ class RequestSender:
             result = None
             outcome, status, error = classify(exc, lt.provider.name)
             failed_id = getattr(exc, "request_id", None)  # the job a failed poll was about
-        finally:
-            self._instruments.leave(begun)
         end = time.perf_counter_ns()
+        # The log stays this task's context variable: calls after this invocation (a cold
+        # check, the next scenario's set-up) must not add spans to it, only live ones.
+        spans, calls.spans = calls.spans, None
         self._inflight -= 1
+        wall_of = wall - start  # + a perf_counter_ns reading: its time.time_ns
+        sent = calls.sent_ns
+        if sent is not None and start < sent <= end:
+            # The request's start is when its bytes were handed to the socket: the work and
+            # the loop's queue before that are the client's, never the provider's latency.
+            wall += sent - start
+            start = sent
         units: tuple[int | None, int | None] = (None, None)
         cold = fb = None
         origin = self._origin_ns
@@ -192,6 +200,7 @@ class RequestSender:
             # len(), not truth: a plugin may hand a numpy array. Off our clock: dropped.
             if times is not None and len(times) and start <= min(times) and max(times) <= end:
                 tokens = [t - origin for t in times]
+        resent = calls.retries
         if resent:  # the request went out again on a fresh connection: say so with it
             detail = {**(detail or {}), "transport_retries": resent}
         # Confirmed only on evidence: the provider reported it as a fact, or the target was
@@ -231,7 +240,14 @@ class RequestSender:
         self._store.append(self._run_id, inv)
         if self._guard is not None:
             self._guard.record(inv)  # the live cost meter: a few float additions
-        self._instruments.record(inv, lt.attrs, begun)
+        if spans:  # the HTTP calls' spans, under the invocation's (tracing on)
+            made = [
+                (c.name, c.attributes, wall_of + c.start_ns, wall_of + (c.end_ns or end), c.status)
+                for c in spans
+            ]
+            self._instruments.record(inv, lt.attrs, made)
+        else:
+            self._instruments.record(inv, lt.attrs)
         for observer in self._observers:
             try:
                 observer(inv)

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from functools import lru_cache
 from itertools import pairwise
 from typing import Any
 from urllib.parse import urlsplit
 
-from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
@@ -28,6 +28,9 @@ from .._base._types import Invocation, Outcome
 from .._base._version import __version__
 
 log = logging.getLogger("gpubench.telemetry")
+
+# One HTTP call of an invocation: span name, attributes, start and end (time.time_ns), status.
+HTTPCall = tuple[str, dict[str, Any], int, int, Status | None]
 
 INSTRUMENTATION_NAME = "gpubench_sdk"
 SPAN_INVOKE = "gpubench.invoke"
@@ -150,40 +153,20 @@ class Instruments:
     def tracer(self) -> trace.Tracer:
         return self._tracer
 
-    def begin(self, wall_start_ns: int) -> tuple[Any, Any] | None:
-        """Open the ``gpubench.invoke`` span of a request about to be sent and make it the
-        current span, so the transport's HTTP client spans are its children; ``None`` when
-        tracing is off or the span is not recorded. Hand the result to ``record``."""
-        if not self.enabled:
-            return None
-        try:
-            span = self._tracer.start_span(
-                SPAN_INVOKE, start_time=wall_start_ns, kind=SpanKind.CLIENT
-            )
-            # Current even when sampled out: a parent-based sampler then drops the request's
-            # HTTP client spans at once, and record() does not sample the request a second time.
-            return span, otel_context.attach(trace.set_span_in_context(span))
-        except Exception:
-            self._warn_once()
-            return None
-
     def record(
-        self, inv: Invocation, attributes: dict[str, Any], begun: tuple[Any, Any] | None = None
+        self,
+        inv: Invocation,
+        attributes: dict[str, Any],
+        calls: Sequence[HTTPCall] = (),
     ) -> None:
-        """Emit the span and metrics of one invocation (ending the span ``begin`` opened,
-        after ``leave``). Never raises."""
+        """Emit the span and metrics of one invocation, with ``calls`` (its HTTP calls, noted
+        by the transport) as the span's children. Never raises."""
         if not self.enabled:
             return
         try:
-            self._record(inv, attributes, None if begun is None else begun[0])
+            self._record(inv, attributes, calls)
         except Exception:  # telemetry must never break a measurement
             self._warn_once()
-
-    @staticmethod
-    def leave(begun: tuple[Any, Any] | None) -> None:
-        """Make the span ``begin`` opened no longer current (as soon as ``invoke`` returns)."""
-        if begun is not None:
-            otel_context.detach(begun[1])
 
     def _warn_once(self) -> None:
         if not self._failed_once:
@@ -243,7 +226,7 @@ class Instruments:
             self._counts_due = now + COUNT_BATCH_S
             self._add_counts()
 
-    def _record(self, inv: Invocation, base: dict[str, Any], span: Any = None) -> None:
+    def _record(self, inv: Invocation, base: dict[str, Any], calls: Sequence[HTTPCall]) -> None:
         attrs = self._metric_attributes(inv, base)  # shared: never mutated below
         self._count(attrs)
         self._duration.record(inv.latency_ms / 1e3, attrs)
@@ -257,9 +240,6 @@ class Instruments:
 
         start = inv.wall_start_ns
         end = start + (inv.end_ns - inv.start_ns)
-        if span is not None and not span.is_recording():  # sampled out at begin()
-            span.end(end_time=end)
-            return
         # The HTTP calls (a submit, each poll, a stream) are its children, each an HTTP client
         # span with its own method and status; this span's status code is the answer's. All
         # attributes go in one call: each set_attribute takes the span's lock and validates.
@@ -288,18 +268,24 @@ class Instruments:
                 extra["gen_ai.usage.input_tokens"] = inv.input_units
             if inv.output_units is not None:
                 extra["gen_ai.usage.output_tokens"] = inv.output_units
-        if span is None:
-            span = self._tracer.start_span(
-                SPAN_INVOKE, start_time=start, attributes=extra, kind=SpanKind.CLIENT
-            )
-        else:
-            span.set_attributes(extra)
-        if not span.is_recording():
+        span = self._tracer.start_span(
+            SPAN_INVOKE, start_time=start, attributes=extra, kind=SpanKind.CLIENT
+        )
+        if not span.is_recording():  # sampled out: so are its children
             span.end(end_time=end)
             return
         if inv.outcome is not Outcome.OK:
             span.set_status(Status(StatusCode.ERROR, inv.error or inv.outcome.value))
         context = trace.set_span_in_context(span)
+        tracer = self._tracer
+        for name, attrs, began, ended, status in calls:  # the HTTP client spans, in call order
+            began = min(max(began, start), end)  # within their invocation's span
+            child = tracer.start_span(
+                name, context=context, kind=SpanKind.CLIENT, attributes=attrs, start_time=began
+            )
+            if status is not None:
+                child.set_status(status)
+            child.end(end_time=min(max(ended, began), end))
         # Server-reported phases become children laid end to end from the send time: the queue
         # (which contains any cold boot), then execution. Their placement is an inference from
         # durations; the durations themselves are the provider's.

@@ -25,7 +25,6 @@ from typing import Any
 import httpx
 import yarl
 from multidict import CIMultiDict
-from opentelemetry.trace import SpanKind
 
 from .._base._secrets import remember_auth, scrub_url
 from ._client import (
@@ -37,7 +36,7 @@ from ._client import (
     first_byte_ns,
 )
 from ._errors import map_aiohttp_error
-from ._spans import current_tracer, note_error, note_status, span_start_args
+from ._spans import current_tracer, note_error, note_status, span_start_args, start_span
 from ._stream import preloaded
 
 # Framing headers are the body's: aiohttp sets them for each body it sends.
@@ -163,8 +162,7 @@ class PreparedCall:
         tracer = current_tracer()
         span = None
         if tracer is not None:  # tracing on: the span the transport opens for an httpx call
-            name, attrs = self._span
-            span = tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attrs)
+            span = start_span(tracer, *self._span)
         try:
             response, resent = await transport.roundtrip(
                 self.method, self._aio_url, self._head, content, self._timeout

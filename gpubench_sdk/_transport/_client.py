@@ -15,7 +15,7 @@ import logging
 import ssl
 import time
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import aiohttp
 import httpx
@@ -23,13 +23,11 @@ import yarl
 from aiohttp.client_proto import ResponseHandler
 from httpx._client import USE_CLIENT_DEFAULT, BoundAsyncStream, ClientState, UseClientDefault
 
-if TYPE_CHECKING:
-    from opentelemetry.trace import Span
-
 from .._base._secrets import remember_auth
 from ._errors import as_provider_error, retry_after_s
 from ._errors import map_aiohttp_error as _map_error
-from ._spans import current_tracer, note_error, note_status, start_http_span
+from ._request import _Request, call_log, note_call, record_calls
+from ._spans import CallSpan, current_tracer, note_error, note_status, start_http_span
 from ._stream import BodyStream, LazyReadTimeout, StreamedResponse, preloaded
 
 __all__ = [
@@ -38,6 +36,7 @@ __all__ = [
     "as_provider_error",
     "first_byte_ns",
     "make_client",
+    "record_calls",
     "record_retries",
     "retried",
     "retry_after_s",
@@ -124,15 +123,10 @@ def retried(response: httpx.Response) -> str | None:
     return value if isinstance(value, str) else None
 
 
-_RETRIES: ContextVar[list[str] | None] = ContextVar("gpubench_http_retries", default=None)
-
-
 def record_retries() -> list[str]:
     """Start collecting, for the current context, why requests were resent; the list fills as
-    the transport resends (the runner reads it into each invocation's ``detail``)."""
-    seen: list[str] = []
-    _RETRIES.set(seen)
-    return seen
+    the transport resends (the runner keeps a whole ``CallLog``: ``record_calls``)."""
+    return record_calls().retries
 
 
 class AiohttpTransport(httpx.AsyncBaseTransport):
@@ -163,6 +157,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
     def _new_session(connector: aiohttp.BaseConnector) -> aiohttp.ClientSession:
         session = aiohttp.ClientSession(
             connector=connector,
+            request_class=_Request,  # a body on the socket in the step that sends it
             auto_decompress=False,  # httpx decodes Content-Encoding itself
             skip_auto_headers=("User-Agent", "Accept-Encoding", "Accept"),
             cookie_jar=aiohttp.DummyCookieJar(),
@@ -189,7 +184,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             span.end()
         return response
 
-    async def _exchange(self, request: httpx.Request, span: Span | None) -> httpx.Response:
+    async def _exchange(self, request: httpx.Request, span: CallSpan | None) -> httpx.Response:
         timeouts: dict[str, float | None] = request.extensions.get("timeout", {})
         try:
             body = request.content
@@ -253,6 +248,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         """Send one request and wait for its status line and headers: (the response, why it
         was resent once on a fresh connection, if it was). Errors leave as httpx's."""
         session = self._session or self._open()
+        note_call()
         resent: str | None = None
         _ATTEMPT.set(None)
         send = functools.partial(
@@ -272,9 +268,9 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                     raise
                 # Once, on a connection of its own (the pool may hold more dead ones).
                 resent = f"{type(exc).__name__} on a reused connection before any response byte"
-                seen = _RETRIES.get()
-                if seen is not None:
-                    seen.append(resent)
+                log = call_log()
+                if log is not None:
+                    log.retries.append(resent)
                 return await send(self._fresh_session()), resent
         except Exception as exc:
             raise _map_error(exc) from exc

@@ -11,20 +11,63 @@ method, ``http.request.method``, ``url.full`` (credentials and query values scru
 exception's class), ``http.request.resend_count`` when the transport resent the request.
 
 With tracing off no tracer is set (``use_tracer``) and the transport pays one ContextVar read.
+Inside a runner's invocation (a ``CallLog`` that collects spans) a call's span is a ``LateSpan``:
+its name, attributes, times and status are noted as the call goes, and the runner makes the
+OpenTelemetry span from them once the invocation is over, under the invocation's span, which
+starts when the request went out (``_request``): the span timeline and the stored record agree,
+and no span object, context switch or attribute validation is paid while the request is out.
 """
 
 from __future__ import annotations
 
+import time
 from contextvars import ContextVar, Token
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from .._base._secrets import redact, scrub_url
+from ._request import call_log
 
 if TYPE_CHECKING:
-    from opentelemetry.trace import Span, Tracer
+    from opentelemetry.trace import Tracer
+
+
+class CallSpan(Protocol):
+    """What the transport does with an HTTP client span: an OpenTelemetry ``Span`` or a
+    ``LateSpan``."""
+
+    def set_attribute(self, key: str, value: Any) -> None: ...
+
+    def set_status(self, status: Status) -> None: ...
+
+    def end(self) -> None: ...
+
+
+class LateSpan:
+    """An HTTP client span noted during an invocation, made by the runner after it: ``name``,
+    ``attributes``, ``start_ns`` and ``end_ns`` (``time.perf_counter_ns()``), ``status``."""
+
+    __slots__ = ("attributes", "end_ns", "name", "start_ns", "status")
+
+    def __init__(self, name: str, attributes: dict[str, Any]) -> None:
+        self.name = name
+        self.attributes = attributes
+        self.start_ns = time.perf_counter_ns()
+        self.end_ns: int | None = None
+        self.status: Status | None = None
+
+    def set_attribute(self, key: str, value: Any) -> None:
+        self.attributes[key] = value
+
+    def set_status(self, status: Status) -> None:
+        self.status = status
+
+    def end(self) -> None:
+        if self.end_ns is None:
+            self.end_ns = time.perf_counter_ns()
+
 
 # semconv http.request.method: the methods of RFC 9110 and RFC 5789 (PATCH), and QUERY; any
 # other is reported as "_OTHER" with the original in http.request.method_original.
@@ -50,13 +93,24 @@ def current_tracer() -> Tracer | None:
     return _TRACER.get()
 
 
-def start_http_span(tracer: Tracer, request: httpx.Request) -> Span:
+def start_http_span(tracer: Tracer, request: httpx.Request) -> CallSpan:
     """An HTTP client span for ``request``, started now in the current context."""
     return _start(tracer, request.method, request.url)
 
 
-def _start(tracer: Tracer, method: str, url: httpx.URL) -> Span:
+def _start(tracer: Tracer, method: str, url: httpx.URL) -> CallSpan:
     name, attrs = span_start_args(method, url)
+    return start_span(tracer, name, attrs)
+
+
+def start_span(tracer: Tracer, name: str, attrs: dict[str, Any]) -> CallSpan:
+    """The HTTP client span of a call starting now: a ``LateSpan`` in the invocation's
+    ``CallLog`` when the runner collects them, else an OpenTelemetry span."""
+    log = call_log()
+    if log is not None and log.spans is not None:
+        late = LateSpan(name, dict(attrs))  # its own: the prepared attributes are shared
+        log.spans.append(late)
+        return late
     return tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attrs)
 
 
@@ -77,7 +131,7 @@ def span_start_args(method: str, url: httpx.URL) -> tuple[str, dict[str, str | i
     return (method if method in KNOWN_METHODS else "HTTP"), attrs
 
 
-def note_status(span: Span, status: int, resent: bool = False) -> None:
+def note_status(span: CallSpan, status: int, resent: bool = False) -> None:
     """The response's status; >= 400 is an error for a client span (semconv)."""
     span.set_attribute("http.response.status_code", status)
     if resent:
@@ -87,7 +141,7 @@ def note_status(span: Span, status: int, resent: bool = False) -> None:
         span.set_status(Status(StatusCode.ERROR))
 
 
-def note_error(span: Span, exc: BaseException) -> None:
+def note_error(span: CallSpan, exc: BaseException) -> None:
     """A call that failed without a response (or whose body failed): ``error.type`` is the
     exception's class, as httpx names it (``httpx.ReadTimeout``)."""
     kind = type(exc)
@@ -102,8 +156,8 @@ class HTTPCallSpan:
 
     __slots__ = ("_span",)
 
-    def __init__(self, span: Span) -> None:
-        self._span: Span | None = span
+    def __init__(self, span: CallSpan) -> None:
+        self._span: CallSpan | None = span
 
     def finish(self, status: int | None = None, error: BaseException | None = None) -> None:
         """End the span: the response's ``status``, or the ``error`` that came instead.

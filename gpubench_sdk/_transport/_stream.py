@@ -10,12 +10,11 @@ import aiohttp
 import httpx
 
 from ._errors import map_aiohttp_error as _map_error
-from ._spans import note_error
+from ._spans import CallSpan, note_error
 
 if TYPE_CHECKING:
     from asyncio import AbstractEventLoop, TimerHandle
 
-    from opentelemetry.trace import Span
 
 # A read timeout timer may fire this early (uvloop's timers have millisecond resolution): then
 # it is due, not re-armed for the remaining fraction of a millisecond.
@@ -89,7 +88,7 @@ def preloaded(
 class BodyStream(httpx.AsyncByteStream):
     """A streamed body; its HTTP client span (if tracing) ends when the stream is closed."""
 
-    def __init__(self, response: aiohttp.ClientResponse, span: Span | None) -> None:
+    def __init__(self, response: aiohttp.ClientResponse, span: CallSpan | None) -> None:
         self._response = response
         self._span = span
 
@@ -121,7 +120,7 @@ class StreamedResponse(httpx.Response):
     """
 
     _reader: aiohttp.StreamReader
-    _span: Span | None
+    _span: CallSpan | None
 
     async def aiter_raw(self, chunk_size: int | None = None) -> AsyncIterator[bytes]:
         if chunk_size is not None or self.is_stream_consumed or self.is_closed:
