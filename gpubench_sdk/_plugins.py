@@ -22,6 +22,7 @@ from stevedore.exception import NoMatches
 
 from ._base._errors import ConfigError, PluginLoadError, PluginNotFoundError
 from ._base._validate import config_error, validate_options
+from ._contract._capabilities import Capabilities
 from ._contract._provider import Provider
 from ._contract._workload import Workload
 from ._scenarios import BUILTIN_SCENARIOS, Scenario
@@ -148,6 +149,15 @@ def scenario_class(name: str) -> type[Scenario]:
     cls = _load(SCENARIOS, name)
     assert issubclass(cls, Scenario)
     return cls
+
+
+def declared_capabilities(name: str) -> Capabilities | None:
+    """What the provider plugin ``name`` declares (its ``Capabilities``), or None when it is
+    not installed here or does not load: a stored run is still read without it."""
+    try:
+        return provider_class(name).capabilities
+    except Exception:
+        return None
 
 
 def load_provider(name: str, **options: Any) -> Provider:

@@ -390,10 +390,8 @@ def warm_ttft(store: Store, runs: Sequence[int], target: str) -> npt.NDArray[np.
 
 def declared_knobs(provider: str) -> frozenset[str] | None:
     """The scaling settings the provider plugin says its platform has (None: not declared, or
-    the plugin is not installed here)."""
-    from .._plugins import provider_class
+    the plugin is not installed here: advise still works from the stored run)."""
+    from .._plugins import declared_capabilities
 
-    try:
-        return provider_class(provider).capabilities.scaling_knobs
-    except Exception:  # not installed: advise still works from the stored run
-        return None
+    declared = declared_capabilities(provider)
+    return None if declared is None else declared.scaling_knobs

@@ -219,11 +219,16 @@ def _cold_starts(report: Report, store: Store, info: RunInfo) -> None:
             row[f"{phase[:-3]}_mean_ms"] = metrics.summarize_samples(getattr(cs, phase)).mean_ms
         # the modes (a median of a mixture describes no real request), and the requests a
         # false "ready" slowed, which the run counted among these cold starts
-        modes = metrics.cold_start_modes(cs.cold_start_ms)
-        row["modes"] = modes.text if modes.n >= MIN_MODE_SAMPLES else None
+        # (fitted only where there are enough: a fit's bootstrap is most of the work)
+        modes = (
+            metrics.cold_start_modes(cs.cold_start_ms)
+            if cs.index.size >= MIN_MODE_SAMPLES
+            else None
+        )
+        row["modes"] = None if modes is None else modes.text
         row["false_ready"] = int(store.false_ready_marks(info.id, target=t.name)["marked"].sum())
         report.table("cold_start").append(clean(row))
-        if modes.n >= MIN_MODE_SAMPLES:
+        if modes is not None:
             report.series.setdefault("cold_start_modes", []).append(
                 {
                     "run": info.id,

@@ -6,6 +6,7 @@ import json
 from html import escape
 from typing import Any
 
+from ..metrics import ColdStartMode
 from . import _svg
 from ._format import cell, figure, table
 from ._read import PHASES, Report, Row
@@ -113,7 +114,8 @@ def cold(report: Report) -> str:
 def _cold_distribution(series: dict[str, Any]) -> str:
     """One target's cold starts as a distribution with its modes drawn over it."""
     modes = [
-        _svg.Mode(m["share"], m["median_ms"], m["sigma"], _mode_label(m)) for m in series["modes"]
+        _svg.Mode(m["share"], m["median_ms"], m["sigma"], ColdStartMode(**m).text)
+        for m in series["modes"]
     ]
     name = f"r{series['run']} {series['target']}"
     svg = _svg.mixture_histogram(
@@ -126,15 +128,6 @@ def _cold_distribution(series: dict[str, Any]) -> str:
         "(a Gaussian mixture on log times, the number of modes by BIC: docs/metrics.md)."
     )
     return figure("cold-modes", svg, caption)
-
-
-def _mode_label(mode: dict[str, Any]) -> str:
-    lo, hi = mode["median_ci_ms"]
-    return f"{mode['share']:.0%} at {_ms(mode['median_ms'])} ({_ms(lo)}-{_ms(hi)})"
-
-
-def _ms(value: float) -> str:
-    return f"{value / 1e3:.2g} s" if value < 10_000 else f"{value / 1e3:.0f} s"
 
 
 def days(report: Report) -> str:

@@ -38,7 +38,7 @@ from ..metrics import (
     quantile_ci,
 )
 from ..metrics._modes import MIN_SAMPLES as MIN_MODE_SAMPLES
-from ..metrics._variability import day_of
+from ..metrics._variability import day_name, day_of
 from ._db import CampaignDB
 from ._schedule import zone
 
@@ -245,6 +245,5 @@ def _modes_by_day(
     for d in np.unique(days):
         values = cold_ms[days == d]
         if values.size >= MIN_MODE_SAMPLES:
-            date = (dt.date(1970, 1, 1) + dt.timedelta(days=int(d))).isoformat()
-            out.append((date, cold_start_modes(values, resamples=100)))
+            out.append((day_name(d), cold_start_modes(values, resamples=100)))
     return tuple(out)

@@ -64,14 +64,12 @@ class TargetPrice:
 
 
 def declared_billing(provider: str) -> BillingModel | None:
-    """The billing rules the provider plugin declares, if it is installed and declares any."""
-    from .._plugins import provider_class
+    """The billing rules the provider plugin declares, if it is installed and declares any (the
+    catalog may still know a provider whose plugin is not installed)."""
+    from .._plugins import declared_capabilities
 
-    try:
-        cls = provider_class(provider)
-    except Exception:  # not installed: the catalog may still know the provider
-        return None
-    return cls.capabilities.billing
+    declared = declared_capabilities(provider)
+    return None if declared is None else declared.billing
 
 
 def billing_for(

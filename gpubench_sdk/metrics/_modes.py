@@ -48,6 +48,12 @@ class ColdStartMode:
     median_ci_ms: tuple[float, float]
     sigma: float  # spread of its log-normal (log units)
 
+    @property
+    def text(self) -> str:
+        """``"82% at 1.9 s (1.8-2 s)"``: its share, its median and the median's interval."""
+        lo, hi = self.median_ci_ms
+        return f"{self.share:.0%} at {_seconds(self.median_ms)} ({_seconds(lo)}-{_seconds(hi)})"
+
 
 @dataclass(frozen=True, slots=True)
 class ColdStartModes:
@@ -79,12 +85,8 @@ def run_cold_start_modes(
 
 def modes_line(target: str, modes: ColdStartModes) -> str:
     """The console's line: ``runpod: 40 cold starts, 2 modes: 82% at 1.9 s (1.8-2 s), ...``."""
-    parts = [
-        f"{m.share:.0%} at {_seconds(m.median_ms)} "
-        f"({_seconds(m.median_ci_ms[0])}-{_seconds(m.median_ci_ms[1])})"
-        for m in modes.modes
-    ]
-    return f"{target}: {modes.n} cold starts, {len(modes.modes)} modes: {', '.join(parts)}"
+    parts = ", ".join(m.text for m in modes.modes)
+    return f"{target}: {modes.n} cold starts, {len(modes.modes)} modes: {parts}"
 
 
 def _apart(means: FloatArray) -> bool:

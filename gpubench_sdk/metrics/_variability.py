@@ -72,6 +72,11 @@ def day_of(wall_start_ns: npt.ArrayLike, tz_offset_s: float = 0.0) -> npt.NDArra
     return (wall + round(tz_offset_s * 1e9)) // _NS_PER_DAY
 
 
+def day_name(day: int) -> str:
+    """A ``day_of`` day as its date, YYYY-MM-DD."""
+    return (dt.date(1970, 1, 1) + dt.timedelta(days=int(day))).isoformat()
+
+
 def _against_earlier_days(
     per_day: list[npt.NDArray[np.float64]], first: int
 ) -> npt.NDArray[np.float64]:
@@ -138,7 +143,7 @@ def daily_variability(
     adjusted[tested] = holm_adjust(raw[tested])
     out = []
     for i, d in enumerate(unique):
-        date = (dt.date(1970, 1, 1) + dt.timedelta(days=int(d))).isoformat()
+        date = day_name(d)
         ci = quantile_ci(per_day[i], 0.5, confidence=confidence, rng=rng)
         changed = bool(tested[i] and adjusted[i] < alpha)
         median = float(medians[i])
