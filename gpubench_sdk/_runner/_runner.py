@@ -312,7 +312,9 @@ class Runner(RequestSender):
                 log.warning("%s: readiness not judged: %s", target.name, redact(str(exc)))
                 continue
             if found is not None and found.count:
-                log.warning("%s: %s (counted as cold)", target.name, found.text)
+                # info, not a warning: `gpubench run` and `results show` print it in the summary
+                # (metrics.run_false_ready), and a warning would say it on screen twice
+                log.info("%s: %s (counted as cold)", target.name, found.text)
 
     async def _open(self, stack: AsyncExitStack, target: Target) -> LiveTarget:
         provider = target.provider
