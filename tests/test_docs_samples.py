@@ -198,25 +198,15 @@ def run_python(sample: Sample, cwd: Path) -> None:
 
 
 ALL = samples()
-_PAGES = sorted({s.page for s in ALL})
-# Every other page's samples run from tests/test_docs_samples_b.py: pytest-xdist keeps a file
-# on one worker (--dist loadfile), and the pages' samples together are the longest file.
-HERE = [s for s in ALL if _PAGES.index(s.page) % 2 == 0]
-THERE = [s for s in ALL if _PAGES.index(s.page) % 2 == 1]
 
 
 def test_samples_are_found() -> None:
-    assert len(ALL) > 20 and len(HERE) + len(THERE) == len(ALL)
+    assert len(ALL) > 20
     assert any(s.page == "observability.md" and s.lang == "python" for s in ALL)
 
 
-@pytest.mark.parametrize("sample", HERE, ids=[s.id for s in HERE])
+@pytest.mark.parametrize("sample", ALL, ids=[s.id for s in ALL])
 def test_doc_sample_runs(sample: Sample, workspace: Path, tmp_path: Path) -> None:
-    run_sample(sample, workspace, tmp_path)
-
-
-def run_sample(sample: Sample, workspace: Path, tmp_path: Path) -> None:
-    """Run ``sample`` in a fresh copy of ``workspace`` (or skip it, saying why)."""
     if sample.skip:
         pytest.skip(sample.skip)
     cwd = tmp_path / "work"
