@@ -73,6 +73,16 @@ def _distributions(group: str) -> dict[str, str]:
     return found
 
 
+@functools.cache  # reading every installed package's metadata is slow; it does not change
+def plugin_distribution(name: str, group: str = PROVIDERS) -> tuple[str, str] | None:
+    """``(distribution, version)`` of the package whose entry point ``name`` is in ``group``;
+    None where no installed distribution declares it (a class defined in a script)."""
+    for ep in importlib.metadata.entry_points(group=group, name=name):
+        if ep.dist is not None:
+            return str(ep.dist.name), str(ep.dist.version)
+    return None
+
+
 def _check_type(group: str, name: str, obj: Any) -> type:
     base = _BASES[group]
     if not (isinstance(obj, type) and issubclass(obj, base)):

@@ -68,6 +68,10 @@ def test_each_slot_is_one_document_and_exporting_again_gives_the_same_bytes(
     shifty = next(t for t in doc["targets"] if t["name"] == "shifty")
     assert shifty["provider"] == "runpod" and shifty["region"] == "emu-west"
     assert shifty["plugin"]["name"] == "gpubench-runpod" and shifty["plugin"]["version"]
+    assert shifty["plugin"]["as"] == "measured"  # stored by the run, not looked up at export
+    # as RunPod's REST API said it when the slot began (idleTimeout in whole seconds)
+    read = {"min_workers": 0, "max_workers": 1, "idle_timeout_s": 1}
+    assert shifty["scaling_read"] == {"settings": read, "how": "provider"}
     assert shifty["model"] == {"endpoint_id": "emulated-endpoint"}
     assert shifty["cold_start"]["count"] >= 5 and shifty["cold_start"]["starts"][0]["ms"] > 0
     assert shifty["latency_ms"]["p95_ci"][0] <= shifty["latency_ms"]["p95"]
@@ -94,6 +98,8 @@ def test_the_doubled_cold_start_is_flagged_on_its_page_and_the_front_page(
     assert f"{CHANGED}.html" in changes
     steady = (site / "targets" / "runpod-emu-east-steady.html").read_text()
     assert f'data-flag="{CHANGED}"' not in steady
+    said = shifty.split("as the provider said")[1].split("</tr>")[0]
+    assert "&quot;max_workers&quot;: 1" in said
     front = (site / "index.html").read_text()
     assert f'data-flag="{CHANGED}"' in front
     flagged = front.split("id='changes'")[1].split("</ul>")[0]

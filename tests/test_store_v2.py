@@ -30,10 +30,13 @@ from gpubench_sdk.metrics import SLO, run_stream_metrics, run_throughput
 
 pytestmark = pytest.mark.anyio
 
-# The v1 DDL is today's without the columns v2 and v3 added (checked below, so it cannot drift).
-V1_DDL = DDL.replace(
-    ",\n    token_us BLOB,\n    detail TEXT,\n    retry_after_s REAL\n", "\n"
-).replace("    status TEXT,\n", "")
+# The v1 DDL is today's without the columns v2, v3 and v4 added (checked below, so it cannot
+# drift).
+V1_DDL = (
+    DDL.replace(",\n    token_us BLOB,\n    detail TEXT,\n    retry_after_s REAL\n", "\n")
+    .replace("    status TEXT,\n", "")
+    .replace("    deployment_json TEXT,\n", "")
+)
 V1_INSERT = INSERT_INVOCATION.replace(", token_us, detail, retry_after_s", "").replace(
     ", ?, ?, ?)", ")"
 )
@@ -115,6 +118,7 @@ def make_v1_file(path: Path, invs: list[Invocation]) -> None:
     """A results file exactly as gpubench 1 wrote it: its DDL, its meta, its 22-column rows."""
     assert V1_DDL != DDL and "token_us" not in V1_DDL and "token_us" not in V1_INSERT
     assert "retry_after_s" not in V1_DDL and "status TEXT,\n    PRIMARY" not in V1_DDL
+    assert "deployment_json" not in V1_DDL
     conn = sqlite3.connect(path, isolation_level=None)
     conn.executescript(V1_DDL)
     conn.executemany(
@@ -179,12 +183,15 @@ def test_v1_file_reads_as_is_read_only_and_migrates_when_writable(tmp_path: Path
     make_v1_file(path, old)
     with Store(path, readonly=True) as s:
         assert s.invocations(1) == old
+        assert [t.deployment for t in s.run(1).targets] == [None, None]
         assert s.columns(1, target="a")["seq"].tolist() == [0, 2, 4]
         assert [a.size for a in s.token_times(1, target="a")] == [0, 0, 0]
     assert _version(path) == "1"  # a reader never changes the file
     with Store(path) as s:
-        assert _version(path) == "3"
+        assert _version(path) == "4"
         assert s.invocations(1) == old
+        s.record_deployment(1, "a", {"scaling": {"min_workers": 0}})
+        assert s.run(1).targets[0].deployment == {"scaling": {"min_workers": 0}}
         new = begin_with(s, [with_tokens(7, 4)])
         assert s.invocations(new.id) == [with_tokens(7, 4)]
     conn = sqlite3.connect(path)
@@ -199,9 +206,9 @@ def test_a_newer_file_is_still_refused(tmp_path: Path) -> None:
     with Store(path) as s:
         begin(s)
     conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+    conn.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
     conn.close()
-    with pytest.raises(StoreError, match="version 4 is newer"):
+    with pytest.raises(StoreError, match="version 5 is newer"):
         Store(path, readonly=True)
 
 

@@ -3,7 +3,6 @@ each worker by ``_seal``), and the list of plugins each worker must be able to l
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 from typing import Any
 
@@ -11,6 +10,7 @@ from .._base._errors import ConfigError
 from .._base._secrets import remember
 from .._base._validate import resolve_secret
 from .._plan._config import RunConfig
+from .._plugins import plugin_distribution
 
 
 def check_plan(config: RunConfig) -> None:
@@ -29,10 +29,8 @@ def plugin_needs(config: RunConfig) -> dict[str, dict[str, str | None]]:
     """The plan's plugins, by entry point group, with the distribution that provides each here."""
 
     def dist(group: str, name: str) -> str | None:
-        for ep in importlib.metadata.entry_points(group=group, name=name):
-            if ep.dist is not None:
-                return str(ep.dist.name)
-        return None
+        found = plugin_distribution(name, group)
+        return None if found is None else found[0]
 
     providers = {t.provider for t in config.targets}
     return {

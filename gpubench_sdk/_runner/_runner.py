@@ -33,6 +33,7 @@ from .._store._store import DEFAULT_FLUSH_INTERVAL_S, RunInfo, ScenarioRecord, S
 from .._transport._spans import reset_tracer, use_tracer
 from ..cost._meter import BudgetGuard
 from ..metrics._ready import mark_false_ready
+from ._deployment import read_deployment
 from ._drivers import RunState
 from ._load import RunLoad
 from ._resources import check_open_files, out_of_files, unwrap
@@ -239,6 +240,8 @@ class Runner(RequestSender):
             await anyio.to_thread.run_sync(self._store.open_writer)
             async with AsyncExitStack() as stack:
                 live = [await self._open(stack, t) for t in self._targets]
+                if self._shard[0] == 0:  # one process reads them for all (APIs count calls)
+                    await self._record_deployments()
                 # Providers close outside this scope (and shielded), so a stopped run still
                 # restores the settings it changed.
                 with anyio.CancelScope() as scope:
@@ -315,6 +318,22 @@ class Runner(RequestSender):
                 # info, not a warning: `gpubench run` and `results show` print it in the summary
                 # (metrics.run_false_ready), and a warning would say it on screen twice
                 log.info("%s: %s (counted as cold)", target.name, found.text)
+
+    async def _record_deployments(self) -> None:
+        """Keep each target's plugin and its scaling as its provider reports them, read at
+        once for all targets before the first request (``_deployment``)."""
+        found: dict[str, dict[str, Any]] = {}
+
+        async def read(target: Target) -> None:
+            found[target.name] = await read_deployment(target.provider)
+
+        async with anyio.create_task_group() as tg:
+            for target in self._targets:
+                tg.start_soon(read, target)
+        for name, deployment in found.items():
+            await anyio.to_thread.run_sync(
+                self._store.record_deployment, self._run_id, name, deployment
+            )
 
     async def _open(self, stack: AsyncExitStack, target: Target) -> LiveTarget:
         provider = target.provider

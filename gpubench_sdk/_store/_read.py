@@ -116,11 +116,14 @@ class StoreReads:
 
     def _info(self, row: tuple[Any, ...]) -> RunInfo:
         run_id, run_uuid, name, status, error, wall0, wall1, origin, cfg, host, pid, ver, n = row
+        deployment = "deployment_json" if self._version >= 4 else "NULL"
         targets = tuple(
-            TargetRecord(t[0], t[1], json.loads(t[2]), tuple(json.loads(t[3])))
+            TargetRecord(
+                t[0], t[1], json.loads(t[2]), tuple(json.loads(t[3])), t[4] and json.loads(t[4])
+            )
             for t in self._query(
-                "SELECT name, provider, options_json, capabilities_json FROM targets"
-                " WHERE run_id = ? ORDER BY idx",
+                f"SELECT name, provider, options_json, capabilities_json, {deployment}"
+                " FROM targets WHERE run_id = ? ORDER BY idx",
                 (run_id,),
             )
         )

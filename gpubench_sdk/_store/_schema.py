@@ -49,7 +49,7 @@ from .._base._version import __version__
 
 log = logging.getLogger("gpubench.store")
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 #: Stored ``invocations.phase`` codes. Append only: the index is the on-disk value.
 PHASES: tuple[Phase, ...] = (Phase.MEASURE, Phase.WARMUP)
@@ -89,6 +89,7 @@ CREATE TABLE targets (
     provider TEXT NOT NULL,
     options_json TEXT NOT NULL,
     capabilities_json TEXT NOT NULL,
+    deployment_json TEXT,
     PRIMARY KEY (run_id, idx)
 ) WITHOUT ROWID;
 CREATE TABLE scenarios (
@@ -165,6 +166,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "ALTER TABLE invocations ADD COLUMN retry_after_s REAL",
         "ALTER TABLE scenarios ADD COLUMN status TEXT",
     ),
+    3: ("ALTER TABLE targets ADD COLUMN deployment_json TEXT",),
 }
 #: The columns each version added to ``invocations``: a read-only older file reads NULL there.
 ADDED_COLUMNS: dict[int, tuple[str, ...]] = {2: ("token_us", "detail"), 3: ("retry_after_s",)}
@@ -380,6 +382,10 @@ class TargetRecord:
     provider: str
     options: Mapping[str, Any] = field(default_factory=dict)
     capabilities: Sequence[str] = ()
+    #: What the run found when it opened the provider (``Store.record_deployment``): the
+    #: plugin's distribution and version, and the scaling settings as read from the provider.
+    #: None for a run stored before version 4, or one that never opened its providers.
+    deployment: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -159,7 +159,7 @@ class Store(StoreReads, StoreWriter):
             run_id = cur.lastrowid
             assert run_id is not None
             conn.executemany(
-                "INSERT INTO targets VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO targets VALUES (?, ?, ?, ?, ?, ?, NULL)",
                 [
                     (
                         run_id,
@@ -274,6 +274,21 @@ class Store(StoreReads, StoreWriter):
                     " IS NULL",
                     (json.dumps(dict(judged)), ids[row]),
                 )
+
+    def record_deployment(self, run_id: int, target: str, deployment: Mapping[str, Any]) -> None:
+        """Keep what the run found when it opened ``target``'s provider (``TargetRecord.
+        deployment``): a tracker's reader must be able to trust a figure months later, and the
+        plan says only what was asked for. Masked like the options; the last call wins."""
+        self._check_writable()
+        if self._version < 4:  # pragma: no cover - a writable store is always migrated
+            return
+        with self._write_txn() as conn:
+            cur = conn.execute(
+                "UPDATE targets SET deployment_json = ? WHERE run_id = ? AND name = ?",
+                (redact(to_json(dict(deployment))), run_id, target),
+            )
+        if cur.rowcount != 1:
+            raise StoreError(f"{self.path}: run {run_id} has no target {target!r}")
 
     def set_scenario_status(self, run_id: int, index: int, status: str | None) -> None:
         """Record how scenario ``index`` of a run ended (``'deadline'``: cut by its deadline_s)."""

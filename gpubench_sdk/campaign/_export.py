@@ -8,8 +8,9 @@ per target, what a reader needs to trust a figure months later without the store
   reported them, and their median/p95; error counts by kind; throughput;
 * the bill (``gpubench cost run``'s estimate) and the price it used;
 * the metadata: provider, region, GPU type, model/image id and scaling settings as the plan set
-  them (the options as stored with the run: already masked), gpubench's version (stored with
-  the run), the provider plugin's name and version, and the plan's hash.
+  them (the options as stored with the run: already masked) and as the provider reported them
+  when the run opened it, gpubench's version and the provider plugin's name and version (both
+  stored with the run), and the plan's hash.
 
 The raw per-request rows stay in the store. Nothing here reads a clock: the same stored slot
 always gives the same bytes.
@@ -17,9 +18,7 @@ always gives the same bytes.
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import importlib.metadata
 import json
 import math
 from collections import Counter
@@ -34,9 +33,10 @@ import numpy.typing as npt
 from .._base._errors import GpubenchError
 from .._base._secrets import redact, scrub
 from .._base._types import Outcome
+from .._plugins import plugin_distribution
 from .._store._documents import SCHEMA, SCHEMA_VERSION, document_path, dump
 from .._store._read import Columns
-from .._store._store import RunInfo, Store
+from .._store._store import RunInfo, Store, TargetRecord
 from ..metrics import cold_starts_of, quantile_ci, throughput
 from ._db import CampaignDB
 from ._records import CampaignRecord
@@ -137,7 +137,7 @@ def slot_document(
                 "gpu": _first(options, _GPU_KEYS),
                 "model": {k: options[k] for k in _MODEL_KEYS if options.get(k) is not None},
                 "scaling": {k: options[k] for k in _SCALING_KEYS if options.get(k) is not None},
-                "plugin": dict(_plugin(record.provider)),
+                **_deployment(record),
                 **_figures(cols, info),
                 "cold_start": _cold(cols),
                 "bill": bills.get(record.name),
@@ -178,15 +178,19 @@ def _first(options: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
     return next((options[k] for k in keys if options.get(k) is not None), None)
 
 
-@functools.cache  # reading every installed package's entry points is slow; they do not change
-def _plugin(provider: str) -> dict[str, Any]:
-    """The distribution that provides ``provider``, as installed when exporting (the store
-    records gpubench's version with each run, not the plugin's)."""
-    for ep in importlib.metadata.entry_points(group="gpubench.providers", name=provider):
-        dist = ep.dist
-        if dist is not None:
-            return {"name": dist.metadata["Name"], "version": dist.version}
-    return {"name": None, "version": None}
+def _deployment(record: TargetRecord) -> dict[str, Any]:
+    """The plugin that measured and the scaling settings the provider reported when the run
+    opened it (``TargetRecord.deployment``). A run stored before gpubench kept them (store
+    version 4) names the plugin as installed now, and says so."""
+    found = record.deployment
+    if found is None:
+        dist = plugin_distribution(record.provider)
+        name, version = dist if dist is not None else (None, None)
+        plugin = {"name": name, "version": version, "as": "installed at export"}
+        return {"plugin": plugin, "scaling_read": None}
+    plugin = {k: v for k, v in (found.get("plugin") or {}).items() if k in ("name", "version")}
+    read = {"settings": found.get("scaling"), "how": found.get("scaling_read")}
+    return {"plugin": {**plugin, "as": "measured"}, "scaling_read": scrub(read)}
 
 
 def _quantiles(values: npt.NDArray[np.float64]) -> dict[str, Any]:

@@ -228,7 +228,7 @@ def _fold(target: Target, t: dict[str, Any], doc: dict[str, Any], date: str, rel
     if not target.meta or date >= target.meta["date"]:
         target.meta = {
             "date": date,
-            **{k: t.get(k) for k in ("gpu", "model", "scaling", "plugin", "price")},
+            **{k: t.get(k) for k in ("gpu", "model", "scaling", "scaling_read", "plugin", "price")},
         }
 
 

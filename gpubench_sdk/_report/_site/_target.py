@@ -156,6 +156,7 @@ def _metadata(target: Target) -> str:
         ("GPU", escape(str(meta.get("gpu") or "not given by the plan"))),
         ("model / image", _json(meta.get("model"))),
         ("scaling (as the plan set it)", _json(meta.get("scaling"))),
+        ("scaling (as the provider said, latest day)", _read(meta.get("scaling_read"))),
         ("price", f"{price['usd_per_s']:.6g} $/s" if price.get("usd_per_s") else "-"),
         ("plugin", _spans(target.plugins)),
         ("gpubench", _spans(target.versions)),
@@ -163,6 +164,15 @@ def _metadata(target: Target) -> str:
     ]
     body = "".join(f"<tr><th>{escape(k)}</th><td>{v}</td></tr>" for k, v in rows)
     return f"<h2 id='about'>What was measured</h2><table class='kv'>{body}</table>"
+
+
+def _read(read: Any) -> str:
+    """The settings the provider's API reported when the run began, or why there are none."""
+    if not isinstance(read, dict):
+        return "- (measured before gpubench read them)"
+    if read.get("settings"):
+        return _json(read["settings"])
+    return escape(str(read.get("how") or "-"))
 
 
 def _spans(versions: dict[str, list[str]]) -> str:
