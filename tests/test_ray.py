@@ -132,6 +132,10 @@ def test_two_workers_store_what_one_process_does(
     with Store(tmp_path / "one.sqlite", readonly=True) as s:
         one = s.invocations(alone.run.id)
         one_rows = {(r.target, r.scenario): r for r in summarize(s, s.run(alone.run.id))}
+        one_targets = s.run(alone.run.id).targets
+    # what the first worker found when it opened the providers, sent with its results
+    assert [t.deployment for t in run.targets] == [t.deployment for t in one_targets]
+    assert all(t.deployment and t.deployment["plugin"]["version"] for t in run.targets)
     # the same summaries: counts exactly, the open loop's throughput (set by its schedule)
     # within noise
     assert ray_rows.keys() == one_rows.keys() and len(ray_rows) == 4

@@ -377,6 +377,8 @@ class RayRun:
             store.append_health(run_id, window)
         for target, t_ns, state in batch.get("fleet", ()):
             store.append_fleet(run_id, target, t_ns, state)
+        for target, deployment in batch.get("deployments", ()):  # sent by worker 0 alone
+            store.record_deployment(run_id, target, deployment)
         for index, status in batch.get("statuses", ()):
             if index not in cut:  # every shard cut by the deadline says so: stored once
                 cut.add(index)

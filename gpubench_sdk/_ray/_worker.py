@@ -69,6 +69,7 @@ class OutboxStore(Store):
         self._health: list[HealthWindow] = []
         self._fleet: list[tuple[str, int, FleetState]] = []
         self._statuses: list[tuple[int, str | None]] = []
+        self._deployments: list[tuple[str, Mapping[str, Any]]] = []
 
     def open_writer(self, timeout_s: float = 30.0) -> None:
         return None
@@ -92,6 +93,10 @@ class OutboxStore(Store):
         with self._box:
             self._statuses.append((index, status))
 
+    def record_deployment(self, run_id: int, target: str, deployment: Mapping[str, Any]) -> None:
+        with self._box:
+            self._deployments.append((target, deployment))
+
     def run(self, ref: int | str) -> RunInfo:
         return self._joined
 
@@ -107,8 +112,10 @@ class OutboxStore(Store):
                 "health": self._health,
                 "fleet": self._fleet,
                 "statuses": self._statuses,
+                "deployments": self._deployments,
             }
             self._invocations, self._health, self._fleet, self._statuses = [], [], [], []
+            self._deployments = []
         return batch
 
 

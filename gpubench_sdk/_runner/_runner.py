@@ -331,9 +331,12 @@ class Runner(RequestSender):
             for target in self._targets:
                 tg.start_soon(read, target)
         for name, deployment in found.items():
-            await anyio.to_thread.run_sync(
-                self._store.record_deployment, self._run_id, name, deployment
-            )
+            try:
+                await anyio.to_thread.run_sync(
+                    self._store.record_deployment, self._run_id, name, deployment
+                )
+            except Exception as exc:  # metadata: never worth the measurements to come
+                log.warning("%s: deployment not stored: %s", name, redact(str(exc)))
 
     async def _open(self, stack: AsyncExitStack, target: Target) -> LiveTarget:
         provider = target.provider
