@@ -62,7 +62,17 @@ async def test_the_run_keeps_the_plugin_and_the_scaling_the_provider_reported(
     # the fleet's settings, as RunPod's REST API spells them back (workersMin/Max, idleTimeout)
     assert target.deployment["scaling"] == {"min_workers": 0, "max_workers": 3, "idle_timeout_s": 7}
     assert target.deployment["scaling_read"] == "provider"
+    # what runs there, as GET /v1/endpoints/{id}?includeTemplate=true says it
+    assert target.deployment["deployed"] == {
+        "image": "gpubench/emulated-worker:1.0",
+        "template_id": "emu0template",
+        "gpu_types": ["NVIDIA L4"],
+        "gpu_count": 1,
+        "endpoint_version": 0,
+    }
+    assert target.deployment["deployed_read"] == "provider"
     exported = _deployment(target)
+    assert exported["deployed_read"]["details"]["image"] == "gpubench/emulated-worker:1.0"
     assert exported["plugin"] == {"name": "gpubench-runpod", "version": plugin["version"],
                                   "as": "measured"}  # fmt: skip
     assert exported["scaling_read"]["settings"]["max_workers"] == 3
@@ -86,6 +96,8 @@ async def test_a_provider_that_will_not_say_its_settings_is_still_measured(
         assert (store.columns(result.run_id)["outcome"] == 0).sum() >= 5  # measured all the same
     assert target.deployment is not None and target.deployment["scaling"] is None
     assert target.deployment["scaling_read"].startswith("not read: ")
+    assert target.deployment["deployed"] is None
+    assert target.deployment["deployed_read"].startswith("not read: ")
     assert target.deployment["plugin"]["name"] == "gpubench-runpod"
     stored = (tmp_path / "r.sqlite").read_bytes()
     assert KEY.encode() not in stored
@@ -107,5 +119,7 @@ async def test_a_plugin_without_the_capability_says_so(tmp_path: Path) -> None:
     assert target.deployment is not None
     assert target.deployment["scaling"] is None
     assert "does not declare scaling_settings" in target.deployment["scaling_read"]
+    assert target.deployment["deployed"] is None  # the hook's default: nothing to say
+    assert "reads no deployment details" in target.deployment["deployed_read"]
     # a class defined in the test suite, not by an installed package's entry point
     assert target.deployment["plugin"]["class"] == "_scenario_fleet.FleetProvider"

@@ -6,8 +6,8 @@ import json
 import os
 import subprocess
 import sys
-import tomllib
 import textwrap
+import tomllib
 from pathlib import Path
 
 import pytest

@@ -72,6 +72,7 @@ def test_each_slot_is_one_document_and_exporting_again_gives_the_same_bytes(
     # as RunPod's REST API said it when the slot began (idleTimeout in whole seconds)
     read = {"min_workers": 0, "max_workers": 1, "idle_timeout_s": 1}
     assert shifty["scaling_read"] == {"settings": read, "how": "provider"}
+    assert shifty["deployed_read"]["details"]["image"] == "gpubench/emulated-worker:1.0"
     assert shifty["model"] == {"endpoint_id": "emulated-endpoint"}
     assert shifty["cold_start"]["count"] >= 5 and shifty["cold_start"]["starts"][0]["ms"] > 0
     assert shifty["latency_ms"]["p95_ci"][0] <= shifty["latency_ms"]["p95"]

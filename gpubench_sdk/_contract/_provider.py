@@ -266,5 +266,11 @@ class Provider:
     async def get_scaling(self) -> ScalingSettings:
         raise CapabilityError(self.name, "scaling_settings")
 
+    async def deployed(self) -> dict[str, Any]:
+        """Hook: what is deployed, as the provider's API reports it: the model or image and
+        its revision or digest, the hardware. A run keeps it with its results (metadata a
+        reader needs months later); short JSON values, no secrets. Default: nothing."""
+        return {}
+
     async def set_scaling(self, settings: ScalingSettings) -> None:
         raise CapabilityError(self.name, "scaling_settings")

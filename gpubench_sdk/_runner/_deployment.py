@@ -6,7 +6,9 @@ the provider's API says what was there. So when a run opens its providers it rea
 * the plugin's distribution and version (the one that measured, not the one installed when
   the results are read or exported);
 * the scaling settings as the provider reports them (``get_scaling``), for a plugin that
-  declares ``scaling_settings``; otherwise, or when reading fails, why not.
+  declares ``scaling_settings``; otherwise, or when reading fails, why not;
+* what is deployed as the provider reports it (``deployed``: model or image and its revision
+  or digest, hardware), for a plugin that implements the hook.
 
 Reading is bounded by ``READ_TIMEOUT_S`` and never fails the run: a benchmark whose provider
 will not say its settings is still a benchmark.
@@ -17,16 +19,18 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import logging
+from collections.abc import Awaitable
 from dataclasses import asdict
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 
-from .._base._secrets import redact
+from .._base._secrets import redact, scrub
 from .._contract._provider import Provider
 from .._plugins import plugin_distribution
 
 log = logging.getLogger("gpubench.runner")
+T = TypeVar("T")
 
 #: How long a provider's API may take to say its scaling settings before the run goes on (a
 #: control plane answers in well under a second; one that is not reachable must not hold a
@@ -35,24 +39,40 @@ READ_TIMEOUT_S = 5.0
 
 
 async def read_deployment(provider: Provider) -> dict[str, Any]:
-    """``{"plugin": {"name", "version"}, "scaling": {...} | None, "scaling_read": how}``;
-    ``scaling_read`` is ``"provider"`` when the settings came from its API, else why not."""
+    """``{"plugin": {...}, "scaling": {...} | None, "scaling_read": how, "deployed": {...} |
+    None, "deployed_read": how}``; each ``how`` is ``"provider"`` when the values came from
+    its API, else why not."""
     scaling: dict[str, Any] | None = None
     if not provider.capabilities.scaling_settings:
         how = "not readable: the plugin does not declare scaling_settings"
     else:
-        how = "provider"
-        try:
-            with anyio.fail_after(READ_TIMEOUT_S):
-                settings = await provider.get_scaling()
+        settings, how = await _ask(provider, provider.get_scaling(), "scaling settings")
+        if settings is not None:
             scaling = {k: v for k, v in asdict(settings).items() if v is not None}
-        except TimeoutError:
-            how = f"not read: the provider did not answer within {READ_TIMEOUT_S:g} s"
-        except Exception as exc:  # its settings are metadata: never worth the run
-            how = redact(f"not read: {type(exc).__name__}: {exc}")
-        if how != "provider":
-            log.warning("%s: scaling settings %s", provider.name, how)
-    return {"plugin": _plugin_of(provider), "scaling": scaling, "scaling_read": how}
+    deployed, deployed_how = await _ask(provider, provider.deployed(), "deployment")
+    if deployed is not None and not deployed:
+        deployed, deployed_how = None, "not described: the plugin reads no deployment details"
+    return {
+        "plugin": _plugin_of(provider),
+        "scaling": scaling,
+        "scaling_read": how,
+        "deployed": None if deployed is None else scrub(dict(deployed)),
+        "deployed_read": deployed_how,
+    }
+
+
+async def _ask(provider: Provider, call: Awaitable[T], what: str) -> tuple[T | None, str]:
+    """``call``'s answer and ``"provider"``, or None and why not (logged): metadata is never
+    worth the run, and a control plane that does not answer must not hold its start."""
+    try:
+        with anyio.fail_after(READ_TIMEOUT_S):
+            return await call, "provider"
+    except TimeoutError:
+        how = f"not read: the provider did not answer within {READ_TIMEOUT_S:g} s"
+    except Exception as exc:
+        how = redact(f"not read: {type(exc).__name__}: {exc}")
+    log.warning("%s: %s %s", provider.name, what, how)
+    return None, how
 
 
 def _plugin_of(provider: Provider) -> dict[str, str | None]:

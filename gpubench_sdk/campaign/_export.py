@@ -179,18 +179,24 @@ def _first(options: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
 
 
 def _deployment(record: TargetRecord) -> dict[str, Any]:
-    """The plugin that measured and the scaling settings the provider reported when the run
-    opened it (``TargetRecord.deployment``). A run stored before gpubench kept them (store
-    version 4) names the plugin as installed now, and says so."""
+    """The plugin that measured, and the scaling settings and deployment details (model or
+    image, hardware) the provider reported when the run opened it (``TargetRecord.
+    deployment``). A run stored before gpubench kept them (store version 4) names the plugin
+    as installed now, and says so."""
     found = record.deployment
     if found is None:
         dist = plugin_distribution(record.provider)
         name, version = dist if dist is not None else (None, None)
         plugin = {"name": name, "version": version, "as": "installed at export"}
-        return {"plugin": plugin, "scaling_read": None}
+        return {"plugin": plugin, "scaling_read": None, "deployed_read": None}
     plugin = {k: v for k, v in (found.get("plugin") or {}).items() if k in ("name", "version")}
     read = {"settings": found.get("scaling"), "how": found.get("scaling_read")}
-    return {"plugin": {**plugin, "as": "measured"}, "scaling_read": scrub(read)}
+    deployed = {"details": found.get("deployed"), "how": found.get("deployed_read")}
+    return {
+        "plugin": {**plugin, "as": "measured"},
+        "scaling_read": scrub(read),
+        "deployed_read": scrub(deployed),
+    }
 
 
 def _quantiles(values: npt.NDArray[np.float64]) -> dict[str, Any]:

@@ -228,8 +228,11 @@ def _fold(target: Target, t: dict[str, Any], doc: dict[str, Any], date: str, rel
     if not target.meta or date >= target.meta["date"]:
         target.meta = {
             "date": date,
-            **{k: t.get(k) for k in ("gpu", "model", "scaling", "scaling_read", "plugin", "price")},
+            **{k: t.get(k) for k in _META_KEYS},
         }
+
+
+_META_KEYS = ("gpu", "model", "scaling", "scaling_read", "deployed_read", "plugin", "price")
 
 
 def _cold_starts(target: Target) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:

@@ -157,6 +157,7 @@ def _metadata(target: Target) -> str:
         ("model / image", _json(meta.get("model"))),
         ("scaling (as the plan set it)", _json(meta.get("scaling"))),
         ("scaling (as the provider said, latest day)", _read(meta.get("scaling_read"))),
+        ("deployed (as the provider said, latest day)", _read(meta.get("deployed_read"))),
         ("price", f"{price['usd_per_s']:.6g} $/s" if price.get("usd_per_s") else "-"),
         ("plugin", _spans(target.plugins)),
         ("gpubench", _spans(target.versions)),
@@ -167,11 +168,13 @@ def _metadata(target: Target) -> str:
 
 
 def _read(read: Any) -> str:
-    """The settings the provider's API reported when the run began, or why there are none."""
+    """What the provider's API reported when the run began (its scaling settings, or what is
+    deployed), or why there is nothing."""
     if not isinstance(read, dict):
         return "- (measured before gpubench read them)"
-    if read.get("settings"):
-        return _json(read["settings"])
+    found = read.get("settings") or read.get("details")
+    if found:
+        return _json(found)
     return escape(str(read.get("how") or "-"))
 
 

@@ -256,6 +256,28 @@ def parse_endpoint(body: Any, minute_s: float, provider: str) -> EndpointStatus:
     )
 
 
+def deployment_of(body: dict[str, Any]) -> dict[str, Any]:
+    """What an endpoint object says is deployed: its model and its hardware (``deployed``)."""
+
+    def section(name: str) -> dict[str, Any]:
+        value = body.get(name)
+        return value if isinstance(value, dict) else {}
+
+    model, compute, where = section("model"), section("compute"), section("provider")
+    found = {
+        "repository": model.get("repository"),
+        "revision": model.get("revision"),
+        "framework": model.get("framework"),
+        "task": model.get("task"),
+        "instance_type": compute.get("instanceType"),
+        "instance_size": compute.get("instanceSize"),
+        "accelerator": compute.get("accelerator"),
+        "vendor": where.get("vendor"),
+        "region": where.get("region"),
+    }
+    return {k: v for k, v in found.items() if isinstance(v, str | int | float)}
+
+
 def scaling_payload(settings: sdk.ScalingSettings, minute_s: float) -> dict[str, Any]:
     """The ``PUT`` body changing only the given knobs; ``ConfigError`` for what HF refuses."""
     scaling = sdk.scaling_fields(

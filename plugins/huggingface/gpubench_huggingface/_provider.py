@@ -340,6 +340,15 @@ class HuggingFaceProvider(sdk.Provider):
     async def get_scaling(self) -> sdk.ScalingSettings:
         return (await self.endpoint_status()).scaling
 
+    async def deployed(self) -> dict[str, Any]:
+        """The endpoint's model (repository and revision: a commit of the Hub repository),
+        framework, task and instance, from the management API's endpoint object
+        (``model.{repository, revision, framework, task}``, ``compute.{instanceType,
+        instanceSize, accelerator}``, ``provider.{vendor, region}``: PROVIDERS.md)."""
+        if self._api is None:  # called by URL alone: no management API to ask
+            return {}
+        return hf.deployment_of((await self.endpoint_status()).raw)
+
     async def set_scaling(self, settings: sdk.ScalingSettings) -> None:
         """``PUT`` the knobs given (``scaleToZeroTimeout`` in whole minutes); restored on close."""
         hf.scaling_payload(settings, self.options.minute_s)  # refuse bad values before saving

@@ -251,6 +251,11 @@ async def test_management_state_scaling_and_pause(served: ServedApp, fleet: Simu
     async with provider(served) as p:
         status = await p.endpoint_status()
         assert status.state == "scaledToZero" and status.url == served.url
+        # what a run keeps of the deployment: the model at its revision, and the instance
+        deployed = await p.deployed()
+        assert deployed["repository"] == "gpubench/emulated" and deployed["revision"]
+        assert (deployed["instance_type"], deployed["instance_size"]) == ("nvidia-a10g", "x1")
+        assert (deployed["vendor"], deployed["region"]) == ("aws", "us-east-1")
         await p.invoke(probe())
         state = await p.state()
         assert (state.ready, state.starting, state.detail["state"]) == (1, 0, "running")

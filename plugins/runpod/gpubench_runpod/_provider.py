@@ -240,6 +240,27 @@ class RunPodProvider(sdk.Provider):
             data, "workersMin", "workersMax", "idleTimeout", provider=self.name, where="endpoint"
         )
 
+    async def deployed(self) -> dict[str, Any]:
+        """The endpoint's worker image, template and GPU types, as RunPod's REST API says them:
+        ``GET /v1/endpoints/{id}?includeTemplate=true`` answers ``template.imageName``,
+        ``templateId``, ``gpuTypeIds``, ``gpuCount`` and the endpoint's ``version``
+        (docs.runpod.io/api-reference/endpoints/GET/endpoints/endpointId)."""
+        if self.endpoint_id is None:
+            return {}
+        url = self._rest_endpoint.copy_add_param("includeTemplate", "true")
+        data = await self._send.json("GET", url)
+        template = data.get("template")
+        if not isinstance(template, dict):  # asked for, but an older API may leave it out
+            template = {}
+        found = {
+            "image": template.get("imageName"),
+            "template_id": data.get("templateId"),
+            "gpu_types": data.get("gpuTypeIds"),
+            "gpu_count": data.get("gpuCount"),
+            "endpoint_version": data.get("version"),
+        }
+        return {k: v for k, v in found.items() if v is not None}
+
     async def set_scaling(self, settings: sdk.ScalingSettings) -> None:
         """PATCH the fields given (RunPod changes only those); restored in ``close()``."""
         await self._scaling.change(settings)

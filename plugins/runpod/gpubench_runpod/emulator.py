@@ -30,6 +30,10 @@ _STATUS = {
     kit.JobStatus.TIMED_OUT: rp.TIMED_OUT,
 }
 DEFAULT_ENDPOINT_ID = "emulated-endpoint"
+# The endpoint's template as GET /v1/endpoints/{id}?includeTemplate=true shows it (a few of the
+# documented fields: docs.runpod.io/api-reference/endpoints/GET/endpoints/endpointId).
+TEMPLATE = {"id": "emu0template", "name": "gpubench emulated worker", "isServerless": True,
+            "imageName": "gpubench/emulated-worker:1.0", "containerDiskInGb": 10}  # fmt: skip
 _SCALING = {"workersMin": "min_workers", "workersMax": "max_workers",
             "idleTimeout": "idle_timeout_s"}  # fmt: skip
 
@@ -144,9 +148,14 @@ def make_app(
             emu.set_scaling(kit.scaling_patch(await emu.read_json(request), _SCALING))
         s = fleet.scaling
         assert s.idle_timeout_s is not None
-        return {"id": endpoint_id, "name": "gpubench emulator", "workersMin": s.min_workers,
+        body = {"id": endpoint_id, "name": "gpubench emulator", "workersMin": s.min_workers,
                 "workersMax": s.max_workers, "idleTimeout": math.ceil(s.idle_timeout_s),
-                "scalerType": "QUEUE_DELAY", "scalerValue": 4, "flashboot": False}  # fmt: skip
+                "scalerType": "QUEUE_DELAY", "scalerValue": 4, "flashboot": False,
+                "templateId": TEMPLATE["id"], "gpuTypeIds": ["NVIDIA L4"], "gpuCount": 1,
+                "version": 0, "computeType": "GPU"}  # fmt: skip
+        if request.query_params.get("includeTemplate") == "true":  # the template only when asked
+            body["template"] = dict(TEMPLATE)
+        return body
 
     return emu.app()
 
