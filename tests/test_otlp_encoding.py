@@ -185,3 +185,29 @@ def test_spans_encoded_from_the_record_are_the_sdk_spans_bytes() -> None:
     assert _record_all(direct=True, parent=remote) == _record_all(direct=False, parent=remote)
     out = SpanContext(trace_id=99, span_id=98, is_remote=False, trace_flags=TraceFlags(0))
     assert _record_all(direct=True, parent=out, spans=0) == b""
+
+
+def test_configure_alone_encodes_directly_and_added_processors_get_sdk_spans() -> None:
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from gpubench_sdk import telemetry
+
+    with otlp_receiver() as (url, received):
+        setup = telemetry.configure(otlp_endpoint=url, set_global=False, prometheus_linger_s=0)
+        alone = setup.instruments()
+        assert alone.enabled and alone._direct is not None
+        for inv, attrs, calls in _invocations()[:1]:
+            alone.record(inv, attrs, calls)
+        memory = InMemorySpanExporter()
+        setup.tracer_provider.add_span_processor(SimpleSpanProcessor(memory))
+        shared = setup.instruments()  # a processor added since: it must see the spans
+        assert shared.enabled and shared._direct is None
+        for inv, attrs, calls in _invocations()[:1]:
+            shared.record(inv, attrs, calls)
+        assert [s.name for s in memory.get_finished_spans()] == ["POST", "gpubench.invoke"]
+        setup.shutdown()
+        both = telemetry.configure(otlp_endpoint=url, in_memory=True, set_global=False)
+        assert both.instruments().enabled and both.instruments()._direct is None
+        both.shutdown()
+        names = [s.name for s in received.spans()]
+    assert names == ["POST", "gpubench.invoke"] * 2  # the direct one and the SDK's

@@ -314,6 +314,12 @@ class DirectSpans:
         except Exception:  # an SDK whose internals differ: its own path
             return None
 
+    def alone_in(self, provider: Any) -> bool:
+        """Whether this sink's processor is still ``provider``'s only one (processors added
+        after ``configure`` must see the spans: then the SDK's path makes them)."""
+        active = getattr(provider, "_active_span_processor", None)
+        return tuple(getattr(active, "_span_processors", ())) == (self._processor,)
+
     def trace_id(self) -> int:
         return int(self._ids.generate_trace_id())
 

@@ -177,7 +177,7 @@ class Instruments:
             direct = _DIRECT.get(provider)
             # the scope object the tracer's own spans carry, so a batch groups both as one
             scope = getattr(self._tracer, "_instrumentation_scope", None)
-            if direct is not None and scope is not None:
+            if direct is not None and scope is not None and direct.alone_in(provider):
                 self._direct, self._scope = direct, scope
         return self._enabled
 
