@@ -9,6 +9,7 @@ from typing import Any
 
 from opentelemetry.context import attach, detach
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans as sdk_encode
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
@@ -164,8 +165,10 @@ def _record_all(direct: bool, parent: Any = None, spans: int = 33) -> bytes:
             detach(token)
     assert not instruments._failed_once
     assert bool(instruments._direct) is direct
-    assert len(got) == spans
-    return encode_spans(got)
+    encoded = encode_spans(got)
+    sent = ExportTraceServiceRequest.FromString(encoded)
+    assert sum(len(ss.spans) for rs in sent.resource_spans for ss in rs.scope_spans) == spans
+    return encoded
 
 
 _RESOURCE = Resource.create({"service.name": "direct"})

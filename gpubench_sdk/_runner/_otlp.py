@@ -122,7 +122,8 @@ def attribute_once(key: str, value: Any) -> bytes:
         if len(_keys) >= _CACHE_MAX:
             _keys.clear()
         head = _keys[key] = _field(0x0A, key.encode())
-    return _field(0x4A, head + _field(0x12, any_value))
+    inner = b"".join((head, b"\x12", _varint(len(any_value)), any_value))
+    return b"\x4a" + _varint(len(inner)) + inner
 
 
 def _name(name: str) -> bytes:
@@ -137,10 +138,8 @@ def _name(name: str) -> bytes:
 _UNSET = b"\x7a\x00"  # an unset status: present, empty
 
 
-def _span(span: ReadableSpan | EncodedSpan) -> bytes:
+def _span(span: ReadableSpan) -> bytes:
     """One span as an encoded ``Span`` message, fields in number order as the SDK's are."""
-    if isinstance(span, EncodedSpan):
-        return span.encoded
     if span.events or span.links or span.dropped_events or span.dropped_links:
         sdk: bytes = _encode_span(span).SerializeToString()
         return sdk
@@ -195,7 +194,8 @@ def encode_spans(spans: Sequence[ReadableSpan | EncodedSpan]) -> bytes:
         resource = span.resource
         scope = span.instrumentation_scope or None
         by_scope = groups.setdefault(id(resource), (resource, {}))[1]
-        by_scope.setdefault(id(scope), (scope, []))[1].append(_field(0x12, _span(span)))
+        one = span.encoded if isinstance(span, EncodedSpan) else _field(0x12, _span(span))
+        by_scope.setdefault(id(scope), (scope, []))[1].append(one)
     out = []
     for resource, by_scope in groups.values():
         scoped = []
@@ -217,8 +217,10 @@ _SAMPLED = SpanContext(1, 1, False, TraceFlags(TraceFlags.SAMPLED))
 
 
 class EncodedSpan:
-    """A span encoded by ``DirectSpans`` straight from a run's record: no SDK ``Span`` object
-    was made for it. ``encode_spans`` and ``FastOTLPSpanExporter`` send its bytes as they are."""
+    """The spans of one invocation, encoded by ``DirectSpans`` straight from its record (no SDK
+    ``Span`` object was made for them): ``encoded`` holds each as the ``spans`` field of a
+    ``ScopeSpans``, so ``encode_spans`` puts the bytes in as they are. One entry per invocation
+    in the batch processor's queue, not one per span: a batch of 512 holds 512 requests."""
 
     __slots__ = ("encoded", "instrumentation_scope", "resource")
 
@@ -271,6 +273,13 @@ def encode_attributes(attributes: dict[str, Any]) -> bytes:
 
 _SCALARS = frozenset({str, bool, int, float})
 _DEFAULT_SAMPLER = DEFAULT_ON.get_description()  # type: ignore[no-untyped-call]
+
+
+def trace_state_field(state: Any) -> bytes:
+    """A span's encoded ``trace_state`` field (empty for none), as ``_span`` writes it."""
+    if not state:
+        return b""
+    return _field(0x1A, ",".join(f"{k}={v}" for k, v in state.items()).encode())
 
 
 class DirectSpans:
@@ -328,18 +337,17 @@ class DirectSpans:
         span_id = self._ids.generate_span_id().to_bytes(8, "big")
         return span_id, b"\x0a\x10" + trace_id.to_bytes(16, "big") + b"\x12\x08" + span_id + state
 
-    def emit(self, encoded: bytes, scope: Any) -> None:
+    def emit(self, spans: list[bytes], scope: Any) -> None:
+        """One invocation's spans (``encode_span``'s), in the order the SDK's would have ended."""
+        encoded = b"".join([_field(0x12, span) for span in spans])
         self._processor.on_end(EncodedSpan(encoded, self.resource, scope))  # type: ignore[arg-type]
 
-
-def trace_state_field(state: Any) -> bytes:
-    """A span's encoded ``trace_state`` field (empty for none), as ``_span`` writes it."""
-    if not state:
-        return b""
-    return _field(0x1A, ",".join(f"{k}={v}" for k, v in state.items()).encode())
-
-
-FLAGS_LOCAL, FLAGS_REMOTE = _FLAGS_LOCAL, _FLAGS_REMOTE
+    # the encoder, for Instruments (which does not import this module unless a run uses it)
+    attribute_once = staticmethod(attribute_once)
+    encode_attributes = staticmethod(encode_attributes)
+    encode_span = staticmethod(encode_span)
+    trace_state_field = staticmethod(trace_state_field)
+    FLAGS_LOCAL, FLAGS_REMOTE = _FLAGS_LOCAL, _FLAGS_REMOTE
 
 
 class FastOTLPSpanExporter(OTLPSpanExporter):

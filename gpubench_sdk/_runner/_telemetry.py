@@ -338,15 +338,10 @@ class Instruments:
         configure's OTLP processor: the same ids in the same order from the provider's id
         generator, the same sampling (parent-based, always on), the same bytes. False where
         a span would reach the provider's attribute limit: then the SDK's path makes them."""
-        from ._otlp import (
-            FLAGS_LOCAL,
-            FLAGS_REMOTE,
-            attribute_once,
-            encode_attributes,
-            encode_span,
-            trace_state_field,
-        )
-
+        # the encoder's functions through the sink: _otlp (and the OTLP exporter it imports)
+        # stays unimported where no run exports with configure
+        attribute_once, encode_attributes = direct.attribute_once, direct.encode_attributes
+        encode_span, flags_local = direct.encode_span, direct.FLAGS_LOCAL
         block = self._attribute_block(attrs, encode_attributes)
         limit = direct.max_attributes
         if block is None or len(attrs) + len(own) > limit:
@@ -358,13 +353,14 @@ class Instruments:
             if not parent.trace_flags.sampled:  # ParentBased: sampled out, with its children
                 return True
             trace_id, parent_id = parent.trace_id, parent.span_id.to_bytes(8, "big")
-            state = trace_state_field(parent.trace_state)
-            flags = FLAGS_REMOTE if parent.is_remote else FLAGS_LOCAL
+            state = direct.trace_state_field(parent.trace_state)
+            flags = direct.FLAGS_REMOTE if parent.is_remote else flags_local
         else:
-            trace_id, parent_id, state, flags = direct.trace_id(), None, b"", FLAGS_LOCAL
+            trace_id, parent_id, state, flags = direct.trace_id(), None, b"", flags_local
         span_id, ids = direct.ids(trace_id, state)
         invoke_attrs = block + b"".join([attribute_once(key, value) for key, value in own])
-        scope, emit = self._scope, direct.emit
+        made: list[bytes] = []  # the invocation's spans, in the order the SDK's would end
+        emit = made.append
         start = inv.wall_start_ns
         end = start + (inv.end_ns - inv.start_ns)
         for name, call_attrs, began, ended, status in calls:  # as _record: the HTTP calls first
@@ -372,7 +368,7 @@ class Instruments:
             child_ids = direct.ids(trace_id, state)[1]
             emit(encode_span(child_ids, span_id, name, SpanKind.CLIENT, began,
                              min(max(ended, began), end), encode_attributes(call_attrs), status,
-                             FLAGS_LOCAL), scope)  # fmt: skip
+                             flags_local))  # fmt: skip
         phases: list[tuple[str, int, int]] = []
         cursor = start
         if inv.queue_ms is not None:
@@ -388,12 +384,13 @@ class Instruments:
             child_ids = direct.ids(trace_id, state)[1]
             duration = attribute_once("gpubench.duration_ms", (ended - began) / 1e6)
             emit(encode_span(child_ids, span_id, name, SpanKind.INTERNAL, began, ended,
-                             duration, None, FLAGS_LOCAL), scope)  # fmt: skip
+                             duration, None, flags_local))  # fmt: skip
         status = None
         if inv.outcome is not Outcome.OK:
             status = Status(StatusCode.ERROR, inv.error or inv.outcome.value)
         emit(encode_span(ids, parent_id, SPAN_INVOKE, SpanKind.CLIENT, start, end, invoke_attrs,
-                         status, flags), scope)  # fmt: skip
+                         status, flags))  # fmt: skip
+        direct.emit(made, self._scope)
         return True
 
     def _attribute_block(self, attrs: dict[str, Any], encode: Any) -> bytes | None:
