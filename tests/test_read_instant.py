@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 
 import pytest
 
-from gpubench_sdk import arrived_ns, make_client, sse_events
+from gpubench_sdk import arrived_ns, first_byte_ns, make_client, sse_events
 
 pytestmark = pytest.mark.anyio
 
@@ -49,6 +49,7 @@ async def test_a_chunk_is_timed_by_the_socket_read_that_brought_it(anyio_backend
         async with client.stream("GET", url) as response:
             await asyncio.sleep(0.05)  # the reader's task is busy elsewhere; the bytes are in
             reached = time.perf_counter_ns()
+            first = first_byte_ns(response)
             chunks = [(chunk, arrived_ns(response)) async for chunk in response.aiter_raw()]
         async with client.stream("GET", url) as response:
             await asyncio.sleep(0.05)
@@ -56,6 +57,8 @@ async def test_a_chunk_is_timed_by_the_socket_read_that_brought_it(anyio_backend
             events = [(data, at) async for _, data, at in sse_events(response)]
     assert b"".join(c for c, _ in chunks) == _BODY
     assert all(0 < at < reached for _, at in chunks)  # read before the task got to them
+    # the headers came in the same read: the first byte is on the clock of the first token
+    assert first is not None and first <= chunks[0][1]
     assert [d for d, _ in events] == ['{"n": 1}', '{"n": 2}', "[DONE]"]
     assert all(0 < at < reached_sse for _, at in events)
 

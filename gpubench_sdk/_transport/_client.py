@@ -101,6 +101,16 @@ class _Handler(LazyReadTimeout, ResponseHandler):  # one read-timeout timer per 
 _ATTEMPT: ContextVar[_Handler | None] = ContextVar("gpubench_http_attempt", default=None)
 
 
+def headers_read_ns() -> int:
+    """For a response whose headers were just read (the call's round trip returned): when the
+    socket read that completed them happened, on the connection of the current task's latest
+    request, so that the first byte is on the clock its first streamed token is (a token read
+    with the headers is not timed before them); now, where that is not known."""
+    handler = _ATTEMPT.get()
+    read = 0 if handler is None else handler.read_ns
+    return read or time.perf_counter_ns()
+
+
 class _Connector(aiohttp.TCPConnector):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -216,7 +226,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         response, resent = await self.roundtrip(
             request.method, str(url), head, body or None, timeout
         )
-        arrived = time.perf_counter_ns()
+        arrived = headers_read_ns()
         headers = response.raw_headers
         extensions: dict[str, Any] = {"http_version": b"HTTP/1.1", FIRST_BYTE_EXT: arrived}
         if resent is not None:
