@@ -9,7 +9,8 @@ makes (the batch span processor and gpubench's OTLP exporter, the periodic metri
 exporting to an OTLP/HTTP receiver in the driver's process; CPU per request is
 ``time.process_time`` of the whole process, the exporter's thread included, up to the end of
 ``shutdown`` (the last batch sent). ``--sdk``: a provider the user brings instead (the SDK's
-span objects, gpubench's encoder), the path of anyone who does not use ``configure``. With
+span objects, gpubench's encoder), the path of anyone who does not use ``configure``; ``--llm``:
+a 16-token stream's request (GenAI attributes and metrics, one chunk time per token). With
 ``--base DIR`` (an older ``gpubench_sdk``, e.g. ``git worktree add DIR 5f97ab3``, or ``git
 archive c86848f gpubench_sdk | tar -x -C DIR``) the older tree's path runs alternately (for a
 tree before 5f97ab3: its live spans, ``begin``, the transport's span, ``leave``, ``record``).
@@ -32,7 +33,7 @@ ROOT = Path(__file__).parents[1]
 REQUESTS, WARM = 20_000, 2_000
 
 
-def _measure(otlp: str, sdk: bool) -> dict[str, Any]:
+def _measure(otlp: str, sdk: bool, llm: bool) -> dict[str, Any]:
     import httpx
     from opentelemetry.sdk.trace import TracerProvider
 
@@ -57,6 +58,13 @@ def _measure(otlp: str, sdk: bool) -> dict[str, Any]:
         "gpubench.scenario": "burst", "gpubench.scenario.index": 0,
         "gpubench.scenario.name": "burst-0", "gpubench.endpoint": "http://127.0.0.1:8080/instant",
     }  # fmt: skip
+    # --llm: a 16-token stream's request (the GenAI attributes and metrics, a chunk time each)
+    shape: dict[str, Any] = {}
+    if llm:
+        attrs["gpubench.workload"] = "llm"
+        attrs["gen_ai.request.model"] = "m"
+        times = [2000 + 100 * i for i in range(16)]
+        shape = {"input_units": 8, "output_units": 16, "token_times_ns": times}
     url = httpx.URL("http://127.0.0.1:8080/instant")
     prepared = _spans.span_start_args("GET", url) if late else None
 
@@ -72,7 +80,7 @@ def _measure(otlp: str, sdk: bool) -> dict[str, Any]:
             end = time.perf_counter_ns()
             inv = Invocation(
                 "t", 0, seq, Phase.MEASURE, 0, 1000, 1000 + end - t0, wall, Outcome.OK,
-                http_status=200, request_id=f"r{seq}",
+                http_status=200, request_id=f"r{seq}", **shape,
             )  # fmt: skip
             calls = [
                 (c.name, c.attributes, wall + c.start_ns - t0, wall + (c.end_ns or end) - t0,
@@ -106,10 +114,11 @@ def _measure(otlp: str, sdk: bool) -> dict[str, Any]:
             "cpu_us": (time.process_time() - cpu) / REQUESTS * 1e6}  # fmt: skip
 
 
-def _run(tree: str, otlp: str, sdk: bool) -> dict[str, Any]:
+def _run(tree: str, otlp: str, sdk: bool, llm: bool) -> dict[str, Any]:
     pin = ["taskset", "-c", "1"] if os.path.exists("/usr/bin/taskset") else []
     env = {**os.environ, "PYTHONPATH": tree}
-    cmd = [*pin, sys.executable, __file__, "--child", otlp] + (["--sdk"] if sdk else [])
+    cmd = [*pin, sys.executable, __file__, "--child", otlp]
+    cmd += (["--sdk"] if sdk else []) + (["--llm"] if llm else [])
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
@@ -119,10 +128,11 @@ def main() -> None:
     parser.add_argument("--base", help="directory with the 'before' gpubench_sdk")
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--sdk", action="store_true", help="a provider the user brings")
+    parser.add_argument("--llm", action="store_true", help="a 16-token stream's request")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     ns = parser.parse_args()
     if ns.child:
-        print(json.dumps(_measure(ns.child, ns.sdk)))
+        print(json.dumps(_measure(ns.child, ns.sdk, ns.llm)))
         return
     from gpubench_sdk.testing._otlp import otlp_receiver
 
@@ -130,8 +140,8 @@ def main() -> None:
     with otlp_receiver() as (otlp, received):
         for _ in range(ns.pairs):
             if ns.base:
-                runs["before"].append(_run(ns.base, otlp, ns.sdk)["cpu_us"])
-            last = _run(str(ROOT), otlp, ns.sdk)
+                runs["before"].append(_run(ns.base, otlp, ns.sdk, ns.llm)["cpu_us"])
+            last = _run(str(ROOT), otlp, ns.sdk, ns.llm)
             runs["now"].append(last["cpu_us"])
             print({k: [round(x) for x in v] for k, v in runs.items()}, flush=True)
         spans = len(received.spans())
