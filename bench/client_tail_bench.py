@@ -260,7 +260,9 @@ def _pin(cpu: str) -> list[str]:
 
 
 def _run(kind: str, url: str, cell: dict[str, Any], baseline: str | None) -> dict[str, Any]:
-    path = [baseline, f"{baseline}/plugins/openai"] if kind == "baseline" and baseline else []
+    # each tree with its own OpenAI plugin (an editable install may point at another checkout)
+    tree = baseline if kind == "baseline" and baseline else str(ROOT)
+    path = [tree, f"{tree}/plugins/openai"]
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "out.json"
         client = "gpubench" if kind == "baseline" else kind

@@ -150,7 +150,13 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     )
     from ._store._store import RunInfo, Store
     from ._transport._call import CallResponse, PreparedCall
-    from ._transport._client import as_provider_error, first_byte_ns, make_client, retry_after_s
+    from ._transport._client import (
+        arrived_ns,
+        as_provider_error,
+        first_byte_ns,
+        make_client,
+        retry_after_s,
+    )
     from ._transport._responses import invalid_response, json_object
     from ._transport._sse import SSEParser, sse_events
     from .campaign._judge import check_thresholds
@@ -245,6 +251,7 @@ _EXPORTS: dict[str, str] = {
     "PreparedCall": "._transport._call",
     "CallResponse": "._transport._call",
     "first_byte_ns": "._transport._client",
+    "arrived_ns": "._transport._client",
     "as_provider_error": "._transport._client",
     "retry_after_s": "._transport._client",
     "classify": "._runner._results",
@@ -428,6 +435,7 @@ __all__ = [  # noqa: RUF022 - grouped by purpose; each comment says why the grou
     "PreparedCall",
     "CallResponse",
     "first_byte_ns",
+    "arrived_ns",
     "as_provider_error",
     "retry_after_s",
     "classify",

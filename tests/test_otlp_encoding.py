@@ -5,7 +5,11 @@ scopes), and that message reaches a real OTLP/HTTP receiver."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from opentelemetry.context import attach, detach
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans as sdk_encode
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
@@ -21,6 +25,7 @@ from opentelemetry.trace import (
     set_span_in_context,
 )
 
+from gpubench_sdk._base._types import Invocation, Outcome, Phase
 from gpubench_sdk._runner._otlp import FastOTLPSpanExporter, encode_spans
 from gpubench_sdk.testing._otlp import otlp_receiver
 
@@ -73,3 +78,139 @@ def test_the_exporter_delivers_them_to_a_receiver() -> None:
         assert exporter.export(spans) is SpanExportResult.FAILURE  # shut down: the SDK's answer
     assert received.traces == [sdk_encode(spans).SerializePartialToString()]
     assert len(received.spans()) == len(spans)
+
+
+class _Counting:
+    """Ids from a counter: two providers that make the same spans give them the same ids."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def generate_span_id(self) -> int:
+        self.n += 1
+        return self.n
+
+    def generate_trace_id(self) -> int:
+        self.n += 1
+        return self.n << 64
+
+    def is_trace_id_random(self) -> bool:
+        return False
+
+
+def _invocations() -> list[tuple[Any, dict[str, Any], list[Any]]]:
+    ms = 1_000_000
+    wall = 1_700_000_000 * 10**9
+    plain = {"gpubench.target": "t", "gpubench.provider": "http", "gpubench.workload": "any",
+             "gpubench.scenario": "burst", "gpubench.scenario.index": 0,
+             "gpubench.scenario.name": "burst-0", "gpubench.endpoint": "http://127.0.0.1:80/x",
+             "tags": ["a", "b"]}  # fmt: skip
+    llm = {**plain, "gpubench.workload": "llm", "gen_ai.request.model": "m"}
+    http = {
+        "http.request.method": "POST",
+        "url.full": "http://127.0.0.1:80/x",
+        "server.address": "127.0.0.1",
+        "server.port": 80,
+        "http.response.status_code": 200,
+    }
+    call = ("POST", http, wall + ms, wall + 40 * ms, None)
+    failed = ("GET", {"http.request.method": "GET", "error.type": "500"}, wall - ms,
+              wall + 90 * ms, Status(StatusCode.ERROR))  # fmt: skip
+    made = []
+    for seq in range(3):  # the second time and after: attributes from the caches
+        made += [
+            (Invocation("t", 0, seq, Phase.MEASURE, 0, ms, 51 * ms, wall, Outcome.OK,
+                        http_status=200, request_id=f"r{seq}", worker_id="w"), plain, [call]),
+            (Invocation("t", 0, seq, Phase.MEASURE, 0, ms, 61 * ms, wall, Outcome.HTTP_5XX,
+                        http_status=500, error="boom", queue_ms=3.5, execution_ms=20.0,
+                        setup_ms=2.0, cold=True, cold_confirmed=True, retry_after_s=1.5),
+             plain, [call, failed]),
+            (Invocation("t", 0, seq, Phase.WARMUP, 0, ms, 80 * ms, wall, Outcome.OK,
+                        http_status=200, input_units=7, output_units=4, cold=False,
+                        execution_ms=9.25, token_times_ns=[20 * ms, 30 * ms, 41 * ms]),
+             llm, [call]),
+        ]  # fmt: skip
+    return made
+
+
+def _record_all(direct: bool, parent: Any = None, spans: int = 33) -> bytes:
+    """The OTLP bytes of ``_invocations`` recorded through the SDK's spans or encoded directly."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.trace.export import SpanExporter
+
+    from gpubench_sdk._runner import _telemetry
+    from gpubench_sdk._runner._otlp import DirectSpans
+
+    got: list[Any] = []
+
+    class Keep(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            got.extend(spans)
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider(resource=_RESOURCE, id_generator=_Counting())
+    processor = SimpleSpanProcessor(Keep())
+    provider.add_span_processor(processor)
+    if direct:
+        _telemetry.send_spans_directly(
+            provider, DirectSpans(processor, provider.resource, provider.id_generator, 128)
+        )
+    instruments = _telemetry.Instruments(tracer_provider=provider, meter_provider=MeterProvider())
+    token = attach(set_span_in_context(NonRecordingSpan(parent))) if parent else None
+    try:
+        for inv, attrs, calls in _invocations():
+            instruments.record(inv, attrs, calls)
+    finally:
+        if token is not None:
+            detach(token)
+    assert not instruments._failed_once
+    assert bool(instruments._direct) is direct
+    encoded = encode_spans(got)
+    sent = ExportTraceServiceRequest.FromString(encoded)
+    assert sum(len(ss.spans) for rs in sent.resource_spans for ss in rs.scope_spans) == spans
+    return encoded
+
+
+_RESOURCE = Resource.create({"service.name": "direct"})
+
+
+def test_spans_encoded_from_the_record_are_the_sdk_spans_bytes() -> None:
+    """configure's exporter alone: a run's spans skip the SDK's span objects, and send the
+    bytes the SDK's spans of the same invocations encode to (ids, parents, order, attributes,
+    statuses, phase children), with no parent, a remote parent and its trace state, or a
+    sampled-out parent (no spans at all)."""
+    sdk_path = _record_all(direct=False)
+    assert _record_all(direct=True) == sdk_path
+    remote = SpanContext(
+        trace_id=99, span_id=98, is_remote=True, trace_flags=TraceFlags(1),
+        trace_state=TraceState([("vendor", "v")]),
+    )  # fmt: skip
+    assert _record_all(direct=True, parent=remote) == _record_all(direct=False, parent=remote)
+    out = SpanContext(trace_id=99, span_id=98, is_remote=False, trace_flags=TraceFlags(0))
+    assert _record_all(direct=True, parent=out, spans=0) == b""
+
+
+def test_configure_alone_encodes_directly_and_added_processors_get_sdk_spans() -> None:
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from gpubench_sdk import telemetry
+
+    with otlp_receiver() as (url, received):
+        setup = telemetry.configure(otlp_endpoint=url, set_global=False, prometheus_linger_s=0)
+        alone = setup.instruments()
+        assert alone.enabled and alone._direct is not None
+        for inv, attrs, calls in _invocations()[:1]:
+            alone.record(inv, attrs, calls)
+        memory = InMemorySpanExporter()
+        setup.tracer_provider.add_span_processor(SimpleSpanProcessor(memory))
+        shared = setup.instruments()  # a processor added since: it must see the spans
+        assert shared.enabled and shared._direct is None
+        for inv, attrs, calls in _invocations()[:1]:
+            shared.record(inv, attrs, calls)
+        assert [s.name for s in memory.get_finished_spans()] == ["POST", "gpubench.invoke"]
+        setup.shutdown()
+        both = telemetry.configure(otlp_endpoint=url, in_memory=True, set_global=False)
+        assert both.instruments().enabled and both.instruments()._direct is None
+        both.shutdown()
+        names = [s.name for s in received.spans()]
+    assert names == ["POST", "gpubench.invoke"] * 2  # the direct one and the SDK's

@@ -18,6 +18,7 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
+from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.exporter.otlp.proto.common._internal import (
     _encode_instrumentation_scope,
     _encode_key_value,
@@ -25,13 +26,14 @@ from opentelemetry.exporter.otlp.proto.common._internal import (
 )
 from opentelemetry.exporter.otlp.proto.common._internal.trace_encoder import _encode_span
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExportResult
-from opentelemetry.trace import SpanKind
+from opentelemetry.sdk.trace.sampling import DEFAULT_ON
+from opentelemetry.trace import SpanContext, SpanKind, Status, TraceFlags
 
 log = logging.getLogger("gpubench.telemetry")
 
-__all__ = ["FastOTLPSpanExporter", "encode_spans"]
+__all__ = ["DirectSpans", "EncodedSpan", "FastOTLPSpanExporter", "encode_spans"]
 
 _KIND = {  # the field (6) and its value
     SpanKind.INTERNAL: b"\x30\x01",
@@ -98,6 +100,32 @@ def _attribute(key: str, value: Any) -> bytes:
     return made
 
 
+_keys: dict[str, bytes] = {}
+
+
+def attribute_once(key: str, value: Any) -> bytes:
+    """``_attribute`` for a value that will not recur (a request's seq, latency, id): encoded
+    without the cache, which it would only crowd (only its key's bytes are kept)."""
+    kind = type(value)
+    if kind is str:
+        any_value = _field(0x0A, value.encode())
+    elif kind is float:
+        any_value = b"\x21" + _pack_d(value)
+    elif kind is int and 0 <= value < (1 << 63):
+        any_value = b"\x18" + _varint(value)
+    elif kind is bool:
+        return _attribute(key, value)
+    else:  # anything else as the SDK would keep it (or drop it)
+        return encode_attributes({key: value})
+    head = _keys.get(key)
+    if head is None:
+        if len(_keys) >= _CACHE_MAX:
+            _keys.clear()
+        head = _keys[key] = _field(0x0A, key.encode())
+    inner = b"".join((head, b"\x12", _varint(len(any_value)), any_value))
+    return b"\x4a" + _varint(len(inner)) + inner
+
+
 def _name(name: str) -> bytes:
     found = _names.get(name)
     if found is None:
@@ -142,20 +170,23 @@ def _span(span: ReadableSpan) -> bytes:
         parts += (b"\x50", _varint(span.dropped_attributes))
     status = span.status
     if status is not None:
-        if status.description or status.status_code.value:
-            body = b""
-            if status.description:
-                body = _field(0x12, status.description.encode())
-            if status.status_code.value:
-                body += b"\x18" + _varint(status.status_code.value)
-            parts.append(_field(0x7A, body))
-        else:
-            parts.append(_UNSET)
+        parts.append(_status(status))
     parts.append(flags)
     return b"".join(parts)
 
 
-def encode_spans(spans: Sequence[ReadableSpan]) -> bytes:
+def _status(status: Status | None) -> bytes:
+    if status is None or not (status.description or status.status_code.value):
+        return _UNSET
+    body = b""
+    if status.description:
+        body = _field(0x12, status.description.encode())
+    if status.status_code.value:
+        body += b"\x18" + _varint(status.status_code.value)
+    return _field(0x7A, body)
+
+
+def encode_spans(spans: Sequence[ReadableSpan | EncodedSpan]) -> bytes:
     """The serialised ``ExportTraceServiceRequest`` of ``spans``: grouped by resource, then by
     instrumentation scope, in the order they first appear (as the SDK's encoder groups them)."""
     groups: dict[int, tuple[Any, dict[int, tuple[Any, list[bytes]]]]] = {}
@@ -163,7 +194,8 @@ def encode_spans(spans: Sequence[ReadableSpan]) -> bytes:
         resource = span.resource
         scope = span.instrumentation_scope or None
         by_scope = groups.setdefault(id(resource), (resource, {}))[1]
-        by_scope.setdefault(id(scope), (scope, []))[1].append(_field(0x12, _span(span)))
+        one = span.encoded if isinstance(span, EncodedSpan) else _field(0x12, _span(span))
+        by_scope.setdefault(id(scope), (scope, []))[1].append(one)
     out = []
     for resource, by_scope in groups.values():
         scoped = []
@@ -179,10 +211,154 @@ def encode_spans(spans: Sequence[ReadableSpan]) -> bytes:
     return b"".join(out)
 
 
+# What the batch span processor reads of a span it is handed (``on_end``: is it sampled?); the
+# span's real ids are in its encoded bytes.
+_SAMPLED = SpanContext(1, 1, False, TraceFlags(TraceFlags.SAMPLED))
+
+
+class EncodedSpan:
+    """The spans of one invocation, encoded by ``DirectSpans`` straight from its record (no SDK
+    ``Span`` object was made for them): ``encoded`` holds each as the ``spans`` field of a
+    ``ScopeSpans``, so ``encode_spans`` puts the bytes in as they are. One entry per invocation
+    in the batch processor's queue, not one per span: a batch of 512 holds 512 requests."""
+
+    __slots__ = ("encoded", "instrumentation_scope", "resource")
+
+    context = _SAMPLED
+
+    def __init__(self, encoded: bytes, resource: Any, scope: Any) -> None:
+        self.encoded = encoded
+        self.resource = resource
+        self.instrumentation_scope = scope
+
+
+def encode_span(
+    ids: bytes,
+    parent: bytes | None,
+    name: str,
+    kind: SpanKind,
+    start: int,
+    end: int,
+    attributes: bytes,
+    status: Status | None,
+    flags: bytes,
+) -> bytes:
+    """One span's ``Span`` message, as ``_span`` writes an SDK span with these fields: ``ids``
+    is the trace id, span id and trace state fields already encoded (``DirectSpans.ids``),
+    ``attributes`` the encoded ``attributes`` fields (``_attribute``, ``attribute_once``)."""
+    head = ids if parent is None else ids + b"\x22\x08" + parent
+    return b"".join(
+        (head, _name(name), _KIND[kind], b"\x39", _pack_q(start), b"\x41", _pack_q(end),
+         attributes, _status(status), flags)
+    )  # fmt: skip
+
+
+def encode_attributes(attributes: dict[str, Any]) -> bytes:
+    """The encoded ``attributes`` fields of a span with these attributes, as the SDK would
+    keep them: a value that is not a plain scalar is cleaned as ``BoundedAttributes`` cleans it
+    (a list becomes a tuple, an invalid value is dropped with the SDK's warning)."""
+    parts = []
+    for key, value in attributes.items():
+        if type(value) not in _SCALARS:
+            cleaned = BoundedAttributes(attributes={key: value})
+            if key not in cleaned:
+                continue
+            value = cleaned[key]
+        try:
+            parts.append(_attribute(key, value))
+        except Exception:  # the SDK's encoder skips an attribute it cannot encode, too
+            log.exception("Failed to encode key %s", key)
+    return b"".join(parts)
+
+
+_SCALARS = frozenset({str, bool, int, float})
+_DEFAULT_SAMPLER = DEFAULT_ON.get_description()  # type: ignore[no-untyped-call]
+
+
+def trace_state_field(state: Any) -> bytes:
+    """A span's encoded ``trace_state`` field (empty for none), as ``_span`` writes it."""
+    if not state:
+        return b""
+    return _field(0x1A, ",".join(f"{k}={v}" for k, v in state.items()).encode())
+
+
+class DirectSpans:
+    """Where ``Instruments`` sends a run's spans when ``telemetry.configure``'s OTLP exporter is
+    the tracer provider's only span processor: each span encoded from the stored invocation
+    (``encode_span``) and handed to that processor as an ``EncodedSpan``.
+
+    The SDK's span (a lock, a context, attribute validation, a ``ReadableSpan`` copy at its end)
+    and its encoding afterwards were most of tracing's CPU (``bench/tracing_cost_bench.py``):
+    the bytes sent are the ones the SDK path sends for the same spans (tests/test_otlp_encoding.py).
+    Made only for the default sampler (parent-based, always on) and span limits no span of a run
+    reaches; otherwise ``make`` answers ``None`` and spans take the SDK's path.
+    """
+
+    def __init__(
+        self, processor: SpanProcessor, resource: Any, id_generator: Any, max_attributes: int
+    ) -> None:
+        self._processor = processor
+        self.resource = resource
+        self._ids = id_generator
+        self.max_attributes = max_attributes
+
+    @classmethod
+    def make(cls, provider: Any, processor: SpanProcessor) -> DirectSpans | None:
+        """Spans sent straight to ``processor`` (``provider``'s only one, a
+        ``BatchSpanProcessor`` with a ``FastOTLPSpanExporter``), or ``None`` where ``provider``
+        samples or limits spans in a way the SDK's path alone gets right."""
+        try:
+            exporter = processor.span_exporter  # type: ignore[attr-defined]
+            limits = SpanLimits()  # configure's provider takes its limits from the environment
+            if (
+                not isinstance(exporter, FastOTLPSpanExporter)
+                or not exporter.direct_ready()
+                or provider.sampler.get_description() != _DEFAULT_SAMPLER
+                or limits.max_attribute_length is not None
+                or limits.max_span_attributes is None
+            ):
+                return None
+            return cls(processor, provider.resource, provider.id_generator,
+                       limits.max_span_attributes)  # fmt: skip
+        except Exception:  # an SDK whose internals differ: its own path
+            return None
+
+    def alone_in(self, provider: Any) -> bool:
+        """Whether this sink's processor is still ``provider``'s only one (processors added
+        after ``configure`` must see the spans: then the SDK's path makes them)."""
+        active = getattr(provider, "_active_span_processor", None)
+        return tuple(getattr(active, "_span_processors", ())) == (self._processor,)
+
+    def trace_id(self) -> int:
+        return int(self._ids.generate_trace_id())
+
+    def ids(self, trace_id: int, state: bytes) -> tuple[bytes, bytes]:
+        """A new span's id and its encoded trace id, span id and trace state fields."""
+        span_id = self._ids.generate_span_id().to_bytes(8, "big")
+        return span_id, b"\x0a\x10" + trace_id.to_bytes(16, "big") + b"\x12\x08" + span_id + state
+
+    def emit(self, spans: list[bytes], scope: Any) -> None:
+        """One invocation's spans (``encode_span``'s), in the order the SDK's would have ended."""
+        encoded = b"".join([_field(0x12, span) for span in spans])
+        self._processor.on_end(EncodedSpan(encoded, self.resource, scope))  # type: ignore[arg-type]
+
+    # the encoder, for Instruments (which does not import this module unless a run uses it)
+    attribute_once = staticmethod(attribute_once)
+    encode_attributes = staticmethod(encode_attributes)
+    encode_span = staticmethod(encode_span)
+    trace_state_field = staticmethod(trace_state_field)
+    FLAGS_LOCAL, FLAGS_REMOTE = _FLAGS_LOCAL, _FLAGS_REMOTE
+
+
 class FastOTLPSpanExporter(OTLPSpanExporter):
     """``OTLPSpanExporter`` whose batches are encoded by ``encode_spans`` above; sending,
     retries, size limit and its own metrics stay the SDK exporter's. On an exporter version whose
     internals differ from the ones relied on here, every batch takes the SDK's path."""
+
+    def direct_ready(self) -> bool:
+        """Whether ``export`` sends by itself (what ``EncodedSpan`` needs: the SDK's path
+        cannot encode one)."""
+        return all(hasattr(self, name) for name in ("_client", "_metrics", "_shutdown"))
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         client = getattr(self, "_client", None)
@@ -198,6 +374,10 @@ class FastOTLPSpanExporter(OTLPSpanExporter):
                 return SpanExportResult.FAILURE
             limit = getattr(self, "_max_request_size", None)
             if limit is not None and len(data) > limit:
+                if any(isinstance(span, EncodedSpan) for span in spans):
+                    log.error("Span batch of %d bytes over the %d limit: dropped", len(data), limit)
+                    result.error = ValueError("span batch over the request size limit")
+                    return SpanExportResult.FAILURE
                 return super().export(spans)  # the SDK's path logs and reports the drop
             answer = client.export(data)
             if not answer.success:

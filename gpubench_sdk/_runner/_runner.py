@@ -228,6 +228,7 @@ class Runner(RequestSender):
         monitor = Monitor(
             origin_ns=self._origin_ns, inflight=lambda: self._inflight, sink=self._health
         )
+        self._monitor = monitor if self._use_monitor else None
         # Spans recorded: each request's invoke span is opened before it is sent, and the
         # transport opens an HTTP client span per call under it (tasks inherit the tracer).
         self._tracing = self._instruments.enabled

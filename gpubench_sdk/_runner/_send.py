@@ -20,6 +20,7 @@ import anyio
 import httpx
 import sniffio
 
+from .._base._monitor import Monitor
 from .._base._types import ColdCheck, Invocation, Outcome, Phase, Request, Result
 from .._contract._workload import Workload
 from .._scenarios._base import with_fields
@@ -78,6 +79,7 @@ class RequestSender:
     _scenario_scope: anyio.CancelScope | None
     _native_timer: bool | None = None  # deadlines by asyncio.timeout (decided at first send)
     _tracing = False  # spans recorded: the transport notes each call's (Runner.run sets)
+    _monitor: Monitor | None = None  # notes each request's send delay (Runner.run sets)
 
     def _take(self, lt: LiveTarget | None = None) -> bool:
         """Reserve one request of the budget; False once ``max_requests`` went out, or when
@@ -165,6 +167,8 @@ class RequestSender:
             # the loop's queue before that are the client's, never the provider's latency.
             wall += sent - start
             start = sent
+        if self._monitor is not None:  # the saturation flag rises on the send delay's tail
+            self._monitor.note_send(start - scheduled_ns)
         units: tuple[int | None, int | None] = (None, None)
         cold = fb = None
         origin = self._origin_ns

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 from collections.abc import Sequence
 from functools import lru_cache
 from itertools import pairwise
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from opentelemetry import metrics, trace
@@ -26,6 +27,9 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from .._base._types import Invocation, Outcome
 from .._base._version import __version__
+
+if TYPE_CHECKING:
+    from ._otlp import DirectSpans
 
 log = logging.getLogger("gpubench.telemetry")
 
@@ -61,6 +65,24 @@ DURATION_BUCKETS_S = (
 TOKEN_BUCKETS = tuple(float(4**i) for i in range(13))
 COUNT_BATCH_S = 0.25  # gpubench.requests lags its requests by at most this (and a run's end)
 _ATTR_CACHE_MAX = 256  # metric attribute sets kept (targets x phases x outcomes x errors)
+# The invoke span's attributes besides its metric attributes, in the order they are set
+_SPAN_ONLY = frozenset({
+    "gpubench.seq", "gpubench.latency_ms", "gpubench.send_lag_ms", "gpubench.cold",
+    "gpubench.cold_confirmed", "gpubench.request_id", "http.response.status_code",
+    "gpubench.worker_id", "gpubench.retry_after_s", "gpubench.ttft_ms",
+    "gen_ai.response.time_to_first_chunk", "gen_ai.usage.input_tokens",
+    "gen_ai.usage.output_tokens",
+})  # fmt: skip
+# Tracer providers whose spans gpubench encodes itself (``telemetry.configure``'s, with its
+# OTLP exporter alone): the sink for each.
+_DIRECT: weakref.WeakKeyDictionary[Any, DirectSpans] = weakref.WeakKeyDictionary()
+
+
+def send_spans_directly(provider: Any, sink: DirectSpans) -> None:
+    """Spans of runs that trace to ``provider`` are encoded from their records into ``sink``
+    (no SDK span objects): for ``telemetry.configure``, which made ``provider`` and its one
+    span processor."""
+    _DIRECT[provider] = sink
 
 
 @lru_cache(maxsize=64)
@@ -102,7 +124,11 @@ class Instruments:
         meter_provider: metrics.MeterProvider | None = None,
     ) -> None:
         self._explicit = tracer_provider is not None or meter_provider is not None
+        self._tracer_provider = tracer_provider
         self._enabled: bool | None = None
+        self._direct: DirectSpans | None = None
+        self._scope: Any = None
+        self._blocks: dict[int, tuple[dict[str, Any], bytes | None]] = {}
         self._tracer = trace.get_tracer(INSTRUMENTATION_NAME, __version__, tracer_provider)
         meter = metrics.get_meter(INSTRUMENTATION_NAME, __version__, meter_provider)
         self._duration = _seconds_histogram(meter, METRIC_DURATION, "Scheduled send to last byte")
@@ -147,6 +173,12 @@ class Instruments:
                 isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
                 and type(metrics.get_meter_provider()).__name__ == "_ProxyMeterProvider"
             )
+            provider = self._tracer_provider or trace.get_tracer_provider()
+            direct = _DIRECT.get(provider)
+            # the scope object the tracer's own spans carry, so a batch groups both as one
+            scope = getattr(self._tracer, "_instrumentation_scope", None)
+            if direct is not None and scope is not None and direct.alone_in(provider):
+                self._direct, self._scope = direct, scope
         return self._enabled
 
     @property
@@ -235,7 +267,7 @@ class Instruments:
             self._cold.record(cold_ms / 1e3, attrs)
         genai = base.get("gpubench.workload") in LLM_WORKLOADS
         if genai:
-            attrs = {"gen_ai.operation.name": "text_completion", **attrs}
+            attrs = self._genai_attributes(attrs)
             self._record_genai(inv, attrs)
 
         start = inv.wall_start_ns
@@ -243,31 +275,12 @@ class Instruments:
         # The HTTP calls (a submit, each poll, a stream) are its children, each an HTTP client
         # span with its own method and status; this span's status code is the answer's. All
         # attributes go in one call: each set_attribute takes the span's lock and validates.
+        own = _span_attributes(inv, genai)
+        direct = self._direct
+        if direct is not None and self._record_direct(direct, inv, attrs, own, calls):
+            return
         extra = dict(attrs)
-        extra["gpubench.seq"] = inv.seq
-        extra["gpubench.latency_ms"] = inv.latency_ms
-        extra["gpubench.send_lag_ms"] = inv.send_lag_ms
-        if inv.cold is not None:
-            extra["gpubench.cold"] = inv.cold
-            extra["gpubench.cold_confirmed"] = inv.cold_confirmed
-        if inv.request_id:
-            extra["gpubench.request_id"] = inv.request_id
-        if inv.http_status is not None:
-            extra["http.response.status_code"] = inv.http_status
-        if inv.worker_id:
-            extra["gpubench.worker_id"] = inv.worker_id
-        if inv.retry_after_s is not None:
-            extra["gpubench.retry_after_s"] = inv.retry_after_s
-        ttfc_ms = first_chunk_ms(inv)
-        if ttfc_ms is not None:
-            extra["gpubench.ttft_ms"] = ttfc_ms
-            if genai:  # GenAI semconv span attribute, in seconds
-                extra["gen_ai.response.time_to_first_chunk"] = ttfc_ms / 1e3
-        if genai:
-            if inv.input_units is not None:
-                extra["gen_ai.usage.input_tokens"] = inv.input_units
-            if inv.output_units is not None:
-                extra["gen_ai.usage.output_tokens"] = inv.output_units
+        extra.update(own)
         span = self._tracer.start_span(
             SPAN_INVOKE, start_time=start, attributes=extra, kind=SpanKind.CLIENT
         )
@@ -301,6 +314,96 @@ class Instruments:
             self._child(SPAN_EXECUTION, cursor, cursor + int(inv.execution_ms * 1e6), context)
         span.end(end_time=end)
 
+    def _genai_attributes(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """A GenAI request's metric attributes: ``attrs`` and the operation's name, first (one
+        dict per ``attrs``, made once: the span's encoded attributes are cached by it)."""
+        key = (id(attrs), "genai")
+        found = self._attr_cache.get(key)
+        if found is None or found[0] is not attrs:
+            if len(self._attr_cache) >= _ATTR_CACHE_MAX:
+                self._attr_cache.clear()
+            made = {"gen_ai.operation.name": "text_completion", **attrs}
+            found = self._attr_cache[key] = (attrs, made)
+        return found[1]
+
+    def _record_direct(
+        self,
+        direct: DirectSpans,
+        inv: Invocation,
+        attrs: dict[str, Any],
+        own: list[tuple[str, Any]],
+        calls: Sequence[HTTPCall],
+    ) -> bool:
+        """The spans ``_record`` makes through the SDK, encoded here from the record and sent to
+        configure's OTLP processor: the same ids in the same order from the provider's id
+        generator, the same sampling (parent-based, always on), the same bytes. False where
+        a span would reach the provider's attribute limit: then the SDK's path makes them."""
+        # the encoder's functions through the sink: _otlp (and the OTLP exporter it imports)
+        # stays unimported where no run exports with configure
+        attribute_once, encode_attributes = direct.attribute_once, direct.encode_attributes
+        encode_span, flags_local = direct.encode_span, direct.FLAGS_LOCAL
+        block = self._attribute_block(attrs, encode_attributes)
+        limit = direct.max_attributes
+        if block is None or len(attrs) + len(own) > limit:
+            return False
+        if any(len(call[1]) > limit for call in calls):
+            return False
+        parent = trace.get_current_span().get_span_context()
+        if parent.is_valid:
+            if not parent.trace_flags.sampled:  # ParentBased: sampled out, with its children
+                return True
+            trace_id, parent_id = parent.trace_id, parent.span_id.to_bytes(8, "big")
+            state = direct.trace_state_field(parent.trace_state)
+            flags = direct.FLAGS_REMOTE if parent.is_remote else flags_local
+        else:
+            trace_id, parent_id, state, flags = direct.trace_id(), None, b"", flags_local
+        span_id, ids = direct.ids(trace_id, state)
+        invoke_attrs = block + b"".join([attribute_once(key, value) for key, value in own])
+        made: list[bytes] = []  # the invocation's spans, in the order the SDK's would end
+        emit = made.append
+        start = inv.wall_start_ns
+        end = start + (inv.end_ns - inv.start_ns)
+        for name, call_attrs, began, ended, status in calls:  # as _record: the HTTP calls first
+            began = min(max(began, start), end)
+            child_ids = direct.ids(trace_id, state)[1]
+            emit(encode_span(child_ids, span_id, name, SpanKind.CLIENT, began,
+                             min(max(ended, began), end), encode_attributes(call_attrs), status,
+                             flags_local))  # fmt: skip
+        phases: list[tuple[str, int, int]] = []
+        cursor = start
+        if inv.queue_ms is not None:
+            queue_end = cursor + int(inv.queue_ms * 1e6)
+            if inv.cold and inv.setup_ms is not None:
+                phases.append((SPAN_COLD_START, max(cursor, queue_end - int(inv.setup_ms * 1e6)),
+                               queue_end))  # fmt: skip
+            phases.append((SPAN_QUEUE, cursor, queue_end))
+            cursor = queue_end
+        if inv.execution_ms is not None:
+            phases.append((SPAN_EXECUTION, cursor, cursor + int(inv.execution_ms * 1e6)))
+        for name, began, ended in phases:
+            child_ids = direct.ids(trace_id, state)[1]
+            duration = attribute_once("gpubench.duration_ms", (ended - began) / 1e6)
+            emit(encode_span(child_ids, span_id, name, SpanKind.INTERNAL, began, ended,
+                             duration, None, flags_local))  # fmt: skip
+        status = None
+        if inv.outcome is not Outcome.OK:
+            status = Status(StatusCode.ERROR, inv.error or inv.outcome.value)
+        emit(encode_span(ids, parent_id, SPAN_INVOKE, SpanKind.CLIENT, start, end, invoke_attrs,
+                         status, flags))  # fmt: skip
+        direct.emit(made, self._scope)
+        return True
+
+    def _attribute_block(self, attrs: dict[str, Any], encode: Any) -> bytes | None:
+        """``attrs`` encoded once (the metric attributes recur request after request); ``None``
+        where one of them is also an attribute set per request (then the dict's order differs)."""
+        found = self._blocks.get(id(attrs))
+        if found is None or found[0] is not attrs:
+            block = None if _SPAN_ONLY.intersection(attrs) else encode(attrs)
+            if len(self._blocks) >= _ATTR_CACHE_MAX:
+                self._blocks.clear()
+            found = self._blocks[id(attrs)] = (attrs, block)
+        return found[1]
+
     def _record_genai(self, inv: Invocation, attrs: dict[str, Any]) -> None:
         """The semconv GenAI client metrics of one LLM request."""
         self._genai_duration.record(inv.latency_ms / 1e3, attrs)
@@ -320,6 +423,37 @@ class Instruments:
         child = self._tracer.start_span(name, context=context, start_time=start)
         child.set_attribute("gpubench.duration_ms", (end - start) / 1e6)
         child.end(end_time=end)
+
+
+def _span_attributes(inv: Invocation, genai: bool) -> list[tuple[str, Any]]:
+    """The invoke span's attributes besides its metric attributes, in the order they are set
+    (every name here is in ``_SPAN_ONLY``)."""
+    own: list[tuple[str, Any]] = [
+        ("gpubench.seq", inv.seq),
+        ("gpubench.latency_ms", inv.latency_ms),
+        ("gpubench.send_lag_ms", inv.send_lag_ms),
+    ]
+    if inv.cold is not None:
+        own += (("gpubench.cold", inv.cold), ("gpubench.cold_confirmed", inv.cold_confirmed))
+    if inv.request_id:
+        own.append(("gpubench.request_id", inv.request_id))
+    if inv.http_status is not None:
+        own.append(("http.response.status_code", inv.http_status))
+    if inv.worker_id:
+        own.append(("gpubench.worker_id", inv.worker_id))
+    if inv.retry_after_s is not None:
+        own.append(("gpubench.retry_after_s", inv.retry_after_s))
+    ttfc_ms = first_chunk_ms(inv)
+    if ttfc_ms is not None:
+        own.append(("gpubench.ttft_ms", ttfc_ms))
+        if genai:  # GenAI semconv span attribute, in seconds
+            own.append(("gen_ai.response.time_to_first_chunk", ttfc_ms / 1e3))
+    if genai:
+        if inv.input_units is not None:
+            own.append(("gen_ai.usage.input_tokens", inv.input_units))
+        if inv.output_units is not None:
+            own.append(("gen_ai.usage.output_tokens", inv.output_units))
+    return own
 
 
 def cold_start_ms(inv: Invocation) -> float | None:

@@ -18,7 +18,6 @@ the answer is the same ``CallResponse``: a plugin written with ``PreparedCall`` 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -34,6 +33,7 @@ from ._client import (
     MeasuringClient,
     _client_timeout,
     first_byte_ns,
+    headers_read_ns,
 )
 from ._errors import map_aiohttp_error
 from ._spans import current_tracer, note_error, note_status, span_start_args, start_span
@@ -167,7 +167,7 @@ class PreparedCall:
             response, resent = await transport.roundtrip(
                 self.method, self._aio_url, self._head, content, self._timeout
             )
-            arrived = time.perf_counter_ns()
+            arrived = headers_read_ns()
             try:
                 body = await response.read()
             except Exception as exc:

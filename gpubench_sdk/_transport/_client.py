@@ -54,6 +54,14 @@ class _ReadAnswer(Protocol):  # a PreparedCall's CallResponse (defined above thi
     def first_byte_ns(self) -> int | None: ...
 
 
+def arrived_ns(response: httpx.Response) -> int:
+    """``time.perf_counter_ns()`` when the bytes of the chunk ``aiter_raw`` gave last were read
+    from the socket (the token time of the events in it), for a streamed response of the
+    measuring client; for any other response, now. Call it as each chunk comes."""
+    read = getattr(response, "read_ns", 0)
+    return read if read else time.perf_counter_ns()
+
+
 def first_byte_ns(response: httpx.Response | _ReadAnswer) -> int | None:
     """``time.perf_counter_ns()`` when the response's status line and headers had arrived
     (an httpx response of the measuring client, or a ``PreparedCall``'s answer)."""
@@ -69,6 +77,7 @@ class _Handler(LazyReadTimeout, ResponseHandler):  # one read-timeout timer per 
 
     uses = 0  # requests sent on this connection so far
     heard = False  # a byte arrived since the current request was sent
+    read_ns = 0  # time.perf_counter_ns() of the latest socket read that brought bytes
 
     def set_response_params(self, *args: Any, **kwargs: Any) -> None:
         # aiohttp calls this once per request, on the connection it was given (from the pool
@@ -79,12 +88,27 @@ class _Handler(LazyReadTimeout, ResponseHandler):  # one read-timeout timer per 
         super().set_response_params(*args, **kwargs)
 
     def data_received(self, data: bytes) -> None:
+        # When the bytes came off the socket, not when the task that reads them runs: on a busy
+        # loop the task waits in the ready queue behind other streams' reads, and that wait is
+        # the client's, never the provider's (one clock read per socket read).
+        if data:
+            self.read_ns = time.perf_counter_ns()
         self.heard = True
         super().data_received(data)
 
 
 # The connection the current task's latest request went out on.
 _ATTEMPT: ContextVar[_Handler | None] = ContextVar("gpubench_http_attempt", default=None)
+
+
+def headers_read_ns() -> int:
+    """For a response whose headers were just read (the call's round trip returned): when the
+    socket read that completed them happened, on the connection of the current task's latest
+    request, so that the first byte is on the clock its first streamed token is (a token read
+    with the headers is not timed before them); now, where that is not known."""
+    handler = _ATTEMPT.get()
+    read = 0 if handler is None else handler.read_ns
+    return read or time.perf_counter_ns()
 
 
 class _Connector(aiohttp.TCPConnector):
@@ -202,7 +226,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         response, resent = await self.roundtrip(
             request.method, str(url), head, body or None, timeout
         )
-        arrived = time.perf_counter_ns()
+        arrived = headers_read_ns()
         headers = response.raw_headers
         extensions: dict[str, Any] = {"http_version": b"HTTP/1.1", FIRST_BYTE_EXT: arrived}
         if resent is not None:
@@ -235,6 +259,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             request=request,
         )
         streamed_response._reader, streamed_response._span = response.content, span
+        streamed_response._handler = _ATTEMPT.get()
         return streamed_response
 
     async def roundtrip(

@@ -135,10 +135,11 @@ def _general(block: bytes) -> tuple[str, bytes] | None:
 async def sse_events(response: httpx.Response) -> AsyncIterator[tuple[str, str, int]]:
     """``(event, data, arrived_ns)`` for each event of a streamed response, as it arrives.
 
-    ``arrived_ns`` is ``time.perf_counter_ns()`` when the network read that completed the
-    event returned (the runner's clock: store it as a token time). The bytes come straight
-    from the transport (``aiter_raw``), or through httpx's decoder when the response has a
-    ``Content-Encoding`` (or was read already); data is UTF-8, as the format requires. An
+    ``arrived_ns`` is ``time.perf_counter_ns()`` when the socket read that completed the
+    event brought its bytes (``gpubench_sdk.arrived_ns``; the runner's clock: store it as a
+    token time). The bytes come straight from the transport (``aiter_raw``), or through
+    httpx's decoder when the response has a ``Content-Encoding`` (or was read already); data
+    is UTF-8, as the format requires. An
     event the stream ends without its blank line is still given, as the line readers this
     replaced gave it (each plugin checks that its final event came).
     """
@@ -148,7 +149,8 @@ async def sse_events(response: httpx.Response) -> AsyncIterator[tuple[str, str, 
     # already read (a plugin that did not stream the request)
     decoded = "content-encoding" in response.headers or response.is_stream_consumed
     async for chunk in response.aiter_bytes() if decoded else response.aiter_raw():
-        arrived = clock()
+        # when its bytes were read from the socket (the transport's), else now
+        arrived = getattr(response, "read_ns", 0) or clock()
         for event, data in feed(chunk):
             yield event, data.decode("utf-8", "replace"), arrived
     for event, data in parser.flush_events():

@@ -121,6 +121,8 @@ class StreamedResponse(httpx.Response):
 
     _reader: aiohttp.StreamReader
     _span: CallSpan | None
+    _handler: Any = None  # the connection's protocol: its read_ns, the latest socket read's
+    read_ns = 0  # when the bytes of the chunk aiter_raw gave last were read (0: not known)
 
     async def aiter_raw(self, chunk_size: int | None = None) -> AsyncIterator[bytes]:
         if chunk_size is not None or self.is_stream_consumed or self.is_closed:
@@ -130,9 +132,14 @@ class StreamedResponse(httpx.Response):
         self.is_stream_consumed = True
         self._num_bytes_downloaded = 0
         read = self._reader.readany
+        handler = self._handler
         try:
             while chunk := await read():
                 self._num_bytes_downloaded += len(chunk)
+                # readany takes every byte read so far: the latest socket read brought the
+                # last of them (the tokens of one chunk share its time; ``arrived_ns``)
+                if handler is not None:
+                    self.read_ns = handler.read_ns
                 yield chunk
         except Exception as exc:
             error = _map_error(exc)

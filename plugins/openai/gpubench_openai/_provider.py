@@ -4,7 +4,6 @@ Hugging Face's ``/v1`` route, hosted APIs), chat or completions, streamed or not
 from __future__ import annotations
 
 import json
-import time
 from typing import Any, Literal
 
 import httpx
@@ -229,10 +228,12 @@ class OpenAIProvider(sdk.Provider):
             usage: dict[str, Any] | None = None
             finish = chunk_id = model = None
             done = False
-            clock = time.perf_counter_ns
+            arrived_ns = sdk.arrived_ns
             loads = json.loads
             async for raw in resp.aiter_raw():
-                arrived = clock()  # one reading per network read: its events arrived together
+                # when the socket read that brought these bytes happened (its events arrived
+                # together), not when this task got to them: a busy loop's wait is not latency
+                arrived = arrived_ns(resp)
                 for event in parser.feed(raw):
                     if event == oa.DONE:
                         done = True
