@@ -150,15 +150,9 @@ if _typing.TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     )
     from ._store._store import RunInfo, Store
     from ._transport._call import CallResponse, PreparedCall
-    from ._transport._client import (
-        arrived_ns,
-        as_provider_error,
-        first_byte_ns,
-        make_client,
-        retry_after_s,
-    )
+    from ._transport._client import as_provider_error, first_byte_ns, make_client, retry_after_s
     from ._transport._responses import invalid_response, json_object
-    from ._transport._sse import SSEParser, sse_events
+    from ._transport._sse import SSEParser, arrived_ns, sse_events
     from .campaign._judge import check_thresholds
 
 # name -> the private module that defines it, group by group (see __all__)
@@ -251,7 +245,7 @@ _EXPORTS: dict[str, str] = {
     "PreparedCall": "._transport._call",
     "CallResponse": "._transport._call",
     "first_byte_ns": "._transport._client",
-    "arrived_ns": "._transport._client",
+    "arrived_ns": "._transport._sse",
     "as_provider_error": "._transport._client",
     "retry_after_s": "._transport._client",
     "classify": "._runner._results",

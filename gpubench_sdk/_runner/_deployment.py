@@ -32,9 +32,9 @@ from .._plugins import plugin_distribution
 log = logging.getLogger("gpubench.runner")
 T = TypeVar("T")
 
-#: How long a provider's API may take to say its scaling settings before the run goes on (a
-#: control plane answers in well under a second; one that is not reachable must not hold a
-#: run's start for long).
+#: How long a provider's API may take to say its scaling settings, or what is deployed,
+#: before the run goes on without them (a control plane answers in well under a second; one
+#: that is not reachable must not hold a run's start for long).
 READ_TIMEOUT_S = 5.0
 
 

@@ -383,7 +383,8 @@ class TargetRecord:
     options: Mapping[str, Any] = field(default_factory=dict)
     capabilities: Sequence[str] = ()
     #: What the run found when it opened the provider (``Store.record_deployment``): the
-    #: plugin's distribution and version, and the scaling settings as read from the provider.
+    #: plugin's distribution and version, the scaling settings and what is deployed (model or
+    #: image, hardware) as read from the provider.
     #: None for a run stored before version 4, or one that never opened its providers.
     deployment: Mapping[str, Any] | None = None
 

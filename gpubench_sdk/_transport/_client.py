@@ -54,14 +54,6 @@ class _ReadAnswer(Protocol):  # a PreparedCall's CallResponse (defined above thi
     def first_byte_ns(self) -> int | None: ...
 
 
-def arrived_ns(response: httpx.Response) -> int:
-    """``time.perf_counter_ns()`` when the bytes of the chunk ``aiter_raw`` gave last were read
-    from the socket (the token time of the events in it), for a streamed response of the
-    measuring client; for any other response, now. Call it as each chunk comes."""
-    read = getattr(response, "read_ns", 0)
-    return read if read else time.perf_counter_ns()
-
-
 def first_byte_ns(response: httpx.Response | _ReadAnswer) -> int | None:
     """``time.perf_counter_ns()`` when the response's status line and headers had arrived
     (an httpx response of the measuring client, or a ``PreparedCall``'s answer)."""

@@ -132,6 +132,14 @@ def _general(block: bytes) -> tuple[str, bytes] | None:
     return (name, b"\n".join(parts)) if parts else None
 
 
+def arrived_ns(response: httpx.Response) -> int:
+    """``time.perf_counter_ns()`` when the bytes of the chunk ``aiter_raw`` gave last were read
+    from the socket (the token time of the events in it), for a streamed response of the
+    measuring client; for any other response, now. Call it as each chunk comes."""
+    read = getattr(response, "read_ns", 0)  # StreamedResponse's (here without its aiohttp)
+    return read if read else time.perf_counter_ns()
+
+
 async def sse_events(response: httpx.Response) -> AsyncIterator[tuple[str, str, int]]:
     """``(event, data, arrived_ns)`` for each event of a streamed response, as it arrives.
 
@@ -149,8 +157,7 @@ async def sse_events(response: httpx.Response) -> AsyncIterator[tuple[str, str, 
     # already read (a plugin that did not stream the request)
     decoded = "content-encoding" in response.headers or response.is_stream_consumed
     async for chunk in response.aiter_bytes() if decoded else response.aiter_raw():
-        # when its bytes were read from the socket (the transport's), else now
-        arrived = getattr(response, "read_ns", 0) or clock()
+        arrived = arrived_ns(response)  # when its bytes were read from the socket, else now
         for event, data in feed(chunk):
             yield event, data.decode("utf-8", "replace"), arrived
     for event, data in parser.flush_events():
