@@ -7,9 +7,11 @@ latency is the median of the slots' p95s with a band from the lowest to the high
 CIs' ends (the per-request rows stay in the store, so the p95 cannot be pooled).
 
 The change detector is ``metrics.daily_variability``, the one ``gpubench campaign show`` runs:
-each day's cold starts against every earlier day's pooled, Mann-Whitney U, Holm-adjusted. It
-runs on cold starts only: they are in the documents one by one, the latencies only as
-quantiles.
+each day's cold starts against every earlier day's pooled, Mann-Whitney U, Holm-adjusted. The
+site flags only a material change, a day's median ``MIN_CHANGE`` or more away from the earlier
+days' (``campaign show`` lists every significant one): a public page's flag is news, and with
+cold starts that barely vary, a few milliseconds on one day are significant. It runs on cold
+starts only: they are in the documents one by one, the latencies only as quantiles.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from ...metrics import DayStats, daily_variability
 
 _NS_PER_DAY = 86_400 * 10**9
 _EPOCH = dt.date(1970, 1, 1)
+MIN_CHANGE = 0.25  # the smallest flagged move of a day's median, relative to the earlier days'
 EPISODE_GAP = 7  # measured days without a flag that end a change's run of flagged days
 _PARALLEL_ABOVE = 50_000  # cold starts in all: below it, starting processes costs more
 
@@ -247,7 +250,7 @@ def _cold_starts(target: Target) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.
 
 
 def _days(walls: npt.NDArray[np.int64], values: npt.NDArray[np.float64]) -> tuple[DayStats, ...]:
-    return daily_variability(walls, values).days
+    return daily_variability(walls, values, min_change=MIN_CHANGE).days
 
 
 def _detect(targets: list[Target]) -> None:

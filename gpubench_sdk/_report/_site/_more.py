@@ -9,7 +9,7 @@ from typing import Any
 
 from .._summary import usd
 from . import _layout as h
-from ._data import Tracker
+from ._data import MIN_CHANGE, Tracker
 from ._front import changes, cold_median, latest
 
 INDEX_SCHEMA = "gpubench-tracker-site"
@@ -49,8 +49,9 @@ def methodology_page(tracker: Tracker) -> str:
         "reports them.</li>"
         "<li><b>Change detector</b>: each day's cold starts against every earlier day's pooled, "
         "two-sided Mann-Whitney U, p-values Holm-adjusted over all the days tested (the "
-        "family-wise error rate held at 5%); a day is flagged below 0.05. The same test as "
-        "<code>gpubench campaign show</code>.</li>"
+        "family-wise error rate held at 5%); a day is flagged below 0.05 when its median "
+        f"moved by {MIN_CHANGE:.0%} or more from the earlier days'. The same test as "
+        "<code>gpubench campaign show</code>, which lists every significant change.</li>"
         "<li><b>Bill</b>: <code>gpubench cost run</code>'s estimate from the stored requests "
         "and the plan's price (worker time replayed, idle tails included).</li>"
         "<li><b>Cost per day</b> (front page): the latest day's bill per request times the "

@@ -51,23 +51,28 @@ def _setup_ms(fleet: SimulatedFleet) -> float:
     return (bill.boot_end_s - bill.started_s) * 1e3
 
 
-def test_setup_503_is_the_cold_start(served: ServedApp, fleet: SimulatedFleet) -> None:
+def test_setup_503_is_the_cold_start() -> None:
     """Cog answers 503 while setup() runs: waited out, reported cold with the setup time."""
-    refused = httpx.post(f"{served.url}/predictions", json={"input": {"echo": "x"}})
-    assert refused.status_code == 503
-    assert refused.json() == {"error": SETUP_RUNNING, "status": "failed"}
+    # Setup starts with the server, so it must outlast the first request and the provider's
+    # opening on a loaded machine (0.3 s did not, once, in CI).
+    setup_s = 1.5
+    fleet = SimulatedFleet(FleetConfig(cold_start=Duration.fixed(setup_s), max_workers=1))
 
-    async def go() -> list[Any]:
-        async with CogProvider(url=served.url) as provider:
+    async def go(url: str) -> list[Any]:
+        async with CogProvider(url=url) as provider:
             cold = await provider.invoke(_probe(20))
             checks = fleet.faults.count("poll")
             warm = [await provider.invoke(_probe(20, i)) for i in (1, 2)]
             return [cold, checks, warm, fleet.faults.count("poll")]
 
-    cold, checks_after_cold, warm, checks_after_warm = asyncio.run(go())
+    with serve(make_app(fleet)) as served:
+        refused = httpx.post(f"{served.url}/predictions", json={"input": {"echo": "x"}})
+        assert refused.status_code == 503
+        assert refused.json() == {"error": SETUP_RUNNING, "status": "failed"}
+        cold, checks_after_cold, warm, checks_after_warm = asyncio.run(go(served.url))
     assert cold.cold is True and cold.cold_confirmed  # the container said so
     assert cold.setup_ms == pytest.approx(_setup_ms(fleet), abs=1)
-    assert cold.detail is not None and 0 < cold.detail["setup_wait_ms"] <= SETUP_S * 1e3 + 200
+    assert cold.detail is not None and 0 < cold.detail["setup_wait_ms"] <= setup_s * 1e3 + 200
     assert cold.execution_ms == pytest.approx(fleet.truth(cold.request_id).execution_ms, abs=1)
     assert cold.queue_ms is None  # Cog 0.23 sends no created_at/started_at
     assert all(w.cold is False and w.setup_ms is None and not w.cold_confirmed for w in warm)
