@@ -589,3 +589,40 @@ def test_planned_counts_are_o1_and_absurd_plans_are_refused() -> None:
         with pytest.raises(ConfigError) as info:
             make()
         assert info.value.field == field
+
+
+async def test_what_exists_at_the_start_is_out_of_the_collectors_sight_during_the_run(
+    echo_server: LoopbackServer, tmp_path: Path
+) -> None:
+    """The collector's full passes stop the loop for everything it tracks (imports included:
+    210 ms a pass, profiled); the run freezes what exists before its first request and
+    unfreezes it after, and leaves a caller's own ``gc.freeze`` alone."""
+    import gc
+
+    frozen: list[int] = []
+
+    def note(inv: Invocation) -> None:
+        frozen.append(gc.get_freeze_count())
+
+    async def once() -> RunResult:
+        return await run(
+            {"a": EchoProvider(url=echo_server.url)},
+            EchoProbe(),
+            [Burst(total=3, concurrency=1)],
+            store=tmp_path / "r.sqlite",
+            observers=[note],
+        )
+
+    assert gc.get_freeze_count() == 0
+    assert (await once()).status == "completed"
+    assert len(frozen) == 3 and min(frozen) > 10_000  # gpubench, httpx, numpy, ... frozen
+    assert gc.get_freeze_count() == 0  # and back in sight after the run
+    gc.freeze()  # the caller's own
+    try:
+        mine = gc.get_freeze_count()
+        frozen.clear()
+        assert (await once()).status == "completed"
+        # not unfrozen by the run (the count falls by what was freed meanwhile)
+        assert gc.get_freeze_count() > mine * 0.9
+    finally:
+        gc.unfreeze()

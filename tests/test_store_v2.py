@@ -312,6 +312,18 @@ def test_token_encoding_takes_arrays_and_warns_when_it_cannot_store(
     assert "71 minutes" in caplog.text
 
 
+def test_short_lists_of_token_times_encode_as_arrays_do() -> None:
+    """The runner's short lists take a path without numpy: the same bytes as numpy's."""
+    from gpubench_sdk._store._schema import encode_token_times
+
+    rng = np.random.default_rng(3)
+    for n in (1, 2, 16, 64, 65):
+        for _ in range(50):
+            start = int(rng.integers(-(10**12), 10**12))
+            times = [start + int(t) for t in rng.integers(-3_000, 5 * 10**9, n)]
+            assert encode_token_times(start, times) == encode_token_times(start, np.array(times))
+
+
 def test_detail_is_strict_json_that_sqlite_can_read(tmp_path: Path) -> None:
     from types import MappingProxyType
 

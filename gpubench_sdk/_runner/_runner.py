@@ -35,6 +35,7 @@ from ..cost._meter import BudgetGuard
 from ..metrics._ready import mark_false_ready
 from ._deployment import read_deployment
 from ._drivers import RunState
+from ._gc import startup_frozen
 from ._load import RunLoad
 from ._resources import check_open_files, out_of_files, unwrap
 from ._results import RunResult, Target
@@ -250,7 +251,8 @@ class Runner(RequestSender):
                     if self._stop_reason is not None:
                         scope.cancel()
                     try:
-                        await self._drive(live, monitor, _RunState(self))
+                        with startup_frozen():
+                            await self._drive(live, monitor, _RunState(self))
                     except BaseException:
                         self._release_shards()  # before providers take their time to close
                         raise

@@ -34,6 +34,7 @@ import logging
 import math
 import os
 import sqlite3
+import struct
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -172,6 +173,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
 ADDED_COLUMNS: dict[int, tuple[str, ...]] = {2: ("token_us", "detail"), 3: ("retry_after_s",)}
 TOKEN_DTYPE = np.dtype("<u4")
 _TOKEN_US_MAX = 2**32 - 1
+_IN_PYTHON_UP_TO = 64  # tokens: numpy is as fast from about 128 on (16: 4.5 against 11.6 us)
 
 
 def encode_token_times(start_ns: int, token_times_ns: Sequence[int] | None) -> bytes | None:
@@ -182,6 +184,14 @@ def encode_token_times(start_ns: int, token_times_ns: Sequence[int] | None) -> b
     """
     if token_times_ns is None or len(token_times_ns) == 0:  # a numpy array has no truth value
         return None
+    if isinstance(token_times_ns, list) and len(token_times_ns) <= _IN_PYTHON_UP_TO:
+        # The runner's list of a short stream: numpy's conversions cost more than the work
+        # (a 16-token stream: 4.9% of the client's loop, profiled)
+        offsets = sorted((t - start_ns) // 1000 for t in token_times_ns)
+        if offsets[0] < 0:
+            return None
+        if offsets[-1] <= _TOKEN_US_MAX:
+            return struct.pack(f"<{len(offsets)}I", *offsets)  # TOKEN_DTYPE's layout
     offsets_us = (np.asarray(token_times_ns, dtype=np.int64) - start_ns) // 1000
     if offsets_us.min() < 0:
         return None
