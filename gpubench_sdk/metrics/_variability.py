@@ -101,23 +101,22 @@ def _against_earlier_days(
     for i, day in enumerate(per_day):
         day_ids = ids[start : start + day.size]
         start += day.size
+        seen, own = np.unique(day_ids, return_counts=True)
+        c = counts[seen]
+        both = c + own
+        # the tie term of the earlier days and this one together
+        ties = ties_before + int((both**3 - both).sum() - (c**3 - c).sum())
         if i >= first:
             running = np.cumsum(counts)
             below = running - counts  # earlier values below each distinct value
             # U of the day: pairs (day value, earlier value) with the day's greater, ties 1/2
             u1 = float(below[day_ids].sum()) + 0.5 * float(counts[day_ids].sum())
-            seen, own = np.unique(day_ids, return_counts=True)
-            c = counts[seen]
-            both = c + own
-            ties = ties_before + int((both**3 - both).sum() - (c**3 - c).sum())
             n_before = int(running[-1])
             raw[i] = u_test(u1, day.size, n_before, float(ties)).p_value
             # the pooled median: the mean of the values at sorted positions (n-1)//2 and n//2
             lo, hi = np.searchsorted(running, [(n_before - 1) // 2 + 1, n_before // 2 + 1])
             earlier_median[i] = (values[lo] + values[hi]) / 2
-        seen, own = np.unique(day_ids, return_counts=True)
-        c = counts[seen]
-        ties_before += int(((c + own) ** 3 - (c + own)).sum() - (c**3 - c).sum())
+        ties_before = ties
         counts[seen] += own
     return raw, earlier_median
 
