@@ -86,6 +86,28 @@ def test_token_times_are_floored_to_microseconds_and_off_clock_ones_are_not_stor
     assert got[1].token_times_ns is None
 
 
+def test_a_token_read_with_the_headers_is_never_read_back_before_them(tmp_path: Path) -> None:
+    # The transport times the headers and a token of the same socket read alike (ns). Floored
+    # to the format's microsecond, that token read back up to 999 ns before the first byte: a
+    # TTFT below the TTFB, and a record whose first token preceded its response (CI, once).
+    base = make_inv(0)
+    assert base.first_byte_ns is not None
+    fb = base.first_byte_ns + 761  # off the microsecond grid of start_ns
+    tokens = [fb, fb + 1_999, fb + 5_000_123]
+    early = replace(make_inv(1), token_times_ns=[make_inv(1).start_ns + 2_500])  # before its fb
+    with Store(tmp_path / "r.sqlite") as s:
+        run_ = begin_with(s, [replace(base, first_byte_ns=fb, token_times_ns=tokens), early])
+        got = s.invocations(run_.id)
+        arrays = s.token_times(run_.id, scenario=None)
+    floor = [base.start_ns + (t - base.start_ns) // 1000 * 1000 for t in tokens]
+    assert floor[0] < fb  # what the format holds
+    assert got[0].token_times_ns == [fb, *floor[1:]]
+    assert arrays[0].tolist() == [fb, *floor[1:]]
+    # a token the provider timed before the first byte (far from it) is read as stored
+    assert got[1].token_times_ns == [make_inv(1).start_ns + 2_000]
+    assert arrays[1].tolist() == [make_inv(1).start_ns + 2_000]
+
+
 def test_blob_is_the_documented_encoding(tmp_path: Path) -> None:
     inv = with_tokens(3, 4)
     with Store(tmp_path / "r.sqlite") as s:
@@ -257,8 +279,10 @@ async def test_runner_stores_token_times_on_the_run_clock_and_detail(tmp_path: P
             assert inv.token_times_ns is not None and len(inv.token_times_ns) == 4
             assert inv.start_ns <= inv.token_times_ns[0] <= inv.token_times_ns[-1] <= inv.end_ns
             assert inv.first_byte_ns is not None
-            floor_us = (inv.first_byte_ns - inv.start_ns) // 1000 * 1000
-            assert inv.token_times_ns[0] == inv.start_ns + floor_us
+            # the first token came with the first byte: it reads back at it, to the ns
+            assert inv.token_times_ns[0] == inv.first_byte_ns
+            floor_us = (inv.token_times_ns[1] - inv.start_ns) // 1000 * 1000
+            assert inv.token_times_ns[1] == inv.start_ns + floor_us
             assert inv.detail == {"from": "workload", "echo_len": 16}
         assert all(i.token_times_ns is None for i in by["wall"])
         # both kept; the workload's reading wins a clash of keys

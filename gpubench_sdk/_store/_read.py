@@ -153,7 +153,7 @@ class StoreReads:
         try:
             while rows := self._fetch(cur):
                 for r in rows:
-                    tokens = None if r[21] is None else decode_token_times(r[5], r[21]).tolist()
+                    tokens = None if r[21] is None else decode_token_times(r[5], r[21], r[9]).tolist()
                     yield Invocation(
                         names[r[0]], r[1], r[2], PHASES[r[3]], r[4], r[5], r[6], r[7] + wall0,
                         OUTCOMES[r[8]], r[9], r[10], r[11], r[12], r[13], r[14], r[15],
@@ -220,9 +220,10 @@ class StoreReads:
         where, params = self._filter(info, target, scenario, phase)
         blob = "token_us" if self._version >= 2 else "NULL"
         rows = self._query(
-            f"SELECT start_ns, {blob} FROM invocations WHERE {where} ORDER BY rowid", params
+            f"SELECT start_ns, {blob}, first_byte_ns FROM invocations WHERE {where} ORDER BY rowid",
+            params,
         )
-        return [decode_token_times(start, blob) for start, blob in rows]
+        return [decode_token_times(start, blob, first) for start, blob, first in rows]
 
     def false_ready_marks(
         self, run_id: int, *, target: str | None = None, phase: Phase | None = Phase.MEASURE

@@ -19,7 +19,8 @@ Version history:
 a BLOB of little-endian unsigned 32-bit integers, one per streamed token (or chunk), each the
 token's arrival in **microseconds after the row's ``start_ns``** (floored), ascending; NULL when
 the request streamed nothing. So in numpy: ``start_ns + np.frombuffer(blob, "<u4") * 1000`` is
-the tokens' times in ns from the run's origin; ``length(token_us) / 4`` in SQL counts them.
+the tokens' times in ns from the run's origin; ``length(token_us) / 4`` in SQL counts them
+(gpubench reads a token whose microsecond holds the row's ``first_byte_ns`` as arriving then).
 4 bytes a token (a 1,000-token answer is 4 KB) and 1 us resolution, far below network jitter;
 offsets reach 2**32 us = 71 minutes, past any request timeout. ``invocations.detail`` is the
 request's structured result as compact JSON text (sorted keys), NULL when there is none.
@@ -204,11 +205,23 @@ def encode_token_times(start_ns: int, token_times_ns: Sequence[int] | None) -> b
     return offsets.astype(TOKEN_DTYPE).tobytes()  # type: ignore[no-any-return]
 
 
-def decode_token_times(start_ns: int, blob: bytes | None) -> npt.NDArray[np.int64]:
-    """The tokens' times in ns on ``start_ns``'s origin (empty when the request streamed none)."""
+def decode_token_times(
+    start_ns: int, blob: bytes | None, first_byte_ns: int | None = None
+) -> npt.NDArray[np.int64]:
+    """The tokens' times in ns on ``start_ns``'s origin (empty when the request streamed none).
+
+    A token stored as ``d`` microseconds arrived within ``[d, d + 1)`` us; the response's first
+    byte (same origin), where it falls inside that microsecond, is the earliest the token can
+    have come, and it is given instead. A token read with the headers (one socket read) is
+    timed at the first byte exactly: floored alone, it would read up to 999 ns before it.
+    """
     if not blob:
         return np.empty(0, dtype=np.int64)
-    return np.frombuffer(blob, dtype=TOKEN_DTYPE).astype(np.int64) * 1000 + start_ns
+    times = np.frombuffer(blob, dtype=TOKEN_DTYPE).astype(np.int64) * 1000 + start_ns
+    if first_byte_ns is not None and first_byte_ns >= 0:  # the frame's columns say -1 for none
+        inside = (times < first_byte_ns) & (first_byte_ns < times + 1000)
+        times[inside] = first_byte_ns
+    return times
 
 
 def encode_detail(detail: Mapping[str, Any] | None) -> str | None:
