@@ -1,5 +1,6 @@
 """``examples/prepared_call.py`` runs: a provider on ``PreparedCall`` and the same provider on
-an httpx call, each measuring every request (with its first byte) against a loopback model."""
+an httpx call, each measuring every request (with its first byte) against a loopback model,
+and the same pair streaming (``call.stream`` against ``client.stream``)."""
 
 from __future__ import annotations
 
@@ -21,3 +22,5 @@ def test_the_prepared_call_example_runs() -> None:
     lines = proc.stdout.splitlines()
     assert any(line.strip().startswith("PreparedCall: 300/300 ok") for line in lines)
     assert any(line.strip().startswith("httpx call: 300/300 ok") for line in lines)
+    assert any(line.strip().startswith("PreparedCall stream: 300/300 ok") for line in lines)
+    assert any(line.strip().startswith("httpx stream: 300/300 ok") for line in lines)

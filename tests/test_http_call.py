@@ -31,6 +31,7 @@ from gpubench_sdk import (
     ThrottledError,
     TransportError,
     Workload,
+    arrived_ns,
     as_provider_error,
     first_byte_ns,
     make_client,
@@ -88,6 +89,13 @@ def _routes() -> web.RouteTableDef:
         await response.write(b"abc")
         await asyncio.sleep(2)  # the rest never comes in time
         return response
+
+    @routes.post("/events")
+    async def events(request: web.Request) -> web.StreamResponse:
+        got = await request.read()
+        parts = [b"data: " + got + b"\n\n", b"data: 1\n\n", b"data: 2\n\n"]
+        headers = {"Content-Type": "text/event-stream", "X-Request-Id": "rid-s"}
+        return await stream_parts(request, parts, 0.02, headers, chunked=True)
 
     @routes.get("/chunked")
     async def chunked(request: web.Request) -> web.StreamResponse:
@@ -240,6 +248,73 @@ async def test_a_request_that_never_ran_is_resent_once_and_recorded() -> None:
     assert server.dropped == 2 and resends == [0, 0, 1, 0, 1, 0]
 
 
+async def test_a_streamed_call_is_what_client_stream_gives(server: LoopbackServer) -> None:
+    headers = {"Accept": "text/event-stream"}
+    async with make_client() as client:
+        call = PreparedCall(client, "POST", f"{server.url}/events", headers=headers)
+        before = time.perf_counter_ns()
+        async with call.stream(b"hello") as lean:
+            chunks, times = [], []
+            async for chunk in lean.aiter_raw():
+                chunks.append(chunk)
+                times.append(arrived_ns(lean))
+            read_all = time.perf_counter_ns()
+        pool = client._transport._session.connector  # type: ignore[attr-defined]
+        idle = sum(len(kept) for kept in pool._conns.values())  # the connection went back
+        async with client.stream(
+            "POST", f"{server.url}/events", content=b"hello", headers=headers
+        ) as plain:
+            expected = await plain.aread()
+    assert lean.is_closed and lean.elapsed.total_seconds() > 0.04  # the block's end closed it
+    assert b"".join(chunks) == expected == b"data: hello\n\ndata: 1\n\ndata: 2\n\n"
+    assert len(chunks) == 3  # one socket read per event, 20 ms apart
+    assert lean.status_code == plain.status_code == 200
+    assert lean.headers["x-request-id"] == "rid-s" and lean.request.url == call.url
+    assert before < first_byte_ns(lean) <= times[0] < times[1] < times[2] < read_all  # type: ignore[operator]
+    assert times[2] - times[0] > 30_000_000  # each chunk timed by its read, not by the block
+    assert "content-length" not in {k.lower() for k in lean.headers}
+    assert idle == 1
+
+
+async def test_a_streamed_calls_errors_are_httpxs(server: LoopbackServer) -> None:
+    async with make_client(timeout_s=0.3) as client:
+        async with PreparedCall(client, "POST", f"{server.url}/status/429").stream(b"{}") as busy:
+            assert busy.status_code == 429
+            await busy.aread()  # the body, for the error to show
+            with pytest.raises(httpx.HTTPStatusError) as status:
+                busy.raise_for_status()
+        stalls = PreparedCall(client, "GET", f"{server.url}/stalls")
+        with pytest.raises(httpx.ReadTimeout) as timeout:
+            async with stalls.stream() as answer:
+                await answer.aread()
+        with pytest.raises(httpx.ConnectError) as refused:
+            async with PreparedCall(client, "GET", "http://127.0.0.1:9/x").stream():
+                pass
+        async with PreparedCall(client, "POST", f"{server.url}/see-other").stream(b"{}") as moved:
+            await moved.aread()  # 303: httpx's loop GETs the result
+    throttled = as_provider_error(status.value, provider="p")
+    assert isinstance(throttled, ThrottledError) and throttled.retry_after_s == 7.0
+    assert f"POST {server.url}/status/429: HTTP 429" in str(throttled) and "code 429" in str(
+        throttled
+    )
+    assert isinstance(as_provider_error(timeout.value, provider="p"), RequestTimeoutError)
+    assert refused.value.request.url == "http://127.0.0.1:9/x"  # named, as httpx names it
+    assert isinstance(as_provider_error(refused.value, provider="p"), TransportError)
+    assert moved.status_code == 200 and moved.json()["method"] == "GET"
+
+
+async def test_a_streamed_call_on_any_other_client_is_client_stream(
+    server: LoopbackServer,
+) -> None:
+    remember(SECRET)
+    async with httpx.AsyncClient(auth=("user", SECRET)) as plain:
+        call = PreparedCall(plain, "POST", f"{server.url}/events")
+        async with call.stream(b"x") as answer:
+            body = await answer.aread()
+    assert body.startswith(b"data: x\n\n") and first_byte_ns(answer) is None
+    assert SECRET not in repr(call) and SECRET not in repr(answer)
+
+
 class _Prepared(Provider):
     """A provider on the lean path, as the built-in HTTP plugin is."""
 
@@ -258,6 +333,29 @@ class _Prepared(Provider):
             http_status=response.status_code,
             first_byte_ns=response.first_byte_ns,
         )
+
+
+class _PreparedStream(Provider):
+    """A streaming provider on the lean path, as the OpenAI plugin is."""
+
+    name = "prepared-stream"
+
+    class Options(ProviderOptions):
+        url: str
+
+    async def open(self) -> None:
+        self._call = PreparedCall(self.client, "POST", self.options.url)  # type: ignore[attr-defined]
+
+    async def invoke(self, request: Request) -> Result:
+        times: list[int] = []
+        async with self._call.stream(b"go") as response:
+            response.raise_for_status()
+            async for _ in response.aiter_raw():
+                times.append(arrived_ns(response))
+        return Result(
+            output={}, http_status=response.status_code, first_byte_ns=first_byte_ns(response),
+            token_times_ns=times,
+        )  # fmt: skip
 
 
 class _Any(Workload):
@@ -299,3 +397,28 @@ async def test_the_runner_stores_and_traces_lean_calls(
     attrs = dict(calls[0].attributes or {})
     assert attrs["server.address"] == "127.0.0.1" and attrs["http.request.method"] == "POST"
     assert str(attrs["url.full"]).startswith(server.url)
+
+
+async def test_the_runner_stores_and_traces_lean_streams(
+    server: LoopbackServer, tmp_path: Path
+) -> None:
+    setup = telemetry.configure(in_memory=True, set_global=False)
+    targets = {"s": _PreparedStream(url=f"{server.url}/events")}
+    result = await run(
+        targets, _Any(), [Burst(total=6, concurrency=3)], store=tmp_path / "r.sqlite",
+        instruments=setup.instruments(),
+    )  # fmt: skip
+    with Store(tmp_path / "r.sqlite") as store:
+        invs = list(store.invocations(result.run_id))
+    assert len(invs) == 6
+    for inv in invs:
+        assert inv.outcome.value == "ok" and inv.first_byte_ns is not None
+        assert inv.token_times_ns is not None and len(inv.token_times_ns) == 3
+        assert inv.start_ns < inv.first_byte_ns <= inv.token_times_ns[0] <= inv.end_ns
+    assert setup.spans is not None
+    calls = [s for s in setup.spans.get_finished_spans() if s.name == "POST"]
+    assert len(calls) == 6 and all(s.parent is not None for s in calls)
+    for span in calls:  # each ended when its stream closed, after the last event (40 ms on)
+        assert span.end_time is not None and span.start_time is not None
+        assert span.end_time - span.start_time > 35_000_000
+        assert (span.attributes or {})["http.response.status_code"] == 200

@@ -153,7 +153,8 @@ class StoreReads:
         try:
             while rows := self._fetch(cur):
                 for r in rows:
-                    tokens = None if r[21] is None else decode_token_times(r[5], r[21], r[9]).tolist()
+                    blob = r[21]  # the first byte (r[9]) bounds a token read with the headers
+                    tokens = None if blob is None else decode_token_times(r[5], blob, r[9]).tolist()
                     yield Invocation(
                         names[r[0]], r[1], r[2], PHASES[r[3]], r[4], r[5], r[6], r[7] + wall0,
                         OUTCOMES[r[8]], r[9], r[10], r[11], r[12], r[13], r[14], r[15],

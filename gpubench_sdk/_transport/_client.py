@@ -218,13 +218,26 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         response, resent = await self.roundtrip(
             request.method, str(url), head, body or None, timeout
         )
+        streamed = request.extensions.get(STREAM_EXT, False)
+        return await self.answer(response, resent, request, span, streamed)
+
+    async def answer(
+        self,
+        response: aiohttp.ClientResponse,
+        resent: str | None,
+        request: httpx.Request,
+        span: CallSpan | None,
+        streamed: bool,
+    ) -> httpx.Response:
+        """The httpx response of a round trip that just returned (``roundtrip``): read in full
+        when nobody streams it and it is short, else streamed straight from aiohttp's reader
+        (closing it releases the connection and ends ``span``)."""
         arrived = headers_read_ns()
         headers = response.raw_headers
         extensions: dict[str, Any] = {"http_version": b"HTTP/1.1", FIRST_BYTE_EXT: arrived}
         if resent is not None:
             extensions[RETRIED_EXT] = resent
         length = response.content_length
-        streamed = request.extensions.get(STREAM_EXT, False)
         if length is not None and length <= _EAGER_BODY_MAX and not streamed:
             # A body of known, modest length that nobody streams is read here in one go: the
             # httpx stream machinery around it cost ~15% of the client's time per request.

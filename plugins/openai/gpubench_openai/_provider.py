@@ -84,7 +84,9 @@ class OpenAIProvider(sdk.Provider):
         # the client: the JSON one is only for the JSON bodies
         self._upload_headers = {**o.headers, **self.auth_headers()}
         self._headers = {**self._upload_headers, "Content-Type": _JSON}
-        self._stream_headers = {**self._headers, "Accept": "text/event-stream"}
+        stream_headers = {**self._headers, "Accept": "text/event-stream"}
+        # the streamed call prepared once: no httpx request is built per stream
+        self._stream_call = sdk.PreparedCall(self.client, "POST", self._url, headers=stream_headers)
 
     # ----- the request ----------------------------------------------------------------------
 
@@ -215,8 +217,7 @@ class OpenAIProvider(sdk.Provider):
         )
 
     async def _streamed(self, body: bytes) -> sdk.Result:
-        headers = self._stream_headers
-        async with self.client.stream("POST", self._url, content=body, headers=headers) as resp:
+        async with self._stream_call.stream(body) as resp:
             await sdk.raise_for_stream(resp, self._http_error)
             if "text/event-stream" not in resp.headers.get("content-type", ""):
                 # the server ignored stream: true (or a proxy answered): read it as a whole
@@ -239,8 +240,9 @@ class OpenAIProvider(sdk.Provider):
                         done = True
                         break
                     try:
-                        obj = loads(event)
-                    except ValueError as exc:
+                        # SSE is UTF-8: decoded here, json.loads skips guessing the encoding
+                        obj = loads(event.decode("utf-8", "surrogatepass"))
+                    except ValueError as exc:  # UnicodeDecodeError is one
                         raise self._invalid(resp, f"an SSE event is not JSON: {exc}") from exc
                     if not isinstance(obj, dict):
                         raise self._invalid(resp, "an SSE event is not a JSON object")
