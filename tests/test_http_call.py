@@ -8,12 +8,14 @@ from __future__ import annotations
 import asyncio
 import gzip
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import httpx
 import pytest
 from aiohttp import web
 from conftest import LoopbackServer, module_server, stream_parts
+from opentelemetry.sdk.trace import ReadableSpan
 from test_http import FlakyKeepAlive
 
 from gpubench_sdk import (
@@ -39,6 +41,7 @@ from gpubench_sdk import (
     run,
     telemetry,
 )
+from gpubench_sdk._base._types import Invocation
 from gpubench_sdk._transport._client import record_retries
 
 pytestmark = pytest.mark.anyio
@@ -335,16 +338,10 @@ class _Prepared(Provider):
         )
 
 
-class _PreparedStream(Provider):
+class _PreparedStream(_Prepared):
     """A streaming provider on the lean path, as the OpenAI plugin is."""
 
     name = "prepared-stream"
-
-    class Options(ProviderOptions):
-        url: str
-
-    async def open(self) -> None:
-        self._call = PreparedCall(self.client, "POST", self.options.url)  # type: ignore[attr-defined]
 
     async def invoke(self, request: Request) -> Result:
         times: list[int] = []
@@ -368,20 +365,28 @@ class _Any(Workload):
         return (None, None)
 
 
+async def _traced_run(
+    targets: Mapping[str, Provider], shape: Burst, tmp_path: Path
+) -> tuple[list[Invocation], list[ReadableSpan]]:
+    """Run ``targets`` traced in memory: what was stored, and the finished HTTP call spans."""
+    setup = telemetry.configure(in_memory=True, set_global=False)
+    result = await run(
+        targets, _Any(), [shape], store=tmp_path / "r.sqlite", instruments=setup.instruments()
+    )
+    with Store(tmp_path / "r.sqlite") as store:
+        invs = list(store.invocations(result.run_id))
+    assert setup.spans is not None
+    return invs, [s for s in setup.spans.get_finished_spans() if s.name == "POST"]
+
+
 async def test_the_runner_stores_and_traces_lean_calls(
     server: LoopbackServer, tmp_path: Path
 ) -> None:
-    setup = telemetry.configure(in_memory=True, set_global=False)
     targets = {
         "ok": _Prepared(url=f"{server.url}/echo"),
         "busy": _Prepared(url=f"{server.url}/status/429"),
     }
-    result = await run(
-        targets, _Any(), [Burst(total=8, concurrency=4)], store=tmp_path / "r.sqlite",
-        instruments=setup.instruments(),
-    )  # fmt: skip
-    with Store(tmp_path / "r.sqlite") as store:
-        invs = list(store.invocations(result.run_id))
+    invs, calls = await _traced_run(targets, Burst(total=8, concurrency=4), tmp_path)
     ok = [i for i in invs if i.target == "ok"]
     busy = [i for i in invs if i.target == "busy"]
     assert len(ok) == len(busy) == 8
@@ -389,8 +394,6 @@ async def test_the_runner_stores_and_traces_lean_calls(
         assert inv.outcome.value == "ok" and inv.http_status == 200
         assert inv.first_byte_ns is not None and inv.start_ns < inv.first_byte_ns <= inv.end_ns
     assert all(i.outcome.value == "throttled" and i.retry_after_s == 7.0 for i in busy)
-    assert setup.spans is not None
-    calls = [s for s in setup.spans.get_finished_spans() if s.name == "POST"]
     assert len(calls) == 16 and all(s.parent is not None for s in calls)
     statuses = sorted(int(str((s.attributes or {})["http.response.status_code"])) for s in calls)
     assert statuses == [200] * 8 + [429] * 8
@@ -402,21 +405,13 @@ async def test_the_runner_stores_and_traces_lean_calls(
 async def test_the_runner_stores_and_traces_lean_streams(
     server: LoopbackServer, tmp_path: Path
 ) -> None:
-    setup = telemetry.configure(in_memory=True, set_global=False)
     targets = {"s": _PreparedStream(url=f"{server.url}/events")}
-    result = await run(
-        targets, _Any(), [Burst(total=6, concurrency=3)], store=tmp_path / "r.sqlite",
-        instruments=setup.instruments(),
-    )  # fmt: skip
-    with Store(tmp_path / "r.sqlite") as store:
-        invs = list(store.invocations(result.run_id))
+    invs, calls = await _traced_run(targets, Burst(total=6, concurrency=3), tmp_path)
     assert len(invs) == 6
     for inv in invs:
         assert inv.outcome.value == "ok" and inv.first_byte_ns is not None
         assert inv.token_times_ns is not None and len(inv.token_times_ns) == 3
         assert inv.start_ns < inv.first_byte_ns <= inv.token_times_ns[0] <= inv.end_ns
-    assert setup.spans is not None
-    calls = [s for s in setup.spans.get_finished_spans() if s.name == "POST"]
     assert len(calls) == 6 and all(s.parent is not None for s in calls)
     for span in calls:  # each ended when its stream closed, after the last event (40 ms on)
         assert span.end_time is not None and span.start_time is not None
