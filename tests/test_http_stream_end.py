@@ -66,8 +66,9 @@ async def _until_done(response: object) -> None:
 
 
 async def test_a_stream_stopped_at_its_last_event_keeps_its_connection(
-    server: LoopbackServer,
+    server: LoopbackServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(_stream, "_FINISH_S", 5.0)  # a loaded machine's late terminator too
     url = f"{server.url}/done-then-end?wait=0.005"
     async with make_client() as client:
         for _ in range(4):
@@ -88,8 +89,8 @@ async def test_without_reading_to_the_end_each_request_needs_a_connection(
     # what the runs did before: the connection of an unfinished response is closed by aiohttp
     monkeypatch.setattr(_stream, "_FINISH_BYTES", 0)
     async with make_client() as client:
-        for _ in range(3):
-            async with client.stream("GET", f"{server.url}/done-then-end") as response:
+        for _ in range(3):  # the end 0.2 s after [DONE]: surely not read when the block ends
+            async with client.stream("GET", f"{server.url}/done-then-end?wait=0.2") as response:
                 await _until_done(response)
     assert len(PEERS) == 3 and len(set(PEERS)) == 3
 
