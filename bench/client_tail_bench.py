@@ -24,7 +24,9 @@ tenth of requests, by scheduled time, left out: connections opening, first use):
 token written - read), each ITL (the gap between two arrivals, truth: between two writes); and
 where it comes from: *send* = server read - scheduled (the client's own queueing before the
 bytes left, plus loopback), for gpubench also server read - ``start_ns`` (what it records as
-sent). The table gives each at p50 / p99 / p99.9 (ms), the client's saturation flag (any steady
+sent). The table gives each at p50 / p99 / p99.9 (ms), the connections each client opened (one
+per concurrent request is what reading each answer to its end gives; more means requests that
+paid a connect: issue 32's tail), the client's saturation flag (any steady
 monitor window client-bound: the run's own ``Monitor`` for gpubench, the same class for raw), and
 gpubench - raw at p99 (the issue's target: within 1 ms at every load below the flag).
 ``--throughput``: 16-token streams with no delay at 64 concurrent: requests/s and CPU/request.
@@ -142,7 +144,15 @@ async def _raw(url: str, cell: dict[str, Any]) -> dict[str, Any]:
     }
     origin = time.perf_counter_ns()
     monitor = Monitor(origin_ns=origin, inflight=lambda: 0, sink=lambda w: None)
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+    opened = [0]
+
+    async def connected(*_: Any) -> None:
+        opened[0] += 1
+
+    trace = aiohttp.TraceConfig()
+    trace.on_connection_create_end.append(connected)
+    connector = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(connector=connector, trace_configs=[trace]) as session:
 
         async def one(scheduled: int) -> None:
             times: list[int] = []
@@ -181,7 +191,7 @@ async def _raw(url: str, cell: dict[str, Any]) -> dict[str, Any]:
     flagged = [w.client_bound for w in monitor.windows]
     lags = [w.loop_lag_ms for w in monitor.windows]
     return {"requests": out, "cpu_s": cpu, "wall_s": wall, "flags": flagged, "lags": lags,
-            "errors": 0}  # fmt: skip
+            "errors": 0, "connections": opened[0]}  # fmt: skip
 
 
 def _gpubench(url: str, cell: dict[str, Any]) -> dict[str, Any]:
@@ -195,6 +205,18 @@ def _gpubench(url: str, cell: dict[str, Any]) -> dict[str, Any]:
         shape = Rate(
             rps=cell["rps"], duration_s=cell["seconds"], arrivals="poisson", seed=cell["seed"]
         )
+    # connections opened, counted where the measuring client makes them (a reused connection
+    # is what a client reading each answer to its end gets; more is a request paying a connect)
+    from gpubench_sdk._transport import _client
+
+    opened = [0]
+    made = _client._Handler.connection_made
+
+    def connection_made(self: Any, transport: Any) -> None:
+        opened[0] += 1
+        made(self, transport)
+
+    _client._Handler.connection_made = connection_made  # type: ignore[method-assign]
     setup = None
     if cell.get("otlp"):
         from gpubench_sdk import telemetry
@@ -239,6 +261,7 @@ def _gpubench(url: str, cell: dict[str, Any]) -> dict[str, Any]:
         "flags": [w.client_bound for w in result.health],
         "lags": [w.loop_lag_ms for w in result.health],
         "errors": sum(i.outcome.value != "ok" for i in invs),
+        "connections": opened[0],
     }
 
 
@@ -314,6 +337,7 @@ def _score(out: dict[str, Any], truth: dict[str, list[int]]) -> dict[str, Any]:
     lags = out.get("lags") or [0.0]
     row["lag_ms"] = max(lags[1:-1] or lags)  # the worst loop lag of a steady window
     row["errors"] = out["errors"] + missing
+    row["connections"] = out.get("connections", 0)
     return row
 
 
@@ -435,10 +459,10 @@ def _report(
     )
     print(
         "| load | client | latency err | TTFT err | ITL err | send (read - scheduled) "
-        "| read - start_ns | req/s | CPU us/req | flagged (worst loop lag ms) "
+        "| read - start_ns | req/s | CPU us/req | connections | flagged (worst loop lag ms) "
         "| p99 TTFT err - raw | target |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     raw: dict[str, dict[str, Any]] = {label: s for label, kind, s in rows if kind == "raw"}
 
     def three(s: dict[str, Any], name: str) -> str:
@@ -455,7 +479,7 @@ def _report(
         print(
             f"| {label} | {kind} | {three(s, 'latency')} | {three(s, 'ttft')} | {three(s, 'itl')} "
             f"| {three(s, 'send')} | {sent} | {s['rps']:,.0f} ({s['rps'] / r['rps']:.2f}x) "
-            f"| {s['cpu_us']:.0f} ({s['cpu_us'] / r['cpu_us']:.2f}x) "
+            f"| {s['cpu_us']:.0f} ({s['cpu_us'] / r['cpu_us']:.2f}x) | {s['connections']:g} "
             f"| {s['flagged']:g}/{s['windows']:g} ({s['lag_ms']:.1f}) | {diff} | {verdict} |"
         )
 
