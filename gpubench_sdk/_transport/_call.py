@@ -40,7 +40,14 @@ from ._client import (
     headers_read_ns,
 )
 from ._errors import map_aiohttp_error
-from ._spans import current_tracer, note_error, note_status, span_start_args, start_span
+from ._spans import (
+    CallSpan,
+    current_tracer,
+    note_error,
+    note_status,
+    span_start_args,
+    start_span,
+)
 from ._stream import preloaded
 
 # Framing headers are the body's: aiohttp sets them for each body it sends.
@@ -166,10 +173,7 @@ class PreparedCall:
             return await self._send_httpx(content)
         transport = client._transport
         assert isinstance(transport, AiohttpTransport)
-        tracer = current_tracer()
-        span = None
-        if tracer is not None:  # tracing on: the span the transport opens for an httpx call
-            span = start_span(tracer, *self._span)
+        span = self._open_span()
         try:
             response, resent = await transport.roundtrip(
                 self.method, self._aio_url, self._head, content, self._timeout
@@ -182,11 +186,7 @@ class PreparedCall:
             finally:
                 response.release()
         except BaseException as exc:
-            if span is not None:
-                note_error(span, exc)
-                span.end()
-            if isinstance(exc, httpx.RequestError) and getattr(exc, "_request", None) is None:
-                exc.request = httpx.Request(self.method, self.url)  # names it in errors
+            self._failed(span, exc)
             raise
         status = response.status
         if span is not None:
@@ -223,8 +223,7 @@ class PreparedCall:
             return
         transport = client._transport
         assert isinstance(transport, AiohttpTransport)
-        tracer = current_tracer()
-        span = None if tracer is None else start_span(tracer, *self._span)
+        span = self._open_span()
         began = time.perf_counter()
         try:
             response, resent = await transport.roundtrip(
@@ -232,11 +231,7 @@ class PreparedCall:
             )
             answer = await transport.answer(response, resent, self._named, span, streamed=True)
         except BaseException as exc:
-            if span is not None:
-                note_error(span, exc)
-                span.end()
-            if isinstance(exc, httpx.RequestError) and getattr(exc, "_request", None) is None:
-                exc.request = self._named
+            self._failed(span, exc)
             raise
         if span is not None:
             note_status(span, answer.status_code, resent is not None)
@@ -253,6 +248,20 @@ class PreparedCall:
         finally:
             await answer.aclose()  # the connection back to the pool; the span ends
             answer.elapsed = datetime.timedelta(seconds=time.perf_counter() - began)
+
+    def _open_span(self) -> CallSpan | None:
+        """With tracing on, the HTTP client span the transport opens for an httpx call."""
+        tracer = current_tracer()
+        return None if tracer is None else start_span(tracer, *self._span)
+
+    def _failed(self, span: CallSpan | None, exc: BaseException) -> None:
+        """The call failed before an answer: its span ends with the error, and an httpx
+        request error names the call (method and URL, no header), as httpx's would."""
+        if span is not None:
+            note_error(span, exc)
+            span.end()
+        if isinstance(exc, httpx.RequestError) and getattr(exc, "_request", None) is None:
+            exc.request = self._named
 
     async def _through_httpx(
         self,
