@@ -218,7 +218,9 @@ def decode_token_times(
     if not blob:
         return np.empty(0, dtype=np.int64)
     times = np.frombuffer(blob, dtype=TOKEN_DTYPE).astype(np.int64) * 1000 + start_ns
-    if first_byte_ns is not None and first_byte_ns >= 0:  # the frame's columns say -1 for none
+    # stored ascending: only when the first token reads before the first byte is there any to
+    # look at (None or the frame's -1: no first byte, nothing read before it)
+    if first_byte_ns is not None and times[0] < first_byte_ns:
         inside = (times < first_byte_ns) & (first_byte_ns < times + 1000)
         times[inside] = first_byte_ns
     return times
