@@ -39,10 +39,14 @@ from opentelemetry.sdk.trace.export import (
     SimpleSpanProcessor,
 )
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 from ._base._errors import ConfigError
 from ._base._validate import check_url
+from ._base._version import __version__
+from ._runner._histograms import DirectHistograms, MergingMetricExporter
 from ._runner._telemetry import (
+    INSTRUMENTATION_NAME,
     METRIC_COLD_START,
     METRIC_DURATION,
     METRIC_GENAI_DURATION,
@@ -55,6 +59,7 @@ from ._runner._telemetry import (
     SPAN_INVOKE,
     SPAN_QUEUE,
     Instruments,
+    aggregate_histograms_directly,
     send_spans_directly,
 )
 from ._transport._spans import HTTPCallSpan
@@ -166,6 +171,7 @@ def configure(
     resource = Resource.create({"service.name": service_name})
     tracer_provider = TracerProvider(resource=resource)
     readers: list[MetricReader] = []
+    exporters: list[MergingMetricExporter] = []
     setup_kw: dict[str, Any] = {}
     interval_ms = metric_interval_s * 1000
     otlp_spans: BatchSpanProcessor | None = None
@@ -181,21 +187,18 @@ def configure(
             )
         )
         tracer_provider.add_span_processor(otlp_spans)
-        readers.append(
-            PeriodicExportingMetricReader(
+        exporters.append(
+            MergingMetricExporter(
                 OTLPMetricExporter(
                     endpoint=f"{base}/v1/metrics", headers=otlp_headers, timeout=_EXPORT_TIMEOUT_S
-                ),
-                export_interval_millis=interval_ms,
+                )
             )
         )
     if console:
         tracer_provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter()))
-        readers.append(
-            PeriodicExportingMetricReader(
-                ConsoleMetricExporter(), export_interval_millis=interval_ms
-            )
-        )
+        exporters.append(MergingMetricExporter(ConsoleMetricExporter()))
+    readers += [PeriodicExportingMetricReader(e, export_interval_millis=interval_ms)
+                for e in exporters]  # fmt: skip
     if in_memory:
         spans = InMemorySpanExporter()
         tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
@@ -214,6 +217,13 @@ def configure(
         if direct is not None:
             send_spans_directly(tracer_provider, direct)
     meter_provider = MeterProvider(resource=resource, metric_readers=readers)
+    if len(readers) == 1 and exporters:
+        # One push reader, ours: the runs' histograms are aggregated by gpubench and added to
+        # its exports (the same points at a fraction of the SDK's per-value CPU).
+        scope = InstrumentationScope(INSTRUMENTATION_NAME, __version__)
+        histograms = DirectHistograms.make(meter_provider, readers[0], exporters[0], scope)
+        if histograms is not None:
+            aggregate_histograms_directly(meter_provider, histograms)
     if set_global:
         trace.set_tracer_provider(tracer_provider)
         metrics.set_meter_provider(meter_provider)

@@ -29,6 +29,7 @@ from .._base._types import Invocation, Outcome
 from .._base._version import __version__
 
 if TYPE_CHECKING:
+    from ._histograms import DirectHistogram, DirectHistograms
     from ._otlp import DirectSpans
 
 log = logging.getLogger("gpubench.telemetry")
@@ -76,6 +77,9 @@ _SPAN_ONLY = frozenset({
 # Tracer providers whose spans gpubench encodes itself (``telemetry.configure``'s, with its
 # OTLP exporter alone): the sink for each.
 _DIRECT: weakref.WeakKeyDictionary[Any, DirectSpans] = weakref.WeakKeyDictionary()
+# Meter providers whose gpubench histograms gpubench aggregates itself (``telemetry.configure``'s,
+# with one push reader): the histograms for each.
+_DIRECT_METRICS: weakref.WeakKeyDictionary[Any, DirectHistograms] = weakref.WeakKeyDictionary()
 
 
 def send_spans_directly(provider: Any, sink: DirectSpans) -> None:
@@ -83,6 +87,27 @@ def send_spans_directly(provider: Any, sink: DirectSpans) -> None:
     (no SDK span objects): for ``telemetry.configure``, which made ``provider`` and its one
     span processor."""
     _DIRECT[provider] = sink
+
+
+def aggregate_histograms_directly(provider: Any, sink: DirectHistograms) -> None:
+    """The histograms of runs that measure to ``provider`` are aggregated in ``sink`` (no SDK
+    ``Histogram.record``): for ``telemetry.configure``, which made ``provider`` and its reader."""
+    _DIRECT_METRICS[provider] = sink
+
+
+class _SDKHistogram:
+    """An SDK histogram with ``DirectHistogram``'s ``record_all``: a run records through one
+    or the other (``Instruments.enabled`` chooses)."""
+
+    __slots__ = ("_record",)
+
+    def __init__(self, histogram: metrics.Histogram) -> None:
+        self._record = histogram.record
+
+    def record_all(self, values: Sequence[float], attrs: dict[str, Any], sampled: Any) -> None:
+        record = self._record
+        for value in values:
+            record(value, attrs)
 
 
 @lru_cache(maxsize=64)
@@ -104,14 +129,15 @@ def server_attributes(endpoint: str | None) -> tuple[tuple[str, Any], ...]:
     return tuple(found)
 
 
-def _seconds_histogram(meter: metrics.Meter, name: str, description: str) -> metrics.Histogram:
-    """A histogram of durations in seconds, with the seconds buckets (made once per run)."""
-    return meter.create_histogram(
-        name,
-        unit="s",
-        description=description,
-        explicit_bucket_boundaries_advisory=DURATION_BUCKETS_S,
-    )
+# The histograms of a run: name, unit, description and bucket boundaries (the order ``_use`` takes)
+_HISTOGRAMS = (
+    (METRIC_DURATION, "s", "Scheduled send to last byte", DURATION_BUCKETS_S),
+    (METRIC_COLD_START, "s", "Cold start: latency minus execution time", DURATION_BUCKETS_S),
+    (METRIC_GENAI_DURATION, "s", "GenAI operation duration", DURATION_BUCKETS_S),
+    (METRIC_GENAI_TOKENS, "{token}", "Input and output tokens used", TOKEN_BUCKETS),
+    (METRIC_GENAI_TTFC, "s", "Time from the send to the first streamed chunk", DURATION_BUCKETS_S),
+    (METRIC_GENAI_TPOC, "s", "Time between consecutive streamed chunks", DURATION_BUCKETS_S),
+)
 
 
 class Instruments:
@@ -125,34 +151,22 @@ class Instruments:
     ) -> None:
         self._explicit = tracer_provider is not None or meter_provider is not None
         self._tracer_provider = tracer_provider
+        self._meter_provider = meter_provider
+        self._histograms: DirectHistograms | None = None
         self._enabled: bool | None = None
         self._direct: DirectSpans | None = None
         self._scope: Any = None
         self._blocks: dict[int, tuple[dict[str, Any], bytes | None]] = {}
         self._tracer = trace.get_tracer(INSTRUMENTATION_NAME, __version__, tracer_provider)
         meter = metrics.get_meter(INSTRUMENTATION_NAME, __version__, meter_provider)
-        self._duration = _seconds_histogram(meter, METRIC_DURATION, "Scheduled send to last byte")
-        self._cold = _seconds_histogram(
-            meter, METRIC_COLD_START, "Cold start: latency minus execution time"
-        )
         self._requests = meter.create_counter(
             METRIC_REQUESTS, unit="{request}", description="Requests by outcome"
         )
-        self._genai_duration = _seconds_histogram(
-            meter, METRIC_GENAI_DURATION, "GenAI operation duration"
-        )
-        self._genai_tokens = meter.create_histogram(
-            METRIC_GENAI_TOKENS,
-            unit="{token}",
-            description="Input and output tokens used",
-            explicit_bucket_boundaries_advisory=TOKEN_BUCKETS,
-        )
-        self._ttfc = _seconds_histogram(
-            meter, METRIC_GENAI_TTFC, "Time from the send to the first streamed chunk"
-        )
-        self._tpoc = _seconds_histogram(
-            meter, METRIC_GENAI_TPOC, "Time between consecutive streamed chunks"
-        )
+        self._use([
+            _SDKHistogram(meter.create_histogram(name, unit=unit, description=description,
+                                                 explicit_bucket_boundaries_advisory=buckets))
+            for name, unit, description, buckets in _HISTOGRAMS
+        ])  # fmt: skip
         self._failed_once = False
         self._attr_cache: dict[tuple[Any, ...], tuple[dict[str, Any], dict[str, Any]]] = {}
         # gpubench.requests during a run, added in batches: {id(attribute dict): [dict, count]}
@@ -179,7 +193,16 @@ class Instruments:
             scope = getattr(self._tracer, "_instrumentation_scope", None)
             if direct is not None and scope is not None and direct.alone_in(provider):
                 self._direct, self._scope = direct, scope
+            histograms = _DIRECT_METRICS.get(self._meter_provider or metrics.get_meter_provider())
+            if histograms is not None:
+                self._histograms = histograms
+                self._use([histograms.histogram(*spec) for spec in _HISTOGRAMS])
         return self._enabled
+
+    def _use(self, histograms: Sequence[_SDKHistogram | DirectHistogram]) -> None:
+        """Record into ``histograms`` (``_HISTOGRAMS``' order): the SDK's or direct ones."""
+        (self._duration, self._cold, self._genai_duration, self._genai_tokens, self._ttfc,
+         self._tpoc) = histograms  # fmt: skip
 
     @property
     def tracer(self) -> trace.Tracer:
@@ -261,14 +284,16 @@ class Instruments:
     def _record(self, inv: Invocation, base: dict[str, Any], calls: Sequence[HTTPCall]) -> None:
         attrs = self._metric_attributes(inv, base)  # shared: never mutated below
         self._count(attrs)
-        self._duration.record(inv.latency_ms / 1e3, attrs)
+        # where the SDK would keep an exemplar of each value (direct histograms only)
+        sampled = None if self._histograms is None else self._histograms.sampled_span()
+        self._duration.record_all((inv.latency_ms / 1e3,), attrs, sampled)
         cold_ms = cold_start_ms(inv)
         if cold_ms is not None:
-            self._cold.record(cold_ms / 1e3, attrs)
+            self._cold.record_all((cold_ms / 1e3,), attrs, sampled)
         genai = base.get("gpubench.workload") in LLM_WORKLOADS
         if genai:
             attrs = self._genai_attributes(attrs)
-            self._record_genai(inv, attrs)
+            self._record_genai(inv, attrs, sampled)
 
         start = inv.wall_start_ns
         end = start + (inv.end_ns - inv.start_ns)
@@ -404,20 +429,32 @@ class Instruments:
             found = self._blocks[id(attrs)] = (attrs, block)
         return found[1]
 
-    def _record_genai(self, inv: Invocation, attrs: dict[str, Any]) -> None:
+    def _record_genai(self, inv: Invocation, attrs: dict[str, Any], sampled: Any) -> None:
         """The semconv GenAI client metrics of one LLM request."""
-        self._genai_duration.record(inv.latency_ms / 1e3, attrs)
+        self._genai_duration.record_all((inv.latency_ms / 1e3,), attrs, sampled)
         if inv.outcome is not Outcome.OK:
             return
         for kind, count in (("input", inv.input_units), ("output", inv.output_units)):
             if count is not None:
-                self._genai_tokens.record(count, attrs | {"gen_ai.token.type": kind})
+                self._genai_tokens.record_all((count,), self._token_attributes(attrs, kind),
+                                              sampled)  # fmt: skip
         ttfc_ms = first_chunk_ms(inv)
         if ttfc_ms is not None:
-            self._ttfc.record(ttfc_ms / 1e3, attrs)
-        times = inv.token_times_ns or ()
-        for before, after in pairwise(times):
-            self._tpoc.record((after - before) / 1e9, attrs)
+            self._ttfc.record_all((ttfc_ms / 1e3,), attrs, sampled)
+        times = inv.token_times_ns
+        if times is not None and len(times) > 1:
+            gaps = [(after - before) / 1e9 for before, after in pairwise(times)]
+            self._tpoc.record_all(gaps, attrs, sampled)
+
+    def _token_attributes(self, attrs: dict[str, Any], kind: str) -> dict[str, Any]:
+        """``attrs`` and ``gen_ai.token.type``: one dict per ``attrs`` and kind, made once."""
+        key = (id(attrs), kind)
+        found = self._attr_cache.get(key)
+        if found is None or found[0] is not attrs:
+            if len(self._attr_cache) >= _ATTR_CACHE_MAX:
+                self._attr_cache.clear()
+            found = self._attr_cache[key] = (attrs, attrs | {"gen_ai.token.type": kind})
+        return found[1]
 
     def _child(self, name: str, start: int, end: int, context: Any) -> None:
         child = self._tracer.start_span(name, context=context, start_time=start)

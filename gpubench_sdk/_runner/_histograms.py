@@ -1,0 +1,322 @@
+"""A run's histograms aggregated by gpubench itself, exported through ``configure``'s reader.
+
+Profiled with tracing on (``bench/client_tail_bench.py --throughput --otlp``, py-spy), the SDK's
+``Histogram.record`` was about a third of the traced client's CPU: each call builds a
+``Measurement``, cleans and hashes every attribute (twelve on an LLM request) and takes two
+locks, and a 16-token stream records about twenty values (one per gap between tokens). The
+attribute dicts a run records with are made once and reused (``Instruments``), so here a value
+costs a dict lookup by the dict's identity, a bisect and a few additions.
+
+What leaves the process is unchanged: ``MergingMetricExporter`` wraps ``configure``'s exporter
+and adds these histograms to each collection as the SDK's own data points (same attributes,
+buckets, sums, min and max, exemplars, start times; ``tests/test_direct_metrics.py`` compares
+both paths). Made only where the SDK would aggregate exactly so (one push reader, cumulative
+explicit-bucket histograms, no views, the trace-based or no exemplar filter): ``make`` answers
+``None`` otherwise and the run records through the SDK.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from bisect import bisect_left
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.attributes import BoundedAttributes
+from opentelemetry.sdk.metrics import (
+    AlwaysOffExemplarFilter,
+    Exemplar,
+    Histogram,
+    TraceBasedExemplarFilter,
+)
+from opentelemetry.sdk.metrics.export import (
+    AggregationTemporality,
+    HistogramDataPoint,
+    Metric,
+    MetricExporter,
+    MetricExportResult,
+    MetricReader,
+    MetricsData,
+    PeriodicExportingMetricReader,
+    ResourceMetrics,
+    ScopeMetrics,
+)
+from opentelemetry.sdk.metrics.export import Histogram as HistogramData
+from opentelemetry.sdk.metrics.view import (
+    DefaultAggregation,
+    ExplicitBucketHistogramAggregation,
+)
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import INVALID_SPAN
+
+log = logging.getLogger("gpubench.telemetry")
+
+__all__ = ["DirectHistogram", "DirectHistograms", "MergingMetricExporter"]
+
+# The SDK's default cardinality limit per metric stream, and the point it folds the rest into
+# (OpenTelemetry metrics SDK spec, "Cardinality limits"; opentelemetry-sdk 1.45's
+# _view_instrument_match.py)
+_CARDINALITY_LIMIT = 2000
+_OVERFLOW = {"otel.metric.overflow": True}
+# The exemplar filters kept here: trace-based (the SDK's default) and always off
+_FILTERS_KEPT = (TraceBasedExemplarFilter, AlwaysOffExemplarFilter)
+
+
+class _Point:
+    """One attribute set's cumulative histogram, as the SDK's explicit-bucket aggregation keeps
+    it, with the aligned-bucket exemplar reservoir's last sampled value per bucket."""
+
+    __slots__ = ("attributes", "counts", "exemplars", "max", "min", "start_ns", "sum", "total")
+
+    def __init__(self, attributes: dict[str, Any], buckets: int) -> None:
+        self.attributes = attributes
+        self.start_ns = time.time_ns()  # the SDK's: the attribute set's first measurement
+        self.counts = [0] * buckets
+        self.sum: float = 0  # since the last collection (the SDK adds it to the total then:
+        self.total: float = 0  # summed in the same order, the float is the same to the bit)
+        self.min = math.inf
+        self.max = -math.inf
+        self.exemplars: dict[int, tuple[float, int, int, int]] = {}
+
+
+class DirectHistogram:
+    """One histogram of a run (an instrument): ``record`` is ``Histogram.record``'s twin."""
+
+    def __init__(
+        self, name: str, unit: str, description: str, boundaries: Sequence[float], lock: Any
+    ) -> None:
+        self.name, self.unit, self.description = name, unit, description
+        self.boundaries = tuple(float(b) for b in boundaries)
+        self._lock = lock
+        self._points: dict[Any, _Point] = {}  # by the attributes' content, first seen first
+        self._by_id: dict[int, tuple[dict[str, Any], _Point]] = {}  # by the dict's identity
+
+    def _point(self, attrs: dict[str, Any]) -> _Point:
+        found = self._by_id.get(id(attrs))
+        if found is not None and found[0] is attrs:
+            return found[1]
+        cleaned = dict(BoundedAttributes(attributes=attrs, immutable=False))  # as Measurement
+        key = frozenset((k, _hashable(v)) for k, v in cleaned.items())
+        point = self._points.get(key)
+        if point is None:
+            if len(self._points) >= _CARDINALITY_LIMIT:
+                key, cleaned = frozenset(_OVERFLOW.items()), dict(_OVERFLOW)
+                point = self._points.get(key)
+            if point is None:
+                point = self._points[key] = _Point(cleaned, len(self.boundaries) + 1)
+        if len(self._by_id) >= 4 * _CARDINALITY_LIMIT:  # dicts made per request: bounded
+            self._by_id.clear()
+        self._by_id[id(attrs)] = (attrs, point)
+        return point
+
+    def record(self, value: float, attrs: dict[str, Any], sampled: Any = None) -> None:
+        """``value`` under ``attrs``; ``sampled``: the current span's context where the
+        exemplar filter samples this measurement (``DirectHistograms.sampled_span``)."""
+        self.record_all((value,), attrs, sampled)
+
+    def record_all(
+        self, values: Sequence[float], attrs: dict[str, Any], sampled: Any = None
+    ) -> None:
+        """Each of ``values`` under ``attrs``, under one lock."""
+        bounds = self.boundaries
+        with self._lock:
+            point = self._point(attrs)
+            counts = point.counts
+            for value in values:
+                if value < 0:  # the SDK drops these, with a warning each
+                    log.warning("Histogram %s: a negative value (%s) was dropped", self.name, value)
+                    continue
+                index = bisect_left(bounds, value)
+                counts[index] += 1
+                point.sum += value
+                if value < point.min:
+                    point.min = value
+                if value > point.max:
+                    point.max = value
+                if sampled is not None:
+                    point.exemplars[index] = (value, time.time_ns(), sampled.span_id,
+                                              sampled.trace_id)  # fmt: skip
+
+    def collect(self, now_ns: int) -> Metric | None:
+        """The SDK's ``Metric`` for this histogram now (cumulative), or ``None`` before its
+        first value; each point's exemplars are handed over once, as the SDK's reservoir does."""
+        made = []
+        with self._lock:
+            for point in self._points.values():
+                exemplars = [
+                    Exemplar({}, value, at, span_id, trace_id)
+                    for _, (value, at, span_id, trace_id) in sorted(point.exemplars.items())
+                ]
+                point.exemplars = {}
+                point.total = point.sum + point.total
+                point.sum = 0
+                made.append(
+                    HistogramDataPoint(
+                        attributes=point.attributes,
+                        start_time_unix_nano=point.start_ns,
+                        time_unix_nano=now_ns,
+                        count=sum(point.counts),
+                        sum=point.total,
+                        bucket_counts=tuple(point.counts),
+                        explicit_bounds=self.boundaries,
+                        min=point.min,
+                        max=point.max,
+                        exemplars=exemplars,
+                    )
+                )
+        if not made:
+            return None
+        data = HistogramData(
+            data_points=made, aggregation_temporality=AggregationTemporality.CUMULATIVE
+        )
+        return Metric(name=self.name, description=self.description, unit=self.unit, data=data)
+
+
+def _hashable(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+class DirectHistograms:
+    """The histograms of one meter provider that gpubench aggregates itself (``make``), and
+    the step that adds them to that provider's exports (``merge``)."""
+
+    def __init__(self, scope: InstrumentationScope, exemplars: bool) -> None:
+        self._scope = scope
+        self._exemplars = exemplars  # the trace-based filter (else: always off)
+        self._lock = threading.Lock()
+        self._histograms: dict[str, DirectHistogram] = {}
+
+    @classmethod
+    def make(
+        cls,
+        provider: Any,
+        reader: MetricReader,
+        exporter: MergingMetricExporter,
+        scope: InstrumentationScope,
+    ) -> DirectHistograms | None:
+        """The direct histograms of ``provider`` (made by ``configure`` with ``reader`` as its
+        only reader, a ``PeriodicExportingMetricReader`` exporting through ``exporter``), or
+        ``None`` where
+        the SDK would aggregate histograms otherwise than ``DirectHistogram`` does (views,
+        exponential buckets, delta temporality, another cardinality limit, exemplars always
+        on, or SDK internals other than those relied on here)."""
+        try:
+            config = provider._sdk_config
+            exemplar_filter = config.exemplar_filter
+            if (
+                not isinstance(reader, PeriodicExportingMetricReader)
+                or config.views
+                or _for_histograms(reader._instrument_class_temporality)
+                is not AggregationTemporality.CUMULATIVE
+                or not _advised_buckets(_for_histograms(reader._instrument_class_aggregation))
+                or _for_histograms(reader._instrument_class_cardinality_limit) != _CARDINALITY_LIMIT
+                or not isinstance(exemplar_filter, _FILTERS_KEPT)
+            ):
+                return None
+        except Exception:  # an SDK whose internals differ: its own path
+            return None
+        made = cls(scope, isinstance(exemplar_filter, TraceBasedExemplarFilter))
+        exporter.direct = made
+        return made
+
+    def histogram(
+        self, name: str, unit: str, description: str, boundaries: Sequence[float]
+    ) -> DirectHistogram:
+        """The histogram ``name`` (the same one for every run on this provider, as the SDK's
+        meter answers one instrument per name)."""
+        found = self._histograms.get(name)
+        if found is None:
+            found = self._histograms[name] = DirectHistogram(
+                name, unit, description, boundaries, self._lock
+            )
+        return found
+
+    def sampled_span(self) -> Any:
+        """The current span's context where the SDK's exemplar filter would sample a
+        measurement made now (trace-based: a sampled span is current), else ``None``."""
+        if not self._exemplars:
+            return None
+        span = trace.get_current_span()
+        if span == INVALID_SPAN:
+            return None
+        context = span.get_span_context()
+        return context if context.trace_flags.sampled else None
+
+    def merge(self, data: MetricsData) -> MetricsData:
+        """``data`` (one SDK collection) with these histograms in their scope's metrics."""
+        now = _collection_time(data)
+        made = [m for h in list(self._histograms.values()) if (m := h.collect(now)) is not None]
+        if not made or not data.resource_metrics:
+            return data
+        first, *rest = data.resource_metrics
+        scopes = list(first.scope_metrics)
+        for i, scope_metrics in enumerate(scopes):
+            if scope_metrics.scope == self._scope:
+                scopes[i] = replace(scope_metrics, metrics=[*scope_metrics.metrics, *made])
+                break
+        else:
+            scopes.append(ScopeMetrics(scope=self._scope, metrics=made, schema_url=""))
+        merged: ResourceMetrics = replace(first, scope_metrics=scopes)
+        return MetricsData(resource_metrics=[merged, *rest])
+
+
+def _for_histograms(by_class: Mapping[Any, Any]) -> Any:
+    """A reader's setting for histograms (its dicts are keyed by the SDK's instrument classes)."""
+    return next(value for kind, value in by_class.items() if issubclass(kind, Histogram))
+
+
+def _advised_buckets(aggregation: Any) -> bool:
+    """Whether a reader's histogram aggregation is explicit buckets at the instrument's advised
+    boundaries, with min and max: the default, or ``ExplicitBucketHistogramAggregation()``
+    (the OTLP exporter's choice unless told otherwise)."""
+    if type(aggregation) is DefaultAggregation:
+        return True
+    return (
+        type(aggregation) is ExplicitBucketHistogramAggregation
+        and aggregation._boundaries is None
+        and aggregation._record_min_max is True
+    )
+
+
+def _collection_time(data: MetricsData) -> int:
+    """The instant the SDK stamped this collection's points with (one per collection)."""
+    for resource in data.resource_metrics:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                for point in metric.data.data_points:
+                    return int(point.time_unix_nano)
+    return time.time_ns()
+
+
+class MergingMetricExporter(MetricExporter):
+    """``configure``'s metric exporter: exports through ``inner`` each collection with the
+    run's direct histograms (``DirectHistograms.merge``) added, once they exist."""
+
+    def __init__(self, inner: MetricExporter) -> None:
+        super().__init__(
+            preferred_temporality=inner._preferred_temporality,
+            preferred_aggregation=inner._preferred_aggregation,
+        )
+        self._inner = inner
+        self.direct: DirectHistograms | None = None
+
+    def export(
+        self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any
+    ) -> MetricExportResult:
+        if self.direct is not None:
+            try:
+                metrics_data = self.direct.merge(metrics_data)
+            except Exception:  # telemetry must never break a run: the SDK's part still goes
+                log.warning("gpubench's histograms could not be added to an export", exc_info=True)
+        return self._inner.export(metrics_data, timeout_millis=timeout_millis, **kwargs)
+
+    def force_flush(self, timeout_millis: float = 10_000) -> bool:
+        return self._inner.force_flush(timeout_millis=timeout_millis)
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+        self._inner.shutdown(timeout_millis=timeout_millis, **kwargs)
