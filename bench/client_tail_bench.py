@@ -288,7 +288,7 @@ def _run(kind: str, url: str, cell: dict[str, Any], baseline: str | None) -> dic
     path = [tree, f"{tree}/plugins/openai"]
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "out.json"
-        client = "gpubench" if kind == "baseline" else kind
+        client = "gpubench" if kind in ("baseline", "traced") else kind
         cmd = [*_pin("1"), sys.executable, __file__, "--client", client, "--url", url]
         cmd += ["--cell", json.dumps(cell), "--out", str(out)]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([*path, str(ROOT)])}
@@ -384,7 +384,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="closed 16; poisson 100/s")
     parser.add_argument("--throughput", action="store_true", help="16 tokens, no delay, 64 conc")
     parser.add_argument("--total-throughput", type=int, default=6000)
-    parser.add_argument("--otlp", action="store_true", help="gpubench with tracing on (OTLP)")
+    parser.add_argument(
+        "--otlp", action="store_true", help="also gpubench with tracing on (OTLP), as 'traced'"
+    )
     parser.add_argument("--baseline", help="another checkout: its gpubench client as a third")
     ns = parser.parse_args()
     if ns.serve:
@@ -406,7 +408,9 @@ def main() -> None:
     )  # fmt: skip
     import urllib.request
 
-    kinds = ("raw", "gpubench", "baseline") if ns.baseline else ("raw", "gpubench")
+    # --otlp: gpubench untraced and traced in the same run (tracing's cost is their ratio)
+    kinds = ("raw", "gpubench") + (("traced",) if ns.otlp else ()) + (
+        ("baseline",) if ns.baseline else ())  # fmt: skip
     rows: list[tuple[str, str, dict[str, Any]]] = []
     receiver = None
     try:
@@ -424,7 +428,8 @@ def main() -> None:
             for _ in range(ns.repeat):
                 order = kinds if next(turn) % 2 == 0 else kinds[::-1]
                 for kind in order:
-                    given = {**cell, "otlp": otlp} if kind != "raw" else cell
+                    traced = kind == "traced" or (kind == "baseline" and ns.otlp)
+                    given = {**cell, "otlp": otlp} if traced else cell
                     out = _run(kind, url, given, ns.baseline)
                     with urllib.request.urlopen(url.rsplit("/v1", 1)[0] + "/truth") as r:
                         truth = json.loads(r.read())
@@ -455,7 +460,12 @@ def _report(
         f"median of {ns.repeat} interleaved runs per cell; {os.cpu_count()} CPUs, load average "
         f"{os.getloadavg()[0]:.2f}; errors are client - truth in ms, p50 / p99 / p99.9"
         + (f"; baseline: {ns.baseline}" if ns.baseline else "")
-        + (" ; gpubench with tracing on (OTLP)" if ns.otlp else "")
+        + (
+            "; traced: gpubench with tracing on (OTLP), its CPU also / untraced gpubench's"
+            + (" (the baseline traced too)" if ns.baseline else "")
+            if ns.otlp
+            else ""
+        )
     )
     print(
         "| load | client | latency err | TTFT err | ITL err | send (read - scheduled) "
@@ -464,6 +474,7 @@ def _report(
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     raw: dict[str, dict[str, Any]] = {label: s for label, kind, s in rows if kind == "raw"}
+    untraced = {label: s for label, kind, s in rows if kind == "gpubench"}
 
     def three(s: dict[str, Any], name: str) -> str:
         return f"{s[name + '_p50']:.2f} / {s[name + '_p99']:.2f} / {s[name + '_p999']:.2f}"
@@ -476,10 +487,13 @@ def _report(
         verdict = "" if kind == "raw" else ("met" if gap <= 1.0 else "flagged" if s["flagged"]
                                             else "MISSED")  # fmt: skip
         sent = "" if kind == "raw" else three(s, "sent")
+        cost = (
+            f"; {s['cpu_us'] / untraced[label]['cpu_us']:.2f}x untraced" if kind == "traced" else ""
+        )
         print(
             f"| {label} | {kind} | {three(s, 'latency')} | {three(s, 'ttft')} | {three(s, 'itl')} "
             f"| {three(s, 'send')} | {sent} | {s['rps']:,.0f} ({s['rps'] / r['rps']:.2f}x) "
-            f"| {s['cpu_us']:.0f} ({s['cpu_us'] / r['cpu_us']:.2f}x) | {s['connections']:g} "
+            f"| {s['cpu_us']:.0f} ({s['cpu_us'] / r['cpu_us']:.2f}x{cost}) | {s['connections']:g} "
             f"| {s['flagged']:g}/{s['windows']:g} ({s['lag_ms']:.1f}) | {diff} | {verdict} |"
         )
 
