@@ -50,13 +50,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 
+from bench import _checkout
 from bench._sse_times import token_times
 
-# A client of another checkout (--baseline): its gpubench_sdk and OpenAI plugin ahead of this
-# tree's, which the line above put first on the path (bench/ itself stays this tree's)
-_TREE = os.environ.get("GPUBENCH_BENCH_TREE")
-if _TREE:
-    sys.path[:0] = [_TREE, f"{_TREE}/plugins/openai"]
+_checkout.put_first()  # a --baseline client: the other checkout's gpubench
 MODEL = "bench-llm"
 ROOT = Path(__file__).parents[1]
 PROMPT = "one two three four five six seven eight"
@@ -276,10 +273,8 @@ def _client_main(kind: str, url: str, cell: dict[str, Any], out_path: str) -> No
 
         out = uvloop.run(_raw(url, cell))
     else:
-        import gpubench_sdk
-
         out = _gpubench(url, cell)
-        out["tree"] = str(Path(gpubench_sdk.__file__).parents[1])  # the checkout that ran
+        out["tree"] = _checkout.running()
     Path(out_path).write_text(json.dumps(out))
 
 
@@ -293,21 +288,17 @@ def _pin(cpu: str) -> list[str]:
 def _run(kind: str, url: str, cell: dict[str, Any], baseline: str | None) -> dict[str, Any]:
     # each tree with its own OpenAI plugin (an editable install may point at another checkout)
     tree = baseline if kind == "baseline" and baseline else str(ROOT)
-    path = [tree, f"{tree}/plugins/openai"]
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "out.json"
         client = "gpubench" if kind in ("baseline", "traced") else kind
         cmd = [*_pin("1"), sys.executable, __file__, "--client", client, "--url", url]
         cmd += ["--cell", json.dumps(cell), "--out", str(out)]
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([*path, str(ROOT)]),
-               "GPUBENCH_BENCH_TREE": tree}  # fmt: skip
+        env = _checkout.env_for(tree)
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
         if proc.returncode != 0:
             raise RuntimeError(f"{kind} failed: {proc.stderr[-3000:]}")
         made: dict[str, Any] = json.loads(out.read_text())
-        if kind != "raw" and Path(made["tree"]).resolve() != Path(tree).resolve():
-            raise RuntimeError(f"{kind} ran the gpubench_sdk of {made['tree']}, not of {tree}")
-        return made
+        return made if kind == "raw" else _checkout.check(kind, tree, made)
 
 
 def _pct(values: list[float], q: float) -> float:

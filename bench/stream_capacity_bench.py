@@ -45,7 +45,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 
+from bench import _checkout
 from bench._sse_times import token_times
+
+_checkout.put_first()  # a --baseline client: the other checkout's gpubench
 
 MODEL = "bench-llm"
 HELD_P99_MS = 1.0  # the bound; --lag-ms on a machine shared with other work
@@ -194,6 +197,7 @@ def _client_main(kind: str, url: str, streams: int, tokens: int, out_path: str) 
         out = uvloop.run(_raw(url, streams, tokens))
     else:
         out = _gpubench(url, streams, tokens)
+        out["tree"] = _checkout.running()
     Path(out_path).write_text(json.dumps(out))
 
 
@@ -207,17 +211,18 @@ def _pin(cpu: str) -> list[str]:
 def _level(kind: str, url: str, streams: int, tokens: int, baseline: str | None) -> dict[str, Any]:
     root = Path(__file__).parents[1]
     # the baseline: the gpubench client of another checkout (its core and OpenAI plugin)
-    path = [baseline, f"{baseline}/plugins/openai"] if kind == "baseline" and baseline else []
+    tree = baseline if kind == "baseline" and baseline else str(root)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "out.json"
         client = "gpubench" if kind == "baseline" else kind
         cmd = [*_pin("1"), sys.executable, __file__, "--client", client, "--url", url]
         cmd += ["--streams", str(streams), "--tokens", str(tokens), "--out", str(out)]
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([*path, str(root)])}
-        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=root, env=env)
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=root,
+                              env=_checkout.env_for(tree))  # fmt: skip
         if proc.returncode != 0:
             raise RuntimeError(f"{kind} failed: {proc.stderr[-2000:]}")
-        return json.loads(out.read_text())  # type: ignore[no-any-return]
+        made: dict[str, Any] = json.loads(out.read_text())
+        return made if kind == "raw" else _checkout.check(kind, tree, made)
 
 
 def _score(out: dict[str, Any], sent: dict[str, list[int]], offered: float) -> dict[str, Any]:
