@@ -32,3 +32,24 @@ def test_the_example_prints_the_submit_and_polls_under_each_request() -> None:
         assert {s for _, s, _ in calls} == {"200"}
     assert "gpubench.requests by gpubench.phase: {'measure': 3, 'warmup': 1}" in out
     assert "rp-example-key" not in out
+
+
+def test_the_genai_example_exports_every_streamed_requests_histograms() -> None:
+    """``examples/telemetry_genai.py``: configure's OTLP export carries the GenAI histograms of
+    every request (aggregated by gpubench), one chunk time per gap between its 16 tokens."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "telemetry_genai.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("run completed: ") and "OTLP metric exports received" in lines[0]
+    counts = {line.split(":")[0]: int(line.split("count ")[1].split(",")[0]) for line in lines[1:]}
+    assert counts == {
+        "gen_ai.client.operation.duration": 20,
+        "gen_ai.client.operation.time_to_first_chunk": 20,
+        "gen_ai.client.operation.time_per_output_chunk": 20 * 15,
+        "gen_ai.client.token.usage": 40,  # input and output, each request
+    }
