@@ -187,9 +187,9 @@ def test_over_the_cardinality_limit_values_fold_into_the_overflow_point() -> Non
         .create_histogram("h", explicit_bucket_boundaries_advisory=(1.0, 2.0))
     )
     for i in range(2003):
-        histogram.record(0.5 + i % 3, {"k": i})
+        histogram.record_all((0.5 + i % 3,), {"k": i})
         sdk.record(0.5 + i % 3, {"k": i})
-    histogram.record(-1.0, {"k": 0})
+    histogram.record_all((-1.0,), {"k": 0})
     sdk.record(-1.0, {"k": 0})
     metric = histogram.collect(123)
     data = reader.get_metrics_data()

@@ -85,7 +85,7 @@ class _Point:
 
 
 class DirectHistogram:
-    """One histogram of a run (an instrument): ``record`` is ``Histogram.record``'s twin."""
+    """One histogram of a run (an instrument)."""
 
     def __init__(
         self, name: str, unit: str, description: str, boundaries: Sequence[float], lock: Any
@@ -101,7 +101,7 @@ class DirectHistogram:
         if found is not None and found[0] is attrs:
             return found[1]
         cleaned = dict(BoundedAttributes(attributes=attrs, immutable=False))  # as Measurement
-        key = frozenset((k, _hashable(v)) for k, v in cleaned.items())
+        key = frozenset(cleaned.items())  # cleaned: a list value is a tuple now
         point = self._points.get(key)
         if point is None:
             if len(self._points) >= _CARDINALITY_LIMIT:
@@ -114,15 +114,12 @@ class DirectHistogram:
         self._by_id[id(attrs)] = (attrs, point)
         return point
 
-    def record(self, value: float, attrs: dict[str, Any], sampled: Any = None) -> None:
-        """``value`` under ``attrs``; ``sampled``: the current span's context where the
-        exemplar filter samples this measurement (``DirectHistograms.sampled_span``)."""
-        self.record_all((value,), attrs, sampled)
-
     def record_all(
         self, values: Sequence[float], attrs: dict[str, Any], sampled: Any = None
     ) -> None:
-        """Each of ``values`` under ``attrs``, under one lock."""
+        """Each of ``values`` under ``attrs``, under one lock (``Histogram.record``'s twin);
+        ``sampled``: the current span's context where the SDK's exemplar filter would sample
+        these measurements (``DirectHistograms.sampled_span``)."""
         bounds = self.boundaries
         with self._lock:
             point = self._point(attrs)
@@ -175,10 +172,6 @@ class DirectHistogram:
             data_points=made, aggregation_temporality=AggregationTemporality.CUMULATIVE
         )
         return Metric(name=self.name, description=self.description, unit=self.unit, data=data)
-
-
-def _hashable(value: Any) -> Any:
-    return tuple(value) if isinstance(value, list) else value
 
 
 class DirectHistograms:
