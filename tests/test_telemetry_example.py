@@ -10,15 +10,17 @@ from pathlib import Path
 ROOT = Path(__file__).parents[1]
 
 
-def test_the_example_prints_the_submit_and_polls_under_each_request() -> None:
+def _run_example(name: str) -> str:
+    """What ``examples/NAME`` printed, once it exited 0."""
     done = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "telemetry_spans.py")],
-        capture_output=True,
-        text=True,
-        timeout=120,
+        [sys.executable, str(ROOT / "examples" / name)], capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    out = done.stdout
+    return done.stdout
+
+
+def test_the_example_prints_the_submit_and_polls_under_each_request() -> None:
+    out = _run_example("telemetry_spans.py")
     assert out.startswith("run completed:")
     requests = out.split("gpubench.invoke ")[1:]
     assert [r.split()[1] for r in requests] == [
@@ -37,14 +39,7 @@ def test_the_example_prints_the_submit_and_polls_under_each_request() -> None:
 def test_the_genai_example_exports_every_streamed_requests_histograms() -> None:
     """``examples/telemetry_genai.py``: configure's OTLP export carries the GenAI histograms of
     every request (aggregated by gpubench), one chunk time per gap between its 16 tokens."""
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "telemetry_genai.py")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    lines = done.stdout.splitlines()
+    lines = _run_example("telemetry_genai.py").splitlines()
     assert lines[0].startswith("run completed: ") and "OTLP metric exports received" in lines[0]
     counts = {line.split(":")[0]: int(line.split("count ")[1].split(",")[0]) for line in lines[1:]}
     assert counts == {
