@@ -41,12 +41,14 @@ BODY = {
 CONCURRENCY = 64
 
 
-def _events(buf: bytes) -> bytes:
-    """Parse the complete events in ``buf`` as the raw reader does; the rest."""
+def _events(buf: bytes, seen: list[int]) -> bytes:
+    """Parse the complete events in ``buf`` as the raw reader does, counting them in
+    ``seen[0]``; the rest."""
     while b"\n\n" in buf:
         event, buf = buf.split(b"\n\n", 1)
         if event.startswith(b"data: ") and event[6:] != b"[DONE]":
             json.loads(event[6:])
+            seen[0] += 1
     return buf
 
 
@@ -62,6 +64,7 @@ class _Connection(asyncio.Protocol):
         self.wake: asyncio.Future[None] | None = None
         self.headers: asyncio.Future[None] | None = None
         self.complete = False
+        self.lost = False
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
@@ -82,7 +85,7 @@ class _Connection(asyncio.Protocol):
         self._wake()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.complete = True
+        self.complete = self.lost = True
         self._wake()
 
     def _wake(self) -> None:
@@ -90,7 +93,7 @@ class _Connection(asyncio.Protocol):
             self.wake.set_result(None)
 
 
-async def _floor(url: str, total: int) -> int:
+async def _floor(url: str, total: int, seen: list[int]) -> int:
     host, port = url.split("//")[1].split("/")[0].split(":")
     body = json.dumps(BODY).encode()
     request = (
@@ -109,15 +112,18 @@ async def _floor(url: str, total: int) -> int:
         conn.complete, conn.headers = False, loop.create_future()
         conn.transport.write(request)
         await conn.headers
+        if conn.parser.get_status_code() != 200:
+            raise RuntimeError(f"HTTP {conn.parser.get_status_code()}")
         buf = b""
         while True:
             while conn.chunks:
-                buf = _events(buf + conn.chunks.popleft())
+                buf = _events(buf + conn.chunks.popleft(), seen)
             if conn.complete:
                 break
             conn.wake = loop.create_future()
             await conn.wake
-        idle.append(conn)
+        if not conn.lost and conn.parser.should_keep_alive():
+            idle.append(conn)
 
     async def slot() -> None:
         while next(left) < total:
@@ -127,7 +133,7 @@ async def _floor(url: str, total: int) -> int:
     return total
 
 
-async def _aiohttp(url: str, total: int) -> int:
+async def _aiohttp(url: str, total: int, seen: list[int]) -> int:
     import aiohttp
 
     left = itertools.count()
@@ -135,9 +141,10 @@ async def _aiohttp(url: str, total: int) -> int:
 
         async def one() -> None:
             async with session.post(f"{url}/chat/completions", json=BODY) as resp:
+                resp.raise_for_status()
                 buf = b""
                 async for chunk in resp.content.iter_any():
-                    buf = _events(buf + chunk)
+                    buf = _events(buf + chunk, seen)
 
         async def slot() -> None:
             while next(left) < total:
@@ -150,9 +157,12 @@ async def _aiohttp(url: str, total: int) -> int:
 def _client(kind: str, url: str, total: int) -> None:
     import uvloop
 
+    seen = [0]
     cpu, began = time.process_time(), time.perf_counter()
-    done = uvloop.run((_floor if kind == "floor" else _aiohttp)(url, total))
+    done = uvloop.run((_floor if kind == "floor" else _aiohttp)(url, total, seen))
     cpu, wall = time.process_time() - cpu, time.perf_counter() - began
+    # every answer read whole: 16 tokens, the finish chunk and the usage chunk
+    assert seen[0] == done * 18, f"{kind}: {seen[0]} events for {done} answers"
     print(json.dumps({"rps": done / wall, "cpu_us": cpu / done * 1e6}))
 
 

@@ -6,6 +6,8 @@ that path only where the SDK would aggregate exactly so."""
 from __future__ import annotations
 
 import math
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -87,9 +89,12 @@ def _invocations(rounds: int) -> Iterator[tuple[Invocation, dict[str, Any]]]:
                           output_units=len(times), token_times_ns=times), llm)  # fmt: skip
 
 
-def _exports(direct: bool, parent: SpanContext | None = None, rounds: int = 40) -> list[Any]:
+def _exports(
+    direct: bool, parent: SpanContext | None = None, rounds: int = 40
+) -> list[ExportMetricsServiceRequest]:
     """Two collections of the histograms of ``_invocations`` (the first after half of them),
-    recorded through the SDK or aggregated directly, as OTLP messages."""
+    recorded through the SDK or aggregated directly, as OTLP messages, each with its
+    collection instants checked and then left out (``_histograms``)."""
     keep = _Keep()
     merging = MergingMetricExporter(keep)
     reader = PeriodicExportingMetricReader(merging, export_interval_millis=math.inf)
@@ -100,6 +105,7 @@ def _exports(direct: bool, parent: SpanContext | None = None, rounds: int = 40) 
         _telemetry.aggregate_histograms_directly(provider, made)
     instruments = _telemetry.Instruments(meter_provider=provider)
     token = attach(set_span_in_context(NonRecordingSpan(parent))) if parent else None
+    began = time.time_ns()
     try:
         made_all = list(_invocations(rounds))
         for i, (inv, attrs) in enumerate(made_all):
@@ -113,29 +119,31 @@ def _exports(direct: bool, parent: SpanContext | None = None, rounds: int = 40) 
     assert not instruments._failed_once
     assert (instruments._histograms is not None) is direct
     provider.shutdown()
-    return keep.sent
+    return [_histograms(sent, began) for sent in keep.sent]
 
 
-def _histograms(sent: ExportMetricsServiceRequest) -> list[Any]:
-    """The histograms of one export, with the instants each collection takes left out (the
-    points' and exemplars' times: one reading of the clock each, never the same twice)."""
-    found = []
+def _histograms(sent: ExportMetricsServiceRequest, began: int) -> Any:
+    """The histograms of one export, each point stamped with the collection's instant (the
+    SDK counter's) and started within the run, exemplars timed within it; those instants
+    (a reading of the clock each, never the same twice) then left out."""
     copy = ExportMetricsServiceRequest()
     copy.CopyFrom(sent)
-    for rm in copy.resource_metrics:
-        for sm in rm.scope_metrics:
-            assert sm.scope.name == _telemetry.INSTRUMENTATION_NAME
-            assert sm.scope.version == __version__
-            for metric in sm.metrics:
-                if not metric.HasField("histogram"):
-                    continue
-                for point in metric.histogram.data_points:
-                    assert point.time_unix_nano >= point.start_time_unix_nano > 0
-                    point.time_unix_nano = point.start_time_unix_nano = 0
-                    for exemplar in point.exemplars:
-                        assert exemplar.time_unix_nano > 0
-                        exemplar.time_unix_nano = 0
-                found.append(metric)
+    (scope_metrics,) = copy.resource_metrics[0].scope_metrics
+    assert scope_metrics.scope.name == _telemetry.INSTRUMENTATION_NAME
+    assert scope_metrics.scope.version == __version__
+    counter = scope_metrics.metrics[0]
+    assert counter.name == "gpubench.requests"  # the SDK's, on both paths
+    collected = counter.sum.data_points[0].time_unix_nano
+    found = []
+    for metric in scope_metrics.metrics[1:]:
+        for point in metric.histogram.data_points:
+            assert point.time_unix_nano == collected
+            assert began <= point.start_time_unix_nano <= collected
+            point.time_unix_nano = point.start_time_unix_nano = 0
+            for exemplar in point.exemplars:
+                assert began <= exemplar.time_unix_nano <= collected
+                exemplar.time_unix_nano = 0
+        found.append(metric)
     return found
 
 
@@ -143,8 +151,7 @@ def test_direct_histograms_export_the_sdk_points() -> None:
     sdk, direct = _exports(direct=False), _exports(direct=True)
     assert len(sdk) == len(direct) == 2
     for sdk_sent, direct_sent in zip(sdk, direct, strict=True):
-        made = _histograms(direct_sent)
-        assert [m.name for m in made] == [
+        assert [m.name for m in direct_sent] == [
             "gpubench.request.duration",
             "gpubench.cold_start.duration",
             "gen_ai.client.operation.duration",
@@ -152,58 +159,101 @@ def test_direct_histograms_export_the_sdk_points() -> None:
             "gen_ai.client.operation.time_to_first_chunk",
             "gen_ai.client.operation.time_per_output_chunk",
         ]
-        assert made == _histograms(sdk_sent)
-    gaps = _histograms(direct[-1])[-1].histogram.data_points
+        assert direct_sent == sdk_sent
+    gaps = direct[-1][-1].histogram.data_points
     assert sum(p.count for p in gaps) == 40 * 5  # five gaps a stream, every one counted
     assert len([c for c in gaps[0].bucket_counts if c]) >= 4  # spread over the buckets
-    # the counter is the SDK's on both paths, in the same place
-    assert direct[-1].resource_metrics[0].scope_metrics[0].metrics[0].name == "gpubench.requests"
 
 
 def test_exemplars_of_a_sampled_parent_are_the_sdk_ones() -> None:
     """Run inside a sampled span, the SDK keeps the last value of each bucket as an exemplar
     with that span's ids, handed over once per collection: so does the direct path."""
     parent = SpanContext(trace_id=77, span_id=78, is_remote=False, trace_flags=TraceFlags(1))
-    sdk, direct = _exports(False, parent), _exports(True, parent)
-    for sdk_sent, direct_sent in zip(sdk, direct, strict=True):
-        made = _histograms(direct_sent)
-        assert made == _histograms(sdk_sent)
-        assert any(p.exemplars for m in made for p in m.histogram.data_points)
+    direct = _exports(True, parent)
+    assert direct == _exports(False, parent)
+    assert any(p.exemplars for m in direct[0] for p in m.histogram.data_points)
     unsampled = SpanContext(trace_id=77, span_id=78, is_remote=False, trace_flags=TraceFlags(0))
     quiet = _exports(True, unsampled)
-    assert not any(p.exemplars for m in _histograms(quiet[-1]) for p in m.histogram.data_points)
-    assert _histograms(quiet[-1]) == _histograms(_exports(False, unsampled)[-1])
+    assert not any(p.exemplars for sent in quiet for m in sent for p in m.histogram.data_points)
+    assert quiet == _exports(False, unsampled)
 
 
-def test_over_the_cardinality_limit_values_fold_into_the_overflow_point() -> None:
-    """Past 2,000 attribute sets the SDK folds a histogram's values into one overflow point,
-    and drops a negative value: so does ``DirectHistogram``."""
-    lock = DirectHistograms(_SCOPE, exemplars=False)._lock
-    histogram = DirectHistogram("h", "s", "d", (1.0, 2.0), lock)
+def test_values_and_attribute_sets_are_taken_as_the_sdk_takes_them() -> None:
+    """Against the SDK's own points for the same values: NaN, infinite and negative values
+    dropped (an attribute set that had only those has no point), ``True`` and ``1`` two
+    attribute sets, and past 2,000 sets one overflow point, whose exemplars keep the
+    measurement's attributes."""
+    sampled = SpanContext(trace_id=5, span_id=6, is_remote=False, trace_flags=TraceFlags(1))
+    histogram = DirectHistogram("h", "s", "d", (1.0, 2.0), threading.Lock())
     reader = InMemoryMetricReader()
     sdk = (
         MeterProvider(metric_readers=[reader])
         .get_meter("m")
         .create_histogram("h", explicit_bucket_boundaries_advisory=(1.0, 2.0))
     )
-    for i in range(2003):
-        histogram.record_all((0.5 + i % 3,), {"k": i})
-        sdk.record(0.5 + i % 3, {"k": i})
-    histogram.record_all((-1.0,), {"k": 0})
-    sdk.record(-1.0, {"k": 0})
+    recorded: list[tuple[float, dict[str, Any]]] = [
+        (math.nan, {"k": "bad"}), (math.inf, {"k": "bad"}), (-1.0, {"k": "bad"}),
+        (0.5, {"k": True}), (1.5, {"k": 1}), (-1.0, {"k": 1}),
+    ]  # fmt: skip
+    recorded += [(0.5 + i % 3, {"k": f"set {i}"}) for i in range(2003)]
+    token = attach(set_span_in_context(NonRecordingSpan(sampled)))
+    try:
+        for value, attrs in recorded:
+            histogram.record_all((value,), attrs, sampled)
+            sdk.record(value, attrs)
+    finally:
+        detach(token)
     metric = histogram.collect(123)
     data = reader.get_metrics_data()
     assert metric is not None and data is not None
     points = _points(metric)
-    assert len(points) == 2001
-    assert points[-1][0] == {"otel.metric.overflow": True}
-    assert points[-1][1] == 3 and points[0][1:3] == (1, 0.5)
     assert points == _points(data.resource_metrics[0].scope_metrics[0].metrics[0])
+    assert len(points) == 2001 and points[0][0] == {"k": True} and points[1][0] == {"k": 1}
+    overflow = points[-1]
+    assert overflow[0] == {"otel.metric.overflow": True} and overflow[1] == 5  # 5 sets past
+    assert overflow[-1] == [  # each bucket's last value, with its own attributes
+        ({"k": "set 2001"}, 0.5, 6, 5), ({"k": "set 2002"}, 1.5, 6, 5),
+        ({"k": "set 2000"}, 2.5, 6, 5),
+    ]  # fmt: skip
 
 
 def _points(metric: Any) -> list[tuple[Any, ...]]:
-    """A histogram's points as (attributes, count, sum, bucket counts)."""
-    return [(dict(p.attributes), p.count, p.sum, p.bucket_counts) for p in metric.data.data_points]
+    """A histogram's points: attributes, count, sum, bucket counts, min, max, and exemplars
+    (measurement attributes not the point's, value, span id, trace id)."""
+    return [
+        (dict(p.attributes), p.count, p.sum, p.bucket_counts, p.min, p.max,
+         [(e.filtered_attributes, e.value, e.span_id, e.trace_id) for e in p.exemplars])
+        for p in metric.data.data_points
+    ]  # fmt: skip
+
+
+def test_collections_while_requests_record_see_whole_values() -> None:
+    """The reader's thread collects while the loop records: every collection sees each value
+    whole (its count, bucket and sum together)."""
+    histogram = DirectHistogram("h", "s", "d", (1.0, 2.0), threading.Lock())
+    done = threading.Event()
+    seen: list[tuple[int, float]] = []
+
+    def collect() -> None:
+        while not done.is_set():
+            metric = histogram.collect(time.time_ns())
+            if metric is not None:
+                point: Any = metric.data.data_points[0]
+                seen.append((point.count, point.sum))
+
+    reader = threading.Thread(target=collect)
+    reader.start()
+    try:
+        for _ in range(20_000):
+            histogram.record_all((1.0, 1.0, 1.0), {"k": "v"})
+    finally:
+        done.set()
+        reader.join(10)
+    final = histogram.collect(time.time_ns())
+    assert final is not None
+    assert [p.count for p in final.data.data_points] == [60_000]  # type: ignore[union-attr]
+    assert len(seen) > 1
+    assert all(count == total and count % 3 == 0 for count, total in seen)
 
 
 @contextmanager
@@ -224,11 +274,28 @@ def test_configure_aggregates_directly_only_where_the_sdk_would_aggregate_the_sa
         for inv, attrs in _invocations(3):
             instruments.record(inv, attrs)
         instruments.flush()
+        # A reader added since must see the next run's histograms: that run takes the SDK's
+        # path, and configure's reader exports each histogram once, both runs' points combined.
+        memory = InMemoryMetricReader()
+        setup.meter_provider.add_metric_reader(memory)
+        later = setup.instruments()
+        assert later.enabled and later._histograms is None
+        for inv, attrs in _invocations(2):
+            later.record(inv, attrs)
+        later.flush()
+        added = memory.get_metrics_data()
+        assert added is not None
+        (seen,) = [m for m in added.resource_metrics[0].scope_metrics[0].metrics
+                   if m.name == "gpubench.request.duration"]  # fmt: skip
+        assert sum(point[1] for point in _points(seen)) == 8  # two rounds, 4 requests each
         setup.shutdown()  # the final collection goes out with the direct histograms in it
         gaps = received.metric_points("gen_ai.client.operation.time_per_output_chunk")
-        assert sum(p.count for p in gaps) == 3 * 5
-        assert sum(p.as_int for p in received.metric_points("gpubench.requests")) == 12
-        assert sum(p.count for p in received.metric_points("gpubench.request.duration")) == 12
+        assert sum(p.count for p in gaps) == 5 * 5
+        assert sum(p.as_int for p in received.metric_points("gpubench.requests")) == 20
+        assert sum(p.count for p in received.metric_points("gpubench.request.duration")) == 20
+        (last,) = [ExportMetricsServiceRequest.FromString(b) for b in received.metrics[-1:]]
+        names = [m.name for m in last.resource_metrics[0].scope_metrics[0].metrics]
+        assert len(names) == len(set(names)) == 7  # the counter and six histograms, once each
 
         def direct(**kw: Any) -> bool:
             made = telemetry.configure(set_global=False, prometheus_linger_s=0, **kw)

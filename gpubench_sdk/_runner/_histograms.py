@@ -9,14 +9,15 @@ costs a dict lookup by the dict's identity, a bisect and a few additions.
 
 What leaves the process is unchanged: ``MergingMetricExporter`` wraps ``configure``'s exporter
 and adds these histograms to each collection as the SDK's own data points (same attributes,
-buckets, sums, min and max, exemplars, start times; ``tests/test_direct_metrics.py`` compares
-both paths). Made only where the SDK would aggregate exactly so (one push reader, cumulative
-explicit-bucket histograms, no views, the trace-based or no exemplar filter): ``make`` answers
-``None`` otherwise and the run records through the SDK.
+buckets, sums, min and max, exemplars; ``tests/test_direct_metrics.py`` records the same
+requests both ways and compares the exports). Made only where the SDK would aggregate exactly
+so (one push reader, cumulative explicit-bucket histograms, no views, the trace-based or no
+exemplar filter): ``make`` answers ``None`` otherwise and the runs record through the SDK.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import threading
@@ -27,7 +28,6 @@ from dataclasses import replace
 from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.metrics import (
     AlwaysOffExemplarFilter,
     Exemplar,
@@ -43,7 +43,6 @@ from opentelemetry.sdk.metrics.export import (
     MetricReader,
     MetricsData,
     PeriodicExportingMetricReader,
-    ResourceMetrics,
     ScopeMetrics,
 )
 from opentelemetry.sdk.metrics.export import Histogram as HistogramData
@@ -53,6 +52,11 @@ from opentelemetry.sdk.metrics.view import (
 )
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import INVALID_SPAN
+
+try:  # how the SDK's Measurement cleans attributes (opentelemetry-api's attributes module)
+    from opentelemetry.attributes import _clean_attribute_value
+except ImportError:  # another API version: ``make`` leaves the runs on the SDK's path
+    _clean_attribute_value = None  # type: ignore[assignment]
 
 log = logging.getLogger("gpubench.telemetry")
 
@@ -65,6 +69,20 @@ _CARDINALITY_LIMIT = 2000
 _OVERFLOW = {"otel.metric.overflow": True}
 # The exemplar filters kept here: trace-based (the SDK's default) and always off
 _FILTERS_KEPT = (TraceBasedExemplarFilter, AlwaysOffExemplarFilter)
+_first_records = itertools.count()  # orders the histograms by their first value, as the SDK
+
+
+def _key(value: Any) -> Any:
+    """An attribute set's identity as the SDK's ``_hash_attributes`` makes it: each value with
+    its type (``True`` and ``1`` are two points), sequences and mappings recursively."""
+    if isinstance(value, str | bytes | bool | int | float | type(None)):
+        return (type(value).__name__, value)
+    if isinstance(value, Sequence):
+        return ("sequence", tuple(_key(v) for v in value))
+    if isinstance(value, Mapping):
+        ordered = sorted(value, key=lambda item: item if isinstance(item, str) else str(item))
+        return ("mapping", tuple((k, _key(value[k])) for k in ordered))
+    return ("other", repr(value))
 
 
 class _Point:
@@ -81,7 +99,8 @@ class _Point:
         self.total: float = 0  # summed in the same order, the float is the same to the bit)
         self.min = math.inf
         self.max = -math.inf
-        self.exemplars: dict[int, tuple[float, int, int, int]] = {}
+        # bucket: (value, time, span id, trace id, the measurement's attributes not the point's)
+        self.exemplars: dict[int, tuple[float, int, int, int, dict[str, Any]]] = {}
 
 
 class DirectHistogram:
@@ -92,42 +111,52 @@ class DirectHistogram:
     ) -> None:
         self.name, self.unit, self.description = name, unit, description
         self.boundaries = tuple(float(b) for b in boundaries)
+        self.first = -1  # when its first value came, in ``_first_records``' order
         self._lock = lock
         self._points: dict[Any, _Point] = {}  # by the attributes' content, first seen first
-        self._by_id: dict[int, tuple[dict[str, Any], _Point]] = {}  # by the dict's identity
+        # by the dict's identity: (the dict, its point, what an exemplar adds to the point's)
+        self._by_id: dict[int, tuple[dict[str, Any], _Point, dict[str, Any]]] = {}
 
-    def _point(self, attrs: dict[str, Any]) -> _Point:
+    def _point(self, attrs: dict[str, Any]) -> tuple[_Point, dict[str, Any]]:
+        """``attrs``' point (made at its first value) and the attributes an exemplar of it
+        keeps besides the point's (none, except on the overflow point). Under the lock."""
         found = self._by_id.get(id(attrs))
         if found is not None and found[0] is attrs:
-            return found[1]
-        cleaned = dict(BoundedAttributes(attributes=attrs, immutable=False))  # as Measurement
-        key = frozenset(cleaned.items())  # cleaned: a list value is a tuple now
+            return found[1], found[2]
+        cleaned = dict(_clean_attribute_value(attrs, None))  # as the SDK's Measurement does
+        key, extra = _key(cleaned), {}
         point = self._points.get(key)
+        if point is None and len(self._points) >= _CARDINALITY_LIMIT:
+            key, extra, cleaned = _key(_OVERFLOW), cleaned, dict(_OVERFLOW)
+            point = self._points.get(key)
         if point is None:
-            if len(self._points) >= _CARDINALITY_LIMIT:
-                key, cleaned = frozenset(_OVERFLOW.items()), dict(_OVERFLOW)
-                point = self._points.get(key)
-            if point is None:
-                point = self._points[key] = _Point(cleaned, len(self.boundaries) + 1)
+            point = self._points[key] = _Point(cleaned, len(self.boundaries) + 1)
         if len(self._by_id) >= 4 * _CARDINALITY_LIMIT:  # dicts made per request: bounded
             self._by_id.clear()
-        self._by_id[id(attrs)] = (attrs, point)
-        return point
+        self._by_id[id(attrs)] = (attrs, point, extra)
+        return point, extra
 
     def record_all(
         self, values: Sequence[float], attrs: dict[str, Any], sampled: Any = None
     ) -> None:
-        """Each of ``values`` under ``attrs``, under one lock (``Histogram.record``'s twin);
-        ``sampled``: the current span's context where the SDK's exemplar filter would sample
-        these measurements (``DirectHistograms.sampled_span``)."""
+        """Each of ``values`` under ``attrs``, as the SDK's ``Histogram.record`` would take
+        them one by one, under one lock; ``sampled``: the current span's context where the
+        SDK's exemplar filter would sample them (``DirectHistograms.sampled_span``)."""
+        kept = [v for v in values if 0 <= v < math.inf]  # not NaN, infinite or negative
+        if len(kept) < len(values):  # the SDK drops those, with a warning each
+            for value in values:
+                if not 0 <= value < math.inf:
+                    log.warning("Histogram %s: %s dropped (not finite, or negative)",
+                                self.name, value)  # fmt: skip
+        if not kept:
+            return
         bounds = self.boundaries
         with self._lock:
-            point = self._point(attrs)
+            if self.first < 0:
+                self.first = next(_first_records)
+            point, extra = self._point(attrs)
             counts = point.counts
-            for value in values:
-                if value < 0:  # the SDK drops these, with a warning each
-                    log.warning("Histogram %s: a negative value (%s) was dropped", self.name, value)
-                    continue
+            for value in kept:
                 index = bisect_left(bounds, value)
                 counts[index] += 1
                 point.sum += value
@@ -137,37 +166,40 @@ class DirectHistogram:
                     point.max = value
                 if sampled is not None:
                     point.exemplars[index] = (value, time.time_ns(), sampled.span_id,
-                                              sampled.trace_id)  # fmt: skip
+                                              sampled.trace_id, extra)  # fmt: skip
 
     def collect(self, now_ns: int) -> Metric | None:
         """The SDK's ``Metric`` for this histogram now (cumulative), or ``None`` before its
         first value; each point's exemplars are handed over once, as the SDK's reservoir does."""
-        made = []
-        with self._lock:
+        taken = []
+        with self._lock:  # the numbers only: the objects are built after (the loop waits)
             for point in self._points.values():
-                exemplars = [
-                    Exemplar({}, value, at, span_id, trace_id)
-                    for _, (value, at, span_id, trace_id) in sorted(point.exemplars.items())
-                ]
-                point.exemplars = {}
                 point.total = point.sum + point.total
                 point.sum = 0
-                made.append(
-                    HistogramDataPoint(
-                        attributes=point.attributes,
-                        start_time_unix_nano=point.start_ns,
-                        time_unix_nano=now_ns,
-                        count=sum(point.counts),
-                        sum=point.total,
-                        bucket_counts=tuple(point.counts),
-                        explicit_bounds=self.boundaries,
-                        min=point.min,
-                        max=point.max,
-                        exemplars=exemplars,
-                    )
-                )
-        if not made:
+                taken.append((point.attributes, min(point.start_ns, now_ns), point.total,
+                              tuple(point.counts), point.min, point.max,
+                              sorted(point.exemplars.items())))  # fmt: skip
+                point.exemplars = {}
+        if not taken:
             return None
+        made = [
+            HistogramDataPoint(
+                attributes=attributes,
+                start_time_unix_nano=start,
+                time_unix_nano=now_ns,
+                count=sum(counts),
+                sum=total,
+                bucket_counts=counts,
+                explicit_bounds=self.boundaries,
+                min=low,
+                max=high,
+                exemplars=[
+                    Exemplar(dict(extra), value, at, span_id, trace_id)
+                    for _, (value, at, span_id, trace_id, extra) in exemplars
+                ],
+            )
+            for attributes, start, total, counts, low, high, exemplars in taken
+        ]
         data = HistogramData(
             data_points=made, aggregation_temporality=AggregationTemporality.CUMULATIVE
         )
@@ -178,9 +210,12 @@ class DirectHistograms:
     """The histograms of one meter provider that gpubench aggregates itself (``make``), and
     the step that adds them to that provider's exports (``merge``)."""
 
-    def __init__(self, scope: InstrumentationScope, exemplars: bool) -> None:
+    def __init__(
+        self, scope: InstrumentationScope, exemplars: bool, reader: MetricReader | None = None
+    ) -> None:
         self._scope = scope
         self._exemplars = exemplars  # the trace-based filter (else: always off)
+        self._reader = reader
         self._lock = threading.Lock()
         self._histograms: dict[str, DirectHistogram] = {}
 
@@ -193,16 +228,17 @@ class DirectHistograms:
         scope: InstrumentationScope,
     ) -> DirectHistograms | None:
         """The direct histograms of ``provider`` (made by ``configure`` with ``reader`` as its
-        only reader, a ``PeriodicExportingMetricReader`` exporting through ``exporter``), or
-        ``None`` where
-        the SDK would aggregate histograms otherwise than ``DirectHistogram`` does (views,
-        exponential buckets, delta temporality, another cardinality limit, exemplars always
-        on, or SDK internals other than those relied on here)."""
+        only reader, a ``PeriodicExportingMetricReader`` exporting through ``exporter``, which
+        they are attached to), or ``None`` where the SDK would aggregate histograms otherwise
+        than ``DirectHistogram`` does (views, exponential buckets, delta temporality, another
+        cardinality limit, exemplars always on, or SDK internals other than those relied on
+        here)."""
         try:
             config = provider._sdk_config
             exemplar_filter = config.exemplar_filter
             if (
-                not isinstance(reader, PeriodicExportingMetricReader)
+                _clean_attribute_value is None
+                or not isinstance(reader, PeriodicExportingMetricReader)
                 or config.views
                 or _for_histograms(reader._instrument_class_temporality)
                 is not AggregationTemporality.CUMULATIVE
@@ -213,21 +249,28 @@ class DirectHistograms:
                 return None
         except Exception:  # an SDK whose internals differ: its own path
             return None
-        made = cls(scope, isinstance(exemplar_filter, TraceBasedExemplarFilter))
+        made = cls(scope, isinstance(exemplar_filter, TraceBasedExemplarFilter), reader)
         exporter.direct = made
         return made
+
+    def alone_in(self, provider: Any) -> bool:
+        """Whether this sink's reader is still ``provider``'s only one: a reader added since
+        (``add_metric_reader``) must see the histograms, so then the runs take the SDK's path."""
+        consumer = getattr(provider, "_measurement_consumer", None)
+        return tuple(getattr(consumer, "_reader_storages", ())) == (self._reader,)
 
     def histogram(
         self, name: str, unit: str, description: str, boundaries: Sequence[float]
     ) -> DirectHistogram:
         """The histogram ``name`` (the same one for every run on this provider, as the SDK's
         meter answers one instrument per name)."""
-        found = self._histograms.get(name)
-        if found is None:
-            found = self._histograms[name] = DirectHistogram(
-                name, unit, description, boundaries, self._lock
-            )
-        return found
+        with self._lock:
+            found = self._histograms.get(name)
+            if found is None:
+                found = self._histograms[name] = DirectHistogram(
+                    name, unit, description, boundaries, self._lock
+                )
+            return found
 
     def sampled_span(self) -> Any:
         """The current span's context where the SDK's exemplar filter would sample a
@@ -241,21 +284,62 @@ class DirectHistograms:
         return context if context.trace_flags.sampled else None
 
     def merge(self, data: MetricsData) -> MetricsData:
-        """``data`` (one SDK collection) with these histograms in their scope's metrics."""
+        """``data`` (one SDK collection) with these histograms in their scope's metrics.
+
+        Called only for a collection the SDK has data for (its reader exports nothing
+        otherwise); a run that records a histogram has counted the request in the SDK's
+        ``gpubench.requests`` first, so no direct value waits on an export that never comes.
+        """
         now = _collection_time(data)
-        made = [m for h in list(self._histograms.values()) if (m := h.collect(now)) is not None]
+        with self._lock:
+            histograms = sorted(self._histograms.values(), key=lambda h: h.first)
+        made = [m for h in histograms if h.first >= 0 and (m := h.collect(now)) is not None]
         if not made or not data.resource_metrics:
             return data
         first, *rest = data.resource_metrics
         scopes = list(first.scope_metrics)
         for i, scope_metrics in enumerate(scopes):
             if scope_metrics.scope == self._scope:
-                scopes[i] = replace(scope_metrics, metrics=[*scope_metrics.metrics, *made])
+                scopes[i] = replace(scope_metrics, metrics=_joined(scope_metrics.metrics, made))
                 break
         else:
             scopes.append(ScopeMetrics(scope=self._scope, metrics=made, schema_url=""))
-        merged: ResourceMetrics = replace(first, scope_metrics=scopes)
-        return MetricsData(resource_metrics=[merged, *rest])
+        return MetricsData(resource_metrics=[replace(first, scope_metrics=scopes), *rest])
+
+
+def _joined(sdk: Sequence[Metric], direct: list[Metric]) -> list[Metric]:
+    """The SDK's metrics of the scope and the direct ones; where both hold one histogram (runs
+    on the SDK's path since a reader was added, after direct ones), its points combined."""
+    ours = {m.name: m for m in direct}
+    joined = [_combined(m, ours.pop(m.name)) if m.name in ours else m for m in sdk]
+    return joined + [m for m in direct if m.name in ours]
+
+
+def _combined(sdk: Metric, direct: Metric) -> Metric:
+    """One cumulative histogram from the SDK's points and the direct ones (same attributes:
+    counts, sums, min and max added up, the earlier start; exemplars of both)."""
+    points: dict[Any, Any] = {_key(dict(p.attributes or {})): p for p in sdk.data.data_points}
+    for mine in direct.data.data_points:
+        key = _key(dict(mine.attributes or {}))
+        other = points.get(key)
+        if not (isinstance(other, HistogramDataPoint) and isinstance(mine, HistogramDataPoint)):
+            points[key] = mine  # an attribute set only the direct path saw
+            continue
+        points[key] = replace(
+            other,
+            start_time_unix_nano=min(other.start_time_unix_nano, mine.start_time_unix_nano),
+            count=other.count + mine.count,
+            sum=other.sum + mine.sum,
+            bucket_counts=tuple(
+                a + b for a, b in zip(other.bucket_counts, mine.bucket_counts, strict=True)
+            ),
+            min=min(other.min, mine.min),
+            max=max(other.max, mine.max),
+            exemplars=[*other.exemplars, *mine.exemplars],
+        )
+    data = HistogramData(data_points=list(points.values()),
+                         aggregation_temporality=AggregationTemporality.CUMULATIVE)  # fmt: skip
+    return replace(sdk, data=data)
 
 
 def _for_histograms(by_class: Mapping[Any, Any]) -> Any:

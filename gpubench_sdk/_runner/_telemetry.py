@@ -65,7 +65,9 @@ DURATION_BUCKETS_S = (
 # semconv gen_ai.client.token.usage: powers of 4 up to 4^12
 TOKEN_BUCKETS = tuple(float(4**i) for i in range(13))
 COUNT_BATCH_S = 0.25  # gpubench.requests lags its requests by at most this (and a run's end)
-_ATTR_CACHE_MAX = 256  # metric attribute sets kept (targets x phases x outcomes x errors)
+# attribute dicts kept: per target x phase x outcome x error, its GenAI and two token-type
+# variants (an LLM run: four dicts per combination)
+_ATTR_CACHE_MAX = 1024
 # The invoke span's attributes besides its metric attributes, in the order they are set
 _SPAN_ONLY = frozenset({
     "gpubench.seq", "gpubench.latency_ms", "gpubench.send_lag_ms", "gpubench.cold",
@@ -104,7 +106,9 @@ class _SDKHistogram:
     def __init__(self, histogram: metrics.Histogram) -> None:
         self._record = histogram.record
 
-    def record_all(self, values: Sequence[float], attrs: dict[str, Any], sampled: Any) -> None:
+    def record_all(
+        self, values: Sequence[float], attrs: dict[str, Any], sampled: Any = None
+    ) -> None:
         record = self._record
         for value in values:
             record(value, attrs)
@@ -180,7 +184,10 @@ class Instruments:
 
         The API's no-op path still costs ~15 us a request (attribute dicts, proxy lookups),
         which at thousands of requests a second is load-generator capacity worth keeping.
-        Decided at the first request, so an SDK configured before the run is honoured.
+        Decided at the first request, so an SDK configured before the run is honoured; so is
+        where spans and histograms go: encoded and aggregated by gpubench where
+        ``telemetry.configure``'s exporter and reader are the providers' only ones, else
+        through the SDK.
         """
         if self._enabled is None:
             self._enabled = self._explicit or not (
@@ -193,8 +200,9 @@ class Instruments:
             scope = getattr(self._tracer, "_instrumentation_scope", None)
             if direct is not None and scope is not None and direct.alone_in(provider):
                 self._direct, self._scope = direct, scope
-            histograms = _DIRECT_METRICS.get(self._meter_provider or metrics.get_meter_provider())
-            if histograms is not None:
+            meter_provider = self._meter_provider or metrics.get_meter_provider()
+            histograms = _DIRECT_METRICS.get(meter_provider)
+            if histograms is not None and histograms.alone_in(meter_provider):
                 self._histograms = histograms
                 self._use([histograms.histogram(*spec) for spec in _HISTOGRAMS])
         return self._enabled
