@@ -65,6 +65,7 @@ class _Connection(asyncio.Protocol):
         self.headers: asyncio.Future[None] | None = None
         self.complete = False
         self.lost = False
+        self.keep_alive = False
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
@@ -73,6 +74,7 @@ class _Connection(asyncio.Protocol):
         self.parser.feed_data(data)
 
     def on_headers_complete(self) -> None:
+        self.keep_alive = self.parser.should_keep_alive()  # read here: reset once the body ends
         if self.headers is not None:
             self.headers.set_result(None)
 
@@ -122,7 +124,7 @@ async def _floor(url: str, total: int, seen: list[int]) -> int:
                 break
             conn.wake = loop.create_future()
             await conn.wake
-        if not conn.lost and conn.parser.should_keep_alive():
+        if not conn.lost and conn.keep_alive:
             idle.append(conn)
 
     async def slot() -> None:
