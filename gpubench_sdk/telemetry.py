@@ -39,11 +39,14 @@ from opentelemetry.sdk.trace.export import (
     SimpleSpanProcessor,
 )
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 from ._base._errors import ConfigError
 from ._base._validate import check_url
+from ._base._version import __version__
 from ._runner._histograms import DirectHistograms, MergingMetricExporter
 from ._runner._telemetry import (
+    INSTRUMENTATION_NAME,
     METRIC_COLD_START,
     METRIC_DURATION,
     METRIC_GENAI_DURATION,
@@ -217,7 +220,8 @@ def configure(
     if len(readers) == 1 and exporters:
         # One push reader, ours: the runs' histograms are aggregated by gpubench and added to
         # its exports (the same points at a fraction of the SDK's per-value CPU).
-        histograms = DirectHistograms.make(meter_provider, readers[0], exporters[0])
+        scope = InstrumentationScope(INSTRUMENTATION_NAME, __version__)
+        histograms = DirectHistograms.make(meter_provider, readers[0], exporters[0], scope)
         if histograms is not None:
             aggregate_histograms_directly(meter_provider, histograms)
     if set_global:

@@ -27,6 +27,7 @@ from opentelemetry.sdk.metrics.export import (
     PeriodicExportingMetricReader,
 )
 from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
 
 from gpubench_sdk import telemetry
@@ -42,6 +43,7 @@ from gpubench_sdk.testing._otlp import otlp_receiver
 
 _MS = 1_000_000
 _RESOURCE = Resource.create({"service.name": "direct-metrics"})
+_SCOPE = InstrumentationScope(_telemetry.INSTRUMENTATION_NAME, __version__)
 
 
 class _Keep(MetricExporter):
@@ -98,7 +100,7 @@ def _exports(
     reader = PeriodicExportingMetricReader(merging, export_interval_millis=math.inf)
     provider = MeterProvider(resource=_RESOURCE, metric_readers=[reader])
     if direct:
-        made = DirectHistograms.make(provider, reader, merging)
+        made = DirectHistograms.make(provider, reader, merging, _SCOPE)
         assert made is not None
         _telemetry.aggregate_histograms_directly(provider, made)
     instruments = _telemetry.Instruments(meter_provider=provider)

@@ -53,9 +53,6 @@ from opentelemetry.sdk.metrics.view import (
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import INVALID_SPAN
 
-from .._base._version import __version__
-from ._telemetry import INSTRUMENTATION_NAME
-
 try:  # how the SDK's Measurement cleans attributes (opentelemetry-api's attributes module)
     from opentelemetry.attributes import _clean_attribute_value
 except ImportError:  # another API version: ``make`` leaves the runs on the SDK's path
@@ -73,8 +70,6 @@ _OVERFLOW = {"otel.metric.overflow": True}
 # The exemplar filters kept here: trace-based (the SDK's default) and always off
 _FILTERS_KEPT = (TraceBasedExemplarFilter, AlwaysOffExemplarFilter)
 _first_records = itertools.count()  # orders the histograms by their first value, as the SDK
-# The scope the runner's meter (``Instruments``) records in: the direct histograms join it
-SCOPE = InstrumentationScope(INSTRUMENTATION_NAME, __version__)
 
 
 def _key(value: Any) -> Any:
@@ -215,7 +210,8 @@ class DirectHistograms:
     """The histograms of one meter provider that gpubench aggregates itself (``make``), and
     the step that adds them to that provider's exports (``merge``)."""
 
-    def __init__(self, exemplars: bool, reader: MetricReader) -> None:
+    def __init__(self, scope: InstrumentationScope, exemplars: bool, reader: MetricReader) -> None:
+        self._scope = scope  # the runner's meter's (``Instruments``): the histograms join it
         self._exemplars = exemplars  # the trace-based filter (else: always off)
         self._reader = reader
         self._lock = threading.Lock()
@@ -227,6 +223,7 @@ class DirectHistograms:
         provider: Any,
         reader: MetricReader,
         exporter: MergingMetricExporter,
+        scope: InstrumentationScope,
     ) -> DirectHistograms | None:
         """The direct histograms of ``provider`` (made by ``configure`` with ``reader`` as its
         only reader, a ``PeriodicExportingMetricReader`` exporting through ``exporter``, which
@@ -250,7 +247,7 @@ class DirectHistograms:
                 return None
         except Exception:  # an SDK whose internals differ: its own path
             return None
-        made = cls(isinstance(exemplar_filter, TraceBasedExemplarFilter), reader)
+        made = cls(scope, isinstance(exemplar_filter, TraceBasedExemplarFilter), reader)
         exporter.direct = made
         return made
 
@@ -300,11 +297,11 @@ class DirectHistograms:
         first, *rest = data.resource_metrics
         scopes = list(first.scope_metrics)
         for i, scope_metrics in enumerate(scopes):
-            if scope_metrics.scope == SCOPE:
+            if scope_metrics.scope == self._scope:
                 scopes[i] = replace(scope_metrics, metrics=_joined(scope_metrics.metrics, made))
                 break
         else:
-            scopes.append(ScopeMetrics(scope=SCOPE, metrics=made, schema_url=""))
+            scopes.append(ScopeMetrics(scope=self._scope, metrics=made, schema_url=""))
         return MetricsData(resource_metrics=[replace(first, scope_metrics=scopes), *rest])
 
 
