@@ -212,13 +212,23 @@ def _gpubench(url: str, cell: dict[str, Any]) -> dict[str, Any]:
     from gpubench_sdk._transport import _client
 
     opened = [0]
-    made = _client._Handler.connection_made
+    protocols: list[Any] = [_client._Handler]
+    try:  # the lean pool of plain-HTTP prepared calls (a checkout before it has none)
+        from gpubench_sdk._transport import _lean
 
-    def connection_made(self: Any, transport: Any) -> None:
-        opened[0] += 1
-        made(self, transport)
+        protocols.append(_lean.LeanConnection)
+    except ImportError:
+        pass
 
-    _client._Handler.connection_made = connection_made  # type: ignore[method-assign]
+    def counting(made: Any) -> Any:
+        def connection_made(self: Any, transport: Any) -> None:
+            opened[0] += 1
+            made(self, transport)
+
+        return connection_made
+
+    for protocol in protocols:
+        protocol.connection_made = counting(protocol.connection_made)
     setup = None
     if cell.get("otlp"):
         from gpubench_sdk import telemetry

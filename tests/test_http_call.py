@@ -262,8 +262,8 @@ async def test_a_streamed_call_is_what_client_stream_gives(server: LoopbackServe
                 chunks.append(chunk)
                 times.append(arrived_ns(lean))
             read_all = time.perf_counter_ns()
-        pool = client._transport._session.connector  # type: ignore[attr-defined]
-        idle = sum(len(kept) for kept in pool._conns.values())  # the connection went back
+        pool = client._transport._lean  # type: ignore[attr-defined]  # plain HTTP: the lean pool
+        idle = sum(len(kept) for kept in pool._idle.values())  # the connection went back
         async with client.stream(
             "POST", f"{server.url}/events", content=b"hello", headers=headers
         ) as plain:

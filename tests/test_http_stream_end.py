@@ -8,7 +8,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
+from typing import Any
 
+import httpx
 import pytest
 from aiohttp import web
 from conftest import LoopbackServer, module_server
@@ -80,7 +82,9 @@ async def test_a_stream_stopped_at_its_last_event_keeps_its_connection(
         for _ in range(4):
             async with call.stream(b"{}") as response:  # the lean path closes the same way
                 await _until_done(response)
-    assert len(PEERS) == 8 and len(set(PEERS)) == 1  # one connection, reused each time
+    # one connection per pool (httpx's calls go through aiohttp's, a plain-HTTP prepared
+    # call through the lean one), each reused every time
+    assert len(PEERS) == 8 and len(set(PEERS[:4])) == len(set(PEERS[4:])) == 1
 
 
 async def test_without_reading_to_the_end_each_request_needs_a_connection(
@@ -95,23 +99,34 @@ async def test_without_reading_to_the_end_each_request_needs_a_connection(
     assert len(PEERS) == 3 and len(set(PEERS)) == 3
 
 
-async def test_a_stream_abandoned_mid_answer_is_given_up_quickly(server: LoopbackServer) -> None:
+def _streamed(client: httpx.AsyncClient, via: str, url: str) -> Any:
+    """``client.stream`` (aiohttp's pool), or a prepared call's (the lean plain-HTTP pool)."""
+    if via == "httpx":
+        return client.stream("GET", url)
+    return PreparedCall(client, "GET", url).stream()
+
+
+@pytest.mark.parametrize("via", ["httpx", "prepared"])
+async def test_a_stream_abandoned_mid_answer_is_given_up_quickly(
+    server: LoopbackServer, via: str
+) -> None:
     async with make_client() as client:
         began = time.perf_counter()
-        async with client.stream("GET", f"{server.url}/endless") as response:
+        async with _streamed(client, via, f"{server.url}/endless") as response:
             async for _ in response.aiter_raw():
                 break  # the plugin stops reading: an error, or all it wanted
         closed = time.perf_counter() - began
         # a later request finds no half-read connection: it gets a connection of its own
-        async with client.stream("GET", f"{server.url}/done-then-end") as response:
+        async with _streamed(client, via, f"{server.url}/done-then-end") as response:
             await _until_done(response)
     assert closed < 0.5  # the 50 ms bound, and the loop's slack on a loaded machine
     assert len(PEERS) == 2 and PEERS[0] != PEERS[1]
 
 
-async def test_a_body_that_ends_late_is_not_waited_for(server: LoopbackServer) -> None:
+@pytest.mark.parametrize("via", ["httpx", "prepared"])
+async def test_a_body_that_ends_late_is_not_waited_for(server: LoopbackServer, via: str) -> None:
     async with make_client() as client:
         began = time.perf_counter()
-        async with client.stream("GET", f"{server.url}/done-then-end?wait=2") as response:
+        async with _streamed(client, via, f"{server.url}/done-then-end?wait=2") as response:
             await _until_done(response)
         assert time.perf_counter() - began < 1.0  # the bound, not the server's 2 s

@@ -40,6 +40,7 @@ from ._client import (
     headers_read_ns,
 )
 from ._errors import map_aiohttp_error
+from ._lean import wire_for
 from ._spans import (
     CallSpan,
     current_tracer,
@@ -131,7 +132,7 @@ class PreparedCall:
     """
 
     __slots__ = ("_aio_url", "_client", "_given", "_head", "_lean", "_named", "_span", "_timeout",
-                 "method", "url")  # fmt: skip
+                 "_wire", "method", "url")  # fmt: skip
 
     def __init__(
         self,
@@ -162,6 +163,8 @@ class PreparedCall:
             and isinstance(client._transport, AiohttpTransport)
             and not built.url.userinfo
         )
+        # plain HTTP goes through the lean pool (_lean.py): the request's bytes, built once
+        self._wire = wire_for(built) if self._lean else None
 
     def __repr__(self) -> str:  # never the headers: they may carry the API key
         return f"<PreparedCall {self.method} {scrub_url(str(self.url)).split('?', 1)[0]}>"
@@ -176,7 +179,7 @@ class PreparedCall:
         span = self._open_span()
         try:
             response, resent = await transport.roundtrip(
-                self.method, self._aio_url, self._head, content, self._timeout
+                self.method, self._aio_url, self._head, content, self._timeout, self._wire
             )
             arrived = headers_read_ns()
             try:
@@ -227,7 +230,7 @@ class PreparedCall:
         began = time.perf_counter()
         try:
             response, resent = await transport.roundtrip(
-                self.method, self._aio_url, self._head, content, self._timeout
+                self.method, self._aio_url, self._head, content, self._timeout, self._wire
             )
             answer = await transport.answer(response, resent, self._named, span, streamed=True)
         except BaseException as exc:

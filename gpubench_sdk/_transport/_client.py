@@ -14,7 +14,7 @@ import http.cookiejar
 import logging
 import ssl
 import time
-from contextvars import ContextVar
+from collections.abc import Awaitable
 from typing import Any, Protocol
 
 import aiohttp
@@ -26,7 +26,8 @@ from httpx._client import USE_CLIENT_DEFAULT, BoundAsyncStream, ClientState, Use
 from .._base._secrets import remember_auth
 from ._errors import as_provider_error, retry_after_s
 from ._errors import map_aiohttp_error as _map_error
-from ._request import _Request, call_log, note_call, record_calls
+from ._lean import LeanPool, LeanResponse, Wire
+from ._request import ATTEMPT, _Request, call_log, note_call, record_calls
 from ._spans import CallSpan, current_tracer, note_error, note_status, start_http_span
 from ._stream import BodyStream, LazyReadTimeout, StreamedResponse, preloaded
 
@@ -76,7 +77,7 @@ class _Handler(LazyReadTimeout, ResponseHandler):  # one read-timeout timer per 
         # or new), just before sending: the request is now this connection's.
         self.uses += 1
         self.heard = False
-        _ATTEMPT.set(self)  # same task as the transport's call: it sees the value
+        ATTEMPT.set(self)  # same task as the transport's call: it sees the value
         super().set_response_params(*args, **kwargs)
 
     def data_received(self, data: bytes) -> None:
@@ -89,16 +90,12 @@ class _Handler(LazyReadTimeout, ResponseHandler):  # one read-timeout timer per 
         super().data_received(data)
 
 
-# The connection the current task's latest request went out on.
-_ATTEMPT: ContextVar[_Handler | None] = ContextVar("gpubench_http_attempt", default=None)
-
-
 def headers_read_ns() -> int:
     """For a response whose headers were just read (the call's round trip returned): when the
     socket read that completed them happened, on the connection of the current task's latest
     request, so that the first byte is on the clock its first streamed token is (a token read
     with the headers is not timed before them); now, where that is not known."""
-    handler = _ATTEMPT.get()
+    handler = ATTEMPT.get()
     read = 0 if handler is None else handler.read_ns
     return read or time.perf_counter_ns()
 
@@ -123,7 +120,7 @@ def _never_ran(exc: Exception) -> bool:
     """True when the request went out on a kept-alive connection that died before answering
     anything: the server had closed it (uvicorn does after an unhandled exception, without
     ``Connection: close``), so the request provably never reached the application."""
-    proto = _ATTEMPT.get()
+    proto = ATTEMPT.get()
     return (
         proto is not None
         and proto.uses > 1
@@ -156,6 +153,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         self._verify = verify
         self._session: aiohttp.ClientSession | None = None
         self._fresh: aiohttp.ClientSession | None = None
+        self._lean: LeanPool | None = None  # prepared plain-HTTP calls' connections (_lean.py)
 
     def _open(self) -> aiohttp.ClientSession:
         self._session = self._new_session(_Connector(limit=0, ssl=self._verify))
@@ -223,7 +221,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
 
     async def answer(
         self,
-        response: aiohttp.ClientResponse,
+        response: aiohttp.ClientResponse | LeanResponse,
         resent: str | None,
         request: httpx.Request,
         span: CallSpan | None,
@@ -264,7 +262,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             request=request,
         )
         streamed_response._reader, streamed_response._span = response.content, span
-        streamed_response._handler = _ATTEMPT.get()
+        streamed_response._handler = ATTEMPT.get()
         return streamed_response
 
     async def roundtrip(
@@ -274,25 +272,37 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         headers: Any,
         body: bytes | None,
         limits: aiohttp.ClientTimeout,
-    ) -> tuple[aiohttp.ClientResponse, str | None]:
+        wire: Wire | None = None,
+    ) -> tuple[aiohttp.ClientResponse | LeanResponse, str | None]:
         """Send one request and wait for its status line and headers: (the response, why it
-        was resent once on a fresh connection, if it was). Errors leave as httpx's."""
-        session = self._session or self._open()
+        was resent once on a fresh connection, if it was). With a ``wire`` (a prepared plain-HTTP
+        call's bytes), through the lean pool instead of aiohttp's. Errors leave as httpx's."""
         note_call()
         resent: str | None = None
-        _ATTEMPT.set(None)
-        send = functools.partial(
-            aiohttp.ClientSession.request,
-            method=method,
-            url=url,
-            headers=headers,
-            data=body,
-            allow_redirects=False,
-            timeout=limits,
-        )
+        ATTEMPT.set(None)
+        if wire is not None:
+            pool = self._lean or self._open_lean()
+
+            def send(fresh: bool) -> Awaitable[aiohttp.ClientResponse | LeanResponse]:
+                return pool.roundtrip(wire, body, limits, fresh=fresh)
+
+        else:
+            session = self._session or self._open()
+
+            def send(fresh: bool) -> Awaitable[aiohttp.ClientResponse | LeanResponse]:
+                return aiohttp.ClientSession.request(
+                    self._fresh_session() if fresh else session,
+                    method=method,
+                    url=url,
+                    headers=headers,
+                    data=body,
+                    allow_redirects=False,
+                    timeout=limits,
+                )
+
         try:
             try:
-                return await send(session), None
+                return await send(False), None
             except Exception as exc:
                 if not _never_ran(exc):
                     raise
@@ -301,15 +311,21 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                 log = call_log()
                 if log is not None:
                     log.retries.append(resent)
-                return await send(self._fresh_session()), resent
+                return await send(True), resent
         except Exception as exc:
             raise _map_error(exc) from exc
+
+    def _open_lean(self) -> LeanPool:
+        self._lean = LeanPool()
+        return self._lean
 
     async def aclose(self) -> None:
         for session in (self._session, self._fresh):
             if session is not None:
                 await session.close()
-        self._session = self._fresh = None
+        if self._lean is not None:
+            self._lean.close()
+        self._session = self._fresh = self._lean = None
 
 
 class _RefusingJar(http.cookiejar.CookieJar):

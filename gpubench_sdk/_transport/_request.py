@@ -15,12 +15,25 @@ from __future__ import annotations
 import sys
 import time
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 from aiohttp import payload
 
-__all__ = ["CallLog", "call_log", "note_call", "record_calls"]
+__all__ = ["ATTEMPT", "CallLog", "call_log", "note_call", "record_calls"]
+
+
+class Connection(Protocol):
+    """What the transport reads of the connection a request went out on (aiohttp's, in
+    ``_client.py``, or a lean one, ``_lean.py``)."""
+
+    uses: int  # requests sent on it so far
+    heard: bool  # a byte arrived since the current request was sent
+    read_ns: int  # time.perf_counter_ns() of its latest socket read that brought bytes
+
+
+# The connection the current task's latest request went out on.
+ATTEMPT: ContextVar[Connection | None] = ContextVar("gpubench_http_attempt", default=None)
 
 
 class CallLog:

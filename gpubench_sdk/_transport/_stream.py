@@ -6,9 +6,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-import aiohttp
 import httpx
 
 from ._errors import map_aiohttp_error as _map_error
@@ -16,6 +15,24 @@ from ._spans import CallSpan, note_error
 
 if TYPE_CHECKING:
     from asyncio import AbstractEventLoop, TimerHandle
+
+
+class BodyReader(Protocol):
+    """A response body's reader: aiohttp's ``StreamReader``, or the lean pool's answer."""
+
+    async def readany(self) -> bytes: ...
+    def iter_any(self) -> AsyncIterator[bytes]: ...
+    def at_eof(self) -> bool: ...
+    def exception(self) -> BaseException | None: ...
+
+
+class Answer(Protocol):
+    """A round trip's answer whose body is read as it comes: aiohttp's ``ClientResponse``, or
+    the lean pool's (``_lean.LeanResponse``)."""
+
+    @property
+    def content(self) -> BodyReader: ...
+    def release(self) -> Any: ...
 
 
 # A read timeout timer may fire this early (uvloop's timers have millisecond resolution): then
@@ -90,7 +107,7 @@ def preloaded(
 class BodyStream(httpx.AsyncByteStream):
     """A streamed body; its HTTP client span (if tracing) ends when the stream is closed."""
 
-    def __init__(self, response: aiohttp.ClientResponse, span: CallSpan | None) -> None:
+    def __init__(self, response: Answer, span: CallSpan | None) -> None:
         self._response = response
         self._span = span
 
@@ -121,7 +138,7 @@ _FINISH_S = 0.05
 _FINISH_BYTES = 65_536
 
 
-async def _finish_body(reader: aiohttp.StreamReader) -> None:
+async def _finish_body(reader: BodyReader) -> None:
     """Read what is left of a response body that its reader stopped short of (an SSE plugin
     stops at ``data: [DONE]``), so that its connection goes back to the pool reusable.
 
@@ -152,7 +169,7 @@ class StreamedResponse(httpx.Response):
     ``chunk_size``, a consumed or closed stream, ``aclose``) is httpx's own.
     """
 
-    _reader: aiohttp.StreamReader
+    _reader: BodyReader
     _span: CallSpan | None
     _handler: Any = None  # the connection's protocol: its read_ns, the latest socket read's
     read_ns = 0  # when the bytes of the chunk aiter_raw gave last were read (0: not known)
