@@ -1,6 +1,7 @@
 """A provider on ``PreparedCall``, the lean request path, next to the same provider written
 with an ordinary httpx call: both measure the same thing; the prepared one spends less of the
-client's CPU per request (no httpx ``Request``/``Response`` built per call). The same pair
+client's CPU per request (no httpx ``Request``/``Response`` built per call; to a plain
+``http://`` URL like this one, not aiohttp's request machinery either). The same pair
 again for a streamed answer: ``call.stream(body)`` against ``client.stream(...)``, each
 timing every event as it arrived.
 
