@@ -123,3 +123,20 @@ async def test_a_plugin_without_the_capability_says_so(tmp_path: Path) -> None:
     assert "reads no deployment details" in target.deployment["deployed_read"]
     # a class defined in the test suite, not by an installed package's entry point
     assert target.deployment["plugin"]["class"] == "_scenario_fleet.FleetProvider"
+
+
+def test_a_class_built_in_python_names_the_distribution_of_its_module() -> None:
+    # what a provider no entry point names is recorded under: its module's distribution
+    from gpubench_sdk._runner import _deployment as deployment
+
+    found = deployment._distribution_of
+    found.cache_clear()
+    # an editable install (the dev venv's plugins), whose modules no installed file list names
+    assert found("gpubench_openai") == (
+        "gpubench-openai",
+        importlib.metadata.version("gpubench-openai"),
+    )
+    # a module whose distribution is named otherwise: the installed packages' file lists
+    assert found("yaml") == ("PyYAML", importlib.metadata.version("PyYAML"))
+    assert found("__main__") is None  # a script: nothing to look for
+    assert found("no_such_module_anywhere") is None
