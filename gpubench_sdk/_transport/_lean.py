@@ -140,12 +140,6 @@ class LeanConnection(LazyReadTimeout, asyncio.Protocol):
                 self.error = aiohttp.ClientPayloadError("Response payload is not completed")
         self._wake()
 
-    def pause_writing(self) -> None:  # a request body the server reads slowly: asyncio buffers
-        pass
-
-    def resume_writing(self) -> None:
-        pass
-
     # -- httptools' side ----------------------------------------------------------------------
 
     def on_message_begin(self) -> None:
@@ -234,9 +228,7 @@ class LeanConnection(LazyReadTimeout, asyncio.Protocol):
 
     def _stop_timer(self) -> None:
         self._read_timeout = None
-        if self._read_timeout_handle is not None:
-            self._read_timeout_handle.cancel()
-            self._read_timeout_handle = None
+        self._reschedule_timeout()  # LazyReadTimeout's: no timeout cancels the timer
 
     def _wake(self) -> None:
         waiter, self._waiter = self._waiter, None
