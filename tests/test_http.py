@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import gzip
-import threading
 from pathlib import Path
 
 import httpx
 import pytest
 from aiohttp import web
-from conftest import LoopbackServer, module_server, stream_parts
+from conftest import LoopbackServer, RawServer, Reader, Writer, module_server, stream_parts
 
 from gpubench_sdk import Burst, EchoProbe, Outcome, Store, first_byte_ns, make_client, run
 from gpubench_sdk._transport._client import retried
@@ -137,70 +136,43 @@ async def test_errors_become_httpx_errors() -> None:
 _OK_BODY = b'{"output": {"echo": "xxxxxxxxxxxxxxxx"}, "id": "r", "queue_ms": 0, "execution_ms": 0}'
 
 
-class FlakyKeepAlive:
+class FlakyKeepAlive(RawServer):
     """A raw HTTP/1.1 server whose "model" fails every other request it handles. After each
     error response it keeps the socket (no ``Connection: close``) but closes it when the next
     request arrives on it, before answering a byte: that request never reaches the model.
     ``after_error`` = "partial" answers half a status line before closing instead."""
 
     def __init__(self, after_error: str = "drop", fail_first_on_fresh: bool = False) -> None:
+        super().__init__(self._script)
         self.after_error = after_error
         self.fail_first_on_fresh = fail_first_on_fresh
         self.handled: list[int] = []  # the status the model answered, per request it saw
-        self.connections = 0
         self.dropped = 0
-        self.url = ""
-        self._loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def _run(self) -> None:
-        asyncio.set_event_loop(self._loop)
-        server = self._loop.run_until_complete(asyncio.start_server(self._serve, "127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-        self._ready.set()
-        self._loop.run_forever()
-        server.close()
+    @property
+    def connections(self) -> int:
+        return len(self.peers)
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1
+    async def _script(self, reader: Reader, writer: Writer, _: RawServer) -> None:
         broken = self.fail_first_on_fresh
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = 0
-                for line in head.split(b"\r\n"):
-                    if line.lower().startswith(b"content-length:"):
-                        length = int(line.split(b":", 1)[1])
-                await reader.readexactly(length)
-                if broken:
-                    self.dropped += 1
-                    if self.after_error == "partial":
-                        writer.write(b"HTTP/1.1 2")
-                        await writer.drain()
-                    writer.close()
-                    return
-                status = 500 if len(self.handled) % 2 else 200
-                self.handled.append(status)
-                body = b'{"error": "model failed"}' if status == 500 else _OK_BODY
-                reason = b"Internal Server Error" if status == 500 else b"OK"
-                writer.write(
-                    b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\n"
-                    b"content-length: %d\r\n\r\n%s" % (status, reason, len(body), body)
-                )
-                await writer.drain()
-                broken = status == 500
-        except (asyncio.IncompleteReadError, ConnectionError):
-            writer.close()
-
-    def __enter__(self) -> FlakyKeepAlive:
-        self._thread.start()
-        self._ready.wait(10)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
+        while True:
+            await self.read_request(reader)
+            if broken:
+                self.dropped += 1
+                if self.after_error == "partial":
+                    writer.write(b"HTTP/1.1 2")
+                    await writer.drain()
+                return  # RawServer closes the connection
+            status = 500 if len(self.handled) % 2 else 200
+            self.handled.append(status)
+            body = b'{"error": "model failed"}' if status == 500 else _OK_BODY
+            reason = b"Internal Server Error" if status == 500 else b"OK"
+            writer.write(
+                b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\n"
+                b"content-length: %d\r\n\r\n%s" % (status, reason, len(body), body)
+            )
+            await writer.drain()
+            broken = status == 500
 
 
 async def test_a_reused_connection_closed_before_answering_is_resent_once() -> None:

@@ -6,80 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
+from conftest import RawServer, Reader, Script, Writer
 
 from gpubench_sdk import PreparedCall, make_client
 from gpubench_sdk._transport import _lean
 from gpubench_sdk._transport._client import record_retries
 
 pytestmark = pytest.mark.anyio
-
-Reader, Writer = asyncio.StreamReader, asyncio.StreamWriter
-Script = Callable[[Reader, Writer, "RawServer"], Awaitable[None]]
-
-
-class RawServer:
-    """A loopback TCP server in a thread of its own; each connection runs ``script``. It notes
-    each connection's client port (``peers``) and each request it read (``requests``)."""
-
-    def __init__(self, script: Script) -> None:
-        self.script = script
-        self.peers: list[int] = []
-        self.requests: list[tuple[bytes, bytes]] = []  # (head, body)
-        self.url = ""
-        self._loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-
-    def _serve(self) -> None:
-        asyncio.set_event_loop(self._loop)
-        server = self._loop.run_until_complete(
-            asyncio.start_server(self._connection, "127.0.0.1", 0)
-        )
-        self.url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-        self._ready.set()
-        self._loop.run_forever()
-        server.close()
-        self._loop.close()
-
-    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.peers.append(writer.get_extra_info("peername")[1])
-        try:
-            await self.script(reader, writer, self)
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
-        finally:
-            writer.close()
-
-    async def read_request(self, reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
-        head = await reader.readuntil(b"\r\n\r\n")
-        length = 0
-        for line in head.split(b"\r\n"):
-            if line.lower().startswith(b"content-length:"):
-                length = int(line.split(b":", 1)[1])
-        body = await reader.readexactly(length)
-        self.requests.append((head, body))
-        return head, body
-
-    def __enter__(self) -> RawServer:
-        self._thread.start()
-        self._ready.wait(10)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        async def stop() -> None:
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            self._loop.stop()
-
-        self._loop.call_soon_threadsafe(lambda: self._loop.create_task(stop()))
-        self._thread.join(10)
 
 
 def _ok(body: bytes, extra: bytes = b"") -> bytes:
