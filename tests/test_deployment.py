@@ -137,6 +137,12 @@ def test_a_class_built_in_python_names_the_distribution_of_its_module() -> None:
         importlib.metadata.version("gpubench-openai"),
     )
     # a module whose distribution is named otherwise: the installed packages' file lists
+    import yaml  # noqa: F401  (a provider's module is imported before its class is asked of)
+
     assert found("yaml") == ("PyYAML", importlib.metadata.version("PyYAML"))
     assert found("__main__") is None  # a script: nothing to look for
     assert found("no_such_module_anywhere") is None
+    # the project's own code (the test suite's modules here): in no file list, never scanned
+    deployment._installed_modules.cache_clear()
+    assert found("_scenario_fleet") is None
+    assert deployment._installed_modules.cache_info().currsize == 0

@@ -19,8 +19,10 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import logging
+import sys
 from collections.abc import Awaitable, Mapping
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
@@ -87,16 +89,29 @@ def _plugin_of(provider: Provider) -> dict[str, str | None]:
 def _distribution_of(top_module: str) -> tuple[str, str] | None:
     # A distribution named as its module (``gpubench_sdk``'s ``gpubench-sdk``, a plugin's) is
     # found by name in a millisecond; only another is looked for in every installed package's
-    # file list (0.7 s in the dev venv, once per process), which an editable install's
-    # modules are not in.
+    # file list (0.3-0.7 s of CPU, once per process, before the first request), and only for
+    # a module installed in site-packages: an editable install's modules and a project's own
+    # (a provider class in the user's code) are in no file list.
     if top_module == "__main__":  # a script's class: no installed package to name
         return None
     try:
         dist = importlib.metadata.distribution(top_module)
     except importlib.metadata.PackageNotFoundError:
+        if not _in_site_packages(top_module):
+            return None
         dists = _installed_modules().get(top_module, [])
         return (dists[0], importlib.metadata.version(dists[0])) if dists else None
     return str(dist.name), str(dist.version)
+
+
+def _in_site_packages(top_module: str) -> bool:
+    """Whether the imported module ``top_module`` was loaded from an installed package."""
+    module = sys.modules.get(top_module)
+    where = getattr(module, "__file__", None) or next(iter(getattr(module, "__path__", ())), None)
+    if not where:
+        return False
+    parts = Path(where).parts
+    return "site-packages" in parts or "dist-packages" in parts
 
 
 @functools.cache  # it reads every installed package's metadata
