@@ -5,6 +5,7 @@ scopes), and that message reaches a real OTLP/HTTP receiver."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from opentelemetry.context import attach, detach
@@ -111,13 +112,18 @@ def _invocations() -> list[tuple[Any, dict[str, Any], list[Any]]]:
         "url.full": "http://127.0.0.1:80/x",
         "server.address": "127.0.0.1",
         "server.port": 80,
-        "http.response.status_code": 200,
     }
-    call = ("POST", http, wall + ms, wall + 40 * ms, None)
-    failed = ("GET", {"http.request.method": "GET", "error.type": "500"}, wall - ms,
-              wall + 90 * ms, Status(StatusCode.ERROR))  # fmt: skip
+    # a prepared call's attributes (one dict for all its calls) and those set as it went; a
+    # name set again during a call keeps its first place in the span's attributes
+    call = ("POST", http, {"http.response.status_code": 200}, wall + ms, wall + 40 * ms, None)
+    failed = ("GET", {"http.request.method": "GET", "url.full": "http://127.0.0.1:80/y"},
+              {"error.type": "500", "http.request.method": "GET"}, wall - ms, wall + 90 * ms,
+              Status(StatusCode.ERROR))  # fmt: skip
+    plain_call = ("PUT", {"http.request.method": "PUT", "http.response.status_code": 201}, None,
+                  wall, wall + ms, None)  # fmt: skip
     made = []
-    for seq in range(3):  # the second time and after: attributes from the caches
+    # the second time and after: attributes from the caches; seqs of 1, 2 and 3 varint bytes
+    for seq in (0, 300, 70_000):
         made += [
             (Invocation("t", 0, seq, Phase.MEASURE, 0, ms, 51 * ms, wall, Outcome.OK,
                         http_status=200, request_id=f"r{seq}", worker_id="w"), plain, [call]),
@@ -128,13 +134,14 @@ def _invocations() -> list[tuple[Any, dict[str, Any], list[Any]]]:
             (Invocation("t", 0, seq, Phase.WARMUP, 0, ms, 80 * ms, wall, Outcome.OK,
                         http_status=200, input_units=7, output_units=4, cold=False,
                         execution_ms=9.25, token_times_ns=[20 * ms, 30 * ms, 41 * ms]),
-             llm, [call]),
+             llm, [plain_call]),
         ]  # fmt: skip
     return made
 
 
-def _record_all(direct: bool, parent: Any = None, spans: int = 33) -> bytes:
-    """The OTLP bytes of ``_invocations`` recorded through the SDK's spans or encoded directly."""
+def _record_all(direct: bool, parent: Any = None, spans: int = 33, batched: bool = False) -> bytes:
+    """The OTLP bytes of ``_invocations`` recorded through the SDK's spans or encoded directly
+    (``batched``: as a run records them, in batches on an event loop, flushed at its end)."""
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.trace.export import SpanExporter
 
@@ -158,8 +165,19 @@ def _record_all(direct: bool, parent: Any = None, spans: int = 33) -> bytes:
     instruments = _telemetry.Instruments(tracer_provider=provider, meter_provider=MeterProvider())
     token = attach(set_span_in_context(NonRecordingSpan(parent))) if parent else None
     try:
-        for inv, attrs, calls in _invocations():
-            instruments.record(inv, attrs, calls)
+        if batched:
+
+            async def run() -> None:
+                instruments.batch()
+                for inv, attrs, calls in _invocations():
+                    instruments.record(inv, attrs, calls)
+                assert not got  # nothing recorded yet: a batch waits for its timer (or size)
+                instruments.flush()
+
+            asyncio.run(run())
+        else:
+            for inv, attrs, calls in _invocations():
+                instruments.record(inv, attrs, calls)
     finally:
         if token is not None:
             detach(token)
@@ -181,6 +199,7 @@ def test_spans_encoded_from_the_record_are_the_sdk_spans_bytes() -> None:
     sampled-out parent (no spans at all)."""
     sdk_path = _record_all(direct=False)
     assert _record_all(direct=True) == sdk_path
+    assert _record_all(direct=True, batched=True) == sdk_path  # as a run records them
     remote = SpanContext(
         trace_id=99, span_id=98, is_remote=True, trace_flags=TraceFlags(1),
         trace_state=TraceState([("vendor", "v")]),
@@ -188,6 +207,58 @@ def test_spans_encoded_from_the_record_are_the_sdk_spans_bytes() -> None:
     assert _record_all(direct=True, parent=remote) == _record_all(direct=False, parent=remote)
     out = SpanContext(trace_id=99, span_id=98, is_remote=False, trace_flags=TraceFlags(0))
     assert _record_all(direct=True, parent=out, spans=0) == b""
+    assert _record_all(direct=True, parent=remote, batched=True) == _record_all(
+        direct=False, parent=remote
+    )  # the parent each invocation ended under, though recorded later
+
+
+def test_a_runs_batches_are_recorded_on_their_timer_and_by_size() -> None:
+    """While a run records in batches, what waits is recorded RECORD_DUE_S after the first of
+    it ended (no later request needed, no flush), or as soon as RECORD_BATCH wait; the spans go
+    to the processor EMIT_BATCH invocations at a time, or at the flush."""
+    from opentelemetry.sdk.metrics import MeterProvider
+
+    from gpubench_sdk._runner import _telemetry
+    from gpubench_sdk._runner._otlp import DirectSpans, EncodedSpan
+
+    handed: list[Any] = []
+
+    class Keep(SimpleSpanProcessor):
+        def on_end(self, span: Any) -> None:
+            handed.append(span)
+
+    provider = TracerProvider(resource=_RESOURCE, id_generator=_Counting())
+    processor = Keep(InMemorySpanExporter())
+    provider.add_span_processor(processor)
+    _telemetry.send_spans_directly(
+        provider, DirectSpans(processor, provider.resource, provider.id_generator, 128)
+    )
+    instruments = _telemetry.Instruments(tracer_provider=provider, meter_provider=MeterProvider())
+    inv, attrs, calls = _invocations()[0]
+
+    async def run() -> None:
+        instruments.batch()
+        instruments.record(inv, attrs, calls)
+        assert len(instruments._pending) == 1
+        await asyncio.sleep(_telemetry.RECORD_DUE_S * 4)
+        assert not instruments._pending  # recorded on its timer
+        assert len(handed) == 1  # none handed for COUNT_BATCH_S: its spans go at once
+        for _ in range(_telemetry.RECORD_BATCH):
+            instruments.record(inv, attrs, calls)
+        assert not instruments._pending  # a full batch: recorded at once
+        assert len(handed) == 2  # EMIT_BATCH invocations held: one entry for all their spans
+        instruments.record(inv, attrs, calls)
+        instruments.flush()  # the run's end: nothing left waiting
+        assert not instruments._pending and instruments._held_n == 0
+        assert len(handed) == 3
+
+    assert _telemetry.EMIT_BATCH == _telemetry.RECORD_BATCH  # what the counts above assume
+    asyncio.run(run())
+    assert all(isinstance(entry, EncodedSpan) for entry in handed)
+    sent = ExportTraceServiceRequest.FromString(encode_spans(handed))
+    assert sum(len(ss.spans) for rs in sent.resource_spans for ss in rs.scope_spans) == 2 * (
+        _telemetry.RECORD_BATCH + 2
+    )  # each invocation: its call's span and its own
 
 
 def test_configure_alone_encodes_directly_and_added_processors_get_sdk_spans() -> None:

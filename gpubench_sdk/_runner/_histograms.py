@@ -27,7 +27,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from opentelemetry import trace
 from opentelemetry.sdk.metrics import (
     AlwaysOffExemplarFilter,
     Exemplar,
@@ -270,12 +269,11 @@ class DirectHistograms:
                 )
             return found
 
-    def sampled_span(self) -> Any:
-        """The current span's context where the SDK's exemplar filter would sample a
-        measurement made now (trace-based: a sampled span is current), else ``None``."""
+    def sampled_span(self, span: Any) -> Any:
+        """The context of ``span`` (the current span) where the SDK's exemplar filter would
+        sample a measurement made now (trace-based: a sampled span is current), else ``None``."""
         if not self._exemplars:
             return None
-        span = trace.get_current_span()
         if span == INVALID_SPAN:
             return None
         context = span.get_span_context()

@@ -234,7 +234,7 @@ class Runner(RequestSender):
         # transport opens an HTTP client span per call under it (tasks inherit the tracer).
         self._tracing = self._instruments.enabled
         if self._tracing:
-            self._instruments.batch_counts()  # flushed when the run ends (finally, below)
+            self._instruments.batch()  # flushed when the run ends (finally, below)
         http_tracer = use_tracer(self._instruments.tracer if self._tracing else None)
         try:
             # Before the first request opens a socket: the writer's file must not compete with
@@ -278,7 +278,7 @@ class Runner(RequestSender):
             raise
         finally:
             reset_tracer(http_tracer)
-            self._instruments.flush()  # the request counts still batched
+            self._instruments.flush()  # the invocations and request counts still batched
             self._scope = None
             if status != "completed":
                 self._release_shards()

@@ -246,9 +246,10 @@ class RequestSender:
             self._guard.record(inv)  # the live cost meter: a few float additions
         if spans:  # the HTTP calls' spans, under the invocation's (tracing on)
             made = [
-                (c.name, c.attributes, wall_of + c.start_ns, wall_of + (c.end_ns or end), c.status)
+                (c.name, c.attributes, c.more, wall_of + c.start_ns, wall_of + (c.end_ns or end),
+                 c.status)
                 for c in spans
-            ]
+            ]  # fmt: skip
             self._instruments.record(inv, lt.attrs, made)
         else:
             self._instruments.record(inv, lt.attrs)

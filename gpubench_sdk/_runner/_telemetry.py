@@ -13,6 +13,7 @@ is listed in ``docs/observability.md``.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import weakref
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from opentelemetry import metrics, trace
+from opentelemetry.context import Context, get_current
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from .._base._types import Invocation, Outcome
@@ -34,8 +36,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("gpubench.telemetry")
 
-# One HTTP call of an invocation: span name, attributes, start and end (time.time_ns), status.
-HTTPCall = tuple[str, dict[str, Any], int, int, Status | None]
+# One HTTP call of an invocation: span name, attributes at its start (a dict that may be shared
+# by many calls: never written to), attributes set since (or None), start and end
+# (time.time_ns), status.
+HTTPCall = tuple[str, dict[str, Any], dict[str, Any] | None, int, int, Status | None]
 
 INSTRUMENTATION_NAME = "gpubench_sdk"
 SPAN_INVOKE = "gpubench.invoke"
@@ -64,7 +68,16 @@ DURATION_BUCKETS_S = (
 )  # fmt: skip
 # semconv gen_ai.client.token.usage: powers of 4 up to 4^12
 TOKEN_BUCKETS = tuple(float(4**i) for i in range(13))
-COUNT_BATCH_S = 0.25  # gpubench.requests lags its requests by at most this (and a run's end)
+# While a run records in batches (``Instruments.batch``): gpubench.requests lags its requests by
+# at most COUNT_BATCH_S (and a run's end). Where gpubench encodes spans itself, invocations are
+# recorded RECORD_BATCH at a time, or RECORD_DUE_S after the first of a batch ended (a batch
+# holds the requests of RECORD_DUE_S: one or a few at light load, when the event loop must not
+# stall long, RECORD_BATCH at full load, when CPU counts), and their spans are handed to the
+# exporter EMIT_BATCH invocations at a time, or COUNT_BATCH_S after the first.
+COUNT_BATCH_S = 0.25
+RECORD_BATCH = 32
+RECORD_DUE_S = 0.005
+EMIT_BATCH = 32
 # attribute dicts kept: per target x phase x outcome x error, its GenAI and two token-type
 # variants (an LLM run: four dicts per combination)
 _ATTR_CACHE_MAX = 1024
@@ -160,7 +173,9 @@ class Instruments:
         self._enabled: bool | None = None
         self._direct: DirectSpans | None = None
         self._scope: Any = None
-        self._blocks: dict[int, tuple[dict[str, Any], bytes | None]] = {}
+        # attribute dicts encoded (for direct spans), by identity: the dict, its bytes, and
+        # whether it holds a name an invoke span sets per request
+        self._blocks: dict[int, tuple[dict[str, Any], bytes, bool]] = {}
         self._tracer = trace.get_tracer(INSTRUMENTATION_NAME, __version__, tracer_provider)
         meter = metrics.get_meter(INSTRUMENTATION_NAME, __version__, meter_provider)
         self._requests = meter.create_counter(
@@ -177,6 +192,15 @@ class Instruments:
         self._batching = False
         self._counts: dict[int, list[Any]] = {}
         self._counts_due = 0.0
+        # invocations waiting to be recorded (batching, spans encoded directly): their record,
+        # attributes, HTTP calls, and the context that was current when they ended
+        self._pending: list[tuple[Invocation, dict[str, Any], Sequence[HTTPCall], Context]] = []
+        self._pending_timer: asyncio.TimerHandle | None = None
+        # spans encoded directly while batching, handed to the processor EMIT_BATCH
+        # invocations at a time (or COUNT_BATCH_S after the first)
+        self._held: list[bytes] = []
+        self._held_n = 0
+        self._held_due = 0.0
 
     @property
     def enabled(self) -> bool:
@@ -226,10 +250,49 @@ class Instruments:
         by the transport) as the span's children. Never raises."""
         if not self.enabled:
             return
+        context = get_current()  # where the spans go, kept: the current one may change later
+        if self._batching and self._direct is not None and RECORD_BATCH > 1:
+            pending = self._pending
+            pending.append((inv, attributes, calls, context))
+            if len(pending) >= RECORD_BATCH:
+                self._record_pending()
+            elif len(pending) == 1:
+                self._record_later()
+            return
         try:
-            self._record(inv, attributes, calls)
+            self._record(inv, attributes, calls, context)
         except Exception:  # telemetry must never break a measurement
             self._warn_once()
+
+    def _record_later(self) -> None:
+        """Record what waits ``RECORD_DUE_S`` from now, on the run's event loop (a timer, not
+        the next request's end: requests that end together, as a closed loop's do, must not
+        wait on the batch of the ones before them). Without an asyncio loop: now."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # trio, or no loop
+            self._record_pending()
+            return
+        self._pending_timer = loop.call_later(RECORD_DUE_S, self._record_pending)
+
+    def _record_pending(self) -> None:
+        """Record the invocations waiting, in the order they ended (the order of their spans'
+        ids). In a batch, the encoder's code and caches stay warm from one to the next: 10 us of
+        CPU a request less than one at a time on a plain request (bench/hotpath_bench.py)."""
+        timer, self._pending_timer = self._pending_timer, None
+        if timer is not None:
+            timer.cancel()
+        pending, self._pending = self._pending, []
+        for inv, attributes, calls, context in pending:
+            try:
+                self._record(inv, attributes, calls, context)
+            except Exception:  # telemetry must never break a measurement
+                self._warn_once()
+
+    def _emit_held(self) -> None:
+        held, self._held, self._held_n = self._held, [], 0
+        if held and self._direct is not None:
+            self._direct.emit(held, self._scope)
 
     def _warn_once(self) -> None:
         if not self._failed_once:
@@ -254,16 +317,25 @@ class Instruments:
             attrs = self._attr_cache[key] = (base, made)
         return attrs[1]
 
-    def batch_counts(self) -> None:
-        """Batch ``gpubench.requests`` from now until ``flush`` (the runner's run does):
-        each request is counted here and added to the SDK's counter at most
-        ``COUNT_BATCH_S`` apart, since the counter's ``add`` validates and hashes the
-        attributes (~4% of the client's CPU per request with tracing on, profiled)."""
+    def batch(self) -> None:
+        """Record in batches from now until ``flush`` (the runner's run does):
+
+        * ``gpubench.requests``: each request is counted here and added to the SDK's counter
+          at most ``COUNT_BATCH_S`` apart, since the counter's ``add`` validates and hashes
+          the attributes (~4% of the client's CPU per request with tracing on, profiled);
+        * where gpubench encodes the spans itself (``telemetry.configure``'s exporter), whole
+          invocations (spans and histograms) are recorded in batches (``RECORD_BATCH``,
+          ``RECORD_DUE_S``), and their spans handed to the exporter's processor together
+          (``EMIT_BATCH``): one queue entry, and one wake-up of its thread, for many requests.
+          On a plain request this halves tracing's CPU (bench/hotpath_bench.py).
+        """
         self._batching = True
 
     def flush(self) -> None:
-        """Add the request counts still batched, and stop batching."""
+        """Record the invocations and add the request counts still batched; stop batching."""
+        self._record_pending()
         self._batching = False
+        self._emit_held()
         self._add_counts()
 
     def _add_counts(self) -> None:
@@ -289,11 +361,15 @@ class Instruments:
             self._counts_due = now + COUNT_BATCH_S
             self._add_counts()
 
-    def _record(self, inv: Invocation, base: dict[str, Any], calls: Sequence[HTTPCall]) -> None:
+    def _record(
+        self, inv: Invocation, base: dict[str, Any], calls: Sequence[HTTPCall], context: Context
+    ) -> None:
+        """The spans and metrics of ``inv``, under ``context`` (current when it ended)."""
+        current = trace.get_current_span(context)  # the parent, and what an exemplar points at
         attrs = self._metric_attributes(inv, base)  # shared: never mutated below
         self._count(attrs)
         # where the SDK would keep an exemplar of each value (direct histograms only)
-        sampled = None if self._histograms is None else self._histograms.sampled_span()
+        sampled = None if self._histograms is None else self._histograms.sampled_span(current)
         self._duration.record_all((inv.latency_ms / 1e3,), attrs, sampled)
         cold_ms = cold_start_ms(inv)
         if cold_ms is not None:
@@ -310,12 +386,12 @@ class Instruments:
         # attributes go in one call: each set_attribute takes the span's lock and validates.
         own = _span_attributes(inv, genai)
         direct = self._direct
-        if direct is not None and self._record_direct(direct, inv, attrs, own, calls):
+        if direct is not None and self._record_direct(direct, inv, attrs, own, calls, current):
             return
         extra = dict(attrs)
         extra.update(own)
         span = self._tracer.start_span(
-            SPAN_INVOKE, start_time=start, attributes=extra, kind=SpanKind.CLIENT
+            SPAN_INVOKE, context, start_time=start, attributes=extra, kind=SpanKind.CLIENT
         )
         if not span.is_recording():  # sampled out: so are its children
             span.end(end_time=end)
@@ -324,8 +400,10 @@ class Instruments:
             span.set_status(Status(StatusCode.ERROR, inv.error or inv.outcome.value))
         context = trace.set_span_in_context(span)
         tracer = self._tracer
-        for name, attrs, began, ended, status in calls:  # the HTTP client spans, in call order
+        for name, attrs, more, began, ended, status in calls:  # HTTP client spans, in call order
             began = min(max(began, start), end)  # within their invocation's span
+            if more:
+                attrs = {**attrs, **more}
             child = tracer.start_span(
                 name, context=context, kind=SpanKind.CLIENT, attributes=attrs, start_time=began
             )
@@ -366,6 +444,7 @@ class Instruments:
         attrs: dict[str, Any],
         own: list[tuple[str, Any]],
         calls: Sequence[HTTPCall],
+        current: Any,
     ) -> bool:
         """The spans ``_record`` makes through the SDK, encoded here from the record and sent to
         configure's OTLP processor: the same ids in the same order from the provider's id
@@ -375,13 +454,14 @@ class Instruments:
         # stays unimported where no run exports with configure
         attribute_once, encode_attributes = direct.attribute_once, direct.encode_attributes
         encode_span, flags_local = direct.encode_span, direct.FLAGS_LOCAL
-        block = self._attribute_block(attrs, encode_attributes)
+        block, clash = self._encoded(attrs, encode_attributes)
         limit = direct.max_attributes
-        if block is None or len(attrs) + len(own) > limit:
+        if clash or len(attrs) + len(own) > limit:
             return False
-        if any(len(call[1]) > limit for call in calls):
-            return False
-        parent = trace.get_current_span().get_span_context()
+        for call in calls:
+            if len(call[1]) + len(call[2] or ()) > limit:
+                return False
+        parent = current.get_span_context()
         if parent.is_valid:
             if not parent.trace_flags.sampled:  # ParentBased: sampled out, with its children
                 return True
@@ -391,17 +471,21 @@ class Instruments:
         else:
             trace_id, parent_id, state, flags = direct.trace_id(), None, b"", flags_local
         span_id, ids = direct.ids(trace_id, state)
-        invoke_attrs = block + b"".join([attribute_once(key, value) for key, value in own])
+        invoke_attrs = block + direct.encode_once(own)
         made: list[bytes] = []  # the invocation's spans, in the order the SDK's would end
         emit = made.append
         start = inv.wall_start_ns
         end = start + (inv.end_ns - inv.start_ns)
-        for name, call_attrs, began, ended, status in calls:  # as _record: the HTTP calls first
-            began = min(max(began, start), end)
+        for name, call_attrs, more, began, ended, status in calls:  # as _record: calls first
+            began = start if began < start else end if began > end else began
             child_ids = direct.ids(trace_id, state)[1]
-            emit(encode_span(child_ids, span_id, name, SpanKind.CLIENT, began,
-                             min(max(ended, began), end), encode_attributes(call_attrs), status,
-                             flags_local))  # fmt: skip
+            encoded = self._encoded(call_attrs, encode_attributes)[0]
+            if more:  # in the merged dict's order: a name set again keeps its first place
+                encoded = (encoded + encode_attributes(more) if more.keys().isdisjoint(call_attrs)
+                           else encode_attributes({**call_attrs, **more}))  # fmt: skip
+            ended = began if ended < began else end if ended > end else ended
+            emit(encode_span(child_ids, span_id, name, SpanKind.CLIENT, began, ended, encoded,
+                             status, flags_local))  # fmt: skip
         phases: list[tuple[str, int, int]] = []
         cursor = start
         if inv.queue_ms is not None:
@@ -423,19 +507,31 @@ class Instruments:
             status = Status(StatusCode.ERROR, inv.error or inv.outcome.value)
         emit(encode_span(ids, parent_id, SPAN_INVOKE, SpanKind.CLIENT, start, end, invoke_attrs,
                          status, flags))  # fmt: skip
-        direct.emit(made, self._scope)
+        if not self._batching:
+            direct.emit(made, self._scope)
+            return True
+        self._held += made
+        self._held_n += 1
+        if self._held_n >= EMIT_BATCH:
+            self._emit_held()
+        else:
+            now = time.monotonic()
+            if now >= self._held_due:
+                self._held_due = now + COUNT_BATCH_S
+                self._emit_held()
         return True
 
-    def _attribute_block(self, attrs: dict[str, Any], encode: Any) -> bytes | None:
-        """``attrs`` encoded once (the metric attributes recur request after request); ``None``
-        where one of them is also an attribute set per request (then the dict's order differs)."""
+    def _encoded(self, attrs: dict[str, Any], encode: Any) -> tuple[bytes, bool]:
+        """``attrs`` encoded, once per dict (a run's metric attributes and a prepared call's
+        span attributes are one dict each, request after request), and whether one of them is
+        also an invoke span's per-request attribute (then the span's dict order differs)."""
         found = self._blocks.get(id(attrs))
         if found is None or found[0] is not attrs:
-            block = None if _SPAN_ONLY.intersection(attrs) else encode(attrs)
             if len(self._blocks) >= _ATTR_CACHE_MAX:
                 self._blocks.clear()
-            found = self._blocks[id(attrs)] = (attrs, block)
-        return found[1]
+            clash = not _SPAN_ONLY.isdisjoint(attrs)
+            found = self._blocks[id(attrs)] = (attrs, encode(attrs), clash)
+        return found[1], found[2]
 
     def _record_genai(self, inv: Invocation, attrs: dict[str, Any], sampled: Any) -> None:
         """The semconv GenAI client metrics of one LLM request."""

@@ -47,19 +47,25 @@ class CallSpan(Protocol):
 
 class LateSpan:
     """An HTTP client span noted during an invocation, made by the runner after it: ``name``,
-    ``attributes``, ``start_ns`` and ``end_ns`` (``time.perf_counter_ns()``), ``status``."""
+    ``attributes`` (those it started with: a ``PreparedCall``'s are one dict for all its
+    calls, never written to), ``more`` (those set since, or ``None``), ``start_ns`` and
+    ``end_ns`` (``time.perf_counter_ns()``), ``status``."""
 
-    __slots__ = ("attributes", "end_ns", "name", "start_ns", "status")
+    __slots__ = ("attributes", "end_ns", "more", "name", "start_ns", "status")
 
     def __init__(self, name: str, attributes: dict[str, Any]) -> None:
         self.name = name
         self.attributes = attributes
+        self.more: dict[str, Any] | None = None
         self.start_ns = time.perf_counter_ns()
         self.end_ns: int | None = None
         self.status: Status | None = None
 
     def set_attribute(self, key: str, value: Any) -> None:
-        self.attributes[key] = value
+        if self.more is None:
+            self.more = {key: value}
+        else:
+            self.more[key] = value
 
     def set_status(self, status: Status) -> None:
         self.status = status
@@ -108,7 +114,7 @@ def start_span(tracer: Tracer, name: str, attrs: dict[str, Any]) -> CallSpan:
     ``CallLog`` when the runner collects them, else an OpenTelemetry span."""
     log = call_log()
     if log is not None and log.spans is not None:
-        late = LateSpan(name, dict(attrs))  # its own: the prepared attributes are shared
+        late = LateSpan(name, attrs)
         log.spans.append(late)
         return late
     return tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attrs)
