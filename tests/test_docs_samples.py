@@ -1,8 +1,8 @@
 """Every code sample in docs/ runs (the rules are in docs/docs-samples.md).
 
-* ```python blocks run as a script in a fresh temp dir (the repository on ``sys.path``). The
-  python blocks of one page share their names like a notebook's cells: a block runs after the
-  page's earlier (not skipped) python blocks, so a page can build an example step by step.
+* ```python blocks run in a fresh temp dir (the repository on ``sys.path``), the (not skipped)
+  blocks of one page in one interpreter, in page order, sharing their names like a notebook's
+  cells: a page can build an example step by step. A failure names its block (page:line).
 * ```bash / ```console / ```sh blocks run command by command in bash in a temp dir (``$ ``
   prompts stripped, ``\\`` continuations joined, a here-document kept with its command).
   Commands that install software (``pip install``, ``python3 -m venv``, ``. .venv/bin/activate``,
@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -62,7 +63,6 @@ class Sample:
     lang: str
     code: str
     skip: str | None
-    before: tuple[str, ...] = ()  # the page's earlier python blocks, run first
 
     @property
     def id(self) -> str:
@@ -73,7 +73,6 @@ def samples() -> list[Sample]:
     found = []
     for path in sorted(DOCS.rglob("*.md")):
         text = path.read_text()
-        earlier: list[str] = []
         for m in FENCE.finditer(text):
             lang = m.group(1).lower()
             if lang not in ("python", "bash", "console", "sh", "shell"):
@@ -86,9 +85,7 @@ def samples() -> list[Sample]:
             line = text.count("\n", 0, m.start()) + 1
             page = str(path.relative_to(DOCS))
             reason = skip.group(1) if skip else None
-            found.append(Sample(page, line, lang, m.group(2), reason, tuple(earlier)))
-            if lang == "python" and reason is None:
-                earlier.append(m.group(2))
+            found.append(Sample(page, line, lang, m.group(2), reason))
     return found
 
 
@@ -187,31 +184,68 @@ def run_shell(sample: Sample, cwd: Path) -> None:
                 p.wait(20)
 
 
-def run_python(sample: Sample, cwd: Path) -> None:
-    script = cwd / "sample.py"
-    script.write_text("\n\n".join([*sample.before, sample.code]))
+# Runs a page's python blocks (a JSON list of [id, code]) in one namespace, as __main__; a
+# failing block is named before its traceback. One interpreter per page: a process and its
+# imports per block, each re-running the page's earlier blocks, cost CI minutes.
+PAGE_RUNNER = """
+import json, sys, traceback
+namespace = {"__name__": "__main__"}
+for block_id, code in json.load(open(sys.argv[1])):
+    print(f"--- {block_id}", flush=True)
+    try:
+        exec(compile(code, block_id, "exec"), namespace)
+    except BaseException:
+        print(f"FAILED: the block at {block_id}", file=sys.stderr)
+        traceback.print_exc()
+        sys.exit(1)
+"""
+
+
+def run_python_page(blocks: list[Sample], cwd: Path) -> None:
+    (cwd / "blocks.json").write_text(json.dumps([[b.id, b.code] for b in blocks]))
+    (cwd / "run_blocks.py").write_text(PAGE_RUNNER)
     proc = subprocess.run(
-        [sys.executable, str(script)], cwd=cwd, env=_env(), capture_output=True, text=True,
-        timeout=300,
+        [sys.executable, "run_blocks.py", "blocks.json"], cwd=cwd, env=_env(),
+        capture_output=True, text=True, timeout=600,
     )  # fmt: skip
-    assert proc.returncode == 0, f"{sample.id}\n{proc.stdout}\n{proc.stderr}"
+    assert proc.returncode == 0, f"{blocks[0].page}\n{proc.stdout}\n{proc.stderr}"
 
 
 ALL = samples()
+# every block but the python ones that run, which run page by page
+ONE_BY_ONE = [s for s in ALL if s.lang != "python" or s.skip]
+PAGES: dict[str, list[Sample]] = {}
+for _sample in ALL:
+    if _sample.lang == "python" and not _sample.skip:
+        PAGES.setdefault(_sample.page, []).append(_sample)
 
 
 def test_samples_are_found() -> None:
     assert len(ALL) > 20
-    assert any(s.page == "observability.md" and s.lang == "python" for s in ALL)
+    assert "observability.md" in PAGES
 
 
-@pytest.mark.parametrize("sample", ALL, ids=[s.id for s in ALL])
+@pytest.mark.parametrize("sample", ONE_BY_ONE, ids=[s.id for s in ONE_BY_ONE])
 def test_doc_sample_runs(sample: Sample, workspace: Path, tmp_path: Path) -> None:
     if sample.skip:
         pytest.skip(sample.skip)
     cwd = tmp_path / "work"
     shutil.copytree(workspace, cwd)
-    if sample.lang == "python":
-        run_python(sample, cwd)
-    else:
-        run_shell(sample, cwd)
+    run_shell(sample, cwd)
+
+
+@pytest.mark.parametrize("page", list(PAGES))
+def test_doc_python_blocks_run(page: str, workspace: Path, tmp_path: Path) -> None:
+    cwd = tmp_path / "work"
+    shutil.copytree(workspace, cwd)
+    run_python_page(PAGES[page], cwd)
+
+
+def test_a_failing_block_fails_its_page_and_is_named(tmp_path: Path) -> None:
+    # the second block uses the first's name (one namespace); the third fails
+    blocks = [Sample("x.md", 3, "python", "n = 41\n", None),
+              Sample("x.md", 9, "python", "n += 1\nassert n == 42\n", None),
+              Sample("x.md", 15, "python", "raise ValueError('boom')\n", None)]  # fmt: skip
+    run_python_page(blocks[:2], tmp_path)
+    with pytest.raises(AssertionError, match=r"(?s)FAILED: the block at x\.md:15.*boom"):
+        run_python_page(blocks, tmp_path)
