@@ -290,6 +290,7 @@ class Instruments:
                 self._warn_once()
 
     def _emit_held(self) -> None:
+        """Hand the spans held (``EMIT_BATCH``) to the batch span processor, as one entry."""
         held, self._held, self._held_n = self._held, [], 0
         if held and self._direct is not None:
             self._direct.emit(held, self._scope)
