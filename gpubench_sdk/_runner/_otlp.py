@@ -157,9 +157,8 @@ def encode_once(pairs: list[tuple[str, Any]]) -> bytes:
             if head is not None:
                 parts += (head, _pack_d(value))
                 continue
-        elif kind is int and 0 <= value < 0x4000:
-            encoded = (_ONE_BYTE[value] if value < 0x80
-                       else bytes(((value & 0x7F) | 0x80, value >> 7)))  # fmt: skip
+        elif kind is int and 0 <= value < (1 << 63):
+            encoded = _varint(value)
             head = _int_heads.get((key, len(encoded)))
             if head is not None:
                 parts += (head, encoded)

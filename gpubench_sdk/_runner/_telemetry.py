@@ -251,7 +251,7 @@ class Instruments:
         if not self.enabled:
             return
         context = get_current()  # where the spans go, kept: the current one may change later
-        if self._batching and self._direct is not None and RECORD_BATCH > 1:
+        if self._batching and self._direct is not None:
             pending = self._pending
             pending.append((inv, attributes, calls, context))
             if len(pending) >= RECORD_BATCH:
@@ -399,14 +399,14 @@ class Instruments:
             return
         if inv.outcome is not Outcome.OK:
             span.set_status(Status(StatusCode.ERROR, inv.error or inv.outcome.value))
-        context = trace.set_span_in_context(span)
+        inside = trace.set_span_in_context(span)  # the children's parent
         tracer = self._tracer
         for name, attrs, more, began, ended, status in calls:  # HTTP client spans, in call order
             began = min(max(began, start), end)  # within their invocation's span
             if more:
                 attrs = {**attrs, **more}
             child = tracer.start_span(
-                name, context=context, kind=SpanKind.CLIENT, attributes=attrs, start_time=began
+                name, context=inside, kind=SpanKind.CLIENT, attributes=attrs, start_time=began
             )
             if status is not None:
                 child.set_status(status)
@@ -419,11 +419,11 @@ class Instruments:
             queue_end = cursor + int(inv.queue_ms * 1e6)
             if inv.cold and inv.setup_ms is not None:
                 boot_start = max(cursor, queue_end - int(inv.setup_ms * 1e6))
-                self._child(SPAN_COLD_START, boot_start, queue_end, context)
-            self._child(SPAN_QUEUE, cursor, queue_end, context)
+                self._child(SPAN_COLD_START, boot_start, queue_end, inside)
+            self._child(SPAN_QUEUE, cursor, queue_end, inside)
             cursor = queue_end
         if inv.execution_ms is not None:
-            self._child(SPAN_EXECUTION, cursor, cursor + int(inv.execution_ms * 1e6), context)
+            self._child(SPAN_EXECUTION, cursor, cursor + int(inv.execution_ms * 1e6), inside)
         span.end(end_time=end)
 
     def _genai_attributes(self, attrs: dict[str, Any]) -> dict[str, Any]:
